@@ -1,0 +1,186 @@
+"""The checkpoint folder: atomic writes, safe loads, a format version.
+
+A checkpoint is a self-describing folder, in the manner of Hugging Face's::
+
+    config.json        all settings, the vocabulary size, labels, format_version
+    model.safetensors  the weights (never pickle)
+    tokenizer.json     the ``tokenizers`` tokenizer
+    metrics.json       per-epoch history, device, wall time, seed, versions
+
+Every file is written to a temporary file in the same folder and moved into
+place with ``os.replace``, so a crash leaves either the old or the new file,
+never half of one. Loading never unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from .config import Config, config_from_dict
+from .errors import CheckpointError, ConfigError
+from .model import LABELS, SentimentClassifier
+from .tokenizer import load_tokenizer
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+METRICS_FILE = "metrics.json"
+
+
+def atomic_write(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, ``os.replace``.
+
+    Raises:
+        OSError: the folder is not writable or the disk is full; ``path`` is then unchanged.
+    """
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Atomically write ``obj`` as indented JSON."""
+    atomic_write(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def save_weights(directory: str | Path, model: torch.nn.Module) -> None:
+    """Atomically write the model's parameters to ``model.safetensors`` (CPU tensors)."""
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    atomic_write(Path(directory) / WEIGHTS_FILE, st_save(state, metadata={"format": "pt"}))
+
+
+def checkpoint_config(config: Config, vocab_size: int) -> dict[str, Any]:
+    """The ``config.json`` payload."""
+    return {"format_version": FORMAT_VERSION, "architecture": "SentimentClassifier",
+            "labels": list(LABELS), "vocab_size": vocab_size, **config.to_dict()}
+
+
+def save_checkpoint(directory: str | Path, *, config: Config, model: SentimentClassifier,
+                    tokenizer_json: str, metrics: dict[str, Any]) -> None:
+    """Write (or refresh) a whole checkpoint folder, one atomic file at a time.
+
+    Raises:
+        OSError: the folder cannot be created or written.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_weights(directory, model)
+    atomic_write(directory / TOKENIZER_FILE, tokenizer_json)
+    write_json(directory / CONFIG_FILE, checkpoint_config(config, model.vocab_size))
+    write_json(directory / METRICS_FILE, metrics)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return obj
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (eval mode, on ``device``), its tokenizer, config and metrics."""
+
+    directory: Path
+    config: Config
+    model: SentimentClassifier
+    tokenizer: Any  # tokenizers.Tokenizer
+    metrics: dict[str, Any]
+
+
+def read_config(directory: str | Path) -> tuple[Config, int]:
+    """``(config, vocab_size)`` from ``config.json``.
+
+    Raises:
+        CheckpointError: no checkpoint there, invalid JSON, a newer format version, or invalid settings.
+    """
+    directory = Path(directory)
+    path = directory / CONFIG_FILE
+    if not path.exists():
+        raise CheckpointError(f"no trained model at {directory}; run `sentiment train` first")
+    raw = _read_json(path)
+    version = raw.pop("format_version", None)
+    if not isinstance(version, int):
+        raise CheckpointError(f"{path}: no format_version; not a sentiment checkpoint")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
+                              f"({FORMAT_VERSION}); upgrade sentiment-cli")
+    vocab_size = raw.pop("vocab_size", None)
+    if not isinstance(vocab_size, int) or vocab_size < 3:
+        raise CheckpointError(f"{path}: vocab_size must be an integer >= 3")
+    for key in ("architecture", "labels"):
+        raw.pop(key, None)
+    try:
+        config = config_from_dict(raw, str(path))
+    except ConfigError as exc:
+        raise CheckpointError(str(exc)) from None
+    return config, vocab_size
+
+
+def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
+    """Load a checkpoint folder for inference, without unpickling anything.
+
+    Raises:
+        CheckpointError: a file is missing, truncated, corrupt, of a newer
+            format, or does not match the others (shapes, vocabulary size);
+            the message names the file.
+    """
+    directory = Path(directory)
+    config, vocab_size = read_config(directory)
+    tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
+    if tokenizer.get_vocab_size() != vocab_size:
+        raise CheckpointError(f"{directory / TOKENIZER_FILE}: vocabulary of {tokenizer.get_vocab_size()} "
+                              f"tokens, but config.json says vocab_size {vocab_size}")
+    weights_path = directory / WEIGHTS_FILE
+    try:
+        state = st_load(weights_path.read_bytes())
+    except FileNotFoundError:
+        raise CheckpointError(f"{weights_path}: missing") from None
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
+    model = SentimentClassifier(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        first = " ".join(str(exc).split())[:200]
+        raise CheckpointError(f"{weights_path}: does not match config.json ({first})") from None
+    metrics_path = directory / METRICS_FILE
+    metrics = _read_json(metrics_path) if metrics_path.exists() else {}
+    model.to(device).eval()
+    return Checkpoint(directory, config, model, tokenizer, metrics)

@@ -1,0 +1,341 @@
+"""The ``sentiment`` command line: parse options, call the library, render with rich.
+
+Exit codes: 0 success, 1 runtime error, 2 usage error, 130 Ctrl-C.
+Errors are one line on stderr starting ``error:``; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import SentimentError, UsageError
+
+app = typer.Typer(
+    name="sentiment",
+    help="Train, evaluate and serve a small Transformer sentiment classifier for IMDB movie reviews.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+DEFAULT_CHECKPOINT = Path("checkpoints/default")
+_state = {"debug": False}
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class SplitName(str, Enum):
+    train = "train"
+    validation = "validation"
+    test = "test"
+
+
+class DecodeErrors(str, Enum):
+    strict = "strict"
+    replace = "replace"
+
+
+@contextmanager
+def _errors():
+    """Turn library errors into one stderr line and a meaningful exit code."""
+    try:
+        yield
+    except SentimentError as exc:
+        if _state["debug"]:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        if _state["debug"]:
+            raise
+        typer.echo("error: interrupted", err=True)
+        raise typer.Exit(130) from None
+    except OSError as exc:
+        if _state["debug"]:
+            raise
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        typer.echo(f"sentiment {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Train, evaluate and serve a small Transformer sentiment classifier for IMDB movie reviews."""
+    _state["debug"] = debug
+
+
+def _consoles():
+    from rich.console import Console
+    return Console(), Console(stderr=True)
+
+
+# ----------------------------------------------------------------------------- train
+
+@app.command()
+def train(
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file.",
+                                                   show_default="configs/default.toml")] = None,
+    data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
+                                                show_default="stanfordnlp/imdb")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Checkpoint folder to write.")] = DEFAULT_CHECKPOINT,
+    epochs: Annotated[Optional[int], typer.Option(help="Override [training] epochs.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Override [training] batch_size.")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Override [training] lr (peak learning rate).")] = None,
+    device: Annotated[Optional[Device], typer.Option(help="Override [training] device.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Override [training] seed.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")] = False,
+) -> None:
+    """Train a classifier and save the best epoch (by validation accuracy) as a checkpoint folder."""
+    with _errors():
+        from .config import load_config
+        from .train import train as run_train
+
+        cfg = load_config(config)
+        cfg = cfg.override("data", source=data)
+        cfg = cfg.override("training", epochs=epochs, batch_size=batch_size, lr=lr,
+                           device=device.value if device else None, seed=seed)
+        out, err = _consoles()
+        callbacks = None if as_json else _RichTrainCallbacks(err)
+        try:
+            result = run_train(cfg, output, callbacks)
+        finally:
+            if callbacks is not None:
+                callbacks.close()
+        if as_json:
+            typer.echo(json.dumps(result.metrics))
+        else:
+            _render_train_summary(out, result)
+
+
+class _RichTrainCallbacks:
+    """Renders training progress: one progress bar per epoch, then a line per epoch."""
+
+    def __init__(self, console):
+        from .train import TrainCallbacks  # noqa: F401  (documents the protocol implemented)
+        self.console = console
+        self.progress = None
+        self.task = None
+
+    def _new_progress(self):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        self.close()
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+            console=self.console, transient=True,
+        )
+        self.progress.start()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def on_stage(self, text: str) -> None:
+        self.console.print(f"[dim]{text}…[/]", highlight=False)
+
+    def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
+        self._new_progress()
+        self.task = self.progress.add_task(f"epoch {epoch}/{epochs}", total=num_examples, stats="")
+
+    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
+        self.progress.update(self.task, advance=examples,
+                             stats=f"loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
+
+    def on_validation_start(self, num_examples: int) -> None:
+        self.progress.update(self.task, visible=False)
+        self.task = self.progress.add_task("validation", total=num_examples, stats="")
+
+    def on_validation_step(self, examples: int) -> None:
+        self.progress.update(self.task, advance=examples)
+
+    def on_epoch_end(self, r: dict) -> None:
+        self.close()
+        star = "  [green]best[/]" if r["best"] else ""
+        self.console.print(
+            f"epoch {r['epoch']:>2}  train loss {r['train_loss']:.4f} acc {r['train_accuracy']:.2%}  "
+            f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  "
+            f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s{star}",
+            highlight=False, soft_wrap=True)
+
+
+def _render_train_summary(console, result) -> None:
+    from rich.table import Table
+
+    m = result.metrics
+    table = Table(title="training summary", title_justify="left")
+    for col in ("epoch", "train loss", "train acc", "val loss", "val acc", "ex/s", "seconds"):
+        table.add_column(col, justify="right")
+    for r in m["history"]:
+        style = "bold green" if r["epoch"] == m["best_epoch"] else None
+        table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}",
+                      f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}",
+                      f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
+    console.print(table)
+    console.print(f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%}) "
+                  f"saved to {result.output}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
+                  + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
+
+
+# ----------------------------------------------------------------------------- eval
+
+@app.command("eval")
+def eval_(
+    split: Annotated[SplitName, typer.Option(help="Which split to score.")] = SplitName.test,
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    data: Annotated[Optional[str], typer.Option(help="Dataset to score; default: the one the checkpoint was trained on.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(min=1, help="Reviews per batch.")] = None,
+    device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.auto,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix."""
+    with _errors():
+        from .checkpoint import load_checkpoint
+        from .data import load_split
+        from .evaluate import evaluate_ids
+        from .tokenizer import encode
+        from .train import resolve_device
+
+        dev = resolve_device(device.value)
+        ckpt = load_checkpoint(checkpoint, dev)
+        cfg = ckpt.config
+        out, err = _consoles()
+        with err.status(f"loading the {split.value} split"):
+            s = load_split(data or cfg.data.source, split.value, cfg.data.validation_fraction, cfg.training.seed)
+            ids = encode(ckpt.tokenizer, s.texts, cfg.data)
+        from rich.progress import Progress
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task(f"eval {split.value}", total=len(ids))
+            m = evaluate_ids(ckpt.model, ids, s.labels, batch_size=batch_size or cfg.training.eval_batch_size,
+                             device=dev, bf16=cfg.training.autocast_bf16,
+                             on_batch=lambda n: progress.update(task, advance=n))
+        result = {"split": split.value, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
+                  "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
+                  "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
+                  "examples_per_second": m["examples_per_second"], "checkpoint": str(checkpoint)}
+        if as_json:
+            typer.echo(json.dumps(result))
+        else:
+            _render_eval(out, result)
+
+
+def _render_eval(console, r: dict) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  accuracy [bold]{r['accuracy']:.2%}[/]"
+                  f"  ·  loss {r['loss']:.4f}  ·  {r['examples_per_second']:,.0f} reviews/s", highlight=False)
+    cm = r["confusion_matrix"]
+    per = Table(title="per class", title_justify="left")
+    for col in ("class", "precision", "recall", "F1", "support"):
+        per.add_column(col, justify="right" if col != "class" else "left")
+    support = {"negative": sum(cm[0]), "positive": sum(cm[1])}
+    for name in ("negative", "positive", "macro"):
+        per.add_row(name, f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
+                    f"{support.get(name, r['num_examples']):,}", style="bold" if name == "macro" else None)
+    console.print(per)
+    conf = Table(title="confusion matrix (rows: true, columns: predicted)", title_justify="left")
+    conf.add_column("")
+    conf.add_column("negative", justify="right")
+    conf.add_column("positive", justify="right")
+    conf.add_row("negative", f"{cm[0][0]:,}", f"{cm[0][1]:,}")
+    conf.add_row("positive", f"{cm[1][0]:,}", f"{cm[1][1]:,}")
+    console.print(conf)
+
+
+# ----------------------------------------------------------------------------- predict
+
+def _read_lines(path: str, errors: str):
+    """Yield one review per line from a file or stdin ('-'); decoding errors name the line."""
+    fh = sys.stdin.buffer if path == "-" else open(path, "rb")
+    name = "stdin" if path == "-" else path
+    try:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as exc:
+                raise UsageError(f"{name}, line {n}: not valid UTF-8 (byte {exc.start}); "
+                                 "fix the file or pass --errors replace") from None
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                raise UsageError(f"{name}, line {n}: empty review")
+            yield line
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+@app.command()
+def predict(
+    texts: Annotated[Optional[list[str]], typer.Argument(help="Reviews to classify.", show_default=False)] = None,
+    file: Annotated[Optional[str], typer.Option("--file", "-f", help="Read one review per line from PATH, or - for stdin.")] = None,
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    batch_size: Annotated[int, typer.Option(min=1, help="Reviews per batch.")] = 256,
+    device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
+    errors: Annotated[DecodeErrors, typer.Option("--errors", help="Invalid UTF-8 in --file: fail, or replace with U+FFFD.")] = DecodeErrors.strict,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,
+) -> None:
+    """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin)."""
+    with _errors():
+        if texts and file:
+            raise UsageError("give reviews as arguments or with --file, not both")
+        if not texts and file is None:
+            raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
+        from .predict import Predictor
+        from .train import resolve_device
+
+        if texts:
+            for i, t in enumerate(texts, 1):
+                if not t.strip():
+                    raise UsageError(f"review {i} is empty; give some text to classify")
+        predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
+        stream = predictor.predict_stream(texts if texts else _read_lines(file, errors.value))
+        if as_json:
+            for p in stream:
+                sys.stdout.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return
+        from rich.table import Table
+        from rich.text import Text
+        out, _ = _consoles()
+        table = Table(show_lines=False)
+        table.add_column("#", justify="right")
+        table.add_column("label")
+        table.add_column("probability", justify="right")
+        table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=80)
+        for i, p in enumerate(stream, 1):
+            color = "green" if p.label == "positive" else "red"
+            table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(p.text))
+        out.print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

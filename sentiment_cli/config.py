@@ -1,0 +1,218 @@
+"""Typed run configuration: TOML in (stdlib ``tomllib``), validated dataclasses out.
+
+A config file has three tables, ``[model]``, ``[data]`` and ``[training]``,
+each mapping onto the dataclass of the same name below. Every key is
+optional (the dataclass default applies); an unknown key, a value of the
+wrong type or a value out of range raises :class:`ConfigError` with a
+one-line message that names the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.toml"
+
+
+def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
+          lo_open: bool = False, hi_open: bool = False,
+          choices: tuple[str, ...] | None = None, help: str = "") -> Any:
+    """A dataclass field with its valid range or choices stored in metadata."""
+    meta = {"lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
+            "choices": choices, "help": help}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the Transformer encoder classifier (see ``model.py``)."""
+
+    d_model: int = _spec(32, lo=2, help="width of token embeddings and encoder layers; even (sinusoidal pairs)")
+    n_heads: int = _spec(2, lo=1, help="attention heads; must divide d_model")
+    n_layers: int = _spec(1, lo=1, help="Transformer encoder layers")
+    d_ff: int = _spec(128, lo=1, help="hidden width of each layer's feed-forward block")
+    dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="dropout inside the encoder layers and on embeddings")
+    head_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="dropout on the pooled vector before the dense head")
+    activation: str = _spec("relu", choices=("relu", "gelu"), help="feed-forward activation")
+    norm_first: bool = _spec(False, help="pre-norm layers (True) or post-norm as in Vaswani et al. (False)")
+    scale_embedding: bool = _spec(False, help="multiply token embeddings by sqrt(d_model) (Vaswani et al. 2017, 3.4)")
+    embedding_norm: bool = _spec(True, help="LayerNorm on embeddings + positions, as the notebook does")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the reviews come from and how they become token ids."""
+
+    source: str = _spec("stanfordnlp/imdb", help="Hugging Face Hub dataset id or local folder (Hub layout or aclImdb)")
+    validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
+                                       help="share of train held out (stratified) for validation")
+    max_length: int = _spec(200, lo=1, help="tokens kept per review")
+    truncation: str = _spec("head", choices=("head", "head_tail"),
+                            help="keep the first max_length tokens, or the head and tail (Sun et al. 2019)")
+    head_fraction: float = _spec(0.25, lo=0.0, hi=1.0, help="with head_tail: share of max_length taken from the head")
+    vocab_size: int = _spec(50000, lo=3, help="tokenizer vocabulary size, including <pad> and <unk>")
+    min_frequency: int = _spec(1, lo=1, help="a token must occur this often in train to enter the vocabulary")
+    pre_tokenizer: str = _spec("whitespace", choices=("whitespace", "punctuation"),
+                               help="split on whitespace only (notebook) or also split off punctuation")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Optimisation: AdamW, schedule, regularisation, device."""
+
+    epochs: int = _spec(10, lo=1, help="passes over the training split")
+    batch_size: int = _spec(164, lo=1, help="reviews per optimizer step")
+    lr: float = _spec(1e-3, lo=0.0, lo_open=True, help="peak AdamW learning rate")
+    weight_decay: float = _spec(0.01, lo=0.0, help="AdamW decoupled weight decay (torch default 0.01)")
+    betas: tuple[float, float] = _spec((0.9, 0.999), help="AdamW betas")
+    schedule: str = _spec("constant", choices=("constant", "linear", "cosine"),
+                          help="learning-rate decay after warmup")
+    warmup_fraction: float = _spec(0.0, lo=0.0, hi=1.0, help="share of all steps spent warming up linearly")
+    grad_clip: float = _spec(0.0, lo=0.0, help="max global gradient norm; 0 disables clipping")
+    label_smoothing: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="cross-entropy label smoothing")
+    patience: int = _spec(0, lo=0, help="stop after this many epochs without a better validation accuracy; 0 = never")
+    bucket_batches: bool = _spec(True, help="group reviews of similar length into a batch (less padding)")
+    autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")
+    eval_batch_size: int = _spec(512, lo=1, help="reviews per batch in validation and eval")
+    seed: int = _spec(1234, lo=0, help="seed for the split, shuffling, initialisation and dropout")
+    device: str = _spec("auto", choices=("auto", "cpu", "cuda"), help="auto = CUDA when available, else CPU")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole run: model, data and training settings."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict, ``{"model": {...}, "data": {...}, "training": {...}}``."""
+        d = dataclasses.asdict(self)
+        d["training"]["betas"] = list(d["training"]["betas"])
+        return d
+
+    def override(self, section: str, **values: Any) -> "Config":
+        """Return a copy with ``values`` set in ``section``; ``None`` values are ignored.
+
+        Raises:
+            ConfigError: a value is of the wrong type or out of range.
+        """
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            return self
+        current = dataclasses.asdict(getattr(self, section))
+        current.update(values)
+        new_section = _build(_SECTIONS[section], current, section, "command line")
+        cfg = dataclasses.replace(self, **{section: new_section})
+        _check_cross(cfg, "command line")
+        return cfg
+
+
+_SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _check_value(cls: type, f: dataclasses.Field, value: Any, where: str) -> Any:
+    """Validate one value against its field's type and metadata; return it normalised."""
+    key = f"[{where}] {f.name}"
+    tp = {"int": int, "float": float, "bool": bool, "str": str}.get(f.type, f.type)
+    if f.name == "betas":
+        if (not isinstance(value, (list, tuple)) or len(value) != 2
+                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in value)
+                or not all(0.0 <= b < 1.0 for b in value)):
+            raise ValueError(f"{key} must be two numbers in [0, 1), got {value!r}")
+        return (float(value[0]), float(value[1]))
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ValueError(f"{key} must be {_type_name(tp)}, got {value!r}")
+    if tp is float:
+        value = float(value)
+        if math.isnan(value) or math.isinf(value):
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
+    m = f.metadata
+    if m.get("choices") and value not in m["choices"]:
+        raise ValueError(f"{key} must be one of {', '.join(m['choices'])}; got {value!r}")
+    lo, hi = m.get("lo"), m.get("hi")
+    if lo is not None and (value < lo or (m["lo_open"] and value == lo)):
+        raise ValueError(f"{key} must be {'>' if m['lo_open'] else '>='} {lo}, got {value!r}")
+    if hi is not None and (value > hi or (m["hi_open"] and value == hi)):
+        raise ValueError(f"{key} must be {'<' if m['hi_open'] else '<='} {hi}, got {value!r}")
+    return value
+
+
+def _build(cls: type, table: Any, section: str, origin: str) -> Any:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{origin}: [{section}] must be a table")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in table.items():
+        if key not in fields:
+            raise ConfigError(f"{origin}: unknown key [{section}] {key} "
+                              f"(known: {', '.join(sorted(fields))})")
+        try:
+            kwargs[key] = _check_value(cls, fields[key], value, section)
+        except ValueError as exc:
+            raise ConfigError(f"{origin}: {exc}") from None
+    return cls(**kwargs)
+
+
+def _check_cross(cfg: Config, origin: str) -> None:
+    m = cfg.model
+    if m.d_model % 2:
+        raise ConfigError(f"{origin}: [model] d_model must be even for the sinusoidal encoding, got {m.d_model}")
+    if m.d_model % m.n_heads:
+        raise ConfigError(f"{origin}: [model] n_heads ({m.n_heads}) must divide d_model ({m.d_model})")
+
+
+def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
+    """Build and validate a :class:`Config` from a parsed TOML/JSON mapping.
+
+    Raises:
+        ConfigError: unknown table or key, wrong type, or value out of range.
+    """
+    unknown = set(raw) - set(_SECTIONS)
+    if unknown:
+        raise ConfigError(f"{origin}: unknown table [{sorted(unknown)[0]}] (known: data, model, training)")
+    parts = {name: _build(cls, raw.get(name, {}), name, origin) for name, cls in _SECTIONS.items()}
+    cfg = Config(**parts)
+    _check_cross(cfg, origin)
+    return cfg
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read a TOML config file (``configs/default.toml`` when ``path`` is None).
+
+    Raises:
+        ConfigError: the file is missing, is not valid TOML, or holds an invalid setting.
+    """
+    path = Path(path) if path is not None else DEFAULT_CONFIG
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a config file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid TOML: the file is not UTF-8 text") from None
+    return config_from_dict(raw, str(path))

@@ -1,0 +1,211 @@
+"""Load IMDB through Hugging Face ``datasets``, hold out validation, and batch token ids.
+
+``source`` is a Hub dataset id (default ``stanfordnlp/imdb``) or a local
+folder: either the Hub layout (``plain_text/train-*.parquet``, as in
+``../shared/data/imdb``) or the original ``aclImdb`` archive
+(``train|test/pos|neg/*.txt``). Labels are 0 = negative, 1 = positive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import DataError, UsageError
+from .model import PAD_ID
+
+SPLITS = ("train", "validation", "test")
+LABEL_NAMES = ["neg", "pos"]
+
+
+@dataclass
+class Split:
+    """One labelled split: ``texts[i]`` has label ``labels[i]`` (0 negative, 1 positive)."""
+
+    name: str
+    texts: list[str]
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _looks_local(source: str) -> bool:
+    """A path (existing, or written as one) rather than a Hub id such as ``owner/name``."""
+    return source.startswith((".", "/", "~")) or Path(source).expanduser().exists()
+
+
+def _load_aclimdb(root: Path):
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=LABEL_NAMES)})
+    splits = {}
+    for split in ("train", "test"):
+        texts, labels = [], []
+        for label, sub in enumerate(("neg", "pos")):
+            folder = root / split / sub
+            if not folder.is_dir():
+                continue
+            for f in sorted(folder.glob("*.txt")):
+                texts.append(f.read_text(encoding="utf-8", errors="replace"))
+                labels.append(label)
+        if texts:
+            splits[split] = datasets.Dataset.from_dict({"text": texts, "label": labels}, features=features)
+    return datasets.DatasetDict(splits)
+
+
+def load_imdb(source: str):
+    """Load IMDB as a ``datasets.DatasetDict`` with at least ``train`` and ``test``.
+
+    Raises:
+        DataError: the folder is missing or empty, the Hub cannot be reached
+            (the message names ``--data PATH``), or the splits lack ``text`` /
+            ``label`` columns or have labels other than 0/1.
+    """
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    if _looks_local(source):
+        root = Path(source).expanduser()
+        if not root.exists():
+            raise DataError(f"data folder {source} does not exist")
+        if not root.is_dir():
+            raise DataError(f"--data {source} is a file; give a dataset folder or a Hub dataset id")
+        if (root / "train" / "pos").is_dir() or (root / "test" / "pos").is_dir():
+            ds = _load_aclimdb(root)
+        else:
+            try:
+                ds = datasets.load_dataset(str(root))
+            except Exception as exc:  # datasets raises many types for unreadable folders
+                raise DataError(f"cannot load a dataset from {source}: {str(exc).splitlines()[0][:200]}") from None
+    else:
+        try:
+            ds = datasets.load_dataset(source)
+        except (ConnectionError, OSError) as exc:
+            raise DataError(
+                f"cannot reach the Hugging Face Hub to download {source!r} ({type(exc).__name__}); "
+                "work offline with a local copy: --data PATH (e.g. --data ../shared/data/imdb)") from None
+        except Exception as exc:
+            raise DataError(f"cannot load dataset {source!r}: {str(exc).splitlines()[0][:200]}") from None
+    if not isinstance(ds, datasets.DatasetDict) or not len(ds):
+        raise DataError(f"no data found in {source}")
+    for name in ("train", "test"):
+        if name in ds:
+            _check_split(ds[name], name, source)
+    return ds
+
+
+def _check_split(split, name: str, source: str) -> None:
+    missing = [c for c in ("text", "label") if c not in split.column_names]
+    if missing:
+        raise DataError(f"{source}: split {name!r} has no {' or '.join(missing)} column "
+                        f"(columns: {', '.join(split.column_names)})")
+    bad = sorted(set(split.unique("label")) - {0, 1})
+    if bad:
+        raise DataError(f"{source}: split {name!r} has labels {bad[:5]}; expected 0 (negative) and 1 (positive)")
+
+
+def load_split(source: str, name: str, validation_fraction: float, seed: int) -> Split:
+    """One split as texts and labels.
+
+    ``validation`` is ``validation_fraction`` of ``train``, stratified by label
+    and shuffled with ``seed``; ``train`` is the rest. ``test`` is the whole
+    test split.
+
+    Raises:
+        UsageError: ``name`` is not train, validation or test.
+        DataError: see :func:`load_imdb`; also a missing split.
+    """
+    if name not in SPLITS:
+        raise UsageError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
+    ds = load_imdb(source)
+    return _select(ds, name, validation_fraction, seed, source)
+
+
+def load_train_validation(source: str, validation_fraction: float, seed: int) -> tuple[Split, Split]:
+    """``(train, validation)`` from the ``train`` split, as :func:`load_split` describes."""
+    ds = load_imdb(source)
+    return (_select(ds, "train", validation_fraction, seed, source),
+            _select(ds, "validation", validation_fraction, seed, source))
+
+
+def _select(ds, name: str, validation_fraction: float, seed: int, source: str) -> Split:
+    import datasets
+
+    base = "test" if name == "test" else "train"
+    if base not in ds:
+        raise DataError(f"{source} has no {base!r} split (it has: {', '.join(ds)})")
+    split = ds[base]
+    if len(split) == 0:
+        raise DataError(f"{source}: split {base!r} is empty")
+    if name != "test":
+        if not isinstance(split.features["label"], datasets.ClassLabel):
+            split = split.cast_column("label", datasets.ClassLabel(names=LABEL_NAMES))
+        try:
+            parts = split.train_test_split(test_size=validation_fraction, stratify_by_column="label",
+                                           seed=seed, shuffle=True)
+        except ValueError as exc:
+            raise DataError(f"{source}: cannot hold out validation: {exc}") from None
+        split = parts["train" if name == "train" else "test"]
+    return Split(name, list(split["text"]), [int(x) for x in split["label"]])
+
+
+def make_batches(lengths: Sequence[int], batch_size: int, *, shuffle: bool, seed: int = 0,
+                 bucket: bool = True, pool_batches: int = 50) -> list[np.ndarray]:
+    """Split example indices into batches.
+
+    With ``bucket``, indices are (after shuffling) grouped in pools of
+    ``pool_batches * batch_size``, sorted by length inside each pool and cut
+    into batches, so a batch holds reviews of similar length and little
+    padding; the batch order is then shuffled again. Without ``shuffle`` the
+    order is deterministic (sorted by length when bucketing, for fast eval).
+
+    Args:
+        lengths: token count of each example.
+        batch_size: examples per batch (the last batch may be smaller).
+        shuffle: shuffle examples and batches with ``seed``.
+        seed: seed for the shuffle (e.g. ``hash`` of run seed and epoch).
+
+    Returns:
+        A list of int64 index arrays covering every example exactly once.
+    """
+    n = len(lengths)
+    lengths = np.asarray(lengths)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n) if shuffle else np.arange(n)
+    if bucket:
+        pool = batch_size * pool_batches if shuffle else n
+        chunks = [order[i:i + pool] for i in range(0, n, pool)]
+        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks]) if n else order
+    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    if shuffle and bucket:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def collate(ids: Sequence[Sequence[int]], indices: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad a batch of token-id lists to the longest one.
+
+    Args:
+        ids: token ids per example.
+        indices: which examples form the batch (default: all).
+
+    Returns:
+        ``(input_ids, padding_mask)``: ``(batch, seq_len)`` int64 and
+        ``(batch, seq_len)`` bool, ``True`` at padding.
+    """
+    rows = [ids[i] for i in indices] if indices is not None else list(ids)
+    lengths = torch.tensor([len(r) for r in rows])
+    seq_len = int(lengths.max())
+    input_ids = torch.full((len(rows), seq_len), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        input_ids[i, :len(r)] = torch.as_tensor(r, dtype=torch.long)
+    # From lengths, not from ids: a literal "<pad>" typed in a review is still a real token.
+    padding_mask = torch.arange(seq_len).unsqueeze(0) >= lengths.unsqueeze(1)   # (batch, seq_len)
+    return input_ids, padding_mask

@@ -1,0 +1,108 @@
+"""Batched inference and classification metrics over a split.
+
+Metrics follow the usual definitions for a binary task, per class (one class
+taken as positive at a time) and macro-averaged: precision = TP / (TP + FP),
+recall = TP / (TP + FN), F1 = 2PR / (P + R) (0 where undefined, as
+scikit-learn's ``zero_division=0``). The confusion matrix is
+``[[tn, fp], [fn, tp]]`` with rows = true label, columns = predicted label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .data import collate, make_batches
+from .model import LABELS, SentimentClassifier
+
+
+def autocast(device: torch.device, enabled: bool):
+    """bf16 autocast on ``device`` when ``enabled``, else a no-op context."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+@torch.inference_mode()
+def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
+                   device: torch.device, bf16: bool = False,
+                   on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
+    """Logits for every example, in input order.
+
+    Examples are batched by length (little padding); thanks to the padding
+    mask, the result for one example does not depend on its batch.
+
+    Args:
+        model: the classifier (put in eval mode here).
+        ids: token ids per example (each 1 to ``max_length`` long).
+        batch_size: examples per forward pass.
+        device: where the model lives.
+        bf16: run the forward pass under bf16 autocast.
+        on_batch: called with the size of each finished batch (progress).
+
+    Returns:
+        ``(len(ids), 2)`` float32 logits on the CPU.
+    """
+    model.eval()
+    out = torch.empty(len(ids), 2)
+    for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
+        input_ids, padding_mask = collate(ids, batch)
+        with autocast(device, bf16):
+            logits = model(input_ids.to(device), padding_mask.to(device))
+        out[torch.as_tensor(batch)] = logits.float().cpu()
+        if on_batch is not None:
+            on_batch(len(batch))
+    return out
+
+
+def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
+    """Accuracy, per-class and macro precision / recall / F1, and the confusion matrix.
+
+    Args:
+        labels: true labels, 0 (negative) or 1 (positive).
+        predictions: predicted labels, same length.
+
+    Returns:
+        ``{"num_examples", "accuracy", "precision", "recall", "f1", "confusion_matrix"}``,
+        where precision/recall/f1 are ``{"negative": .., "positive": .., "macro": ..}``.
+    """
+    y = np.asarray(labels, dtype=np.int64)
+    p = np.asarray(predictions, dtype=np.int64)
+    cm = np.zeros((2, 2), dtype=np.int64)
+    np.add.at(cm, (y, p), 1)
+    out: dict[str, Any] = {"num_examples": int(len(y)),
+                           "accuracy": float((y == p).mean()) if len(y) else 0.0}
+    per: dict[str, dict[str, float]] = {"precision": {}, "recall": {}, "f1": {}}
+    for c, name in enumerate(LABELS):
+        tp = cm[c, c]
+        fp = cm[:, c].sum() - tp
+        fn = cm[c, :].sum() - tp
+        prec = tp / (tp + fp) if tp + fp else 0.0
+        rec = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+        per["precision"][name], per["recall"][name], per["f1"][name] = float(prec), float(rec), float(f1)
+    for k, v in per.items():
+        v["macro"] = float(np.mean([v[n] for n in LABELS]))
+        out[k] = v
+    out["confusion_matrix"] = cm.tolist()
+    return out
+
+
+def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], labels: Sequence[int], *,
+                 batch_size: int, device: torch.device, bf16: bool = False,
+                 on_batch: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Metrics (see :func:`classification_metrics`) plus ``loss`` and ``examples_per_second``."""
+    start = time.perf_counter()
+    logits = batched_logits(model, ids, batch_size=batch_size, device=device, bf16=bf16, on_batch=on_batch)
+    seconds = time.perf_counter() - start
+    target = torch.as_tensor(list(labels), dtype=torch.long)
+    metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist())
+    metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
+    metrics["examples_per_second"] = len(ids) / seconds if seconds > 0 else 0.0
+    metrics["seconds"] = seconds
+    return metrics

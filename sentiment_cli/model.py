@@ -1,0 +1,145 @@
+"""The classifier: embeddings + sinusoidal positions -> Transformer encoder -> masked max-pool -> dense head.
+
+Shapes use ``batch`` (reviews), ``seq_len`` (tokens in the longest review of
+the batch, at most ``max_length``) and ``d_model``. Token id 0 is ``<pad>``;
+``padding_mask`` is ``True`` at padding positions, as in
+``nn.TransformerEncoder``'s ``src_key_padding_mask``.
+
+Unlike the notebook this grew from, padding never influences a real token:
+attention ignores padded keys and the max-pool runs over real tokens only, so
+a review's logits do not depend on what else is in its batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .config import ModelConfig
+
+NUM_LABELS = 2
+LABELS = ("negative", "positive")
+PAD_ID = 0
+UNK_ID = 1
+
+
+def sinusoidal_encoding(max_length: int, d_model: int) -> Tensor:
+    """Fixed positional encodings of Vaswani et al. 2017 ("Attention Is All You Need", 3.5).
+
+    ``PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and
+    ``PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model))``.
+
+    Args:
+        max_length: number of positions.
+        d_model: encoding width; must be even.
+
+    Returns:
+        Tensor of shape ``(max_length, d_model)``, float32.
+
+    Raises:
+        ValueError: ``d_model`` is odd.
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    position = torch.arange(max_length, dtype=torch.float64).unsqueeze(1)          # (max_length, 1)
+    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
+    angles = position * inv_freq                                                     # (max_length, d_model/2)
+    pe = torch.zeros(max_length, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe.float()
+
+
+def masked_max_pool(hidden: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Max over real (non-padding) tokens, per feature.
+
+    Args:
+        hidden: ``(batch, seq_len, d_model)``.
+        padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding. Every row
+            must have at least one real token.
+
+    Returns:
+        ``(pooled, argmax)``: ``(batch, d_model)`` values and the
+        ``(batch, d_model)`` token index that won each feature.
+    """
+    masked = hidden.masked_fill(padding_mask.unsqueeze(-1), float("-inf"))  # (batch, seq_len, d_model)
+    pooled, argmax = masked.max(dim=1)                                       # (batch, d_model) each
+    return pooled, argmax
+
+
+class SentimentClassifier(nn.Module):
+    """Transformer encoder sentiment classifier.
+
+    Args:
+        config: layer sizes and switches (:class:`ModelConfig`).
+        vocab_size: rows of the token embedding (the tokenizer's vocabulary size).
+        max_length: longest input, in tokens; sizes the positional-encoding buffer.
+
+    Raises:
+        ValueError: ``d_model`` is odd or not divisible by ``n_heads``.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int):
+        super().__init__()
+        if config.d_model % config.n_heads:
+            raise ValueError(f"n_heads ({config.n_heads}) must divide d_model ({config.d_model})")
+        self.config = config
+        self.vocab_size = vocab_size
+        self.max_length = max_length
+        d = config.d_model
+        self.embed_scale = math.sqrt(d) if config.scale_embedding else 1.0
+        self.token_embedding = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)
+        # A buffer, not a parameter: fixed, moves with .to(device), not saved in the checkpoint.
+        self.register_buffer("positional_encoding", sinusoidal_encoding(max_length, d), persistent=False)
+        self.embedding_norm = nn.LayerNorm(d) if config.embedding_norm else nn.Identity()
+        self.embedding_dropout = nn.Dropout(config.dropout)
+        layer = nn.TransformerEncoderLayer(
+            d_model=d, nhead=config.n_heads, dim_feedforward=config.d_ff, dropout=config.dropout,
+            activation=config.activation, batch_first=True, norm_first=config.norm_first,
+        )
+        self.encoder = nn.TransformerEncoder(
+            layer, num_layers=config.n_layers, enable_nested_tensor=False,
+            # pre-norm stacks need a final LayerNorm; post-norm layers already end with one
+            norm=nn.LayerNorm(d) if config.norm_first else None,
+        )
+        self.head_dropout = nn.Dropout(config.head_dropout)
+        self.head = nn.Linear(d, NUM_LABELS)
+
+    def encode(self, input_ids: Tensor, padding_mask: Tensor) -> Tensor:
+        """Contextual token states.
+
+        Args:
+            input_ids: ``(batch, seq_len)`` int64 token ids, ``seq_len <= max_length``.
+            padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding.
+
+        Returns:
+            ``(batch, seq_len, d_model)``.
+        """
+        seq_len = input_ids.shape[1]
+        x = self.token_embedding(input_ids) * self.embed_scale               # (batch, seq_len, d_model)
+        x = x + self.positional_encoding[:seq_len]                            # broadcast (seq_len, d_model)
+        x = self.embedding_dropout(self.embedding_norm(x))
+        return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
+
+    def forward(self, input_ids: Tensor, padding_mask: Tensor) -> Tensor:
+        """Logits for (negative, positive).
+
+        Args:
+            input_ids: ``(batch, seq_len)`` int64 token ids.
+            padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
+                row needs at least one real token.
+
+        Returns:
+            ``(batch, 2)`` logits.
+        """
+        hidden = self.encode(input_ids, padding_mask)                       # (batch, seq_len, d_model)
+        pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
+        return self.head(self.head_dropout(pooled))                         # (batch, 2)
+
+    def num_parameters(self) -> dict[str, int]:
+        """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}``."""
+        emb = self.token_embedding.weight.numel()
+        total = sum(p.numel() for p in self.parameters())
+        return {"embedding": emb, "non_embedding": total - emb, "total": total}

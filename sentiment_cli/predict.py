@@ -1,0 +1,95 @@
+"""Score reviews with a trained checkpoint. Imports neither ``datasets`` nor the CLI.
+
+A :class:`Predictor` loads a checkpoint once and scores texts in batches; a
+review's result does not depend on the other reviews in its batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .checkpoint import load_checkpoint
+from .errors import UsageError
+from .evaluate import batched_logits
+from .model import LABELS
+from .tokenizer import encode
+
+
+@dataclass
+class Prediction:
+    """One review's result. ``probabilities`` maps each label to its softmax probability."""
+
+    text: str
+    label: str
+    probability: float
+    probabilities: dict[str, float]
+
+    def to_dict(self) -> dict:
+        """The ``predict --json`` object (see DESIGN.md's output contract)."""
+        return {"text": self.text, "label": self.label, "probability": self.probability,
+                "probabilities": self.probabilities}
+
+
+class Predictor:
+    """Loads ``directory`` once; :meth:`predict` scores texts.
+
+    Args:
+        directory: a checkpoint folder written by ``sentiment train``.
+        device: ``cpu``, ``cuda`` or a :class:`torch.device`.
+        batch_size: reviews per forward pass.
+
+    Raises:
+        CheckpointError: the checkpoint is missing or unusable.
+    """
+
+    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int = 256):
+        self.device = torch.device(device)
+        self.checkpoint = load_checkpoint(directory, self.device)
+        self.batch_size = batch_size
+
+    @property
+    def config(self):
+        return self.checkpoint.config
+
+    def logits(self, texts: Sequence[str]) -> torch.Tensor:
+        """``(len(texts), 2)`` logits, in input order.
+
+        Raises:
+            UsageError: a text is empty or only whitespace.
+        """
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise UsageError(f"review {i + 1} is empty; give some text to classify")
+        ids = encode(self.checkpoint.tokenizer, texts, self.config.data)
+        return batched_logits(self.checkpoint.model, ids, batch_size=self.batch_size, device=self.device,
+                              bf16=self.config.training.autocast_bf16)
+
+    def predict(self, texts: Sequence[str]) -> list[Prediction]:
+        """Label and probabilities for each text, in input order.
+
+        Raises:
+            UsageError: a text is empty or only whitespace.
+        """
+        if not texts:
+            return []
+        probs = torch.softmax(self.logits(texts), dim=-1)   # (n, 2)
+        out = []
+        for text, p in zip(texts, probs.tolist()):
+            k = int(p[1] > p[0])
+            out.append(Prediction(text, LABELS[k], p[k], dict(zip(LABELS, p))))
+        return out
+
+    def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
+        """Score an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
+        buf: list[str] = []
+        for text in texts:
+            buf.append(text)
+            if len(buf) >= chunk:
+                yield from self.predict(buf)
+                buf = []
+        if buf:
+            yield from self.predict(buf)

@@ -1,0 +1,111 @@
+"""Build, save, load and apply the Hugging Face ``tokenizers`` WordLevel tokenizer.
+
+``tokenizers`` replaces torchtext (deprecated; its last release is built for
+torch 2.3 and does not load beside current torch). The tokenizer normalises
+text (HTML ``<br />`` to a space, Unicode NFKC, lowercase), splits it with the
+configured pre-tokenizer, and maps words to ids; ``<pad>`` is id 0 and
+``<unk>`` id 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+from tokenizers.models import WordLevel
+from tokenizers.trainers import WordLevelTrainer
+
+from .config import DataConfig
+from .errors import CheckpointError
+from .model import PAD_ID, UNK_ID
+
+PAD_TOKEN = "<pad>"
+UNK_TOKEN = "<unk>"
+
+
+def _pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
+    if kind == "whitespace":
+        return pre_tokenizers.WhitespaceSplit()  # str.split(), as the notebook's torchtext Field
+    if kind == "punctuation":
+        return pre_tokenizers.Whitespace()       # \w+|[^\w\s]+ : words and runs of punctuation apart
+    raise ValueError(f"unknown pre_tokenizer {kind!r}")
+
+
+def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None = None) -> Tokenizer:
+    """Train a WordLevel tokenizer on ``texts`` (the training split only).
+
+    Args:
+        texts: the training reviews.
+        config: ``vocab_size`` (including the two specials), ``min_frequency``, ``pre_tokenizer``.
+        length: number of texts, for the trainer's bookkeeping.
+
+    Returns:
+        A trained :class:`tokenizers.Tokenizer` with ``<pad>`` = 0 and ``<unk>`` = 1.
+    """
+    tok = Tokenizer(WordLevel(unk_token=UNK_TOKEN))
+    tok.normalizer = normalizers.Sequence([
+        normalizers.Replace(Regex(r"<br\s*/?>"), " "),
+        normalizers.NFKC(),
+        normalizers.Lowercase(),
+    ])
+    tok.pre_tokenizer = _pre_tokenizer(config.pre_tokenizer)
+    trainer = WordLevelTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
+                               special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
+    tok.train_from_iterator(texts, trainer, length=length)
+    assert tok.token_to_id(PAD_TOKEN) == PAD_ID and tok.token_to_id(UNK_TOKEN) == UNK_ID
+    return tok
+
+
+def save_tokenizer(tok: Tokenizer) -> str:
+    """The tokenizer as a JSON string (the ``tokenizer.json`` format)."""
+    return tok.to_str()
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load ``tokenizer.json``.
+
+    Raises:
+        CheckpointError: the file is missing or is not a valid tokenizer.
+    """
+    path = Path(path)
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing") from None
+    except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
+        raise CheckpointError(f"{path}: not a valid tokenizer file ({str(exc).splitlines()[0][:120]})") from None
+    if tok.token_to_id(PAD_TOKEN) != PAD_ID or tok.token_to_id(UNK_TOKEN) != UNK_ID:
+        raise CheckpointError(f"{path}: expected {PAD_TOKEN}=0 and {UNK_TOKEN}=1 in the vocabulary")
+    return tok
+
+
+def truncate(ids: Sequence[int], max_length: int, strategy: str = "head", head_fraction: float = 0.25) -> list[int]:
+    """Cut a token-id list to at most ``max_length``.
+
+    ``head`` keeps the first ``max_length`` ids; ``head_tail`` keeps the first
+    ``round(max_length * head_fraction)`` and the rest from the end (Sun et al.
+    2019, "How to Fine-Tune BERT for Text Classification?", 5.3.1). An empty
+    list becomes ``[<unk>]`` so that every review has one real token.
+    """
+    if not ids:
+        return [UNK_ID]
+    if len(ids) <= max_length:
+        return list(ids)
+    if strategy == "head_tail":
+        head = round(max_length * head_fraction)
+        tail = max_length - head
+        return list(ids[:head]) + (list(ids[-tail:]) if tail else [])
+    return list(ids[:max_length])
+
+
+def encode(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[list[int]]:
+    """Token ids for each text, truncated per ``config`` (length 1 to ``max_length``)."""
+    encodings = tok.encode_batch_fast(list(texts)) if hasattr(tok, "encode_batch_fast") else tok.encode_batch(list(texts))
+    return [truncate(e.ids, config.max_length, config.truncation, config.head_fraction) for e in encodings]
+
+
+def tokens(tok: Tokenizer, text: str, config: DataConfig) -> list[str]:
+    """The surface tokens the model sees for ``text`` (after truncation), for display."""
+    ids = encode(tok, [text], config)[0]
+    return [tok.id_to_token(i) or UNK_TOKEN for i in ids]

@@ -1,0 +1,30 @@
+"""Shared fixtures: the committed IMDB slice and a small checkpoint trained on it once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sentiment_cli.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL_DATA = Path(__file__).resolve().parent / "data" / "imdb_small"   # 1,000 train + 500 test reviews
+FULL_DATA = ROOT.parent / "shared" / "data" / "imdb"                 # the full set, beside the clone
+
+
+def small_config(**training):
+    """configs/seed.toml on the committed slice, shrunk so a run takes seconds."""
+    cfg = load_config(ROOT / "configs" / "seed.toml")
+    cfg = cfg.override("data", source=str(SMALL_DATA), vocab_size=5000)
+    return cfg.override("training", **{"epochs": 2, "batch_size": 64, "device": "cpu", **training})
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(tmp_path_factory) -> Path:
+    """A checkpoint folder trained for a few epochs on the committed slice."""
+    from sentiment_cli.train import train
+
+    out = tmp_path_factory.mktemp("ckpt") / "small"
+    train(small_config(epochs=3), out)
+    return out

@@ -1,0 +1,61 @@
+import pytest
+
+from sentiment_cli.config import DEFAULT_CONFIG, Config, load_config
+from sentiment_cli.errors import ConfigError
+
+from .conftest import ROOT
+
+
+def test_seed_config_reproduces_the_notebook():
+    cfg = load_config(ROOT / "configs" / "seed.toml")
+    m, d, t = cfg.model, cfg.data, cfg.training
+    assert (m.n_layers, m.d_model, m.n_heads, m.d_ff) == (1, 32, 2, 128)
+    assert (d.max_length, d.vocab_size, d.pre_tokenizer, d.validation_fraction) == (200, 50000, "whitespace", 0.1)
+    assert (t.batch_size, t.lr, t.epochs) == (164, 1e-3, 10)
+
+
+def test_default_config_is_what_runs_without_config():
+    assert load_config(None) == load_config(DEFAULT_CONFIG)
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[model]\nd_modle = 32\n", "unknown key [model] d_modle"),
+    ("[modle]\n", "unknown table [modle]"),
+    ("[model]\nd_model = '32'\n", "[model] d_model must be an integer"),
+    ("[model]\nnorm_first = 1\n", "[model] norm_first must be true or false"),
+    ("[training]\nlr = 0\n", "[training] lr must be > 0"),
+    ("[training]\nlr = -1e-3\n", "[training] lr must be > 0"),
+    ("[training]\nlr = nan\n", "[training] lr must be a finite number"),
+    ("[training]\nepochs = 0\n", "[training] epochs must be >= 1"),
+    ("[data]\nvalidation_fraction = 1.0\n", "[data] validation_fraction must be < 1.0"),
+    ("[data]\npre_tokenizer = 'bpe'\n", "[data] pre_tokenizer must be one of whitespace, punctuation"),
+    ("[model]\nd_model = 30\nn_heads = 4\n", "n_heads (4) must divide d_model (30)"),
+    ("[model]\nd_model = 33\nn_heads = 1\n", "d_model must be even"),
+    ("[model\n", "not valid TOML"),
+])
+def test_config_errors_name_the_file_and_the_key(tmp_path, text, expected):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert msg.startswith(str(path)) and expected in msg
+    assert "\n" not in msg
+
+
+def test_missing_config_file():
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config("no/such.toml")
+
+
+def test_overrides_are_validated():
+    cfg = Config()
+    assert cfg.override("training", epochs=3, lr=None).training.epochs == 3
+    assert cfg.override("training", lr=None) is cfg
+    with pytest.raises(ConfigError, match=r"command line: \[training\] batch_size must be >= 1"):
+        cfg.override("training", batch_size=0)

@@ -1,0 +1,45 @@
+import numpy as np
+from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+
+from sentiment_cli.data import make_batches
+from sentiment_cli.evaluate import classification_metrics
+
+
+def test_metrics_agree_with_scikit_learn():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        y = rng.integers(0, 2, 200)
+        p = np.where(rng.random(200) < 0.7, y, 1 - y)
+        m = classification_metrics(y, p)
+        prec, rec, f1, _ = precision_recall_fscore_support(y, p, labels=[0, 1], zero_division=0)
+        assert m["accuracy"] == accuracy_score(y, p)
+        assert m["confusion_matrix"] == confusion_matrix(y, p, labels=[0, 1]).tolist()
+        for i, name in enumerate(("negative", "positive")):
+            assert np.isclose(m["precision"][name], prec[i])
+            assert np.isclose(m["recall"][name], rec[i])
+            assert np.isclose(m["f1"][name], f1[i])
+        assert np.isclose(m["f1"]["macro"], f1.mean())
+
+
+def test_metrics_when_a_class_is_never_predicted():
+    m = classification_metrics([0, 1, 1], [0, 0, 0])
+    assert m["precision"]["positive"] == 0.0 and m["recall"]["positive"] == 0.0 and m["f1"]["positive"] == 0.0
+    assert m["confusion_matrix"] == [[1, 0], [2, 0]]
+
+
+def test_batches_cover_every_example_once_and_bucket_by_length():
+    lengths = list(np.random.default_rng(1).integers(1, 500, 1000))
+    for shuffle in (True, False):
+        batches = make_batches(lengths, 32, shuffle=shuffle, seed=3)
+        flat = np.concatenate(batches)
+        assert sorted(flat.tolist()) == list(range(1000))
+        assert all(len(b) <= 32 for b in batches)
+    # bucketing: far less padding than random batches
+    def padding(bs):
+        return sum(max(lengths[i] for i in b) * len(b) - sum(lengths[i] for i in b) for b in bs)
+    assert padding(make_batches(lengths, 32, shuffle=True, seed=3)) < 0.2 * padding(
+        make_batches(lengths, 32, shuffle=True, seed=3, bucket=False))
+    # same seed, same batches; another seed, another order
+    a = make_batches(lengths, 32, shuffle=True, seed=3)
+    assert all((x == y).all() for x, y in zip(a, make_batches(lengths, 32, shuffle=True, seed=3)))
+    assert any((x != y).any() for x, y in zip(a, make_batches(lengths, 32, shuffle=True, seed=4)) if len(x) == len(y))

@@ -1,0 +1,63 @@
+import math
+
+import torch
+
+from sentiment_cli.config import ModelConfig
+from sentiment_cli.data import collate
+from sentiment_cli.model import SentimentClassifier, masked_max_pool, sinusoidal_encoding
+
+
+def test_positional_encoding_equals_the_formula():
+    pe = sinusoidal_encoding(50, 16)
+    assert pe.shape == (50, 16)
+    for pos in (0, 1, 7, 49):
+        for i in range(8):
+            angle = pos / 10000 ** (2 * i / 16)
+            assert math.isclose(pe[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
+            assert math.isclose(pe[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+
+
+def test_positional_encoding_is_a_buffer_not_a_parameter():
+    model = SentimentClassifier(ModelConfig(), vocab_size=100, max_length=20)
+    assert "positional_encoding" not in dict(model.named_parameters())
+    assert "positional_encoding" not in model.state_dict()   # fixed: not saved, rebuilt on load
+    assert "positional_encoding" in dict(model.named_buffers())
+
+
+def _model(**kw):
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, **kw)
+    return SentimentClassifier(cfg, vocab_size=50, max_length=64).eval()
+
+
+def test_review_alone_and_in_padded_batch_give_the_same_logits():
+    reviews = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30))]
+    for kw in ({}, {"norm_first": True, "scale_embedding": True, "activation": "gelu"}):
+        model = _model(**kw)
+        with torch.no_grad():
+            batch_logits = model(*collate(reviews))
+            for i, r in enumerate(reviews):
+                alone = model(*collate([r]))
+                torch.testing.assert_close(alone[0], batch_logits[i], atol=1e-5, rtol=0)
+            # and at another position of a differently composed batch
+            other = model(*collate([reviews[1], [3] * 60, reviews[0]]))
+            torch.testing.assert_close(other[2], batch_logits[0], atol=1e-5, rtol=0)
+
+
+def test_max_pool_ignores_padding_even_when_padding_is_largest():
+    hidden = torch.tensor([[[1.0, -2.0], [0.5, -1.0], [99.0, 99.0]]])   # (1, 3, 2), last is padding
+    mask = torch.tensor([[False, False, True]])
+    pooled, argmax = masked_max_pool(hidden, mask)
+    assert pooled.tolist() == [[1.0, -1.0]]
+    assert argmax.tolist() == [[0, 1]]
+
+
+def test_shapes_and_parameter_counts():
+    model = _model()
+    ids, mask = collate([[2, 3, 4], [5]])
+    assert ids.shape == mask.shape == (2, 3)
+    assert model.encode(ids, mask).shape == (2, 3, 16)
+    assert model(ids, mask).shape == (2, 2)
+    counts = model.num_parameters()
+    assert counts["embedding"] == 50 * 16
+    assert counts["total"] == counts["embedding"] + counts["non_embedding"] == sum(p.numel() for p in model.parameters())
