@@ -14,10 +14,39 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from .errors import SentimentError, UsageError
 
+# Typer (vendored click in new releases, click itself in older ones) raises this for bad flags.
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _OneLineErrors(TyperGroup):
+    """Print usage errors (unknown flag, bad value) as one ``error:`` line, exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                              standalone_mode=False, **extra)
+        except _ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None and not exc.format_message():  # bare `sentiment`: show the help
+                typer.echo(ctx.get_help())
+                sys.exit(exc.exit_code)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            typer.echo(f"error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="sentiment",
     help="Train, evaluate and serve a small Transformer sentiment classifier for IMDB movie reviews.",
     no_args_is_help=True,
@@ -257,7 +286,7 @@ def _render_eval(console, r: dict) -> None:
         per.add_row(name, f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
                     f"{support.get(name, r['num_examples']):,}", style="bold" if name == "macro" else None)
     console.print(per)
-    conf = Table(title="confusion matrix (rows: true, columns: predicted)", title_justify="left")
+    conf = Table(title="confusion matrix", title_justify="left", caption="rows: true label · columns: predicted")
     conf.add_column("")
     conf.add_column("negative", justify="right")
     conf.add_column("positive", justify="right")
