@@ -1,0 +1,281 @@
+"""One benchmark run: the project's configs, the notebook's loop and the TF-IDF peer, side by side.
+
+    python -m bench [--quick] [--data PATH] [--configs configs/seed.toml configs/default.toml]
+
+Every system runs in its own subprocess (``python -m bench.run --job ...``),
+one after another, on the same split, so that peak memory (max RSS of that
+process) is its own and timings are not disturbed by each other. Speeds
+are reported as ratios taken in this run. ``--quick`` uses the committed
+slice and one epoch, for smoke tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ROOT / "tests" / "data" / "imdb_small"
+FULL = ROOT.parent / "shared" / "data" / "imdb"
+
+
+# ----------------------------------------------------------------------------- FLOP accounting
+
+def encoder_flops(lengths, d_model: int, d_ff: int, n_layers: int, train: bool) -> float:
+    """Matmul FLOPs of the encoder over reviews of the given token counts.
+
+    Per layer and review of ``n`` tokens (forward): projections Q, K, V and out
+    ``8 n d^2``, attention scores and weighted sum ``4 n^2 d``, feed-forward
+    ``4 n d d_ff``. Training counts 3x the forward pass (backward = 2x forward,
+    Kaplan et al. 2020). Embedding look-ups, norms and softmax are not counted.
+    """
+    d = d_model
+    fwd = sum(n_layers * (8 * n * d * d + 4 * n * n * d + 4 * n * d * d_ff) for n in lengths)
+    return fwd * (3 if train else 1)
+
+
+def matmul_peak(dtype_name: str, size: int = 2048, repeats: int = 5) -> float:
+    """Median GFLOP/s of ``torch.matmul`` on ``size`` x ``size`` matrices of ``dtype_name``."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    torch.matmul(a, b)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        times.append(time.perf_counter() - start)
+    return 2 * size ** 3 / statistics.median(times) / 1e9
+
+
+# ----------------------------------------------------------------------------- jobs (one per subprocess)
+
+def job_peak(args) -> dict:
+    return {"fp32_gflops": matmul_peak("float32"), "bf16_gflops": matmul_peak("bfloat16")}
+
+
+def _splits(data: str, seed_cfg):
+    from sentiment_cli.data import load_split, load_train_validation
+
+    train, val = load_train_validation(data, seed_cfg.data.validation_fraction, seed_cfg.training.seed)
+    test = load_split(data, "test", seed_cfg.data.validation_fraction, seed_cfg.training.seed)
+    return train, val, test
+
+
+def job_notebook(args) -> dict:
+    import torch
+
+    from bench.notebook import NotebookClassifier, evaluate, pad_fixed, train_epochs
+    from sentiment_cli.config import load_config
+    from sentiment_cli.tokenizer import build_tokenizer
+
+    cfg = load_config(ROOT / "configs" / "seed.toml")
+    train, _, test = _splits(args.data, cfg)
+    torch.manual_seed(cfg.training.seed)
+    tok = build_tokenizer(train.texts, cfg.data)
+    L = cfg.data.max_length
+    x_train = pad_fixed([e.ids for e in tok.encode_batch(train.texts)], L)
+    x_test = pad_fixed([e.ids for e in tok.encode_batch(test.texts)], L)
+    y_train, y_test = torch.tensor(train.labels), torch.tensor(test.labels)
+    m = cfg.model
+    model = NotebookClassifier(tok.get_vocab_size(), m.d_model, m.n_heads, m.d_ff, m.n_layers)
+    speeds = train_epochs(model, x_train, y_train, epochs=args.epochs, batch_size=cfg.training.batch_size,
+                          lr=cfg.training.lr, seed=cfg.training.seed)
+    acc, eval_speed = evaluate(model, x_test, y_test, batch_size=cfg.training.batch_size)
+    ex_per_s = statistics.median(speeds)
+    flops_per_example = encoder_flops([L], m.d_model, m.d_ff, m.n_layers, train=True)
+    return {"epochs": args.epochs, "train_examples_per_second": ex_per_s,
+            "train_seconds": len(x_train) / ex_per_s * cfg.training.epochs,   # projected to the config's epochs
+            "test_accuracy_after_timed_epochs": acc, "eval_reviews_per_second": eval_speed,
+            "train_gflops": flops_per_example * ex_per_s / 1e9, "bf16": False}
+
+
+def job_ours(args) -> dict:
+    import torch
+
+    from sentiment_cli.checkpoint import load_checkpoint
+    from sentiment_cli.config import load_config
+    from sentiment_cli.data import load_split
+    from sentiment_cli.evaluate import evaluate_ids
+    from sentiment_cli.tokenizer import encode
+    from sentiment_cli.train import train
+
+    cfg = load_config(args.config).override("data", source=args.data)
+    if args.epochs:
+        cfg = cfg.override("training", epochs=args.epochs)
+    result = train(cfg, args.output)
+    ckpt = load_checkpoint(args.output, "cpu")
+    test = load_split(args.data, "test", cfg.data.validation_fraction, cfg.training.seed)
+    test_ids = encode(ckpt.tokenizer, test.texts, cfg.data)
+    metrics = evaluate_ids(ckpt.model, test_ids, test.labels, batch_size=cfg.training.eval_batch_size,
+                           device=torch.device("cpu"), bf16=cfg.training.autocast_bf16)
+    hist = result.metrics["history"]
+    ex_per_s = statistics.median(r["train_examples_per_second"] for r in hist)
+    # FLOPs of one epoch over the real (unpadded) training lengths
+    from sentiment_cli.data import load_train_validation
+    tr, _ = load_train_validation(args.data, cfg.data.validation_fraction, cfg.training.seed)
+    lengths = [len(x) for x in encode(ckpt.tokenizer, tr.texts, cfg.data)]
+    m = cfg.model
+    flops_per_example = encoder_flops(lengths, m.d_model, m.d_ff, m.n_layers, train=True) / len(lengths)
+    return {"config": str(args.config), "epochs_run": len(hist), "best_epoch": result.metrics["best_epoch"],
+            "validation_accuracy": result.metrics["best_validation_accuracy"],
+            "test_accuracy": metrics["accuracy"], "train_seconds": result.metrics["wall_time_seconds"],
+            "train_examples_per_second": ex_per_s, "eval_reviews_per_second": metrics["examples_per_second"],
+            "train_gflops": flops_per_example * ex_per_s / 1e9, "bf16": cfg.training.autocast_bf16,
+            "mean_train_tokens": sum(lengths) / len(lengths), "checkpoint": str(args.output)}
+
+
+def job_tfidf(args) -> dict:
+    import numpy as np
+
+    from bench.peers import tfidf_logreg
+    from sentiment_cli.config import load_config
+
+    cfg = load_config(ROOT / "configs" / "seed.toml")
+    train, _, test = _splits(args.data, cfg)   # the same 90% of train our models learn from
+    return tfidf_logreg(train.texts, np.array(train.labels), test.texts, np.array(test.labels))
+
+
+def job_coldstart(args) -> dict:
+    """Median wall time of ``python -c "import torch"`` and of ``sentiment predict`` from a cold process."""
+    base = [sys.executable, "-c", "import torch"]
+    pred = [sys.executable, "-m", "sentiment_cli", "predict", "A moving, beautifully acted film.",
+            "--checkpoint", args.output]
+    t_base, t_pred = [], []
+    for _ in range(args.repeats):
+        for cmd, acc in ((base, t_base), (pred, t_pred)):
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+            acc.append(time.perf_counter() - start)
+    return {"import_torch_seconds": statistics.median(t_base), "predict_seconds": statistics.median(t_pred),
+            "repeats": args.repeats}
+
+
+JOBS = {"peak": job_peak, "notebook": job_notebook, "ours": job_ours, "tfidf": job_tfidf,
+        "coldstart": job_coldstart}
+
+
+def run_job(name: str, *extra: str) -> dict:
+    """Run one job in a fresh process; its result plus ``peak_rss_mib`` (that process's max RSS)."""
+    cmd = [sys.executable, "-m", "bench.run", "--job", name, *extra]
+    print(f"· {name} {' '.join(extra)}", file=sys.stderr, flush=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark job {name} failed (exit {proc.returncode})")
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    result["peak_rss_mib"] = usage.ru_maxrss / 1024   # Linux: KiB
+    return result
+
+
+# ----------------------------------------------------------------------------- report
+
+def _fmt_s(s):
+    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
+
+
+def render(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)   # a file or CI log: keep each row on one line
+    peak, peer, nb = results["peak"], results["tfidf"], results["notebook"]
+    table = Table(title=f"IMDB benchmark · {results['date']} · {results['hardware']}", title_justify="left")
+    for col in ("system", "test acc", "train time", "train ex/s", "GFLOP/s (share of peak)",
+                "eval reviews/s", "peak mem", "acc − peer", "train time ÷ peer", "eval speed ÷ peer"):
+        table.add_column(col, justify="left" if col == "system" else "right")
+
+    def row(name, r, acc, gflops=None, bf16=False):
+        share = ""
+        if gflops is not None:
+            p = peak["bf16_gflops"] if bf16 else peak["fp32_gflops"]
+            share = f"{gflops:,.1f} ({gflops / p:.0%} of {'bf16' if bf16 else 'fp32'})"
+        table.add_row(name, f"{acc:.2%}" if acc is not None else "–", _fmt_s(r["train_seconds"]),
+                      f"{r['train_examples_per_second']:,.0f}" if "train_examples_per_second" in r else "–",
+                      share or "–", f"{r['eval_reviews_per_second']:,.0f}", f"{r['peak_rss_mib']:,.0f} MiB",
+                      f"{(acc - peer['test_accuracy']) * 100:+.2f} pt" if acc is not None else "–",
+                      f"{r['train_seconds'] / peer['train_seconds']:.1f}x",
+                      f"{r['eval_reviews_per_second'] / peer['eval_reviews_per_second']:.2f}x")
+
+    row("notebook loop ¹", nb, None, nb["train_gflops"])
+    for key, r in results["ours"].items():
+        row(f"{key} ({r['epochs_run']} ep.)", r, r["test_accuracy"], r["train_gflops"], r["bf16"])
+    row("TF-IDF + LR ²", peer, peer["test_accuracy"])
+    console.print(table)
+    console.print(f"¹ the notebook's model and loop at the seed config (fixed padding to 200, no mask); "
+                  f"{nb['epochs']} epoch(s) timed, train time projected to 10 epochs.\n"
+                  "² TF-IDF over word 1-2-grams + logistic regression (scikit-learn), same 90% of train.",
+                  highlight=False)
+    console.print(f"matmul peak (2048², median of 5): fp32 {peak['fp32_gflops']:,.0f} GFLOP/s, "
+                  f"bf16 {peak['bf16_gflops']:,.0f} GFLOP/s", highlight=False)
+    seed = results["ours"].get("seed")
+    if seed:
+        console.print(f"seed config vs the notebook loop, same run: training examples/s "
+                      f"{seed['train_examples_per_second'] / nb['train_examples_per_second']:.2f}x (target 1.5x), "
+                      f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x "
+                      f"(target 1.5x)", highlight=False)
+    cs = results.get("coldstart")
+    if cs:
+        console.print(f"cold start (median of {cs['repeats']}): python -c 'import torch' {cs['import_torch_seconds']:.2f} s, "
+                      f"sentiment predict \"…\" {cs['predict_seconds']:.2f} s "
+                      f"(+{cs['predict_seconds'] - cs['import_torch_seconds']:.2f} s; target ≤ +1.0 s)",
+                      highlight=False)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the committed slice, 1 epoch: a smoke test")
+    ap.add_argument("--data", default=None, help=f"IMDB folder (default {FULL}; --quick: the test slice)")
+    ap.add_argument("--configs", nargs="+", default=["configs/seed.toml", "configs/default.toml"])
+    ap.add_argument("--notebook-epochs", type=int, default=2, help="epochs of the notebook loop to time")
+    ap.add_argument("--output", default=None, help="folder for checkpoints and results.json (default: temp)")
+    ap.add_argument("--job", choices=sorted(JOBS), help=argparse.SUPPRESS)
+    ap.add_argument("--config", help=argparse.SUPPRESS)
+    ap.add_argument("--epochs", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--repeats", type=int, default=5, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.job:   # inside a job subprocess: print one JSON line
+        args.data = args.data or str(FULL)
+        print(json.dumps(JOBS[args.job](args)))
+        return
+
+    data = args.data or str(SMALL if args.quick else FULL)
+    out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    epochs = ["--epochs", "1"] if args.quick else []
+    import torch
+    results = {"date": dt.date.today().isoformat(),
+               "hardware": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, "
+                           f"{'CUDA' if torch.cuda.is_available() else 'no GPU'}",
+               "data": data, "quick": args.quick}
+    results["peak"] = run_job("peak")
+    results["notebook"] = run_job("notebook", "--data", data, "--epochs", "1" if args.quick else str(args.notebook_epochs))
+    results["ours"] = {}
+    for cfg in args.configs:
+        name = Path(cfg).stem
+        results["ours"][name] = run_job("ours", "--data", data, "--config", str(ROOT / cfg),
+                                        "--output", str(out / name), *epochs)
+    results["tfidf"] = run_job("tfidf", "--data", data)
+    first = next(iter(results["ours"].values()))
+    results["coldstart"] = run_job("coldstart", "--output", first["checkpoint"], "--repeats", "3" if args.quick else "7")
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    render(results)
+    print(f"results: {out / 'results.json'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
