@@ -232,13 +232,16 @@ def _render_train_summary(console, result) -> None:
 
 
 def _render_report_note(console, report) -> None:
+    from rich.markup import escape
+
     if report is None:
         return
     if report.curves is not None:
-        console.print(f"[dim]curves: {report.curves}  ·  model card: {report.card}[/]", highlight=False)
+        console.print(f"[dim]curves: {escape(str(report.curves))}  ·  model card: {escape(str(report.card))}[/]",
+                      highlight=False, soft_wrap=True)
     else:
-        console.print(f"[dim]model card: {report.card}[/]", highlight=False)
-        console.print(f"[yellow]note:[/] {report.note}", highlight=False, soft_wrap=True)
+        console.print(f"[dim]model card: {escape(str(report.card))}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(report.note)}", highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- eval
@@ -287,7 +290,9 @@ def eval_(
         try:  # keep the result in the checkpoint for `sentiment info`; a read-only folder only loses that
             report.record_eval(checkpoint, result, data or cfg.data.source)
         except OSError as exc:
-            err.print(f"[dim]note: result not recorded in {checkpoint} ({exc.strerror or exc})[/]", highlight=False)
+            from rich.markup import escape
+            err.print(f"[dim]note: result not recorded in {escape(str(checkpoint))} ({escape(str(exc.strerror or exc))})[/]",
+                      highlight=False, soft_wrap=True)
         if errors:
             result["errors"] = [{**e, "text": s.texts[e["index"]]}
                                 for e in confident_errors(m["logits"], s.labels, errors)]
@@ -301,7 +306,8 @@ def eval_(
             if errors:
                 _render_errors(out, result["errors"], errors)
             if plot is not None:
-                out.print(f"[dim]confusion matrix written to {plot}[/]", highlight=False)
+                from rich.markup import escape
+                out.print(f"[dim]confusion matrix written to {escape(str(plot))}[/]", highlight=False, soft_wrap=True)
 
 
 def _render_eval(console, r: dict) -> None:
@@ -506,7 +512,9 @@ def _render_card(console, card: dict) -> None:
 
     from .report import RESULT_COLUMNS, card_results, card_sections
 
-    console.print(f"[bold]model card: {card['name']}[/]  ({card['checkpoint']})", highlight=False)
+    from rich.markup import escape
+
+    console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
     results = Table(title="results", title_justify="left")
     for col in RESULT_COLUMNS:
         results.add_column(col, justify="left" if col in ("split", "from") else "right")
@@ -523,7 +531,7 @@ def _render_card(console, card: dict) -> None:
     console.print(grid)
     files = ", ".join(f for f in (card["files"]["curves"], card["files"].get("card")) if f)
     if files:
-        console.print(f"[dim]in the folder: {files}[/]", highlight=False)
+        console.print(f"[dim]in the folder: {escape(files)}[/]", highlight=False)
 
 
 def main() -> None:

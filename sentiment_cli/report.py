@@ -96,7 +96,8 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
     ax_loss, ax_acc = fig.subplots(1, 2)
     for ax, key, name in ((ax_loss, "loss", "cross-entropy loss"), (ax_acc, "accuracy", "accuracy")):
         scale = 100.0 if key == "accuracy" else 1.0
-        ax.plot(epochs, [r[f"train_{key}"] * scale for r in history], "o-", color="tab:blue", label="train")
+        ax.plot(epochs, [r[f"train_{key}"] * scale for r in history], "o-", color="tab:blue",
+                label="train (running mean during the epoch)")
         ax.plot(epochs, [r[f"validation_{key}"] * scale for r in history], "s-", color="tab:orange",
                 label="validation")
         if best_epoch is not None:
@@ -105,7 +106,8 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
         ax.set_ylabel(name)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if key == "accuracy":
-            ax.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+            ax.yaxis.set_major_locator(MaxNLocator(steps=[1, 2, 5, 10]))
+            ax.yaxis.set_major_formatter(PercentFormatter(decimals=None))
         ax.grid(alpha=0.3)
         ax.legend()
     ax_loss.set_title("loss")
