@@ -89,29 +89,29 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
     if not history:
         raise ValueError("no epochs to plot")
     Figure, Canvas = require_matplotlib()
-    from matplotlib.ticker import MaxNLocator, PercentFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     epochs = [r["epoch"] for r in history]
-    fig = Figure(figsize=(10, 4))
+    fig = Figure(figsize=(10, 4.4), layout="constrained")
     ax_loss, ax_acc = fig.subplots(1, 2)
     for ax, key, name in ((ax_loss, "loss", "cross-entropy loss"), (ax_acc, "accuracy", "accuracy")):
         scale = 100.0 if key == "accuracy" else 1.0
         ax.plot(epochs, [r[f"train_{key}"] * scale for r in history], "o-", color="tab:blue",
-                label="train (running mean during the epoch)")
+                label="train (running mean over the epoch)")
         ax.plot(epochs, [r[f"validation_{key}"] * scale for r in history], "s-", color="tab:orange",
-                label="validation")
+                label="validation (after the epoch)")
         if best_epoch is not None:
-            ax.axvline(best_epoch, color="grey", linestyle=":", linewidth=1, label=f"best epoch ({best_epoch})")
+            ax.axvline(best_epoch, color="grey", linestyle=":", linewidth=1.2, label=f"best epoch ({best_epoch})")
+        ax.set_title(key)
         ax.set_xlabel("epoch")
         ax.set_ylabel(name)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         if key == "accuracy":
-            ax.yaxis.set_major_locator(MaxNLocator(steps=[1, 2, 5, 10]))
-            ax.yaxis.set_major_formatter(PercentFormatter(decimals=None))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
         ax.grid(alpha=0.3)
-        ax.legend()
-    ax_loss.set_title("loss")
-    ax_acc.set_title("accuracy")
+    handles, labels = ax_loss.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
     if title:
         fig.suptitle(title)
     return _png(fig, Canvas)
