@@ -259,7 +259,10 @@ def eval_(
     plot: Annotated[Optional[Path], typer.Option("--plot", metavar="PATH",
                                                  help="Write the confusion matrix as a PNG (needs matplotlib).")] = None,
 ) -> None:
-    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix."""
+    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix.
+
+    The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
+    """
     with _errors():
         from . import report
         from .checkpoint import load_checkpoint
