@@ -271,8 +271,10 @@ def eval_(
         from .tokenizer import encode
         from .train import resolve_device
 
-        if plot is not None:
-            report.require_matplotlib()  # say how to install it before any work
+        if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
+            report.require_matplotlib()
+            if not plot.parent.is_dir():
+                raise UsageError(f"--plot {plot}: folder {plot.parent} does not exist")
         dev = resolve_device(device.value)
         ckpt = load_checkpoint(checkpoint, dev)
         cfg = ckpt.config

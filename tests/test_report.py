@@ -142,6 +142,8 @@ def test_eval_errors_table_and_confusion_png(ckpt, tmp_path):
     assert r.exit_code == 0, r.output
     assert "3 most confident mistakes" in r.stdout and f"confusion matrix written to {png}" in r.stdout.replace("\n", "")
     assert png.read_bytes().startswith(PNG)
+    r = invoke("eval", "--checkpoint", ckpt, "--plot", tmp_path / "no" / "cm.png")
+    assert r.exit_code == 2 and r.stderr == f"error: --plot {tmp_path / 'no' / 'cm.png'}: folder {tmp_path / 'no'} does not exist\n"
 
 
 def test_eval_is_recorded_for_info_and_the_card(ckpt):
@@ -231,3 +233,17 @@ def test_eval_on_a_read_only_checkpoint_still_prints_its_result(ckpt, monkeypatc
     assert json.loads(r.stdout)["num_examples"] == 500
     assert f"note: result not recorded in {ckpt} (Permission denied)" in r.stderr.splitlines()
     assert not (ckpt / "eval_test.json").exists()
+
+
+def test_predict_explain_imports_neither_datasets_nor_matplotlib(trained_checkpoint):
+    import subprocess
+    code = ("import sys\n"
+            "from sentiment_cli.cli import app\n"
+            "try:\n"
+            f"    app(['predict', '--explain', 'Loved it.', '--checkpoint', {str(trained_checkpoint)!r}, '--json'])\n"
+            "except SystemExit as e:\n"
+            "    assert e.code in (0, None), e.code\n"
+            "print('datasets' in sys.modules, 'matplotlib' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert json.loads(out.splitlines()[0])["tokens"] == ["Loved", "it."]
+    assert out.splitlines()[-1] == "False False"
