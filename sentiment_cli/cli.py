@@ -157,6 +157,7 @@ def train(
             typer.echo(json.dumps(result.metrics))
         else:
             _render_train_summary(out, result)
+        _render_report_note(out if not as_json else err, result.report)
 
 
 class _RichTrainCallbacks:
@@ -230,6 +231,19 @@ def _render_train_summary(console, result) -> None:
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
 
 
+def _render_report_note(console, report) -> None:
+    from rich.markup import escape
+
+    if report is None:
+        return
+    if report.curves is not None:
+        console.print(f"[dim]curves: {escape(str(report.curves))}  ·  model card: {escape(str(report.card))}[/]",
+                      highlight=False, soft_wrap=True)
+    else:
+        console.print(f"[dim]model card: {escape(str(report.card))}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(report.note)}", highlight=False, soft_wrap=True)
+
+
 # ----------------------------------------------------------------------------- eval
 
 @app.command("eval")
@@ -240,15 +254,27 @@ def eval_(
     batch_size: Annotated[Optional[int], typer.Option(min=1, help="Reviews per batch.")] = None,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.auto,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    errors: Annotated[int, typer.Option("--errors", min=0, metavar="N",
+                                        help="Also list the N reviews the model got most confidently wrong.")] = 0,
+    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="PATH",
+                                                 help="Write the confusion matrix as a PNG (needs matplotlib).")] = None,
 ) -> None:
-    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix."""
+    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix.
+
+    The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
+    """
     with _errors():
+        from . import report
         from .checkpoint import load_checkpoint
         from .data import load_split
-        from .evaluate import evaluate_ids
+        from .evaluate import confident_errors, evaluate_ids
         from .tokenizer import encode
         from .train import resolve_device
 
+        if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
+            report.require_matplotlib()
+            if not plot.parent.is_dir():
+                raise UsageError(f"--plot {plot}: folder {plot.parent} does not exist")
         dev = resolve_device(device.value)
         ckpt = load_checkpoint(checkpoint, dev)
         cfg = ckpt.config
@@ -261,15 +287,32 @@ def eval_(
             task = progress.add_task(f"eval {split.value}", total=len(ids))
             m = evaluate_ids(ckpt.model, ids, s.labels, batch_size=batch_size or cfg.training.eval_batch_size,
                              device=dev, bf16=cfg.training.autocast_bf16,
-                             on_batch=lambda n: progress.update(task, advance=n))
+                             on_batch=lambda n: progress.update(task, advance=n), return_logits=errors > 0)
         result = {"split": split.value, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
                   "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
                   "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
                   "examples_per_second": m["examples_per_second"], "checkpoint": str(checkpoint)}
+        try:  # keep the result in the checkpoint for `sentiment info`; a read-only folder only loses that
+            report.record_eval(checkpoint, result, data or cfg.data.source)
+        except OSError as exc:
+            from rich.markup import escape
+            err.print(f"[dim]note: result not recorded in {escape(str(checkpoint))} ({escape(str(exc.strerror or exc))})[/]",
+                      highlight=False, soft_wrap=True)
+        if errors:
+            result["errors"] = [{**e, "text": s.texts[e["index"]]}
+                                for e in confident_errors(m["logits"], s.labels, errors)]
+        if plot is not None:
+            report.write_png(plot, report.confusion_png(
+                m["confusion_matrix"], title=f"{split.value}: accuracy {m['accuracy']:.2%}"))
         if as_json:
-            typer.echo(json.dumps(result))
+            typer.echo(json.dumps(result, ensure_ascii=False))
         else:
             _render_eval(out, result)
+            if errors:
+                _render_errors(out, result["errors"], errors)
+            if plot is not None:
+                from rich.markup import escape
+                out.print(f"[dim]confusion matrix written to {escape(str(plot))}[/]", highlight=False, soft_wrap=True)
 
 
 def _render_eval(console, r: dict) -> None:
@@ -293,6 +336,31 @@ def _render_eval(console, r: dict) -> None:
     conf.add_row("negative", f"{cm[0][0]:,}", f"{cm[0][1]:,}")
     conf.add_row("positive", f"{cm[1][0]:,}", f"{cm[1][1]:,}")
     console.print(conf)
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.replace("<br />", " ").split())
+    return text if len(text) <= width else text[:width - 1].rstrip() + "…"
+
+
+def _render_errors(console, errors: list[dict], asked: int) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    title = f"{len(errors)} most confident mistake{'s' if len(errors) != 1 else ''}"
+    if len(errors) < asked:
+        title += f" (only {len(errors)} in the split)"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("index", justify="right")
+    table.add_column("predicted")
+    table.add_column("true")
+    table.add_column("review", ratio=1)
+    for i, e in enumerate(errors, 1):
+        color = "green" if e["label"] == "positive" else "red"
+        table.add_row(str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color),
+                      e["true_label"], Text(_shorten(e["text"], 240)))
+    console.print(table)
 
 
 # ----------------------------------------------------------------------------- predict
@@ -326,6 +394,8 @@ def predict(
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
     errors: Annotated[DecodeErrors, typer.Option("--errors", help="Invalid UTF-8 in --file: fail, or replace with U+FFFD.")] = DecodeErrors.strict,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show how much each word moved the prediction "
+                                                             "(with --json: adds tokens and scores).")] = False,
 ) -> None:
     """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin)."""
     with _errors():
@@ -341,7 +411,8 @@ def predict(
                 if not t.strip():
                     raise UsageError(f"review {i} is empty; give some text to classify")
         predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
-        stream = predictor.predict_stream(texts if texts else _read_lines(file, errors.value))
+        source = texts if texts else _read_lines(file, errors.value)
+        stream = predictor.explain_stream(source) if explain else predictor.predict_stream(source)
         if as_json:
             for p in stream:
                 sys.stdout.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
@@ -350,6 +421,10 @@ def predict(
         from rich.table import Table
         from rich.text import Text
         out, _ = _consoles()
+        if explain:
+            for i, e in enumerate(stream, 1):
+                _render_explanation(out, i, e)
+            return
         table = Table(show_lines=False)
         table.add_column("#", justify="right")
         table.add_column("label")
@@ -359,6 +434,109 @@ def predict(
             color = "green" if p.label == "positive" else "red"
             table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(p.text))
         out.print(table)
+
+
+_EXPLAIN_TOP = 5
+
+
+def _score_style(score: float, scale: float, unknown: bool, gradient: bool):
+    """Green (positive) or red (negative), stronger for larger |score|.
+
+    ``gradient``: a background tint blended by magnitude (256-colour and
+    truecolor terminals); else three steps that survive 16-colour terminals.
+    """
+    from rich.color import Color
+    from rich.style import Style
+
+    a = min(1.0, abs(score) / scale) if scale > 0 else 0.0
+    if a < 0.05:
+        return Style(underline=unknown)
+    hue = "green" if score > 0 else "red"
+    if not gradient:
+        step = "bold white on " + hue if a > 0.6 else f"black on {hue}" if a > 0.25 else hue
+        return Style.parse(step) + Style(underline=unknown)
+    a = 0.15 + 0.85 * a
+    top = (0, 150, 0) if score > 0 else (200, 0, 0)
+    rgb = tuple(round(255 + (c - 255) * a) for c in top)
+    return Style(bgcolor=Color.from_rgb(*rgb), color="white" if a > 0.55 else "black", underline=unknown)
+
+
+def _render_explanation(console, number: int, e) -> None:
+    from rich.panel import Panel
+    from rich.text import Text
+
+    scale = max((abs(s) for s in e.scores), default=0.0)
+    gradient = console.color_system in ("256", "truecolor")
+    body = Text()
+    segments = e.segments()
+    for piece, kind, score in segments:
+        if kind == "omitted":
+            body.append(" […] " if piece.strip() else piece, style="dim")
+        elif kind == "space":
+            body.append(piece)
+        else:
+            body.append(piece, style=_score_style(score, scale, kind == "unknown", gradient))
+    body.append("\n")
+    for positive, arrow, color in ((True, "▲ positive", "green"), (False, "▼ negative", "red")):
+        top = e.top(_EXPLAIN_TOP, positive)
+        body.append(f"\n{arrow}: ", style=f"bold {color}")
+        if not top:
+            body.append("–", style="dim")
+        for j, (tok, score) in enumerate(top):
+            body.append((" · " if j else "") + tok, style=color)
+            body.append(f" {score:+.2f}", style="dim")
+    body.append(f"\nlogit margin {e.margin:+.2f} = tokens {sum(e.scores):+.2f} + bias {e.bias:+.2f}", style="dim")
+    if any(kind == "unknown" for _, kind, _ in segments):
+        body.append("  ·  underlined: not in the vocabulary", style="dim")
+    color = "green" if e.label == "positive" else "red"
+    title = Text.assemble((f"{number} ", "bold"), (e.label, f"bold {color}"), f" {e.probability:.3f}")
+    console.print(Panel(body, title=title, title_align="left", expand=False))
+
+
+# ----------------------------------------------------------------------------- info
+
+@app.command()
+def info(
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the model card as one JSON object.")] = False,
+) -> None:
+    """Show the model card: config, parameters, training data and fingerprint, metrics by split, versions."""
+    with _errors():
+        from .report import model_card
+
+        card = model_card(checkpoint)
+        if as_json:
+            typer.echo(json.dumps(card, ensure_ascii=False))
+            return
+        out, _ = _consoles()
+        _render_card(out, card)
+
+
+def _render_card(console, card: dict) -> None:
+    from rich.table import Table
+
+    from .report import RESULT_COLUMNS, card_results, card_sections
+
+    from rich.markup import escape
+
+    console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
+    results = Table(title="results", title_justify="left")
+    for col in RESULT_COLUMNS:
+        results.add_column(col, justify="left" if col in ("split", "from") else "right")
+    for row in card_results(card):
+        results.add_row(*row)
+    console.print(results)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(style="dim")
+    grid.add_column()
+    for title, facts in card_sections(card):
+        for i, (key, value) in enumerate(facts):
+            grid.add_row(title.lower() if i == 0 else "", key, value)
+    console.print(grid)
+    files = ", ".join(f for f in (card["files"]["curves"], card["files"].get("card")) if f)
+    if files:
+        console.print(f"[dim]in the folder: {escape(files)}[/]", highlight=False)
 
 
 def main() -> None:

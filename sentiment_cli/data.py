@@ -8,6 +8,7 @@ folder: either the Hub layout (``plain_text/train-*.parquet``, as in
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,19 @@ class Split:
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    def fingerprint(self) -> str:
+        """``"sha256:<hex>"`` over the texts and labels, in order: equal splits give equal fingerprints.
+
+        Each example contributes its label, the byte length of its UTF-8 text
+        and the text, so no two different splits hash the same bytes.
+        """
+        h = hashlib.sha256()
+        for text, label in zip(self.texts, self.labels):
+            data = text.encode("utf-8", errors="surrogatepass")
+            h.update(f"{int(label)}:{len(data)}:".encode("ascii"))
+            h.update(data)
+        return f"sha256:{h.hexdigest()}"
 
 
 def _looks_local(source: str) -> bool:

@@ -95,8 +95,12 @@ def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) ->
 
 def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], labels: Sequence[int], *,
                  batch_size: int, device: torch.device, bf16: bool = False,
-                 on_batch: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Metrics (see :func:`classification_metrics`) plus ``loss`` and ``examples_per_second``."""
+                 on_batch: Callable[[int], None] | None = None, return_logits: bool = False) -> dict[str, Any]:
+    """Metrics (see :func:`classification_metrics`) plus ``loss`` and ``examples_per_second``.
+
+    With ``return_logits``, also ``"logits"``: the ``(len(ids), 2)`` float32
+    CPU tensor the metrics were computed from (for :func:`confident_errors`).
+    """
     start = time.perf_counter()
     logits = batched_logits(model, ids, batch_size=batch_size, device=device, bf16=bf16, on_batch=on_batch)
     seconds = time.perf_counter() - start
@@ -105,4 +109,30 @@ def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], label
     metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
     metrics["examples_per_second"] = len(ids) / seconds if seconds > 0 else 0.0
     metrics["seconds"] = seconds
+    if return_logits:
+        metrics["logits"] = logits
     return metrics
+
+
+def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int) -> list[dict[str, Any]]:
+    """The ``n`` misclassified examples with the highest probability on the wrong label.
+
+    Args:
+        logits: ``(num_examples, 2)`` logits.
+        labels: true labels (0 negative, 1 positive), same length.
+        n: how many to return (fewer if there are fewer mistakes).
+
+    Returns:
+        Most confident first: ``{"index", "label", "probability", "true_label"}``
+        per example, where ``index`` is its position in the split, ``label``
+        the predicted label and ``probability`` the softmax probability given to it.
+    """
+    if n <= 0 or len(labels) == 0:
+        return []
+    probs = torch.softmax(logits.float(), dim=-1)                      # (num_examples, 2)
+    confidence, predicted = probs.max(dim=1)                           # (num_examples,) each
+    target = torch.as_tensor(list(labels), dtype=torch.long)
+    wrong = torch.nonzero(predicted != target).flatten()
+    order = wrong[torch.argsort(confidence[wrong], descending=True, stable=True)][:n]
+    return [{"index": int(i), "label": LABELS[int(predicted[i])], "probability": float(confidence[i]),
+             "true_label": LABELS[int(target[i])]} for i in order]

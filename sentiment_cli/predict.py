@@ -93,3 +93,28 @@ class Predictor:
                 buf = []
         if buf:
             yield from self.predict(buf)
+
+    def explain(self, texts: Sequence[str]) -> list["Explanation"]:
+        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.explain`).
+
+        Raises:
+            UsageError: a text is empty or only whitespace.
+        """
+        from .explain import explain_texts
+
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise UsageError(f"review {i + 1} is empty; give some text to classify")
+        return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
+                             batch_size=self.batch_size, device=self.device)
+
+    def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
+        """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
+        buf: list[str] = []
+        for text in texts:
+            buf.append(text)
+            if len(buf) >= chunk:
+                yield from self.explain(buf)
+                buf = []
+        if buf:
+            yield from self.explain(buf)

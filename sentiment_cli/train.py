@@ -27,6 +27,7 @@ from .data import collate, load_train_validation, make_batches
 from .errors import SentimentError, UsageError
 from .evaluate import autocast, evaluate_ids
 from .model import SentimentClassifier
+from .report import TrainingReport, write_training_report
 from .tokenizer import build_tokenizer, encode, save_tokenizer
 
 
@@ -58,6 +59,7 @@ class TrainResult:
 
     output: Path
     metrics: dict[str, Any]
+    report: TrainingReport | None = None   # curves.png and README.md (report.py)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -169,7 +171,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         "device": str(device), "device_name": _device_name(device), "seed": t.seed,
         "versions": versions(), "num_parameters": model.num_parameters(),
         "data": {"source": config.data.source, "train_examples": len(train_split),
-                 "validation_examples": len(val_split)},
+                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
         "config": config.to_dict(),
         "history": [], "best_epoch": None, "best_validation_accuracy": None,
         "stopped_early": False, "wall_time_seconds": None,
@@ -226,7 +228,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
             break
     metrics["wall_time_seconds"] = time.perf_counter() - start
     write_json(output / METRICS_FILE, metrics)
-    return TrainResult(output, metrics)
+    return TrainResult(output, metrics, write_training_report(output))
 
 
 def _device_name(device: torch.device) -> str:

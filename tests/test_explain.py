@@ -1,0 +1,106 @@
+"""Token-level explanations: exact (scores + bias = logit margin), padding never scored, aligned with the text."""
+
+import math
+
+import pytest
+import torch
+
+from sentiment_cli.checkpoint import load_checkpoint
+from sentiment_cli.config import DataConfig, ModelConfig
+from sentiment_cli.data import collate
+from sentiment_cli.explain import explain_texts, token_scores
+from sentiment_cli.model import UNK_ID, SentimentClassifier
+from sentiment_cli.predict import Predictor
+from sentiment_cli.tokenizer import encode
+
+REVIEWS = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30)), [4, 4, 4, 4]]
+
+
+def _model(vocab_size=50, max_length=64, **kw):
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, **kw)
+    return SentimentClassifier(cfg, vocab_size=vocab_size, max_length=max_length)
+
+
+def _brute_force_scores(model, review):
+    """score[j] = sum over features f won by token j of pooled[f] * (W[1, f] - W[0, f]), by loops."""
+    with torch.no_grad():
+        hidden = model.encode(*collate([review]))[0]           # (len, d_model): one review, no padding
+        w = model.head.weight[1] - model.head.weight[0]
+        scores = [0.0] * len(review)
+        for f in range(hidden.shape[1]):
+            column = hidden[:, f].tolist()
+            j = column.index(max(column))
+            scores[j] += column[j] * w[f].item()
+    return scores
+
+
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu", "scale_embedding": True},
+                                {"head_dropout": 0.5, "dropout": 0.3}])
+def test_scores_plus_bias_equal_the_logit_margin_in_a_padded_batch(kw):
+    model = _model(**kw)
+    model.train()   # token_scores must switch dropout off itself
+    ids, mask = collate(REVIEWS)                                  # (5, 38): padded
+    ts = token_scores(model, ids, mask)
+    assert not model.training
+    with torch.no_grad():
+        logits = model(ids, mask)                                  # a separate, ordinary forward pass
+    margin = logits[:, 1] - logits[:, 0]
+    head_bias = (model.head.bias[1] - model.head.bias[0]).item()
+    assert ts.bias == pytest.approx(head_bias)
+    torch.testing.assert_close(ts.logits, logits, atol=1e-6, rtol=0)
+    for i, review in enumerate(REVIEWS):
+        assert ts.scores[i].sum().item() + ts.bias == pytest.approx(margin[i].item(), abs=1e-4)
+        # padding never receives a score; real tokens carry the whole margin
+        assert torch.all(ts.scores[i, len(review):] == 0)
+        assert ts.scores[i, :len(review)].abs().sum() > 0
+        # each token's score is what the formula gives, computed by loops on the review alone
+        assert ts.scores[i, :len(review)].tolist() == pytest.approx(_brute_force_scores(model, review), abs=1e-4)
+
+
+def test_scores_do_not_depend_on_the_batch():
+    model = _model()
+    together = token_scores(model, *collate(REVIEWS)).scores
+    for i, review in enumerate(REVIEWS):
+        alone = token_scores(model, *collate([review])).scores[0]
+        torch.testing.assert_close(alone, together[i, :len(review)], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("truncation", ["head", "head_tail"])
+def test_tokens_are_the_surface_words_the_model_saw(trained_checkpoint, truncation):
+    tok = load_checkpoint(trained_checkpoint).tokenizer
+    cfg = DataConfig(max_length=12, truncation=truncation, head_fraction=0.25)
+    model = _model(vocab_size=tok.get_vocab_size(), max_length=12)
+    texts = ["The ﬁlm was GREAT.<br /><br />Zyxwvq! loved it",                     # ligature, <br />, unknown word
+             " ".join(f"w{i}" for i in range(30)) + " the end.",                  # longer than max_length
+             "<br />"]                                                             # nothing left: one <unk>
+    explanations = explain_texts(model, tok, cfg, texts, batch_size=2)
+    expected_ids = encode(tok, texts, cfg)
+    for e, text, ids in zip(explanations, texts, expected_ids):
+        assert e.ids == ids                                         # exactly what predict feeds the model
+        assert len(e.tokens) == len(e.scores) == len(ids) <= 12
+        assert e.margin == pytest.approx(math.log(e.probabilities["positive"] / e.probabilities["negative"]), abs=1e-4)
+        assert "".join(piece for piece, _, _ in e.segments() if piece != "<unk>") == text
+    first, long, empty = explanations
+    assert first.tokens == ["The", "ﬁlm", "was", "GREAT.", "Zyxwvq!", "loved", "it"]   # original spelling
+    assert first.ids[4] == UNK_ID and ("Zyxwvq!", "unknown") in [(p, k) for p, k, _ in first.segments()]
+    words = [f"w{i}" for i in range(30)] + ["the", "end."]
+    if truncation == "head":
+        assert long.tokens == words[:12]
+        assert long.segments()[-1][1] == "omitted"                  # the tail the model never saw
+    else:
+        assert long.tokens == words[:3] + words[-9:]                # 25% of 12 from the start, the rest from the end
+        assert [k for _, k, _ in long.segments()].count("omitted") == 1
+    assert empty.tokens == ["<unk>"] and empty.ids == [UNK_ID]
+
+
+def test_predictor_explain_agrees_with_predict(trained_checkpoint):
+    predictor = Predictor(trained_checkpoint)
+    texts = ["A moving, beautifully acted film.", "Dull and far too long. " * 60, "ok"]
+    for e, p in zip(predictor.explain(texts), predictor.predict(texts)):
+        assert e.label == p.label
+        assert e.probabilities["positive"] == pytest.approx(p.probabilities["positive"], abs=1e-5)
+        assert sum(e.scores) + e.bias == pytest.approx(
+            math.log(p.probabilities["positive"] / p.probabilities["negative"]), abs=1e-4)
+    top = predictor.explain(texts[:1])[0].top(3, positive=True)
+    assert all(s > 0 for _, s in top) and [s for _, s in top] == sorted((s for _, s in top), reverse=True)
