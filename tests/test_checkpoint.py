@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -53,9 +54,7 @@ def test_missing_checkpoint_says_to_train(tmp_path):
 
 
 def _copy(src, dst):
-    dst.mkdir()
-    for p in src.iterdir():
-        (dst / p.name).write_bytes(p.read_bytes())
+    shutil.copytree(src, dst)
     return dst
 
 
