@@ -132,7 +132,8 @@ class Checkpoint:
     metrics: dict[str, Any]
 
 
-def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path) -> None:
+def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,
+                 against: str = "config.json") -> None:
     """Copy ``state`` into ``model`` after checking every tensor's name, shape, dtype and values.
 
     ``load_state_dict`` alone would silently cast a tampered dtype (float16
@@ -140,18 +141,19 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: s
 
     Raises:
         CheckpointError: a tensor is missing, extra, of another shape or dtype, or
-            not finite; the message names ``path`` and the tensor.
+            not finite; the message names ``path``, the tensor, and ``against`` (what
+            the model was built from).
     """
     expected = model.state_dict()
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:
         what = "; ".join(x for x in (f"missing {', '.join(missing[:3])}" if missing else "",
                                      f"unexpected {', '.join(extra[:3])}" if extra else "") if x)
-        raise CheckpointError(f"{path}: does not match config.json ({what})")
+        raise CheckpointError(f"{path}: does not match {against} ({what})")
     for name, tensor in state.items():
         want = expected[name]
         if tensor.shape != want.shape or tensor.dtype != want.dtype:
-            raise CheckpointError(f"{path}: does not match config.json: tensor {name} is {tensor.dtype} "
+            raise CheckpointError(f"{path}: does not match {against}: tensor {name} is {tensor.dtype} "
                                   f"{tuple(tensor.shape)}, the model expects {want.dtype} {tuple(want.shape)}")
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise CheckpointError(f"{path}: tensor {name} holds NaN or infinite values")

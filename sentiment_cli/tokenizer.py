@@ -69,6 +69,8 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         CheckpointError: the file is missing or is not a valid tokenizer.
     """
     path = Path(path)
+    if not path.is_file():   # tokenizers reports a missing file as a bare Exception
+        raise CheckpointError(f"{path}: missing")
     try:
         tok = Tokenizer.from_file(str(path))
     except FileNotFoundError:

@@ -278,7 +278,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
 
     model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(), max_length=config.data.max_length)
     if saved is not None:
-        load_weights(model, saved.model, state_path(output))
+        load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step

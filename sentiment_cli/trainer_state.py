@@ -58,6 +58,7 @@ class TrainerState:
         rng: RNG states as uint8 tensors, keyed ``rank{r}.cpu`` / ``rank{r}.cuda``.
         tokenizer_json: the ``tokenizer.json`` text.
         world_size: processes the run used (1 unless launched with torchrun).
+        tensors_path: the safetensors file it was loaded from (for error messages).
     """
 
     epoch: int
@@ -70,6 +71,7 @@ class TrainerState:
     rng: dict[str, torch.Tensor]
     tokenizer_json: str
     world_size: int = 1
+    tensors_path: Path | None = None
 
 
 def state_path(directory: str | Path) -> Path:
@@ -276,5 +278,5 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
         model={k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")},
         optimizer=optimizer, scheduler=scheduler,
         rng={k[len("rng."):]: v for k, v in tensors.items() if k.startswith("rng.")},
-        tokenizer_json=tokenizer_json, world_size=world_size,
+        tokenizer_json=tokenizer_json, world_size=world_size, tensors_path=tensors_path,
     )
