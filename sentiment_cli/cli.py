@@ -479,10 +479,11 @@ def predict(
         from rich.text import Text
         out, _ = _consoles()
         table = Table(show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("label")
-        table.add_column("probability", justify="right")
-        table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=80)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("label", no_wrap=True)
+        table.add_column("probability", justify="right", no_wrap=True)
+        # what the other columns and the borders leave, so that a long review cannot squeeze them away
+        table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, out.width - 40)))
         for i, p in enumerate(stream, 1):
             color = "green" if p.label == "positive" else "red"
             table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(_printable(p.text[:1000])))
