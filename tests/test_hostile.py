@@ -7,6 +7,7 @@ data, checkpoint, disk) exit 1; never a traceback without --debug.
 import json
 import random
 import subprocess
+from pathlib import Path
 
 import datasets
 import pytest
@@ -132,6 +133,11 @@ def test_100k_reviews_on_stdin_stream_in_bounded_memory(trained_checkpoint, caps
     assert big_mb < small_mb + 100
 
 
+def test_a_line_too_long_to_be_a_review_is_refused_without_reading_it_all(trained_checkpoint):
+    r = invoke("predict", "--file", "-", "--checkpoint", trained_checkpoint, input="word " * 3_600_000 + "\n")
+    assert_one_error_line(r, 2, "stdin, line 1: longer than 16 MiB; expected one review per line")
+
+
 def test_an_empty_line_deep_in_a_stream_names_its_line(trained_checkpoint):
     lines = _reviews(100_000, seed=2)
     lines[59_999] = "   "
@@ -195,6 +201,14 @@ def test_usage_errors(trained_checkpoint, tmp_path, args, message):
         args += [] if "--output" in args else ["--output", str(tmp_path / "out")]
     r = invoke(*args)
     assert_one_error_line(r, 2, message.format(**fill))
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux sysfs: a folder even root cannot write")
+def test_an_existing_folder_nobody_can_write_is_refused_before_training(tmp_path):
+    """Tests run as root, for whom chmod blocks nothing and os.access says yes; sysfs refuses file creation."""
+    r = invoke("train", "--data", SMALL_DATA, "--output", "/sys", "--epochs", 1, "--device", "cpu")
+    assert_one_error_line(r, 2, "output folder /sys is not writable (")
+    assert "epoch" not in r.stderr   # refused up front, not after an epoch of training
 
 
 @pytest.mark.parametrize("command", ["train", "eval", "predict"])
