@@ -248,7 +248,12 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
     with distributed.process_group(info, device):
         if not info.is_main:
             cb = TrainCallbacks()   # rank 0 alone reports progress
-        return _train_loop(config, output, cb, stop, saved, info, device)
+        try:
+            return _train_loop(config, output, cb, stop, saved, info, device)
+        except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
+            if not info.enabled:
+                raise
+            raise SentimentError(f"rank {info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
 def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
