@@ -41,25 +41,33 @@ METRICS_FILE = "metrics.json"
 def atomic_write(path: str | Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, ``os.replace``.
 
+    A crash or an error at any point leaves ``path`` as it was (old content, or
+    absent) and removes the temporary file.
+
     Raises:
-        OSError: the folder is not writable or the disk is full; ``path`` is then unchanged.
+        OSError: the folder is not writable or the disk is full; its ``filename`` is ``path``,
+            and ``path`` is unchanged.
     """
     path = Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(exc, OSError) and exc.filename is None:   # name the file the user knows
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
 
 
@@ -124,6 +132,34 @@ class Checkpoint:
     metrics: dict[str, Any]
 
 
+def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,
+                 against: str = "config.json") -> None:
+    """Copy ``state`` into ``model`` after checking every tensor's name, shape, dtype and values.
+
+    ``load_state_dict`` alone would silently cast a tampered dtype (float16
+    weights into float32 parameters) and accept NaN weights; both are refused.
+
+    Raises:
+        CheckpointError: a tensor is missing, extra, of another shape or dtype, or
+            not finite; the message names ``path``, the tensor, and ``against`` (what
+            the model was built from).
+    """
+    expected = model.state_dict()
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        what = "; ".join(x for x in (f"missing {', '.join(missing[:3])}" if missing else "",
+                                     f"unexpected {', '.join(extra[:3])}" if extra else "") if x)
+        raise CheckpointError(f"{path}: does not match {against} ({what})")
+    for name, tensor in state.items():
+        want = expected[name]
+        if tensor.shape != want.shape or tensor.dtype != want.dtype:
+            raise CheckpointError(f"{path}: does not match {against}: tensor {name} is {tensor.dtype} "
+                                  f"{tuple(tensor.shape)}, the model expects {want.dtype} {tuple(want.shape)}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{path}: tensor {name} holds NaN or infinite values")
+    model.load_state_dict(state, strict=True)
+
+
 def read_config(directory: str | Path) -> tuple[Config, int]:
     """``(config, vocab_size)`` from ``config.json``.
 
@@ -175,11 +211,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -
     except (SafetensorError, ValueError, OSError) as exc:
         raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
     model = SentimentClassifier(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        first = " ".join(str(exc).split())[:200]
-        raise CheckpointError(f"{weights_path}: does not match config.json ({first})") from None
+    load_weights(model, state, weights_path)
     metrics_path = directory / METRICS_FILE
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
     model.to(device).eval()

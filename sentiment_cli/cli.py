@@ -1,12 +1,13 @@
 """The ``sentiment`` command line: parse options, call the library, render with rich.
 
-Exit codes: 0 success, 1 runtime error, 2 usage error, 130 Ctrl-C.
+Exit codes: 0 success, 1 runtime error, 2 usage error, 130 Ctrl-C, 143 SIGTERM.
 Errors are one line on stderr starting ``error:``; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from enum import Enum
@@ -16,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from .errors import SentimentError, UsageError
+from .errors import Interrupted, SentimentError, UsageError
 
 # Typer (vendored click in new releases, click itself in older ones) raises this for bad flags.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -26,6 +27,7 @@ class _OneLineErrors(TyperGroup):
     """Print usage errors (unknown flag, bad value) as one ``error:`` line, exit 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = _bare_resume(list(sys.argv[1:] if args is None else args))
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                               standalone_mode=False, **extra)
@@ -84,7 +86,8 @@ def _errors():
     except SentimentError as exc:
         if _state["debug"]:
             raise
-        typer.echo(f"error: {exc}", err=True)
+        if not (isinstance(exc, Interrupted) and os.environ.get("RANK", "0") != "0"):   # torchrun: rank 0 speaks
+            typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         if _state["debug"]:
@@ -129,35 +132,87 @@ def train(
                                                    show_default="configs/default.toml")] = None,
     data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
                                                 show_default="stanfordnlp/imdb")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Checkpoint folder to write.")] = DEFAULT_CHECKPOINT,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Checkpoint folder to write.",
+                                                   show_default=str(DEFAULT_CHECKPOINT))] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Override [training] epochs.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Override [training] batch_size.")] = None,
     lr: Annotated[Optional[float], typer.Option(help="Override [training] lr (peak learning rate).")] = None,
     device: Annotated[Optional[Device], typer.Option(help="Override [training] device.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Override [training] seed.")] = None,
+    resume: Annotated[Optional[str], typer.Option(
+        "--resume", metavar="[DIR]", show_default=False,
+        help="Continue the run saved in DIR (default: --output) from its last completed epoch, with its "
+             "saved settings; only --epochs and --device may change.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")] = False,
 ) -> None:
-    """Train a classifier and save the best epoch (by validation accuracy) as a checkpoint folder."""
+    """Train a classifier and save the best epoch (by validation accuracy) as a checkpoint folder.
+
+    Ctrl-C or SIGTERM stops at the next step; the last completed epoch is kept and `--resume` continues it.
+    """
     with _errors():
-        from .config import load_config
+        from .interrupts import stop_on_signals
+        from .train import resume as run_resume
         from .train import train as run_train
 
-        cfg = load_config(config)
-        cfg = cfg.override("data", source=data)
-        cfg = cfg.override("training", epochs=epochs, batch_size=batch_size, lr=lr,
-                           device=device.value if device else None, seed=seed)
+        if resume is not None:
+            folder = _resume_folder(resume, output)
+            changed = [flag for flag, value in (("--config", config), ("--data", data), ("--batch-size", batch_size),
+                                                ("--lr", lr), ("--seed", seed)) if value is not None]
+            if changed:
+                raise UsageError(f"--resume continues the saved run with its saved settings; drop {', '.join(changed)} "
+                                 "(only --epochs and --device can change)")
+        else:
+            from .config import load_config
+
+            cfg = load_config(config)
+            cfg = cfg.override("data", source=data)
+            cfg = cfg.override("training", epochs=epochs, batch_size=batch_size, lr=lr,
+                               device=device.value if device else None, seed=seed)
         out, err = _consoles()
         callbacks = None if as_json else _RichTrainCallbacks(err)
         try:
-            result = run_train(cfg, output, callbacks)
+            with stop_on_signals() as stop:
+                if resume is not None:
+                    result = run_resume(folder, callbacks, epochs=epochs, device=device.value if device else None,
+                                        stop=stop)
+                else:
+                    result = run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks, stop=stop)
         finally:
             if callbacks is not None:
                 callbacks.close()
+        if not result.is_main:   # torchrun ranks other than 0 stay quiet
+            return
         if as_json:
             typer.echo(json.dumps(result.metrics))
         else:
             _render_train_summary(out, result)
         _render_report_note(out if not as_json else err, result.report)
+
+
+def _resume_folder(resume: str, output: Optional[Path]) -> Path:
+    """``--resume DIR`` or bare ``--resume`` (then ``--output``, or the default folder)."""
+    if not resume:
+        return output or DEFAULT_CHECKPOINT
+    folder = Path(resume)
+    if output is not None and output.resolve() != folder.resolve():
+        raise UsageError(f"--resume {resume} and --output {output} name different folders; "
+                         "a resumed run writes where it started")
+    return folder
+
+
+def _bare_resume(args: list[str]) -> list[str]:
+    """Rewrite a bare ``--resume`` (last, or followed by another option) as ``--resume=``.
+
+    Typer (since 0.20) has no options with an optional value; this keeps
+    ``sentiment train --resume [DIR]`` working.
+    """
+    if "train" not in args:
+        return args
+    out = list(args)
+    for i in range(out.index("train") + 1, len(out)):
+        if out[i] == "--resume" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out[i] = "--resume="
+    return out
 
 
 class _RichTrainCallbacks:
@@ -365,14 +420,46 @@ def _render_errors(console, errors: list[dict], asked: int) -> None:
 
 # ----------------------------------------------------------------------------- predict
 
-def _read_lines(path: str, errors: str):
-    """Yield one review per line from a file or stdin ('-'); decoding errors name the line."""
-    fh = sys.stdin.buffer if path == "-" else open(path, "rb")
-    name = "stdin" if path == "-" else path
+MAX_LINE_BYTES = 16 * 2**20   # one review per line; a longer "line" is a wrong file, not a review
+
+
+def _open_reviews(path: str):
+    """``(binary stream, name for messages)`` for ``--file PATH``, or stdin for ``-``.
+
+    Raises:
+        UsageError: the file is missing, a folder, or unreadable.
+    """
+    if path == "-":
+        return sys.stdin.buffer, "stdin"
     try:
-        for n, raw in enumerate(fh, 1):
+        return open(path, "rb"), path
+    except FileNotFoundError:
+        raise UsageError(f"--file {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--file {path}: is a folder, not a file of reviews") from None
+    except OSError as exc:
+        raise UsageError(f"--file {path}: cannot be read ({exc.strerror})") from None
+
+
+def _read_lines(fh, name: str, errors: str):
+    """Yield one review per line (lazily: memory stays bounded); problems name the line.
+
+    Raises:
+        UsageError: a line is not UTF-8 (with ``errors="strict"``), empty, holds a NUL byte
+            (a binary file) or is longer than ``MAX_LINE_BYTES``.
+    """
+    try:
+        n = 0
+        while raw := fh.readline(MAX_LINE_BYTES + 1):
+            n += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise UsageError(f"{name}, line {n}: longer than {MAX_LINE_BYTES // 2**20} MiB; "
+                                 "expected one review per line")
+            if b"\0" in raw:
+                raise UsageError(f"{name}, line {n}: contains a NUL byte; this looks like a binary file, "
+                                 "not text with one review per line")
             try:
-                line = raw.decode("utf-8", errors=errors)
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8", errors=errors)
             except UnicodeDecodeError as exc:
                 raise UsageError(f"{name}, line {n}: not valid UTF-8 (byte {exc.start}); "
                                  "fix the file or pass --errors replace") from None
@@ -383,6 +470,42 @@ def _read_lines(path: str, errors: str):
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
+
+
+def _argument_text(text: str, i: int, errors: str) -> str:
+    """A review given as an argument, with undecodable bytes (surrogate-escaped by Python) handled per ``--errors``.
+
+    Raises:
+        UsageError: the argument is not valid UTF-8 and ``errors`` is ``strict``.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise UsageError(f"review {i}: holds an unpaired surrogate; not valid Unicode text") from None
+    try:
+        return raw.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"review {i}: not valid UTF-8 (byte {exc.start}); pass --errors replace") from None
+
+
+_BIDI_CONTROLS = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
+
+
+def _printable(text: str) -> str:
+    """``text`` safe for a terminal table: control characters and bidi overrides shown as escapes.
+
+    A review holding ``ESC[2J`` would otherwise clear the user's screen, and a
+    right-to-left override would reverse the rest of the table row.
+    """
+    import unicodedata
+
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
+                   else f"\\u{ord(c):04x}" if ord(c) in _BIDI_CONTROLS else c for c in text)
 
 
 @app.command()
@@ -397,7 +520,10 @@ def predict(
     explain: Annotated[bool, typer.Option("--explain", help="Show how much each word moved the prediction "
                                                              "(with --json: adds tokens and scores).")] = False,
 ) -> None:
-    """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin)."""
+    """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin).
+
+    With --json, input is streamed in batches (memory stays bounded for any number of lines).
+    """
     with _errors():
         if texts and file:
             raise UsageError("give reviews as arguments or with --file, not both")
@@ -407,12 +533,14 @@ def predict(
         from .train import resolve_device
 
         if texts:
+            texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
             for i, t in enumerate(texts, 1):
                 if not t.strip():
                     raise UsageError(f"review {i} is empty; give some text to classify")
+        source = None if texts else _open_reviews(file)
         predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
-        source = texts if texts else _read_lines(file, errors.value)
-        stream = predictor.explain_stream(source) if explain else predictor.predict_stream(source)
+        reviews = texts if texts else _read_lines(*source, errors.value)
+        stream = predictor.explain_stream(reviews) if explain else predictor.predict_stream(reviews)
         if as_json:
             for p in stream:
                 sys.stdout.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
@@ -426,13 +554,14 @@ def predict(
                 _render_explanation(out, i, e)
             return
         table = Table(show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("label")
-        table.add_column("probability", justify="right")
-        table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=80)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("label", no_wrap=True)
+        table.add_column("probability", justify="right", no_wrap=True)
+        # what the other columns and the borders leave, so that a long review cannot squeeze them away
+        table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, out.width - 40)))
         for i, p in enumerate(stream, 1):
             color = "green" if p.label == "positive" else "red"
-            table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(p.text))
+            table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(_printable(p.text[:1000])))
         out.print(table)
 
 

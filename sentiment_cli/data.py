@@ -120,9 +120,16 @@ def _check_split(split, name: str, source: str) -> None:
     if missing:
         raise DataError(f"{source}: split {name!r} has no {' or '.join(missing)} column "
                         f"(columns: {', '.join(split.column_names)})")
-    bad = sorted(set(split.unique("label")) - {0, 1})
+    text_type = getattr(split.features["text"], "dtype", None)
+    if text_type not in ("string", "large_string"):
+        raise DataError(f"{source}: split {name!r} column 'text' holds {text_type or split.features['text']}, "
+                        "not strings")
+    bad = sorted(set(split.unique("label")) - {0, 1}, key=repr)   # key: None and ints do not compare
     if bad:
         raise DataError(f"{source}: split {name!r} has labels {bad[:5]}; expected 0 (negative) and 1 (positive)")
+    missing_text = split.data.column("text").null_count   # from Arrow metadata, without reading the texts
+    if missing_text:
+        raise DataError(f"{source}: split {name!r} has {missing_text} rows without text (null)")
 
 
 def load_split(source: str, name: str, validation_fraction: float, seed: int) -> Split:

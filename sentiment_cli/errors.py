@@ -1,7 +1,7 @@
 """Errors the tool reports as one line and an exit code (never a traceback).
 
 Exit codes follow ``../shared/DESIGN.md``: 1 runtime error, 2 usage error
-(bad flag, bad config, bad input).
+(bad flag, bad config, bad input), 130 / 143 training interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -29,3 +29,16 @@ class DataError(SentimentError):
 
 class CheckpointError(SentimentError):
     """A checkpoint folder is missing, incomplete, corrupt or incompatible (exit 1)."""
+
+
+class Interrupted(SentimentError):
+    """Training stopped on SIGINT / SIGTERM (or a programmatic stop request).
+
+    ``exit_code`` is ``128 + signal number`` (130 for SIGINT, 143 for SIGTERM),
+    the shell convention; ``resumable`` tells whether an epoch was saved to resume from.
+    """
+
+    def __init__(self, message: str, exit_code: int = 130, resumable: bool = False):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.resumable = resumable

@@ -55,28 +55,31 @@ class Predictor:
     def config(self):
         return self.checkpoint.config
 
-    def logits(self, texts: Sequence[str]) -> torch.Tensor:
+    def logits(self, texts: Sequence[str], *, first: int = 1) -> torch.Tensor:
         """``(len(texts), 2)`` logits, in input order.
 
+        Args:
+            texts: the reviews.
+            first: number of ``texts[0]`` in error messages (for streams scored in chunks).
+
         Raises:
-            UsageError: a text is empty or only whitespace.
+            UsageError: a text is empty or only whitespace, or is not valid Unicode
+                (an unpaired surrogate); the message gives its number.
         """
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise UsageError(f"review {i + 1} is empty; give some text to classify")
+        _check_texts(texts, first)
         ids = encode(self.checkpoint.tokenizer, texts, self.config.data)
         return batched_logits(self.checkpoint.model, ids, batch_size=self.batch_size, device=self.device,
                               bf16=self.config.training.autocast_bf16)
 
-    def predict(self, texts: Sequence[str]) -> list[Prediction]:
+    def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction]:
         """Label and probabilities for each text, in input order.
 
         Raises:
-            UsageError: a text is empty or only whitespace.
+            UsageError: as :meth:`logits`.
         """
         if not texts:
             return []
-        probs = torch.softmax(self.logits(texts), dim=-1)   # (n, 2)
+        probs = torch.softmax(self.logits(texts, first=first), dim=-1)   # (n, 2)
         out = []
         for text, p in zip(texts, probs.tolist()):
             k = int(p[1] > p[0])
@@ -84,37 +87,50 @@ class Predictor:
         return out
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
-        """Score an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
-        buf: list[str] = []
-        for text in texts:
-            buf.append(text)
-            if len(buf) >= chunk:
-                yield from self.predict(buf)
-                buf = []
-        if buf:
-            yield from self.predict(buf)
+        """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.
 
-    def explain(self, texts: Sequence[str]) -> list["Explanation"]:
+        Raises:
+            UsageError: as :meth:`logits`, numbering texts from the start of the stream.
+        """
+        return _chunked(texts, chunk, self.predict)
+
+    def explain(self, texts: Sequence[str], *, first: int = 1) -> list["Explanation"]:
         """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.explain`).
 
         Raises:
-            UsageError: a text is empty or only whitespace.
+            UsageError: as :meth:`logits`.
         """
         from .explain import explain_texts
 
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise UsageError(f"review {i + 1} is empty; give some text to classify")
+        _check_texts(texts, first)
         return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
                              batch_size=self.batch_size, device=self.device)
 
     def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
-        buf: list[str] = []
-        for text in texts:
-            buf.append(text)
-            if len(buf) >= chunk:
-                yield from self.explain(buf)
-                buf = []
-        if buf:
-            yield from self.explain(buf)
+        return _chunked(texts, chunk, self.explain)
+
+
+def _chunked(texts: Iterable[str], chunk: int, score) -> Iterator:
+    """Apply ``score(batch, first=n)`` to consecutive chunks of ``texts``; yield its results in order."""
+    buf: list[str] = []
+    done = 0
+    for text in texts:
+        buf.append(text)
+        if len(buf) >= chunk:
+            yield from score(buf, first=done + 1)
+            done += len(buf)
+            buf = []
+    if buf:
+        yield from score(buf, first=done + 1)
+
+
+def _check_texts(texts: Sequence[str], first: int) -> None:
+    for i, text in enumerate(texts, first):
+        if not text.strip():
+            raise UsageError(f"review {i} is empty; give some text to classify")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(f"review {i} is not valid Unicode text (unpaired surrogate at character "
+                             f"{exc.start})") from None

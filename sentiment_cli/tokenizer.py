@@ -69,14 +69,33 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         CheckpointError: the file is missing or is not a valid tokenizer.
     """
     path = Path(path)
+    if not path.is_file():   # tokenizers reports a missing file as a bare Exception
+        raise CheckpointError(f"{path}: missing")
     try:
         tok = Tokenizer.from_file(str(path))
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing") from None
     except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
         raise CheckpointError(f"{path}: not a valid tokenizer file ({str(exc).splitlines()[0][:120]})") from None
+    return _check_specials(tok, path)
+
+
+def tokenizer_from_str(text: str, where: str | Path) -> Tokenizer:
+    """A tokenizer from its ``tokenizer.json`` text; ``where`` names its origin in errors.
+
+    Raises:
+        CheckpointError: ``text`` is not a valid tokenizer.
+    """
+    try:
+        tok = Tokenizer.from_str(text)
+    except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
+        raise CheckpointError(f"{where}: not a valid tokenizer file ({str(exc).splitlines()[0][:120]})") from None
+    return _check_specials(tok, where)
+
+
+def _check_specials(tok: Tokenizer, where: str | Path) -> Tokenizer:
     if tok.token_to_id(PAD_TOKEN) != PAD_ID or tok.token_to_id(UNK_TOKEN) != UNK_ID:
-        raise CheckpointError(f"{path}: expected {PAD_TOKEN}=0 and {UNK_TOKEN}=1 in the vocabulary")
+        raise CheckpointError(f"{where}: expected {PAD_TOKEN}=0 and {UNK_TOKEN}=1 in the vocabulary")
     return tok
 
 

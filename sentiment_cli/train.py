@@ -1,17 +1,23 @@
 """The training loop: tokenizer on train, AdamW over length-bucketed batches, best epoch kept.
 
 Progress is reported through :class:`TrainCallbacks` (the CLI renders it
-with rich); this module prints nothing itself.
+with rich); this module prints nothing itself. Every epoch ends by saving a
+resumable trainer state (:func:`resume`); a :class:`~.interrupts.StopFlag`
+stops the loop between steps; under ``torchrun`` the same loop runs
+data-parallel (``distributed.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import platform
 import random
+import shlex
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,15 +26,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import __version__
-from .checkpoint import save_checkpoint, write_json, METRICS_FILE
+from . import __version__, distributed
+from .checkpoint import METRICS_FILE, load_weights, save_checkpoint, write_json
 from .config import Config
 from .data import collate, load_train_validation, make_batches
-from .errors import SentimentError, UsageError
+from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import autocast, evaluate_ids
+from .interrupts import StopFlag
 from .model import SentimentClassifier
 from .report import TrainingReport, write_training_report
-from .tokenizer import build_tokenizer, encode, save_tokenizer
+from .tokenizer import build_tokenizer, encode, save_tokenizer, tokenizer_from_str
+from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
+                            save_trainer_state, state_path)
 
 
 class TrainCallbacks:
@@ -59,7 +68,8 @@ class TrainResult:
 
     output: Path
     metrics: dict[str, Any]
-    report: TrainingReport | None = None   # curves.png and README.md (report.py)
+    is_main: bool = True   # False on torchrun ranks other than 0 (they print nothing)
+    report: TrainingReport | None = None   # curves.png and README.md (report.py), rank 0 only
 
 
 def resolve_device(name: str) -> torch.device:
@@ -126,13 +136,61 @@ def _absolute_source(source: str) -> str:
     return str(p.resolve()) if p.exists() else source
 
 
-def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None) -> TrainResult:
+@dataclass
+class LoopState:
+    """Where a run stands after ``epoch`` completed epochs; saved in ``trainer_state/`` after each epoch.
+
+    Attributes:
+        epoch: completed epochs (0 before the first one ends).
+        best_accuracy: best validation accuracy so far (-1 before the first epoch).
+        since_best: epochs since the best one (compared with ``patience``).
+        metrics: the ``metrics.json`` content (history, best epoch, wall time...).
+    """
+
+    epoch: int = 0
+    best_accuracy: float = -1.0
+    since_best: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def progress(self) -> dict[str, Any]:
+        """The JSON the trainer state keeps (it stores ``epoch`` itself)."""
+        return {"best_accuracy": self.best_accuracy, "since_best": self.since_best, "metrics": self.metrics}
+
+    @classmethod
+    def from_saved(cls, saved: TrainerState, where: Path) -> "LoopState":
+        """The loop state of a saved run.
+
+        Raises:
+            CheckpointError: the saved progress is malformed (the message names ``where``).
+        """
+        p = saved.progress
+        try:
+            state = cls(saved.epoch, float(p["best_accuracy"]), int(p["since_best"]), dict(p["metrics"]))
+            ok = isinstance(state.metrics["history"], list) and len(state.metrics["history"]) == saved.epoch
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise CheckpointError(f"{where}: malformed progress (best_accuracy, since_best, "
+                                  f"metrics with {saved.epoch} history entries expected)")
+        return state
+
+
+def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
+          stop: StopFlag | None = None) -> TrainResult:
     """Train a classifier and write the best epoch (by validation accuracy) to ``output``.
+
+    After every epoch the best checkpoint is refreshed (if the epoch
+    improved) and then the resumable state of that epoch is written to
+    ``output/trainer_state/`` (see :func:`resume`). Under ``torchrun`` the run
+    is data-parallel (see ``distributed.py``).
 
     Args:
         config: the whole run configuration.
-        output: checkpoint folder; created if needed.
-        callbacks: progress hooks.
+        output: checkpoint folder; created if needed. A trainer state left
+            there by an earlier run is removed first.
+        callbacks: progress hooks (called on rank 0 only).
+        stop: polled at every step; once set, the run stops before the next
+            optimizer step (the epoch in progress is dropped).
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
@@ -140,58 +198,147 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     Raises:
         UsageError: unusable device or output folder.
         DataError: the dataset cannot be loaded.
+        Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
+        SentimentError: the loss became NaN or infinite.
     """
-    cb = callbacks or TrainCallbacks()
-    t = config.training
-    output = Path(output)
-    _check_writable(output)
-    device = resolve_device(t.device)
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=_absolute_source(config.data.source)))
+    return _run(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), saved=None)
+
+
+def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, epochs: int | None = None,
+           device: str | None = None, stop: StopFlag | None = None) -> TrainResult:
+    """Continue the run saved in ``directory/trainer_state/`` from its last completed epoch.
+
+    The model, optimizer and scheduler state, RNG states, best-so-far and
+    history are restored, and the saved config is used, so that on the same
+    hardware (CPU, fixed seed) the resumed run ends with the same metrics and
+    bit-identical weights as a run that was never stopped. Only ``epochs``
+    (to train longer; a decaying schedule is then stretched to the new
+    length from the resumed step on) and ``device`` may change. A run that
+    already finished (or stopped early) is returned as it is.
+
+    Raises:
+        CheckpointError: nothing to resume, or the trainer state is damaged.
+        UsageError: ``epochs`` is fewer than the epochs already completed.
+        Interrupted, DataError, SentimentError: as :func:`train`.
+    """
+    directory = Path(directory)
+    saved = load_trainer_state(directory)
+    config = saved.config.override("training", epochs=epochs, device=device)
+    cb = callbacks or TrainCallbacks()
+    if config.training.epochs < saved.epoch:
+        raise UsageError(f"--epochs {config.training.epochs}: the run in {directory} already completed "
+                         f"{saved.epoch} epochs")
+    state = LoopState.from_saved(saved, state_path(directory))
+    if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
+        why = "stopped early" if state.metrics.get("stopped_early") else "finished"
+        if distributed.from_env().is_main:
+            cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
+                        f"(pass --epochs N to train longer)")
+        return TrainResult(directory, state.metrics, distributed.from_env().is_main)
+    return _run(config, directory, cb, stop or StopFlag(), saved=saved)
+
+
+def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None) -> TrainResult:
+    t = config.training
+    info = distributed.from_env()
+    device = distributed.device_for(info, resolve_device(t.device))
+    if t.autocast_bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UsageError("[training] autocast_bf16: this GPU does not support bfloat16; set it to false")
+    if info.is_main:
+        _check_writable(output)
+    with distributed.process_group(info, device):
+        if not info.is_main:
+            cb = TrainCallbacks()   # rank 0 alone reports progress
+        try:
+            return _train_loop(config, output, cb, stop, saved, info, device)
+        except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
+            if not info.enabled:
+                raise
+            raise SentimentError(f"rank {info.rank}: {' '.join(str(exc).split())[:240]}") from exc
+
+
+def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
+                info: distributed.DistInfo, device: torch.device) -> TrainResult:
+    t = config.training
     start = time.perf_counter()
     seed_everything(t.seed)
+    if saved is None and info.is_main:
+        clear_trainer_state(output)   # a fresh run: an older run's state must not be resumed by mistake
 
     cb.on_stage(f"loading {config.data.source}")
-    train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed)
-    cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
-    tokenizer = build_tokenizer(train_split.texts, config.data, length=len(train_split))
-    tokenizer_json = save_tokenizer(tokenizer)
+    with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
+        train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed)
+    if saved is not None:
+        tokenizer_json = saved.tokenizer_json
+        _check_same_data(saved, train_split, val_split, config.data.source)
+    else:
+        cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
+        built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
+            if info.is_main else ""
+        tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
+    tokenizer = tokenizer_from_str(tokenizer_json, output / STATE_DIR / TOKENIZER_FILE)
     cb.on_stage("tokenizing")
     train_ids = encode(tokenizer, train_split.texts, config.data)
-    val_ids = encode(tokenizer, val_split.texts, config.data)
+    val_ids = encode(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
-    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(),
-                                max_length=config.data.max_length).to(device)
+    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(), max_length=config.data.max_length)
+    if saved is not None:
+        load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
+    model.to(device)
     optimizer = make_optimizer(model, config)
-    steps_per_epoch = math.ceil(len(train_ids) / t.batch_size)
+    local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
+    steps_per_epoch = math.ceil(math.ceil(len(train_ids) / info.world_size) / local_batch)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch * t.epochs))
+    if saved is not None:
+        _restore_optimizer(optimizer, scheduler, saved, state_path(output))
+        state = LoopState.from_saved(saved, state_path(output))
+        state.metrics.setdefault("resumed", []).append(
+            {"after_epoch": state.epoch, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        note = _restore_rng(saved, info, device, state_path(output))
+        cb.on_stage(f"resuming after epoch {state.epoch} of {t.epochs} (best so far: epoch "
+                    f"{state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}){note}")
+    else:
+        if info.enabled:
+            torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
+        state = LoopState(metrics={
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+            "num_parameters": model.num_parameters(),
+            "data": {"source": config.data.source, "train_examples": len(train_split),
+                     "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
+            "config": config.to_dict(),
+            "history": [], "best_epoch": None, "best_validation_accuracy": None,
+            "stopped_early": False, "wall_time_seconds": None,
+        })
+    state.metrics.update({"device": str(device), "device_name": _device_name(device),
+                          "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
+    wall_before = state.metrics.get("wall_time_seconds") or 0.0
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
+        if info.enabled else model
+    lengths = np.asarray([len(x) for x in train_ids])
 
-    metrics: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "device": str(device), "device_name": _device_name(device), "seed": t.seed,
-        "versions": versions(), "num_parameters": model.num_parameters(),
-        "data": {"source": config.data.source, "train_examples": len(train_split),
-                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
-        "config": config.to_dict(),
-        "history": [], "best_epoch": None, "best_validation_accuracy": None,
-        "stopped_early": False, "wall_time_seconds": None,
-    }
-    lengths = [len(x) for x in train_ids]
-    best, since_best = -1.0, 0
-    for epoch in range(1, t.epochs + 1):
-        model.train()
-        cb.on_epoch_start(epoch, t.epochs, len(train_ids))
+    for epoch in range(state.epoch + 1, t.epochs + 1):
+        # ---- train: this rank's shard, length-bucketed; one flag check per step
+        net.train()
+        shard = distributed.shard(len(train_ids), info, seed=t.seed, epoch=epoch)
+        cb.on_epoch_start(epoch, t.epochs, len(shard))
         epoch_start = time.perf_counter()
         loss_sum, correct, seen = 0.0, 0, 0
-        for batch in make_batches(lengths, t.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch,
+        for local in make_batches(lengths[shard], local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
                                   bucket=t.bucket_batches):
+            batch = shard[local]
             input_ids, padding_mask = collate(train_ids, batch)
             target = train_labels[torch.as_tensor(batch)].to(device)
             with autocast(device, t.autocast_bf16):
-                logits = model(input_ids.to(device), padding_mask.to(device))
+                logits = net(input_ids.to(device), padding_mask.to(device))
             loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
-            if not torch.isfinite(loss):
+            stop_now, diverged = distributed.all_reduce(
+                info, [float(stop.requested), float(not torch.isfinite(loss))], device, op="max")
+            if diverged:
                 raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
+            if stop_now:   # drop this step: the last completed epoch is on disk
+                raise _interrupted(stop, epoch, t.epochs, state.epoch, output)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if t.grad_clip > 0:
@@ -203,32 +350,127 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
             correct += int((logits.argmax(1) == target).sum())
             seen += n
             cb.on_step(n, loss_sum / seen, correct / seen, seen / (time.perf_counter() - epoch_start))
+        loss_sum, correct, seen = distributed.all_reduce(info, [loss_sum, correct, seen], device)
         train_seconds = time.perf_counter() - epoch_start
-        cb.on_validation_start(len(val_ids))
-        val = evaluate_ids(model, val_ids, val_split.labels, batch_size=t.eval_batch_size, device=device,
-                           bf16=t.autocast_bf16, on_batch=cb.on_validation_step)
+
+        # ---- validate on rank 0 (the whole validation split), share the result
+        val = [0.0, 0.0]
+        if info.is_main:
+            cb.on_validation_start(len(val_ids))
+            m = evaluate_ids(model, val_ids, val_split.labels, batch_size=t.eval_batch_size, device=device,
+                             bf16=t.autocast_bf16, on_batch=cb.on_validation_step)
+            val = [m["loss"], m["accuracy"]]
+        val_loss, val_acc = distributed.broadcast_floats(info, val, 2, device)
+
+        # ---- bookkeeping, then save: best checkpoint first, trainer state second
         record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen,
-                  "validation_loss": val["loss"], "validation_accuracy": val["accuracy"],
+                  "validation_loss": val_loss, "validation_accuracy": val_acc,
                   "train_examples_per_second": seen / train_seconds, "train_seconds": train_seconds,
-                  "learning_rate": scheduler.get_last_lr()[0]}
-        metrics["history"].append(record)
-        improved = val["accuracy"] > best
+                  "learning_rate": scheduler.get_last_lr()[0], "train_examples": int(seen)}
+        improved = val_acc > state.best_accuracy
         record["best"] = improved
-        metrics["wall_time_seconds"] = time.perf_counter() - start
+        state.epoch = epoch
+        state.metrics["history"].append(record)
         if improved:
-            best, since_best = val["accuracy"], 0
-            metrics["best_epoch"], metrics["best_validation_accuracy"] = epoch, best
-            save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
+            state.best_accuracy, state.since_best = val_acc, 0
+            state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
         else:
-            since_best += 1
-            write_json(output / METRICS_FILE, metrics)
+            state.since_best += 1
+        state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
+        state.metrics["wall_time_seconds"] = wall_before + time.perf_counter() - start
+        rng = _rng_states(info, device)   # a collective: every rank takes part
+        if info.is_main:
+            # Order matters: a crash between the two leaves the trainer state one epoch behind the best
+            # checkpoint, and resuming re-runs that epoch identically; the other order could not.
+            if improved:
+                save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json,
+                                metrics=state.metrics)
+            else:
+                write_json(output / METRICS_FILE, state.metrics)
+            save_trainer_state(output, TrainerState(
+                epoch=epoch, config=config, vocab_size=model.vocab_size, progress=state.progress(),
+                model=model.state_dict(), optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
+                rng=rng, tokenizer_json=tokenizer_json, world_size=info.world_size))
+        distributed.barrier(info)
         cb.on_epoch_end(record)
-        if t.patience and since_best >= t.patience:
-            metrics["stopped_early"] = True
+        if state.metrics["stopped_early"]:
             break
-    metrics["wall_time_seconds"] = time.perf_counter() - start
-    write_json(output / METRICS_FILE, metrics)
-    return TrainResult(output, metrics, write_training_report(output))
+
+    state.metrics["wall_time_seconds"] = wall_before + time.perf_counter() - start
+    if info.is_main:
+        write_json(output / METRICS_FILE, state.metrics)
+    report = write_training_report(output) if info.is_main else None
+    distributed.barrier(info)
+    return TrainResult(output, state.metrics, info.is_main, report)
+
+
+def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:
+    if completed:
+        msg = (f"interrupted by {stop.reason} during epoch {epoch} of {epochs}; epoch {completed} is saved; "
+               f"resume with: sentiment train --resume {shlex.quote(str(output))}")
+    else:
+        msg = (f"interrupted by {stop.reason} during epoch {epoch} of {epochs}, before any epoch was saved; "
+               "nothing to resume: start the run again")
+    return Interrupted(msg, exit_code=stop.exit_code, resumable=bool(completed))
+
+
+def _check_same_data(saved: TrainerState, train_split, val_split, source: str) -> None:
+    data = saved.progress.get("metrics", {}).get("data", {})
+    want = (data.get("train_examples"), data.get("validation_examples"))
+    if want != (len(train_split), len(val_split)):
+        raise DataError(f"{source}: now {len(train_split)} training / {len(val_split)} validation reviews, "
+                        f"but the saved run had {want[0]} / {want[1]}; the data changed since the run started")
+
+
+def _restore_optimizer(optimizer: torch.optim.Optimizer, scheduler, saved: TrainerState, where: Path) -> None:
+    """Load the saved optimizer and scheduler state after checking it fits the model's parameters.
+
+    Raises:
+        CheckpointError: the state does not match (group sizes, tensor shapes or dtypes, non-finite values).
+    """
+    try:
+        optimizer.load_state_dict(saved.optimizer)
+        scheduler.load_state_dict(saved.scheduler)
+    except (ValueError, KeyError, TypeError, RuntimeError, AttributeError) as exc:
+        raise CheckpointError(f"{where}: optimizer state does not fit the model "
+                              f"({' '.join(str(exc).split())[:160]})") from None
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for key, value in optimizer.state.get(p, {}).items():
+                if isinstance(value, torch.Tensor) and value.dim() > 0 and (
+                        value.shape != p.shape or value.dtype != p.dtype or not bool(torch.isfinite(value).all())):
+                    raise CheckpointError(f"{where}: optimizer tensor {key} is {value.dtype} {tuple(value.shape)} "
+                                          f"(or not finite) for a parameter of {p.dtype} {tuple(p.shape)}")
+
+
+def _rng_states(info: distributed.DistInfo, device: torch.device) -> dict[str, torch.Tensor]:
+    """Every rank's torch RNG states (CPU, and CUDA on GPUs), keyed ``rank{r}.cpu`` / ``rank{r}.cuda``."""
+    out = {f"rank{r}.cpu": s for r, s in enumerate(distributed.all_gather_tensor(info, torch.get_rng_state(), device))}
+    if device.type == "cuda":
+        cuda = distributed.all_gather_tensor(info, torch.cuda.get_rng_state(device), device)
+        out.update({f"rank{r}.cuda": s for r, s in enumerate(cuda)})
+    return out
+
+
+def _restore_rng(saved: TrainerState, info: distributed.DistInfo, device: torch.device, where: Path) -> str:
+    """Restore this rank's saved RNG states; returns a note when they cannot be (world size changed)."""
+    t = saved.config.training
+    cpu, cuda = saved.rng.get(f"rank{info.rank}.cpu"), saved.rng.get(f"rank{info.rank}.cuda")
+    if saved.world_size != info.world_size or cpu is None:
+        torch.manual_seed(t.seed + 1_000 * saved.epoch + info.rank)
+        return (f"; {saved.world_size} process(es) saved it, {info.world_size} resume it: data shards and "
+                "dropout masks change, so the result will differ from an uninterrupted run")
+    try:
+        torch.set_rng_state(cpu)
+        if device.type == "cuda":
+            if cuda is not None:
+                torch.cuda.set_rng_state(cuda, device)
+            else:
+                torch.cuda.manual_seed(t.seed + 1_000 * saved.epoch + info.rank)
+                return "; saved on CPU, resumed on CUDA: dropout masks will differ from an uninterrupted run"
+    except (RuntimeError, TypeError) as exc:
+        raise CheckpointError(f"{where}: unusable RNG state ({str(exc)[:120]})") from None
+    return ""
 
 
 def _device_name(device: torch.device) -> str:
@@ -238,12 +480,22 @@ def _device_name(device: torch.device) -> str:
 
 
 def _check_writable(output: Path) -> None:
+    """Create ``output`` if needed and prove it writable with a probe file (``os.access`` lies to root).
+
+    Raises:
+        UsageError: the folder cannot be created or written.
+    """
     try:
         output.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"output {output} is a file, not a folder") from None
     except OSError as exc:
         raise UsageError(f"cannot create output folder {output}: {exc.strerror}") from None
     if not output.is_dir():
         raise UsageError(f"output {output} is not a folder")
-    import os
-    if not os.access(output, os.W_OK):
-        raise UsageError(f"output folder {output} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"output folder {output} is not writable ({exc.strerror})") from None

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from sentiment_cli.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_DATA = Path(__file__).resolve().parent / "data" / "imdb_small"   # 1,000 train + 500 test reviews
 FULL_DATA = ROOT.parent / "shared" / "data" / "imdb"                 # the full set, beside the clone
+
+# The tiny test models gain nothing from several threads, and on a shared machine torch's busy-waiting
+# threads slow them down many times over. One thread in this process and in the subprocesses tests start.
+torch.set_num_threads(1)
+SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+PYTHON = sys.executable
 
 
 def small_config(**training):

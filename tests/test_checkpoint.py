@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -53,9 +54,7 @@ def test_missing_checkpoint_says_to_train(tmp_path):
 
 
 def _copy(src, dst):
-    dst.mkdir()
-    for p in src.iterdir():
-        (dst / p.name).write_bytes(p.read_bytes())
+    shutil.copytree(src, dst)
     return dst
 
 
@@ -85,3 +84,113 @@ def _edit(d, **changes):
         else:
             cfg[k] = v
     (d / "config.json").write_text(json.dumps(cfg))
+
+
+class _HalfWrite:
+    """``os.fdopen`` stand-in whose ``write`` puts half the bytes on disk, then fails (disk full, crash)."""
+
+    def __init__(self, fh, fail_on, calls):
+        self.fh, self.fail_on, self.calls = fh, fail_on, calls
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+    def write(self, data):
+        self.calls.append(len(data))
+        if len(self.calls) == self.fail_on:
+            self.fh.write(data[: len(data) // 2])
+            self.fh.flush()
+            raise OSError(28, "No space left on device")
+        return self.fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+
+@pytest.mark.parametrize("fail_on", [1, 2, 3, 4])   # weights, tokenizer, config, metrics
+def test_a_write_failing_midway_leaves_the_previous_checkpoint_loadable(trained_checkpoint, tmp_path,
+                                                                       monkeypatch, fail_on):
+    d = _copy(trained_checkpoint, tmp_path / "copy")
+    before = Predictor(d).logits(PROBE)
+    old = ck.load_checkpoint(d)
+    newer = ck.load_checkpoint(d).model
+    with torch.no_grad():
+        for p in newer.parameters():
+            p.add_(0.5)                     # "the next epoch": other weights
+    real_fdopen, calls = os.fdopen, []
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: _HalfWrite(real_fdopen(fd, mode), fail_on, calls))
+    with pytest.raises(OSError) as err:
+        ck.save_checkpoint(d, config=old.config, model=newer, tokenizer_json=old.tokenizer.to_str(),
+                           metrics={**old.metrics, "best_epoch": 99})
+    monkeypatch.undo()
+    assert err.value.filename == str(d / ["model.safetensors", "tokenizer.json", "config.json",
+                                          "metrics.json"][fail_on - 1])   # the error names the file
+    assert not [p for p in d.iterdir() if p.name.endswith(".tmp")]
+    after = Predictor(d).logits(PROBE)           # loads: every file is whole, old or new
+    if fail_on == 1:                             # the new weights never landed: identical predictions
+        assert torch.equal(after, before)
+    else:                                        # the weights landed, the metrics did not
+        assert not torch.equal(after, before)
+        assert ck.load_checkpoint(d).metrics["best_epoch"] != 99
+
+
+def test_failing_rename_leaves_the_previous_checkpoint(trained_checkpoint, tmp_path, monkeypatch):
+    d = _copy(trained_checkpoint, tmp_path / "copy")
+    before = Predictor(d).logits(PROBE)
+    old = ck.load_checkpoint(d)
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError(5, "Input/output error")))
+    with torch.no_grad():
+        old.model.head.bias.add_(3.0)
+    with pytest.raises(OSError):
+        ck.save_checkpoint(d, config=old.config, model=old.model, tokenizer_json=old.tokenizer.to_str(),
+                           metrics=old.metrics)
+    monkeypatch.undo()
+    assert torch.equal(Predictor(d).logits(PROBE), before)
+
+
+def _retype(d, dtype=None, nan=False):
+    from safetensors.torch import load_file, save_file
+    path = d / "model.safetensors"
+    state = load_file(path)
+    key = "head.weight"
+    if dtype is not None:
+        state[key] = state[key].to(dtype)
+    if nan:
+        state[key][0, 0] = float("nan")
+    save_file(state, path)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: _retype(d, dtype=torch.float16),
+     "model.safetensors: does not match config.json: tensor head.weight is torch.float16 (2, 32), "
+     "the model expects torch.float32 (2, 32)"),
+    (lambda d: _retype(d, nan=True), "model.safetensors: tensor head.weight holds NaN or infinite values"),
+    (lambda d: (d / "config.json").write_text("[1, 2, 3]"), "config.json: expected a JSON object"),
+    (lambda d: (d / "config.json").write_text('"a string"'), "config.json: expected a JSON object"),
+    (lambda d: (d / "metrics.json").write_text("[]"), "metrics.json: expected a JSON object"),
+    (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json: missing"),
+    (lambda d: (d / "model.safetensors").write_bytes(b"\x00" * 64), "model.safetensors: corrupt or truncated"),
+    (lambda d: _edit(d, model={"n_layers": 2}), "does not match config.json (missing encoder.layers.1"),
+])
+def test_tampered_checkpoint_is_a_one_line_error_naming_the_file(trained_checkpoint, tmp_path, damage, message):
+    d = _copy(trained_checkpoint, tmp_path / "copy")
+    damage(d)
+    with pytest.raises(CheckpointError) as err:
+        ck.load_checkpoint(d)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_no_pickle_anywhere_in_the_package():
+    """Checkpoints and trainer states are safetensors + JSON; nothing may unpickle (or pickle, in DDP)."""
+    import re
+    from pathlib import Path
+
+    import sentiment_cli
+    pattern = re.compile(r"\bimport pickle|\bpickle\.|torch\.load\(|torch\.save\(|_object(_list)?\(|"
+                         r"\bdill\b|joblib")
+    hits = [f"{p.name}:{i}" for p in Path(sentiment_cli.__file__).parent.glob("*.py")
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == []
