@@ -134,11 +134,11 @@ def train(
                                                 show_default="stanfordnlp/imdb")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Checkpoint folder to write.",
                                                    show_default=str(DEFAULT_CHECKPOINT))] = None,
-    epochs: Annotated[Optional[int], typer.Option(help="Override [training] epochs.")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Override [training] batch_size.")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Override [training] lr (peak learning rate).")] = None,
-    device: Annotated[Optional[Device], typer.Option(help="Override [training] device.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Override [training] seed.")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Override \\[training] epochs.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Override \\[training] batch_size.")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Override \\[training] lr (peak learning rate).")] = None,
+    device: Annotated[Optional[Device], typer.Option(help="Override \\[training] device.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Override \\[training] seed.")] = None,
     resume: Annotated[Optional[str], typer.Option(
         "--resume", metavar="[DIR]", show_default=False,
         help="Continue the run saved in DIR (default: --output) from its last completed epoch, with its "
