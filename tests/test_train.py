@@ -1,0 +1,29 @@
+import json
+
+import torch
+from safetensors.torch import load_file
+
+from sentiment_cli.train import train
+
+from .conftest import small_config
+
+
+def test_same_seed_same_metrics_and_weights(tmp_path):
+    """Reproducibility: the same config and seed on the same machine give the same run."""
+    cfg = small_config(epochs=2)
+    a, b = train(cfg, tmp_path / "a"), train(cfg, tmp_path / "b")
+    keys = ("train_loss", "train_accuracy", "validation_loss", "validation_accuracy")
+    assert [[r[k] for k in keys] for r in a.metrics["history"]] == [[r[k] for k in keys] for r in b.metrics["history"]]
+    wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    other = train(cfg.override("training", seed=99), tmp_path / "c")
+    assert other.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
+
+
+def test_metrics_record_what_reproduces_the_run(tmp_path):
+    train(small_config(epochs=1), tmp_path / "run")
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["seed"] == 1234 and m["device"] == "cpu" and m["wall_time_seconds"] > 0
+    assert {"python", "torch", "tokenizers", "datasets", "sentiment_cli"} <= set(m["versions"])
+    assert m["config"]["training"]["seed"] == 1234 and m["config"]["model"]["d_model"] == 32
+    assert m["data"]["fingerprint"].startswith("sha256:") and m["data"]["train_examples"] == 900
