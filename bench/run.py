@@ -236,6 +236,44 @@ def render(results: dict) -> None:
                       highlight=False)
 
 
+def markdown(results: dict) -> str:
+    """The results as a Markdown table (what the README's results section shows)."""
+    peak, peer, nb = results["peak"], results["tfidf"], results["notebook"]
+    lines = [f"Benchmark of {results['date']}, {results['hardware']}; `python -m bench`"
+             + (" --quick" if results["quick"] else "") + ".", "",
+             "| system | test accuracy | training time | train ex/s | GFLOP/s (share of peak) | eval reviews/s "
+             "| peak memory | train time ÷ peer | eval speed ÷ peer |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def row(name, r, acc, gflops=None, bf16=False):
+        p = peak["bf16_gflops"] if bf16 else peak["fp32_gflops"]
+        share = f"{gflops:,.1f} ({gflops / p:.0%} of {'bf16' if bf16 else 'fp32'})" if gflops is not None else "–"
+        ex = f"{r['train_examples_per_second']:,.0f}" if "train_examples_per_second" in r else "–"
+        lines.append(f"| {name} | {f'{acc:.2%}' if acc is not None else '–'} | {_fmt_s(r['train_seconds'])} | {ex} "
+                     f"| {share} | {r['eval_reviews_per_second']:,.0f} | {r['peak_rss_mib']:,.0f} MiB "
+                     f"| {r['train_seconds'] / peer['train_seconds']:.1f}x "
+                     f"| {r['eval_reviews_per_second'] / peer['eval_reviews_per_second']:.2f}x |")
+
+    row(f"notebook loop ({nb['epochs']} epochs timed, time projected to 10)", nb, None, nb["train_gflops"])
+    for key, r in results["ours"].items():
+        row(f"`configs/{key}.toml` ({r['epochs_run']} epochs)", r, r["test_accuracy"], r["train_gflops"], r["bf16"])
+    row("TF-IDF 1-2-grams + logistic regression", peer, peer["test_accuracy"])
+    lines.append("")
+    lines.append(f"matmul peak (2048x2048, median of 5): fp32 {peak['fp32_gflops']:,.0f} GFLOP/s, "
+                 f"bf16 {peak['bf16_gflops']:,.0f} GFLOP/s.")
+    seed = results["ours"].get("seed")
+    if seed:
+        lines.append(f"Seed config vs the notebook loop, same run: training examples/s "
+                     f"{seed['train_examples_per_second'] / nb['train_examples_per_second']:.2f}x, "
+                     f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x.")
+    cs = results.get("coldstart")
+    if cs:
+        lines.append(f"Cold start (median of {cs['repeats']}): `python -c \"import torch\"` "
+                     f"{cs['import_torch_seconds']:.2f} s, `sentiment predict \"…\"` {cs['predict_seconds']:.2f} s "
+                     f"(+{cs['predict_seconds'] - cs['import_torch_seconds']:.2f} s).")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the committed slice, 1 epoch: a smoke test")
@@ -273,6 +311,7 @@ def main(argv=None) -> None:
     first = next(iter(results["ours"].values()))
     results["coldstart"] = run_job("coldstart", "--output", first["checkpoint"], "--repeats", "3" if args.quick else "7")
     (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "results.md").write_text(markdown(results))
     render(results)
     print(f"results: {out / 'results.json'}", file=sys.stderr)
 
