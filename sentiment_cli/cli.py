@@ -231,7 +231,7 @@ class _RichTrainCallbacks:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-            console=self.console, transient=True,
+            console=self.console, transient=True, disable=not self.console.is_terminal,
         )
         self.progress.start()
 
@@ -338,7 +338,7 @@ def eval_(
             s = load_split(data or cfg.data.source, split.value, cfg.data.validation_fraction, cfg.training.seed)
             ids = encode(ckpt.tokenizer, s.texts, cfg.data)
         from rich.progress import Progress
-        with Progress(console=err, transient=True) as progress:
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task(f"eval {split.value}", total=len(ids))
             m = evaluate_ids(ckpt.model, ids, s.labels, batch_size=batch_size or cfg.training.eval_batch_size,
                              device=dev, bf16=cfg.training.autocast_bf16,
