@@ -529,14 +529,12 @@ def predict(
             raise UsageError("give reviews as arguments or with --file, not both")
         if not texts and file is None:
             raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
-        from .predict import Predictor
+        from .predict import Predictor, check_texts
         from .train import resolve_device
 
-        if texts:
+        if texts:   # checked before the checkpoint loads, so bad input fails at once
             texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
-            for i, t in enumerate(texts, 1):
-                if not t.strip():
-                    raise UsageError(f"review {i} is empty; give some text to classify")
+            check_texts(texts)
         source = None if texts else _open_reviews(file)
         predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
         reviews = texts if texts else _read_lines(*source, errors.value)

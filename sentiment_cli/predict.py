@@ -66,7 +66,7 @@ class Predictor:
             UsageError: a text is empty or only whitespace, or is not valid Unicode
                 (an unpaired surrogate); the message gives its number.
         """
-        _check_texts(texts, first)
+        check_texts(texts, first)
         ids = encode(self.checkpoint.tokenizer, texts, self.config.data)
         return batched_logits(self.checkpoint.model, ids, batch_size=self.batch_size, device=self.device,
                               bf16=self.config.training.autocast_bf16)
@@ -102,7 +102,7 @@ class Predictor:
         """
         from .explain import explain_texts
 
-        _check_texts(texts, first)
+        check_texts(texts, first)
         return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
                              batch_size=self.batch_size, device=self.device)
 
@@ -125,7 +125,11 @@ def _chunked(texts: Iterable[str], chunk: int, score) -> Iterator:
         yield from score(buf, first=done + 1)
 
 
-def _check_texts(texts: Sequence[str], first: int) -> None:
+def check_texts(texts: Sequence[str], first: int = 1) -> None:
+    """Raise :class:`UsageError` for an empty or whitespace-only text, or one that is not valid Unicode.
+
+    ``first`` is the number of ``texts[0]`` in the message.
+    """
     for i, text in enumerate(texts, first):
         if not text.strip():
             raise UsageError(f"review {i} is empty; give some text to classify")
