@@ -189,13 +189,21 @@ def read_config(directory: str | Path) -> tuple[Config, int]:
     return config, vocab_size
 
 
-def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
+def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *,
+                    pretrained_ok: bool = False) -> Checkpoint:
     """Load a checkpoint folder for inference, without unpickling anything.
+
+    Args:
+        directory: the checkpoint folder.
+        device: where to put the model.
+        pretrained_ok: also accept an encoder from ``sentiment pretrain``
+            (whose dense head is untrained).
 
     Raises:
         CheckpointError: a file is missing, truncated, corrupt, of a newer
             format, or does not match the others (shapes, vocabulary size);
-            the message names the file.
+            the message names the file. Also a pretrained encoder unless
+            ``pretrained_ok``.
     """
     directory = Path(directory)
     config, vocab_size = read_config(directory)
@@ -214,5 +222,8 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -
     load_weights(model, state, weights_path)
     metrics_path = directory / METRICS_FILE
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
+    if metrics.get("kind") == "pretrained" and not pretrained_ok:
+        raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
+                              f"fine-tune it first: sentiment train --init {directory}")
     model.to(device).eval()
     return Checkpoint(directory, config, model, tokenizer, metrics)

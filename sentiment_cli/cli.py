@@ -58,6 +58,7 @@ app = typer.Typer(
 )
 
 DEFAULT_CHECKPOINT = Path("checkpoints/default")
+DEFAULT_PRETRAINED = Path("checkpoints/pretrained")
 _state = {"debug": False}
 
 
@@ -139,6 +140,8 @@ def train(
     lr: Annotated[Optional[float], typer.Option(help="Override \\[training] lr (peak learning rate).")] = None,
     device: Annotated[Optional[Device], typer.Option(help="Override \\[training] device.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Override \\[training] seed.")] = None,
+    init: Annotated[Optional[Path], typer.Option("--init", help="Start from this `sentiment pretrain` folder "
+                                                 "(overrides \\[training] init_from).")] = None,
     resume: Annotated[Optional[str], typer.Option(
         "--resume", metavar="[DIR]", show_default=False,
         help="Continue the run saved in DIR (default: --output) from its last completed epoch, with its "
@@ -157,7 +160,8 @@ def train(
         if resume is not None:
             folder = _resume_folder(resume, output)
             changed = [flag for flag, value in (("--config", config), ("--data", data), ("--batch-size", batch_size),
-                                                ("--lr", lr), ("--seed", seed)) if value is not None]
+                                                ("--lr", lr), ("--seed", seed), ("--init", init))
+                       if value is not None]
             if changed:
                 raise UsageError(f"--resume continues the saved run with its saved settings; drop {', '.join(changed)} "
                                  "(only --epochs and --device can change)")
@@ -167,7 +171,8 @@ def train(
             cfg = load_config(config)
             cfg = cfg.override("data", source=data)
             cfg = cfg.override("training", epochs=epochs, batch_size=batch_size, lr=lr,
-                               device=device.value if device else None, seed=seed)
+                               device=device.value if device else None, seed=seed,
+                               init_from=str(init) if init is not None else None)
         out, err = _consoles()
         callbacks = None if as_json else _RichTrainCallbacks(err)
         try:
@@ -187,6 +192,49 @@ def train(
         else:
             _render_train_summary(out, result)
         _render_report_note(out if not as_json else err, result.report)
+
+
+@app.command()
+def pretrain(
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file ([model], [data], "
+                                                   "[pretrain]).", show_default="configs/default.toml")] = None,
+    data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
+                                                show_default="stanfordnlp/imdb")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for the pretrained encoder.",
+                                                   show_default=str(DEFAULT_PRETRAINED))] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Override \\[pretrain] epochs.")] = None,
+    device: Annotated[Optional[Device], typer.Option(help="Override \\[training] device.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Override \\[training] seed.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")] = False,
+) -> None:
+    """Pretrain the encoder as a masked language model on unlabelled reviews (never validation or test).
+
+    `sentiment train --init DIR` then fine-tunes it. Ctrl-C or SIGTERM stops at the next step; completed
+    epochs stay saved.
+    """
+    with _errors():
+        from .config import load_config
+        from .interrupts import stop_on_signals
+        from .pretrain import pretrain as run_pretrain
+
+        cfg = load_config(config).override("data", source=data)
+        cfg = cfg.override("pretrain", epochs=epochs)
+        cfg = cfg.override("training", device=device.value if device else None, seed=seed)
+        out, err = _consoles()
+        callbacks = None if as_json else _RichPretrainCallbacks(err)
+        try:
+            with stop_on_signals() as stop:
+                result = run_pretrain(cfg, output or DEFAULT_PRETRAINED, callbacks, stop=stop)
+        finally:
+            if callbacks is not None:
+                callbacks.close()
+        if as_json:
+            typer.echo(json.dumps(result.metrics))
+            return
+        m = result.metrics
+        out.print(f"pretrained encoder saved to {result.output}  ·  {m['data']['reviews']:,} reviews "
+                  f"({m['data']['splits']})  ·  {m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
+        out.print(f"fine-tune it: sentiment train --init {result.output}", highlight=False)
 
 
 def _resume_folder(resume: str, output: Optional[Path]) -> Path:
@@ -265,6 +313,21 @@ class _RichTrainCallbacks:
             f"epoch {r['epoch']:>2}  train loss {r['train_loss']:.4f} acc {r['train_accuracy']:.2%}  "
             f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  "
             f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s{star}",
+            highlight=False, soft_wrap=True)
+
+
+class _RichPretrainCallbacks(_RichTrainCallbacks):
+    """Renders pretraining progress: masked-word loss and accuracy (among the sampled candidates)."""
+
+    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
+        self.progress.update(self.task, advance=examples,
+                             stats=f"mlm loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
+
+    def on_epoch_end(self, r: dict) -> None:
+        self.close()
+        self.console.print(
+            f"epoch {r['epoch']:>2}  mlm loss {r['mlm_loss']:.4f} acc {r['mlm_accuracy']:.2%}  "
+            f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s",
             highlight=False, soft_wrap=True)
 
 

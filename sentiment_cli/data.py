@@ -70,6 +70,11 @@ def _load_aclimdb(root: Path):
                 labels.append(label)
         if texts:
             splits[split] = datasets.Dataset.from_dict({"text": texts, "label": labels}, features=features)
+    unsup = sorted((root / "train" / "unsup").glob("*.txt"))   # unlabelled reviews, label -1 as on the Hub
+    if unsup:
+        texts = [f.read_text(encoding="utf-8", errors="replace") for f in unsup]
+        splits["unsupervised"] = datasets.Dataset.from_dict({"text": texts, "label": [-1] * len(texts)},
+                                                            features=features)
     return datasets.DatasetDict(splits)
 
 
@@ -154,6 +159,31 @@ def load_train_validation(source: str, validation_fraction: float, seed: int) ->
     ds = load_imdb(source)
     return (_select(ds, "train", validation_fraction, seed, source),
             _select(ds, "validation", validation_fraction, seed, source))
+
+
+def load_pretraining_texts(source: str, splits: str, validation_fraction: float, seed: int) -> list[str]:
+    """Unlabelled reviews for masked-language-model pretraining, shuffled with ``seed``.
+
+    ``splits`` is ``unsupervised`` (IMDB's 50,000 unlabelled reviews),
+    ``train`` (the training part of ``train``: the validation hold-out of
+    :func:`load_split` with the same ``validation_fraction`` and ``seed`` is
+    left out, so validation stays unseen) or ``unsupervised+train``. The
+    ``test`` split is never read.
+
+    Raises:
+        DataError: see :func:`load_imdb`; also no ``unsupervised`` split when one is asked for.
+    """
+    ds = load_imdb(source)
+    texts: list[str] = []
+    if "unsupervised" in splits:
+        if "unsupervised" not in ds:
+            raise DataError(f"{source} has no 'unsupervised' split (it has: {', '.join(ds)}); "
+                            "set [pretrain] splits = \"train\"")
+        texts += list(ds["unsupervised"]["text"])
+    if "train" in splits.split("+"):
+        texts += _select(ds, "train", validation_fraction, seed, source).texts
+    order = np.random.default_rng(seed).permutation(len(texts))
+    return [texts[i] for i in order]
 
 
 def _select(ds, name: str, validation_fraction: float, seed: int, source: str) -> Split:

@@ -269,9 +269,14 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     cb.on_stage(f"loading {config.data.source}")
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
         train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed)
+    pretrained = None
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
         _check_same_data(saved, train_split, val_split, config.data.source)
+    elif t.init_from:
+        cb.on_stage(f"starting from the pretrained encoder in {t.init_from}")
+        pretrained = load_pretrained(t.init_from, config)
+        tokenizer_json = pretrained.tokenizer.to_str()
     else:
         cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
         built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
@@ -286,6 +291,9 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(), max_length=config.data.max_length)
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
+    elif pretrained is not None:
+        fresh_head = {k: v for k, v in model.state_dict().items() if k.startswith("head.")}
+        model.load_state_dict({**pretrained.model.state_dict(), **fresh_head})
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
@@ -308,6 +316,10 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
             "data": {"source": config.data.source, "train_examples": len(train_split),
                      "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
             "config": config.to_dict(),
+            "pretrained": None if pretrained is None else {
+                "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
+                "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
+                "reviews": pretrained.metrics.get("data", {}).get("reviews")},
             "history": [], "best_epoch": None, "best_validation_accuracy": None,
             "stopped_early": False, "wall_time_seconds": None,
         })
@@ -402,6 +414,43 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     report = write_training_report(output) if info.is_main else None
     distributed.barrier(info)
     return TrainResult(output, state.metrics, info.is_main, report)
+
+
+# Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
+_SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
+               "embedding_norm")
+_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
+
+
+def load_pretrained(directory: str | Path, config: Config):
+    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
+
+    Returns:
+        :class:`~.checkpoint.Checkpoint` (its model on CPU).
+
+    Raises:
+        CheckpointError: no checkpoint there, it is damaged, or it was not written by ``sentiment pretrain``.
+        ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
+            (the message names the first key that differs).
+    """
+    from .checkpoint import load_checkpoint
+    from .errors import ConfigError
+
+    directory = Path(directory)
+    if not (directory / "config.json").exists():
+        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
+                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
+    ckpt = load_checkpoint(directory, pretrained_ok=True)
+    if ckpt.metrics.get("kind") != "pretrained":
+        raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
+                              "(its metrics.json lacks \"kind\": \"pretrained\")")
+    for section, keys in (("model", _SHAPE_KEYS), ("data", _TOKEN_KEYS)):
+        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
+        for key in keys:
+            if getattr(mine, key) != getattr(theirs, key):
+                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
+                                  f"but {getattr(mine, key)!r} in this config; they must match")
+    return ckpt
 
 
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:

@@ -1,0 +1,235 @@
+"""Masked-language-model pretraining of the encoder on unlabelled reviews (``sentiment pretrain``).
+
+The objective is BERT's (Devlin et al. 2019, section 3.1): pick
+``mask_fraction`` of the real tokens of each review, replace 80% of them with
+the mask token, 10% with a random word and leave 10% as they are, and predict
+the original words from the encoder's states at those positions. The
+prediction head is a dense layer, GELU and LayerNorm followed by the token
+embedding matrix itself (tied weights, Press & Wolf 2017). The mask token is
+``<unk>``: the tokenizer has no other spare id, and an unknown word is what a
+masked word looks like to the fine-tuned classifier anyway.
+
+A softmax over the whole 50,000-word vocabulary at ~2,500 masked positions a
+step costs ~20x the encoder on a CPU, so the softmax runs over a sampled
+candidate set instead (sampled softmax, Jean et al. 2015): every word that is
+a target somewhere in the batch, plus ``negatives`` words drawn uniformly from
+the vocabulary.
+
+The result is an ordinary checkpoint folder (``config.json``,
+``model.safetensors``, ``tokenizer.json``, ``metrics.json`` with
+``"kind": "pretrained"``) whose dense head is untrained; ``sentiment train``
+starts from it with ``--init DIR`` (or ``[training] init_from``), keeping its
+tokenizer and encoder weights.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import distributed
+from .checkpoint import save_checkpoint
+from .config import Config
+from .data import collate, load_pretraining_texts, make_batches
+from .errors import Interrupted, SentimentError, UsageError
+from .interrupts import StopFlag
+from .model import PAD_ID, UNK_ID, SentimentClassifier
+from .tokenizer import build_tokenizer, encode, save_tokenizer
+from .train import (TrainCallbacks, TrainResult, _absolute_source, _check_writable, _device_name, resolve_device,
+                    seed_everything, versions)
+
+MASK_ID = UNK_ID
+FIRST_WORD_ID = 2   # ids below are <pad> and <unk>: never drawn as random words or negatives
+
+
+class MaskedLMHead(nn.Module):
+    """Predicts a masked word from its contextual state; the output matrix is the token embedding.
+
+    Args:
+        embedding: the classifier's token embedding, ``(vocab_size, d_model)``; shared, not copied.
+    """
+
+    def __init__(self, embedding: nn.Embedding):
+        super().__init__()
+        d = embedding.embedding_dim
+        self.embedding = embedding
+        self.transform = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings))
+        # Embedding rows start at N(0, 1), so a dot product with a unit-variance state has variance
+        # d_model; scale it back to ~1, or the first logits are ~sqrt(d_model) large and the loss explodes.
+        self.scale = embedding.embedding_dim ** -0.5
+
+    def forward(self, hidden: Tensor, candidates: Tensor) -> Tensor:
+        """Logits over ``candidates``.
+
+        Args:
+            hidden: ``(n, d_model)`` encoder states at the masked positions.
+            candidates: ``(k,)`` int64 word ids to score.
+
+        Returns:
+            ``(n, k)`` logits.
+        """
+        h = self.norm(F.gelu(self.transform(hidden))) * self.scale                 # (n, d_model)
+        return h @ self.embedding.weight[candidates].T + self.bias[candidates]      # (n, k)
+
+
+def mask_tokens(input_ids: Tensor, padding_mask: Tensor, mask_fraction: float, vocab_size: int,
+                generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """BERT's corruption: choose ``mask_fraction`` of the real tokens; 80% mask, 10% random word, 10% kept.
+
+    Args:
+        input_ids: ``(batch, seq_len)`` int64.
+        padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding (never chosen).
+        mask_fraction: probability that a real token is chosen, in (0, 1).
+        vocab_size: random words are drawn from ``[2, vocab_size)``.
+        generator: CPU random generator (reproducible masks).
+
+    Returns:
+        ``(corrupted, chosen, targets)``: ``(batch, seq_len)`` int64 input,
+        ``(batch, seq_len)`` bool positions to predict, ``(n_chosen,)`` original ids.
+    """
+    shape = input_ids.shape
+    u = torch.rand(shape, generator=generator)
+    chosen = (torch.rand(shape, generator=generator) < mask_fraction) & ~padding_mask
+    random_words = torch.randint(FIRST_WORD_ID, max(vocab_size, FIRST_WORD_ID + 1), shape, generator=generator)
+    corrupted = torch.where(chosen & (u < 0.8), torch.full_like(input_ids, MASK_ID), input_ids)
+    corrupted = torch.where(chosen & (u >= 0.8) & (u < 0.9), random_words, corrupted)
+    return corrupted, chosen, input_ids[chosen]
+
+
+def sampled_candidates(targets: Tensor, negatives: int, vocab_size: int,
+                       generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The softmax's candidate words: the batch's targets plus ``negatives`` uniform draws.
+
+    Args:
+        targets: ``(n,)`` int64 word ids to predict.
+        negatives: extra words drawn uniformly from ``[2, vocab_size)``.
+        vocab_size: vocabulary size.
+        generator: CPU random generator.
+
+    Returns:
+        ``(candidates, target_index)``: ``(k,)`` sorted unique ids and ``(n,)``
+        the position of each target in ``candidates``.
+    """
+    drawn = torch.randint(FIRST_WORD_ID, max(vocab_size, FIRST_WORD_ID + 1), (negatives,), generator=generator)
+    candidates = torch.unique(torch.cat([targets.cpu(), drawn]))                  # sorted
+    return candidates, torch.searchsorted(candidates, targets.cpu())
+
+
+def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
+             stop: StopFlag | None = None) -> TrainResult:
+    """Pretrain the encoder as a masked language model and write it to ``output`` after every epoch.
+
+    Reads the ``[model]``, ``[data]`` and ``[pretrain]`` settings, and
+    ``seed`` and ``device`` from ``[training]``. The tokenizer is built on the
+    pretraining reviews (see :func:`~.data.load_pretraining_texts`: never the
+    validation hold-out or the test split).
+
+    Args:
+        config: the run configuration.
+        output: checkpoint folder; created if needed.
+        callbacks: progress hooks (``on_stage``, ``on_epoch_start``, ``on_step``
+            with the masked-word loss and accuracy, ``on_epoch_end``).
+        stop: polled at every step; once set, the run stops. Epochs already
+            completed stay saved; there is no resuming a pretraining run.
+
+    Returns:
+        :class:`~.train.TrainResult` with the folder and its ``metrics.json`` content.
+
+    Raises:
+        UsageError: unusable device or output folder, or started under torchrun with several processes.
+        DataError: the dataset cannot be loaded.
+        Interrupted: ``stop`` was set.
+        SentimentError: the loss became NaN or infinite.
+    """
+    cb = callbacks or TrainCallbacks()
+    stop = stop or StopFlag()
+    p, t = config.pretrain, config.training
+    if distributed.from_env().world_size > 1:
+        raise UsageError("sentiment pretrain runs in one process; start it without torchrun")
+    device = resolve_device(t.device)
+    output = Path(output)
+    _check_writable(output)
+    start = time.perf_counter()
+    seed_everything(t.seed)
+    source = _absolute_source(config.data.source)
+
+    cb.on_stage(f"loading {source}")
+    texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed)
+    cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
+    tokenizer = build_tokenizer(texts, config.data, length=len(texts))
+    tokenizer_json = save_tokenizer(tokenizer)
+    cb.on_stage("tokenizing")
+    ids = [x for x in encode(tokenizer, texts, config.data) if x]
+    vocab_size = tokenizer.get_vocab_size()
+
+    model = SentimentClassifier(config.model, vocab_size=vocab_size, max_length=config.data.max_length).to(device)
+    head = MaskedLMHead(model.token_embedding).to(device)
+    both = nn.ModuleList([model, head])   # .parameters() lists the shared embedding once
+    optimizer = torch.optim.AdamW(
+        [{"params": [q for q in both.parameters() if q.dim() >= 2], "weight_decay": p.weight_decay},
+         {"params": [q for q in both.parameters() if q.dim() < 2], "weight_decay": 0.0}], lr=p.lr)
+    steps_per_epoch = math.ceil(len(ids) / p.batch_size)
+    total, warmup = steps_per_epoch * p.epochs, int(p.warmup_fraction * steps_per_epoch * p.epochs)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
+                                                  0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / max(1, total - warmup)))))
+    generator = torch.Generator().manual_seed(t.seed)
+    lengths = np.asarray([len(x) for x in ids])
+    metrics = {"kind": "pretrained", "objective": "masked language model (sampled softmax)",
+               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+               "num_parameters": model.num_parameters(),
+               "data": {"source": source, "splits": p.splits, "reviews": len(ids)},
+               "config": config.to_dict(), "history": [], "device": str(device),
+               "device_name": _device_name(device), "versions": versions(), "wall_time_seconds": None}
+
+    for epoch in range(1, p.epochs + 1):
+        both.train()
+        cb.on_epoch_start(epoch, p.epochs, len(ids))
+        epoch_start = time.perf_counter()
+        loss_sum, correct, predicted, seen = 0.0, 0, 0, 0
+        for batch in make_batches(lengths, p.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch):
+            if stop.requested:
+                done = f"epoch {epoch - 1} is saved in {output}" if epoch > 1 else "no epoch was saved"
+                raise Interrupted(f"pretraining interrupted by {stop.reason} during epoch {epoch} of {p.epochs}; "
+                                  f"{done} (a pretraining run cannot be resumed)", exit_code=stop.exit_code)
+            input_ids, padding_mask = collate(ids, batch)
+            corrupted, chosen, targets = mask_tokens(input_ids, padding_mask, p.mask_fraction, vocab_size, generator)
+            if not bool(chosen.any()):
+                continue
+            candidates, target_index = sampled_candidates(targets, p.negatives, vocab_size, generator)
+            hidden = model.encode(corrupted.to(device), padding_mask.to(device))      # (batch, seq_len, d_model)
+            logits = head(hidden[chosen.to(device)], candidates.to(device))           # (n_chosen, k)
+            loss = F.cross_entropy(logits, target_index.to(device))
+            if not torch.isfinite(loss):
+                raise SentimentError(f"pretraining diverged at epoch {epoch} (loss {loss.item()}); "
+                                     "lower [pretrain] lr")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if p.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(both.parameters(), p.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            n_chosen = int(targets.numel())
+            loss_sum += loss.item() * n_chosen
+            correct += int((logits.argmax(1) == target_index.to(device)).sum())
+            predicted += n_chosen
+            seen += len(batch)
+            cb.on_step(len(batch), loss_sum / predicted, correct / predicted,
+                       seen / (time.perf_counter() - epoch_start))
+        seconds = time.perf_counter() - epoch_start
+        record = {"epoch": epoch, "mlm_loss": loss_sum / max(predicted, 1), "mlm_accuracy": correct / max(predicted, 1),
+                  "masked_tokens": predicted, "train_seconds": seconds, "train_examples_per_second": seen / seconds,
+                  "learning_rate": scheduler.get_last_lr()[0]}
+        metrics["history"].append(record)
+        metrics["wall_time_seconds"] = time.perf_counter() - start
+        save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
+        cb.on_epoch_end(record)
+    return TrainResult(output, metrics)

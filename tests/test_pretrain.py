@@ -1,0 +1,114 @@
+"""Masked-language-model pretraining and fine-tuning from it (``sentiment pretrain``, ``train --init``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from sentiment_cli.checkpoint import load_checkpoint
+from sentiment_cli.errors import CheckpointError, ConfigError
+from sentiment_cli.pretrain import FIRST_WORD_ID, MASK_ID, mask_tokens, pretrain, sampled_candidates
+from sentiment_cli.train import train
+
+from .conftest import PYTHON, SUBPROCESS_ENV, small_config
+
+
+def pretrain_config(**pretrain_settings):
+    # The committed slice has no unsupervised split: pretrain on its training part.
+    return small_config().override("pretrain", **{"splits": "train", "epochs": 2, "negatives": 256,
+                                                  "lr": 3e-3, **pretrain_settings})
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pre") / "encoder"
+    result = pretrain(pretrain_config(), out)
+    return out, result.metrics
+
+
+def test_mask_tokens_follows_bert_recipe():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(FIRST_WORD_ID, 1000, (64, 200))
+    padding = torch.zeros(64, 200, dtype=torch.bool)
+    padding[:, 150:] = True
+    corrupted, chosen, targets = mask_tokens(ids, padding, 0.15, 1000, g)
+    assert not chosen[padding].any()                                  # padding is never a target
+    assert torch.equal(targets, ids[chosen])                          # targets are the original words
+    assert 0.13 < chosen.sum().item() / (~padding).sum().item() < 0.17
+    masked = (corrupted[chosen] == MASK_ID).float().mean().item()
+    kept = (corrupted[chosen] == ids[chosen]).float().mean().item()
+    assert 0.76 < masked < 0.84 and 0.07 < kept < 0.14                # 80% masked, ~10% kept (+ random hits)
+    assert torch.equal(corrupted[~chosen], ids[~chosen])              # everything else untouched
+    assert corrupted.min() >= MASK_ID and not (corrupted[chosen] == 0).any()
+
+
+def test_sampled_candidates_contain_every_target():
+    g = torch.Generator().manual_seed(0)
+    targets = torch.tensor([5, 9, 5, 700, 3])
+    candidates, index = sampled_candidates(targets, 50, 1000, g)
+    assert torch.equal(candidates[index], targets)
+    assert torch.equal(candidates, torch.unique(candidates)) and candidates.min() >= FIRST_WORD_ID
+    assert len(candidates) > len(set(targets.tolist()))               # negatives were added
+
+
+def test_pretrain_writes_an_encoder_that_learns(pretrained):
+    out, metrics = pretrained
+    assert {"config.json", "model.safetensors", "tokenizer.json", "metrics.json"} <= {p.name for p in out.iterdir()}
+    assert metrics["kind"] == "pretrained" and metrics["data"]["splits"] == "train"
+    first, last = metrics["history"]
+    assert last["mlm_loss"] < first["mlm_loss"]                     # the masked-word loss goes down
+    assert json.loads((out / "metrics.json").read_text())["history"] == metrics["history"]
+    with pytest.raises(CheckpointError, match="fine-tune it first: sentiment train --init"):
+        load_checkpoint(out)                                          # its head is untrained: not for predict
+
+
+def test_train_starts_from_the_pretrained_encoder(pretrained, tmp_path):
+    out, _ = pretrained
+    encoder = load_checkpoint(out, pretrained_ok=True)
+    cfg = small_config(epochs=1, init_from=str(out))
+    result = train(cfg, tmp_path / "ft")
+    tuned = load_checkpoint(tmp_path / "ft")
+    assert (tmp_path / "ft" / "tokenizer.json").read_text() == (out / "tokenizer.json").read_text()
+    assert result.metrics["pretrained"]["from"] == str(out.resolve())
+    # One epoch of fine-tuning moves the embedding a little; it stays far closer to the
+    # pretrained one than to a fresh random initialisation (which is what a silent no-op load would give).
+    w0, w1 = encoder.model.token_embedding.weight, tuned.model.token_embedding.weight
+    assert (w1 - w0).norm() < 0.5 * w0.norm()
+
+
+def test_init_from_refuses_a_mismatched_config(pretrained, tmp_path):
+    out, _ = pretrained
+    cfg = small_config(init_from=str(out)).override("model", d_model=16, n_heads=2)
+    with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
+        train(cfg, tmp_path / "ft")
+
+
+def test_init_from_refuses_a_classifier_and_a_missing_folder(trained_checkpoint, tmp_path):
+    with pytest.raises(CheckpointError, match="not written by `sentiment pretrain`"):
+        train(small_config(init_from=str(trained_checkpoint)), tmp_path / "a")
+    with pytest.raises(CheckpointError, match="run `sentiment pretrain -o"):
+        train(small_config(init_from=str(tmp_path / "nowhere")), tmp_path / "b")
+
+
+def test_cli_pretrain_then_predict_refuses_it(tmp_path):
+    cfg = tmp_path / "pre.toml"
+    cfg.write_text('[model]\nd_model = 16\nn_heads = 2\n[data]\nvocab_size = 2000\n'
+                   '[pretrain]\nsplits = "unsupervised"\nnegatives = 64\n')
+    from .conftest import SMALL_DATA
+    run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
+                          "-o", str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
+    # The slice has no unsupervised split: one line that says what to do, exit 1.
+    assert run.returncode == 1 and run.stderr.strip().splitlines()[-1] == (
+        f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test); "
+        'set [pretrain] splits = "train"')
+    cfg.write_text(cfg.read_text().replace('"unsupervised"', '"train"'))
+    run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
+                          "-o", str(tmp_path / "enc"), "--json"], capture_output=True, text=True, env=SUBPROCESS_ENV)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["kind"] == "pretrained"
+    run = subprocess.run([PYTHON, "-m", "sentiment_cli", "predict", "Great film.", "--checkpoint",
+                          str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
+    assert run.returncode == 1 and "fine-tune it first" in run.stderr and "Traceback" not in run.stderr
