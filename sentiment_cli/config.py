@@ -86,6 +86,10 @@ class TrainingConfig:
     eval_batch_size: int = _spec(512, lo=1, help="reviews per batch in validation and eval")
     seed: int = _spec(1234, lo=0, help="seed for the split, shuffling, initialisation and dropout")
     device: str = _spec("auto", choices=("auto", "cpu", "cuda"), help="auto = CUDA when available, else CPU")
+    token_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
+                                 help="share of a training review's tokens replaced by <unk> at each step (word dropout)")
+    embedding_lr_scale: float = _spec(1.0, lo=0.0, help="the token embedding's learning rate as a multiple of lr; "
+                                                        "0 freezes it (e.g. when it comes pretrained)")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

@@ -33,7 +33,7 @@ from .data import collate, load_train_validation, make_batches
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import autocast, evaluate_ids
 from .interrupts import StopFlag
-from .model import SentimentClassifier
+from .model import UNK_ID, SentimentClassifier
 from .report import TrainingReport, write_training_report
 from .tokenizer import build_tokenizer, encode, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
@@ -112,10 +112,31 @@ def lr_lambda(config: Config, total_steps: int):
 def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
     """AdamW (Loshchilov & Hutter 2019); weight decay on matrices only, not biases or norms."""
     t = config.training
-    decay = [p for p in model.parameters() if p.dim() >= 2]
+    embedding = [model.token_embedding.weight] if t.embedding_lr_scale != 1.0 else []
+    decay = [p for p in model.parameters() if p.dim() >= 2 and not any(p is e for e in embedding)]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=t.lr, betas=t.betas)
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if embedding:   # its own group only when it differs, so that older trainer states still resume
+        groups.append({"params": embedding, "weight_decay": t.weight_decay, "lr": t.lr * t.embedding_lr_scale})
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas)
+
+
+def word_dropout(input_ids: torch.Tensor, padding_mask: torch.Tensor, rate: float) -> torch.Tensor:
+    """Replace each real token by ``<unk>`` with probability ``rate`` (word dropout, Iyyer et al. 2015).
+
+    No single word can then carry a review on its own, which discourages
+    memorising rare words such as the names in one movie's reviews.
+
+    Args:
+        input_ids: ``(batch, seq_len)`` int64.
+        padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding (left as it is).
+        rate: probability in [0, 1); draws from torch's global CPU generator.
+
+    Returns:
+        ``(batch, seq_len)`` int64, a new tensor.
+    """
+    dropped = (torch.rand(input_ids.shape) < rate) & ~padding_mask
+    return input_ids.masked_fill(dropped, UNK_ID)
 
 
 def versions() -> dict[str, str]:
@@ -341,6 +362,8 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
                                   bucket=t.bucket_batches):
             batch = shard[local]
             input_ids, padding_mask = collate(train_ids, batch)
+            if t.token_dropout > 0:
+                input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
             target = train_labels[torch.as_tensor(batch)].to(device)
             with autocast(device, t.autocast_bf16):
                 logits = net(input_ids.to(device), padding_mask.to(device))

@@ -112,3 +112,13 @@ def test_cli_pretrain_then_predict_refuses_it(tmp_path):
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "predict", "Great film.", "--checkpoint",
                           str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
     assert run.returncode == 1 and "fine-tune it first" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_frozen_embedding_keeps_the_pretrained_one(pretrained, tmp_path):
+    out, _ = pretrained
+    cfg = small_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0)
+    train(cfg, tmp_path / "ft")
+    before = load_checkpoint(out, pretrained_ok=True).model
+    after = load_checkpoint(tmp_path / "ft").model
+    assert torch.equal(before.token_embedding.weight, after.token_embedding.weight)
+    assert not torch.equal(before.encoder.layers[0].linear1.weight, after.encoder.layers[0].linear1.weight)

@@ -27,3 +27,21 @@ def test_metrics_record_what_reproduces_the_run(tmp_path):
     assert {"python", "torch", "tokenizers", "datasets", "sentiment_cli"} <= set(m["versions"])
     assert m["config"]["training"]["seed"] == 1234 and m["config"]["model"]["d_model"] == 32
     assert m["data"]["fingerprint"].startswith("sha256:") and m["data"]["train_examples"] == 900
+
+
+def test_word_dropout_replaces_real_tokens_only():
+    import torch
+
+    from sentiment_cli.model import UNK_ID
+    from sentiment_cli.train import word_dropout
+
+    torch.manual_seed(0)
+    ids = torch.randint(2, 1000, (32, 300))
+    padding = torch.zeros(32, 300, dtype=torch.bool)
+    padding[:, 200:] = True
+    ids[padding] = 0
+    out = word_dropout(ids, padding, 0.2)
+    changed = out != ids
+    assert not changed[padding].any() and (out[changed] == UNK_ID).all()
+    assert 0.18 < changed.sum().item() / (~padding).sum().item() < 0.22
+    assert torch.equal(word_dropout(ids, padding, 0.0), ids)
