@@ -260,13 +260,15 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     return {
         "checkpoint": str(directory),
         "name": directory.resolve().name,
+        "kind": metrics.get("kind", "classifier"),   # "pretrained": a `sentiment pretrain` encoder
+        "pretrained": metrics.get("pretrained"),      # the encoder a classifier started from, if any
         "created": metrics.get("created", UNKNOWN),
         "labels": list(LABELS),
         "config": config.to_dict(),
         "vocab_size": vocab_size,
         "parameters": counts,
         "data": {"source": data.get("source", config.data.source),
-                 "train_examples": data.get("train_examples"),
+                 "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
                  "validation_examples": data.get("validation_examples"),
                  "fingerprint": data.get("fingerprint", UNKNOWN)},
         "training": {"epochs": len(history), "epochs_planned": config.training.epochs, "best_epoch": best,
@@ -318,6 +320,19 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     epochs = f"{t['epochs']} of {t['epochs_planned']}, best epoch {t['best_epoch']}"
     if t["stopped_early"]:
         epochs += " (stopped early)"
+    optimizer = (f"AdamW, lr {tr['lr']:g} ({tr['schedule']} schedule), weight decay "
+                 f"{tr['weight_decay']:g}, batch {tr['batch_size']}")
+    if card.get("kind") == "pretrained":
+        pre = card["config"]["pretrain"]
+        epochs = (f"{t['epochs']} of {pre['epochs']} of masked-language-model pretraining on {pre['splits']} "
+                  "(classifier head untrained)")
+        optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
+                     f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
+    start = []
+    if card.get("pretrained"):
+        pre = card["pretrained"]
+        start = [("initialised from", f"{pre.get('from')} ({pre.get('epochs')} pretraining epochs, "
+                                      f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
     return [
         ("Model", [
             ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
@@ -334,9 +349,9 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
             ("fingerprint", str(data["fingerprint"])),
         ]),
         ("Training", [
+            *start,
             ("epochs", epochs),
-            ("optimizer", f"AdamW, lr {tr['lr']:g} ({tr['schedule']} schedule), weight decay "
-                          f"{tr['weight_decay']:g}, batch {tr['batch_size']}"),
+            ("optimizer", optimizer),
             ("device", device),
             ("wall time", _num(t["wall_time_seconds"], ".0f") + " s" if t["wall_time_seconds"] is not None else UNKNOWN),
             ("seed", str(t["seed"])),
