@@ -207,10 +207,10 @@ def pretrain(
     seed: Annotated[Optional[int], typer.Option(help="Override \\[training] seed.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")] = False,
 ) -> None:
-    """Pretrain the encoder as a masked language model on unlabelled reviews (never validation or test).
+    """Pretrain on unlabelled reviews (never validation or test): word2vec embeddings or a masked language model.
 
-    `sentiment train --init DIR` then fine-tunes it. Ctrl-C or SIGTERM stops at the next step; completed
-    epochs stay saved.
+    `sentiment train --init DIR` then fine-tunes it. Ctrl-C or SIGTERM stops at the next step (word2vec: the
+    next epoch); completed epochs stay saved.
     """
     with _errors():
         from .config import load_config
@@ -317,7 +317,7 @@ class _RichTrainCallbacks:
 
 
 class _RichPretrainCallbacks(_RichTrainCallbacks):
-    """Renders pretraining progress: masked-word loss and accuracy (among the sampled candidates)."""
+    """Renders pretraining progress: masked-word loss and accuracy (among the sampled candidates) for mlm."""
 
     def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
         self.progress.update(self.task, advance=examples,
@@ -325,10 +325,9 @@ class _RichPretrainCallbacks(_RichTrainCallbacks):
 
     def on_epoch_end(self, r: dict) -> None:
         self.close()
-        self.console.print(
-            f"epoch {r['epoch']:>2}  mlm loss {r['mlm_loss']:.4f} acc {r['mlm_accuracy']:.2%}  "
-            f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s",
-            highlight=False, soft_wrap=True)
+        mlm = f"mlm loss {r['mlm_loss']:.4f} acc {r['mlm_accuracy']:.2%}  " if "mlm_loss" in r else ""
+        self.console.print(f"epoch {r['epoch']:>2}  {mlm}{r['train_examples_per_second']:,.0f} reviews/s  "
+                           f"{r['train_seconds']:.1f}s", highlight=False, soft_wrap=True)
 
 
 def _render_train_summary(console, result) -> None:

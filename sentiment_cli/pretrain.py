@@ -1,25 +1,34 @@
-"""Masked-language-model pretraining of the encoder on unlabelled reviews (``sentiment pretrain``).
+"""Pretraining on unlabelled reviews (``sentiment pretrain``), for ``sentiment train --init`` to start from.
 
-The objective is BERT's (Devlin et al. 2019, section 3.1): pick
-``mask_fraction`` of the real tokens of each review, replace 80% of them with
-the mask token, 10% with a random word and leave 10% as they are, and predict
-the original words from the encoder's states at those positions. The
-prediction head is a dense layer, GELU and LayerNorm followed by the token
-embedding matrix itself (tied weights, Press & Wolf 2017). The mask token is
-``<unk>``: the tokenizer has no other spare id, and an unknown word is what a
-masked word looks like to the fine-tuned classifier anyway.
+Two objectives (``[pretrain] objective``):
 
-A softmax over the whole 50,000-word vocabulary at ~2,500 masked positions a
-step costs ~20x the encoder on a CPU, so the softmax runs over a sampled
-candidate set instead (sampled softmax, Jean et al. 2015): every word that is
-a target somewhere in the batch, plus ``negatives`` words drawn uniformly from
-the vocabulary.
+``word2vec`` (the default config's) learns the token embedding only, by
+skip-gram with negative sampling (Mikolov et al. 2013, "Distributed
+Representations of Words and Phrases"; gensim's implementation) over the
+reviews' tokens; the encoder starts from a random initialisation as usual.
+Each embedding dimension is standardised over the vocabulary to mean 0 and
+standard deviation 1, the scale of ``nn.Embedding``'s own initialisation that
+the sinusoidal positions are added to.
 
-The result is an ordinary checkpoint folder (``config.json``,
-``model.safetensors``, ``tokenizer.json``, ``metrics.json`` with
-``"kind": "pretrained"``) whose dense head is untrained; ``sentiment train``
-starts from it with ``--init DIR`` (or ``[training] init_from``), keeping its
-tokenizer and encoder weights.
+``mlm`` trains the whole encoder as a masked language model (Devlin et al.
+2019, section 3.1): pick ``mask_fraction`` of the real tokens of each review,
+replace 80% of them with the mask token, 10% with a random word and leave
+10% as they are, and predict the original words from the encoder's states at
+those positions. The prediction head is a dense layer, GELU and LayerNorm
+followed by the token embedding matrix itself (tied weights, Press & Wolf
+2017). The mask token is ``<unk>``: the tokenizer has no other spare id, and
+an unknown word is what a masked word looks like to the fine-tuned
+classifier anyway. A softmax over the whole 50,000-word vocabulary at ~2,500
+masked positions a step costs ~20x the encoder on a CPU, so it runs over a
+sampled candidate set instead (sampled softmax, Jean et al. 2015): every word
+that is a target somewhere in the batch, plus ``negatives`` words drawn
+uniformly from the vocabulary.
+
+Both build the tokenizer on the pretraining reviews and write an ordinary
+checkpoint folder (``config.json``, ``model.safetensors``, ``tokenizer.json``,
+``metrics.json`` with ``"kind": "pretrained"``) whose dense head is
+untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
+``[training] init_from``), keeping its tokenizer and weights.
 """
 
 from __future__ import annotations
@@ -126,7 +135,7 @@ def sampled_candidates(targets: Tensor, negatives: int, vocab_size: int,
 
 def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
              stop: StopFlag | None = None) -> TrainResult:
-    """Pretrain the encoder as a masked language model and write it to ``output`` after every epoch.
+    """Pretrain with ``[pretrain] objective`` and write the result to ``output`` after every epoch.
 
     Reads the ``[model]``, ``[data]`` and ``[pretrain]`` settings, and
     ``seed`` and ``device`` from ``[training]``. The tokenizer is built on the
@@ -137,9 +146,10 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         config: the run configuration.
         output: checkpoint folder; created if needed.
         callbacks: progress hooks (``on_stage``, ``on_epoch_start``, ``on_step``
-            with the masked-word loss and accuracy, ``on_epoch_end``).
-        stop: polled at every step; once set, the run stops. Epochs already
-            completed stay saved; there is no resuming a pretraining run.
+            with the masked-word loss and accuracy (mlm only), ``on_epoch_end``).
+        stop: polled at every step (mlm) or epoch (word2vec); once set, the
+            run stops. Epochs already completed stay saved; there is no
+            resuming a pretraining run.
 
     Returns:
         :class:`~.train.TrainResult` with the folder and its ``metrics.json`` content.
@@ -166,12 +176,87 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
-    tokenizer_json = save_tokenizer(tokenizer)
-    cb.on_stage("tokenizing")
-    ids = [x for x in encode(tokenizer, texts, config.data) if x]
-    vocab_size = tokenizer.get_vocab_size()
+    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(),
+                                max_length=config.data.max_length)
+    metrics = {"kind": "pretrained", "objective": p.objective,
+               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+               "num_parameters": model.num_parameters(),
+               "data": {"source": source, "splits": p.splits, "reviews": len(texts)},
+               "config": config.to_dict(), "history": [], "device": str(device),
+               "device_name": _device_name(device), "versions": versions(), "wall_time_seconds": None}
 
-    model = SentimentClassifier(config.model, vocab_size=vocab_size, max_length=config.data.max_length).to(device)
+    def save_epoch(record: dict) -> None:
+        metrics["history"].append(record)
+        metrics["wall_time_seconds"] = time.perf_counter() - start
+        save_checkpoint(output, config=config, model=model, tokenizer_json=save_tokenizer(tokenizer),
+                        metrics=metrics)
+        cb.on_epoch_end(record)
+
+    def check_stop(epoch: int) -> None:
+        if stop.requested:
+            done = f"epoch {epoch - 1} is saved in {output}" if epoch > 1 else "no epoch was saved"
+            raise Interrupted(f"pretraining interrupted by {stop.reason} during epoch {epoch} of {p.epochs}; "
+                              f"{done} (a pretraining run cannot be resumed)", exit_code=stop.exit_code)
+
+    if p.objective == "word2vec":
+        _word2vec(config, model, tokenizer, texts, cb, check_stop, save_epoch)
+    else:
+        _masked_lm(config, model.to(device), device, encode(tokenizer, texts, config.data), cb, check_stop,
+                   save_epoch)
+    return TrainResult(output, metrics)
+
+
+def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list[str], cb: TrainCallbacks,
+              check_stop, save_epoch) -> None:
+    """Skip-gram word2vec over whole reviews (no truncation) into ``model.token_embedding``."""
+    from gensim.models import Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    p, t = config.pretrain, config.training
+    cb.on_stage("tokenizing")
+    sentences = [e.tokens for e in tokenizer.encode_batch(texts)]   # lists of words, as gensim wants them
+    vocab = tokenizer.get_vocab()
+    words = [w for w, i in vocab.items() if i >= FIRST_WORD_ID]
+
+    class Epochs(CallbackAny2Vec):
+        def __init__(self):
+            self.epoch, self.began = 0, 0.0
+
+        def on_epoch_begin(self, w2v):
+            self.epoch += 1
+            check_stop(self.epoch)
+            cb.on_epoch_start(self.epoch, p.epochs, len(sentences))
+            self.began = time.perf_counter()
+
+        def on_epoch_end(self, w2v):
+            seconds = time.perf_counter() - self.began
+            _embed(model, w2v.wv, vocab, words)
+            save_epoch({"epoch": self.epoch, "train_seconds": seconds,
+                        "train_examples_per_second": len(sentences) / seconds})
+
+    cb.on_stage(f"word2vec on {sum(map(len, sentences)):,} tokens")
+    # Every word of the tokenizer's vocabulary gets a vector (min_count=1 over the same reviews it was
+    # built from). Several worker threads make gensim's result depend on thread timing.
+    Word2Vec(sentences, vector_size=config.model.d_model, window=p.window, min_count=1, sg=1, negative=5,
+             epochs=p.epochs, workers=max(1, torch.get_num_threads()), seed=t.seed, callbacks=[Epochs()])
+
+
+def _embed(model: SentimentClassifier, vectors, vocab: dict[str, int], words: list[str]) -> None:
+    """Copy word vectors into the token embedding, each dimension standardised over the vocabulary."""
+    known = [w for w in words if w in vectors.key_to_index]
+    rows = torch.tensor([vocab[w] for w in known])
+    values = torch.from_numpy(vectors[known].copy()).float()                      # (n_words, d_model)
+    values = (values - values.mean(0)) / values.std(0).clamp_min(1e-6)
+    with torch.no_grad():
+        model.token_embedding.weight[rows] = values
+
+
+def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
+               cb: TrainCallbacks, check_stop, save_epoch) -> None:
+    """The masked-language-model loop (see the module docstring)."""
+    p, t = config.pretrain, config.training
+    ids = [x for x in ids if x]
+    vocab_size = model.vocab_size
     head = MaskedLMHead(model.token_embedding).to(device)
     both = nn.ModuleList([model, head])   # .parameters() lists the shared embedding once
     optimizer = torch.optim.AdamW(
@@ -183,12 +268,6 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
                                                   0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / max(1, total - warmup)))))
     generator = torch.Generator().manual_seed(t.seed)
     lengths = np.asarray([len(x) for x in ids])
-    metrics = {"kind": "pretrained", "objective": "masked language model (sampled softmax)",
-               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
-               "num_parameters": model.num_parameters(),
-               "data": {"source": source, "splits": p.splits, "reviews": len(ids)},
-               "config": config.to_dict(), "history": [], "device": str(device),
-               "device_name": _device_name(device), "versions": versions(), "wall_time_seconds": None}
 
     for epoch in range(1, p.epochs + 1):
         both.train()
@@ -196,10 +275,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         epoch_start = time.perf_counter()
         loss_sum, correct, predicted, seen = 0.0, 0, 0, 0
         for batch in make_batches(lengths, p.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch):
-            if stop.requested:
-                done = f"epoch {epoch - 1} is saved in {output}" if epoch > 1 else "no epoch was saved"
-                raise Interrupted(f"pretraining interrupted by {stop.reason} during epoch {epoch} of {p.epochs}; "
-                                  f"{done} (a pretraining run cannot be resumed)", exit_code=stop.exit_code)
+            check_stop(epoch)
             input_ids, padding_mask = collate(ids, batch)
             corrupted, chosen, targets = mask_tokens(input_ids, padding_mask, p.mask_fraction, vocab_size, generator)
             if not bool(chosen.any()):
@@ -225,11 +301,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
             cb.on_step(len(batch), loss_sum / predicted, correct / predicted,
                        seen / (time.perf_counter() - epoch_start))
         seconds = time.perf_counter() - epoch_start
-        record = {"epoch": epoch, "mlm_loss": loss_sum / max(predicted, 1), "mlm_accuracy": correct / max(predicted, 1),
-                  "masked_tokens": predicted, "train_seconds": seconds, "train_examples_per_second": seen / seconds,
-                  "learning_rate": scheduler.get_last_lr()[0]}
-        metrics["history"].append(record)
-        metrics["wall_time_seconds"] = time.perf_counter() - start
-        save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
-        cb.on_epoch_end(record)
-    return TrainResult(output, metrics)
+        save_epoch({"epoch": epoch, "mlm_loss": loss_sum / max(predicted, 1),
+                    "mlm_accuracy": correct / max(predicted, 1), "masked_tokens": predicted,
+                    "train_seconds": seconds, "train_examples_per_second": seen / seconds,
+                    "learning_rate": scheduler.get_last_lr()[0]})

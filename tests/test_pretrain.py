@@ -122,3 +122,18 @@ def test_frozen_embedding_keeps_the_pretrained_one(pretrained, tmp_path):
     after = load_checkpoint(tmp_path / "ft").model
     assert torch.equal(before.token_embedding.weight, after.token_embedding.weight)
     assert not torch.equal(before.encoder.layers[0].linear1.weight, after.encoder.layers[0].linear1.weight)
+
+
+def test_word2vec_pretraining_fills_the_embedding(tmp_path):
+    cfg = pretrain_config(objective="word2vec", epochs=3)
+    result = pretrain(cfg, tmp_path / "w2v")
+    ckpt = load_checkpoint(tmp_path / "w2v", pretrained_ok=True)
+    w = ckpt.model.token_embedding.weight
+    assert result.metrics["objective"] == "word2vec" and len(result.metrics["history"]) == 3
+    assert abs(w[2:].mean().item()) < 1e-3 and abs(w[2:].std().item() - 1) < 0.05   # standardised per dimension
+    assert w[0].abs().sum() == 0                                                       # <pad> stays zero
+
+    def cos(a, b):
+        return torch.cosine_similarity(w[ckpt.tokenizer.token_to_id(a)], w[ckpt.tokenizer.token_to_id(b)], 0).item()
+    # Words used alike end up alike; 900 reviews are enough for that, not for sentiment.
+    assert cos("movie", "film") > cos("movie", "the") + 0.3
