@@ -237,6 +237,10 @@ def render(results: dict) -> None:
                       f"{seed['train_examples_per_second'] / nb['train_examples_per_second']:.2f}x (target 1.5x), "
                       f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x "
                       f"(target 1.5x)", highlight=False)
+    for key, r in results["ours"].items():
+        if r.get("pretrain_seconds"):
+            console.print(f"{key}: training time = pretraining {_fmt_s(r['pretrain_seconds'])} + fine-tuning "
+                          f"{_fmt_s(r['finetune_seconds'])}", highlight=False)
     cs = results.get("coldstart")
     if cs:
         console.print(f"cold start (median of {cs['repeats']}): python -c 'import torch' {cs['import_torch_seconds']:.2f} s, "
@@ -275,6 +279,10 @@ def markdown(results: dict) -> str:
         lines.append(f"Seed config vs the notebook loop, same run: training examples/s "
                      f"{seed['train_examples_per_second'] / nb['train_examples_per_second']:.2f}x, "
                      f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x.")
+    for key, r in results["ours"].items():
+        if r.get("pretrain_seconds"):
+            lines.append(f"`configs/{key}.toml`: training time = pretraining {_fmt_s(r['pretrain_seconds'])} "
+                         f"(`sentiment pretrain`) + fine-tuning {_fmt_s(r['finetune_seconds'])}.")
     cs = results.get("coldstart")
     if cs:
         lines.append(f"Cold start (median of {cs['repeats']}): `python -c \"import torch\"` "

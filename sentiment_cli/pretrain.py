@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -236,9 +237,15 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
 
     cb.on_stage(f"word2vec on {sum(map(len, sentences)):,} tokens")
     # Every word of the tokenizer's vocabulary gets a vector (min_count=1 over the same reviews it was
-    # built from). Several worker threads make gensim's result depend on thread timing.
+    # built from). One worker thread and a stable hash for the initial vectors (gensim's default is
+    # Python's per-process salted hash): the same seed gives the same vectors, run after run.
     Word2Vec(sentences, vector_size=config.model.d_model, window=p.window, min_count=1, sg=1, negative=5,
-             epochs=p.epochs, workers=max(1, torch.get_num_threads()), seed=t.seed, callbacks=[Epochs()])
+             epochs=p.epochs, workers=1, seed=t.seed, hashfxn=_stable_hash, callbacks=[Epochs()])
+
+
+def _stable_hash(text: str) -> int:
+    """A hash of ``text`` that is the same in every process (unlike ``hash``)."""
+    return zlib.crc32(text.encode("utf-8"))
 
 
 def _embed(model: SentimentClassifier, vectors, vocab: dict[str, int], words: list[str]) -> None:
