@@ -98,16 +98,16 @@ class TrainingConfig:
 class PretrainConfig:
     """Pretraining on unlabelled reviews (``sentiment pretrain``): word2vec embeddings or a masked language model."""
 
-    objective: str = _spec("mlm", choices=("mlm", "word2vec"),
+    objective: str = _spec("word2vec", choices=("word2vec", "mlm"),
                            help="mlm: the whole encoder (Devlin et al. 2019); word2vec: the token embedding "
                                 "only, skip-gram with negative sampling (Mikolov et al. 2013, gensim)")
-    epochs: int = _spec(1, lo=1, help="passes over the pretraining reviews")
+    epochs: int = _spec(5, lo=1, help="passes over the pretraining reviews")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
-    batch_size: int = _spec(64, lo=1, help="reviews per optimizer step")
-    lr: float = _spec(2e-3, lo=0.0, lo_open=True, help="peak AdamW learning rate (warmup, then cosine decay)")
-    weight_decay: float = _spec(0.01, lo=0.0, help="AdamW decoupled weight decay on matrices")
-    warmup_fraction: float = _spec(0.05, lo=0.0, hi=1.0, help="share of all steps spent warming up linearly")
-    grad_clip: float = _spec(1.0, lo=0.0, help="max global gradient norm; 0 disables clipping")
+    batch_size: int = _spec(64, lo=1, help="mlm: reviews per optimizer step")
+    lr: float = _spec(2e-3, lo=0.0, lo_open=True, help="mlm: peak AdamW learning rate (warmup, then cosine decay)")
+    weight_decay: float = _spec(0.01, lo=0.0, help="mlm: AdamW decoupled weight decay on matrices")
+    warmup_fraction: float = _spec(0.05, lo=0.0, hi=1.0, help="mlm: share of all steps spent warming up linearly")
+    grad_clip: float = _spec(1.0, lo=0.0, help="mlm: max global gradient norm; 0 disables clipping")
     mask_fraction: float = _spec(0.15, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
                                  help="mlm: share of tokens to predict (Devlin et al. 2019: 15%)")
     negatives: int = _spec(2048, lo=0,

@@ -223,6 +223,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         SentimentError: the loss became NaN or infinite.
     """
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=_absolute_source(config.data.source)))
+    if config.training.init_from:   # fail before the minutes of loading and tokenizing, not after
+        _check_pretrained_folder(Path(config.training.init_from))
     return _run(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), saved=None)
 
 
@@ -445,6 +447,12 @@ _SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_fir
 _TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
 
 
+def _check_pretrained_folder(directory: Path) -> None:
+    if not (directory / "config.json").exists():
+        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
+                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
+
+
 def load_pretrained(directory: str | Path, config: Config):
     """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
 
@@ -460,9 +468,7 @@ def load_pretrained(directory: str | Path, config: Config):
     from .errors import ConfigError
 
     directory = Path(directory)
-    if not (directory / "config.json").exists():
-        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
-                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
+    _check_pretrained_folder(directory)
     ckpt = load_checkpoint(directory, pretrained_ok=True)
     if ckpt.metrics.get("kind") != "pretrained":
         raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "

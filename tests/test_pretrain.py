@@ -18,7 +18,7 @@ from .conftest import PYTHON, SUBPROCESS_ENV, small_config
 
 def pretrain_config(**pretrain_settings):
     # The committed slice has no unsupervised split: pretrain on its training part.
-    return small_config().override("pretrain", **{"splits": "train", "epochs": 2, "negatives": 256,
+    return small_config().override("pretrain", **{"objective": "mlm", "splits": "train", "epochs": 2, "negatives": 256,
                                                   "lr": 3e-3, **pretrain_settings})
 
 
@@ -96,7 +96,7 @@ def test_init_from_refuses_a_classifier_and_a_missing_folder(trained_checkpoint,
 def test_cli_pretrain_then_predict_refuses_it(tmp_path):
     cfg = tmp_path / "pre.toml"
     cfg.write_text('[model]\nd_model = 16\nn_heads = 2\n[data]\nvocab_size = 2000\n'
-                   '[pretrain]\nsplits = "unsupervised"\nnegatives = 64\n')
+                   '[pretrain]\nobjective = "mlm"\nepochs = 1\nsplits = "unsupervised"\nnegatives = 64\n')
     from .conftest import SMALL_DATA
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
                           "-o", str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
