@@ -50,7 +50,7 @@ from .config import Config
 from .data import collate, load_pretraining_texts, make_batches
 from .errors import Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
-from .model import PAD_ID, UNK_ID, SentimentClassifier
+from .model import UNK_ID, SentimentClassifier
 from .tokenizer import build_tokenizer, encode, save_tokenizer
 from .train import (TrainCallbacks, TrainResult, _absolute_source, _check_writable, _device_name, resolve_device,
                     seed_everything, versions)
