@@ -223,8 +223,6 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         SentimentError: the loss became NaN or infinite.
     """
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=_absolute_source(config.data.source)))
-    if config.training.init_from:   # fail before the minutes of loading and tokenizing, not after
-        _check_pretrained_folder(Path(config.training.init_from))
     return _run(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), saved=None)
 
 
@@ -270,6 +268,8 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
         raise UsageError("[training] autocast_bf16: this GPU does not support bfloat16; set it to false")
     if info.is_main:
         _check_writable(output)
+    if saved is None and t.init_from:   # fail before the minutes of loading and tokenizing, not after
+        _check_pretrained_folder(Path(t.init_from))
     with distributed.process_group(info, device):
         if not info.is_main:
             cb = TrainCallbacks()   # rank 0 alone reports progress

@@ -251,7 +251,9 @@ def _dataset(root, train, test=None):
 ])
 def test_unusable_data_is_a_runtime_error(tmp_path, make, message):
     data = make(tmp_path)
-    r = invoke("train", "--data", data, "--output", tmp_path / "out", "--epochs", 1, "--device", "cpu")
+    # The seed config: the default one would first ask for its pretrained embeddings (`sentiment pretrain`).
+    r = invoke("train", "--config", ROOT / "configs" / "seed.toml", "--data", data, "--output", tmp_path / "out",
+               "--epochs", 1, "--device", "cpu")
     assert_one_error_line(r, 1, message.format(d=tmp_path))
 
 
@@ -273,3 +275,11 @@ def test_a_full_disk_during_training_names_the_file(tmp_path, monkeypatch):
 def test_debug_shows_the_traceback(tmp_path):
     r = runner.invoke(app, ["--debug", "train", "--data", str(tmp_path / "missing"), "--output", str(tmp_path / "o")])
     assert r.exit_code != 0 and r.exception is not None   # raised, not turned into one line
+
+
+def test_default_config_without_its_pretrained_embeddings_says_what_to_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # no checkpoints/pretrained here
+    r = invoke("train", "--data", SMALL_DATA, "--output", tmp_path / "out", "--device", "cpu")
+    assert_one_error_line(r, 1, "init_from checkpoints/pretrained: no pretrained encoder there; "
+                                "run `sentiment pretrain -o checkpoints/pretrained` first")
+    assert "loading" not in r.stderr   # refused before reading the data
