@@ -232,8 +232,8 @@ def pretrain(
             typer.echo(json.dumps(result.metrics))
             return
         m = result.metrics
-        out.print(f"pretrained encoder saved to {result.output}  ·  {m['data']['reviews']:,} reviews "
-                  f"({m['data']['splits']})  ·  {m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
+        out.print(f"pretrained {m['objective']} weights saved to {result.output}  ·  "
+                  f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  {m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
         out.print(f"fine-tune it: sentiment train --init {result.output}", highlight=False)
 
 

@@ -216,8 +216,13 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     Returns:
         :class:`TrainResult` with the folder and its metrics.
 
+    With ``[training] init_from`` set, the run starts from that
+    ``sentiment pretrain`` folder (see :func:`load_pretrained`): its tokenizer
+    and weights, with a freshly initialised dense head.
+
     Raises:
         UsageError: unusable device or output folder.
+        CheckpointError, ConfigError: ``init_from`` is missing, damaged or does not fit the config.
         DataError: the dataset cannot be loaded.
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
@@ -297,7 +302,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
         tokenizer_json = saved.tokenizer_json
         _check_same_data(saved, train_split, val_split, config.data.source)
     elif t.init_from:
-        cb.on_stage(f"starting from the pretrained encoder in {t.init_from}")
+        cb.on_stage(f"starting from the pretrained weights in {t.init_from}")
         pretrained = load_pretrained(t.init_from, config)
         tokenizer_json = pretrained.tokenizer.to_str()
     else:
