@@ -233,7 +233,8 @@ def pretrain(
             return
         m = result.metrics
         out.print(f"pretrained {m['objective']} weights saved to {result.output}  ·  "
-                  f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  {m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
+                  f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  "
+                  f"{m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
         out.print(f"fine-tune it: sentiment train --init {result.output}", highlight=False)
 
 
