@@ -52,8 +52,8 @@ from .errors import Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import UNK_ID, SentimentClassifier
 from .tokenizer import build_tokenizer, encode, save_tokenizer
-from .train import (TrainCallbacks, TrainResult, _absolute_source, _check_writable, _device_name, resolve_device,
-                    seed_everything, versions)
+from .train import (TrainCallbacks, TrainResult, _absolute_source, _check_writable, _device_name, decay_groups,
+                    lr_lambda, optimizer_step, resolve_device, seed_everything, versions)
 
 MASK_ID = UNK_ID
 FIRST_WORD_ID = 2   # ids below are <pad> and <unk>: never drawn as random words or negatives
@@ -177,6 +177,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
+    tokenizer_json = save_tokenizer(tokenizer)
     model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(),
                                 max_length=config.data.max_length)
     metrics = {"kind": "pretrained", "objective": p.objective,
@@ -189,8 +190,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     def save_epoch(record: dict) -> None:
         metrics["history"].append(record)
         metrics["wall_time_seconds"] = time.perf_counter() - start
-        save_checkpoint(output, config=config, model=model, tokenizer_json=save_tokenizer(tokenizer),
-                        metrics=metrics)
+        save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
         cb.on_epoch_end(record)
 
     def check_stop(epoch: int) -> None:
@@ -266,13 +266,9 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
     vocab_size = model.vocab_size
     head = MaskedLMHead(model.token_embedding).to(device)
     both = nn.ModuleList([model, head])   # .parameters() lists the shared embedding once
-    optimizer = torch.optim.AdamW(
-        [{"params": [q for q in both.parameters() if q.dim() >= 2], "weight_decay": p.weight_decay},
-         {"params": [q for q in both.parameters() if q.dim() < 2], "weight_decay": 0.0}], lr=p.lr)
-    steps_per_epoch = math.ceil(len(ids) / p.batch_size)
-    total, warmup = steps_per_epoch * p.epochs, int(p.warmup_fraction * steps_per_epoch * p.epochs)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
-                                                  0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / max(1, total - warmup)))))
+    optimizer = torch.optim.AdamW(decay_groups(both.parameters(), p.weight_decay), lr=p.lr)
+    total_steps = math.ceil(len(ids) / p.batch_size) * p.epochs
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda("cosine", p.warmup_fraction, total_steps))
     generator = torch.Generator().manual_seed(t.seed)
     lengths = np.asarray([len(x) for x in ids])
 
@@ -294,12 +290,7 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
             if not torch.isfinite(loss):
                 raise SentimentError(f"pretraining diverged at epoch {epoch} (loss {loss.item()}); "
                                      "lower [pretrain] lr")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if p.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(both.parameters(), p.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            optimizer_step(loss, optimizer, scheduler, both.parameters(), p.grad_clip)
             n_chosen = int(targets.numel())
             loss_sum += loss.item() * n_chosen
             correct += int((logits.argmax(1) == target_index.to(device)).sum())

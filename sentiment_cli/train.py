@@ -92,33 +92,51 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def lr_lambda(config: Config, total_steps: int):
-    """Multiplier of the peak learning rate at each step: linear warmup, then constant/linear/cosine decay."""
-    t = config.training
-    warmup = int(t.warmup_fraction * total_steps)
+def lr_lambda(schedule: str, warmup_fraction: float, total_steps: int):
+    """Multiplier of the peak learning rate at each step: linear warmup over ``warmup_fraction`` of
+    ``total_steps``, then ``schedule`` (``constant``, ``linear`` or ``cosine``) decay."""
+    warmup = int(warmup_fraction * total_steps)
 
     def f(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        if t.schedule == "constant":
+        if schedule == "constant":
             return 1.0
         progress = (step - warmup) / max(1, total_steps - warmup)
-        if t.schedule == "linear":
+        if schedule == "linear":
             return max(0.0, 1.0 - progress)
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
     return f
 
 
+def decay_groups(params, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW parameter groups: decay on matrices only, not on biases or norms."""
+    params = list(params)
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
-    """AdamW (Loshchilov & Hutter 2019); weight decay on matrices only, not biases or norms."""
+    """AdamW (Loshchilov & Hutter 2019) with :func:`decay_groups`; the embedding in a group of its own
+    when ``embedding_lr_scale`` is not 1."""
     t = config.training
     embedding = [model.token_embedding.weight] if t.embedding_lr_scale != 1.0 else []
-    decay = [p for p in model.parameters() if p.dim() >= 2 and not any(p is e for e in embedding)]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = decay_groups((p for p in model.parameters() if not any(p is e for e in embedding)), t.weight_decay)
     if embedding:   # its own group only when it differs, so that older trainer states still resume
         groups.append({"params": embedding, "weight_decay": t.weight_decay, "lr": t.lr * t.embedding_lr_scale})
     return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas)
+
+
+def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, scheduler, parameters,
+                   grad_clip: float) -> None:
+    """Backward pass, global-norm clipping of ``parameters`` (``grad_clip`` > 0), one optimizer and one
+    scheduler step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+    optimizer.step()
+    scheduler.step()
 
 
 def word_dropout(input_ids: torch.Tensor, padding_mask: torch.Tensor, rate: float) -> torch.Tensor:
@@ -326,7 +344,8 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
     steps_per_epoch = math.ceil(math.ceil(len(train_ids) / info.world_size) / local_batch)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch * t.epochs))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
+                                                                            steps_per_epoch * t.epochs))
     if saved is not None:
         _restore_optimizer(optimizer, scheduler, saved, state_path(output))
         state = LoopState.from_saved(saved, state_path(output))
@@ -381,12 +400,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
                 raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
             if stop_now:   # drop this step: the last completed epoch is on disk
                 raise _interrupted(stop, epoch, t.epochs, state.epoch, output)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if t.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            optimizer_step(loss, optimizer, scheduler, model.parameters(), t.grad_clip)
             n = len(batch)
             loss_sum += loss.item() * n
             correct += int((logits.argmax(1) == target).sum())
