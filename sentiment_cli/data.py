@@ -162,7 +162,7 @@ def load_train_validation(source: str, validation_fraction: float, seed: int) ->
 
 
 def load_pretraining_texts(source: str, splits: str, validation_fraction: float, seed: int) -> list[str]:
-    """Unlabelled reviews for masked-language-model pretraining, shuffled with ``seed``.
+    """Unlabelled reviews for pretraining (``sentiment pretrain``), shuffled with ``seed``.
 
     ``splits`` is ``unsupervised`` (IMDB's 50,000 unlabelled reviews),
     ``train`` (the training part of ``train``: the validation hold-out of
@@ -174,13 +174,14 @@ def load_pretraining_texts(source: str, splits: str, validation_fraction: float,
         DataError: see :func:`load_imdb`; also no ``unsupervised`` split when one is asked for.
     """
     ds = load_imdb(source)
+    parts = splits.split("+")
     texts: list[str] = []
-    if "unsupervised" in splits:
+    if "unsupervised" in parts:
         if "unsupervised" not in ds:
             raise DataError(f"{source} has no 'unsupervised' split (it has: {', '.join(ds)}); "
                             "set [pretrain] splits = \"train\"")
         texts += list(ds["unsupervised"]["text"])
-    if "train" in splits.split("+"):
+    if "train" in parts:
         texts += _select(ds, "train", validation_fraction, seed, source).texts
     order = np.random.default_rng(seed).permutation(len(texts))
     return [texts[i] for i in order]

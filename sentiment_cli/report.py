@@ -324,10 +324,14 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
                  f"{tr['weight_decay']:g}, batch {tr['batch_size']}")
     if card.get("kind") == "pretrained":
         pre = card["config"]["pretrain"]
-        epochs = (f"{t['epochs']} of {pre['epochs']} of masked-language-model pretraining on {pre['splits']} "
-                  "(classifier head untrained)")
-        optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
-                     f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
+        if pre["objective"] == "word2vec":
+            what = "word2vec (skip-gram) pretraining of the token embedding"
+            optimizer = f"gensim Word2Vec, window {pre['window']}, 5 negative samples"
+        else:
+            what = "masked-language-model pretraining"
+            optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
+                         f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
+        epochs = f"{t['epochs']} of {pre['epochs']} of {what} on {pre['splits']} (classifier head untrained)"
     start = []
     if card.get("pretrained"):
         pre = card["pretrained"]

@@ -157,3 +157,12 @@ def test_word2vec_pretraining_is_reproducible_across_processes(tmp_path):
     # every word would start from other random vectors in each process.
     assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
     assert (tmp_path / "a" / "tokenizer.json").read_text() == (tmp_path / "b" / "tokenizer.json").read_text()
+
+
+def test_model_card_names_the_pretraining_objective(tmp_path):
+    from sentiment_cli.report import card_sections, model_card
+
+    pretrain(pretrain_config(objective="word2vec", epochs=1), tmp_path / "w2v")
+    training = dict(dict(card_sections(model_card(tmp_path / "w2v")))["Training"])
+    assert training["epochs"].startswith("1 of 1 of word2vec (skip-gram) pretraining of the token embedding")
+    assert training["optimizer"] == "gensim Word2Vec, window 5, 5 negative samples"
