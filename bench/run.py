@@ -67,7 +67,8 @@ def job_peak(args) -> dict:
 def _splits(data: str, seed_cfg):
     from sentiment_cli.data import load_split, load_train_validation
 
-    train, val = load_train_validation(data, seed_cfg.data.validation_fraction, seed_cfg.training.seed)
+    train, val = load_train_validation(data, seed_cfg.data.validation_fraction, seed_cfg.training.seed,
+                                       seed_cfg.data.validation_split)
     test = load_split(data, "test", seed_cfg.data.validation_fraction, seed_cfg.training.seed)
     return train, val, test
 
@@ -130,7 +131,8 @@ def job_ours(args) -> dict:
     ex_per_s = statistics.median(r["train_examples_per_second"] for r in hist)
     # FLOPs of one epoch over the real (unpadded) training lengths
     from sentiment_cli.data import load_train_validation
-    tr, _ = load_train_validation(args.data, cfg.data.validation_fraction, cfg.training.seed)
+    tr, _ = load_train_validation(args.data, cfg.data.validation_fraction, cfg.training.seed,
+                                  cfg.data.validation_split)
     lengths = [len(x) for x in encode(ckpt.tokenizer, tr.texts, cfg.data)]
     m = cfg.model
     flops_per_example = encoder_flops(lengths, m.d_model, m.d_ff, m.n_layers, train=True) / len(lengths)
@@ -150,9 +152,10 @@ def job_tfidf(args) -> dict:
     from bench.peers import tfidf_logreg
     from sentiment_cli.config import load_config
 
-    cfg = load_config(ROOT / "configs" / "seed.toml")
-    train, _, test = _splits(args.data, cfg)   # the same 90% of train our models learn from
-    return tfidf_logreg(train.texts, np.array(train.labels), test.texts, np.array(test.labels))
+    cfg = load_config(ROOT / "configs" / "default.toml")
+    train, val, test = _splits(args.data, cfg)   # the same 90% of train the default config learns from
+    return tfidf_logreg(train.texts, np.array(train.labels), test.texts, np.array(test.labels),
+                        val.texts, np.array(val.labels))
 
 
 def job_coldstart(args) -> dict:
@@ -237,6 +240,10 @@ def render(results: dict) -> None:
                       f"{seed['train_examples_per_second'] / nb['train_examples_per_second']:.2f}x (target 1.5x), "
                       f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x "
                       f"(target 1.5x)", highlight=False)
+    gaps = [f"{key} {r['validation_accuracy']:.2%} / {r['test_accuracy']:.2%}"
+            for key, r in [*results["ours"].items(), ("TF-IDF + LR", peer)] if "validation_accuracy" in r]
+    console.print("validation / test accuracy (validation: the held-out part of train; a large gap means "
+                  "validation flatters): " + ", ".join(gaps), highlight=False)
     for key, r in results["ours"].items():
         if r.get("pretrain_seconds"):
             console.print(f"{key}: training time = pretraining {_fmt_s(r['pretrain_seconds'])} + fine-tuning "
@@ -279,6 +286,10 @@ def markdown(results: dict) -> str:
         lines.append(f"Seed config vs the notebook loop, same run: training examples/s "
                      f"{seed['train_examples_per_second'] / nb['train_examples_per_second']:.2f}x, "
                      f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x.")
+    gaps = [f"{key} {r['validation_accuracy']:.2%} / {r['test_accuracy']:.2%}"
+            for key, r in [*results["ours"].items(), ("TF-IDF + LR", peer)] if "validation_accuracy" in r]
+    console.print("validation / test accuracy (validation: the held-out part of train; a large gap means "
+                  "validation flatters): " + ", ".join(gaps), highlight=False)
     for key, r in results["ours"].items():
         if r.get("pretrain_seconds"):
             lines.append(f"`configs/{key}.toml`: training time = pretraining {_fmt_s(r['pretrain_seconds'])} "

@@ -398,7 +398,8 @@ def eval_(
         cfg = ckpt.config
         out, err = _consoles()
         with err.status(f"loading the {split.value} split"):
-            s = load_split(data or cfg.data.source, split.value, cfg.data.validation_fraction, cfg.training.seed)
+            s = load_split(data or cfg.data.source, split.value, cfg.data.validation_fraction, cfg.training.seed,
+                           cfg.data.validation_split)
             ids = encode(ckpt.tokenizer, s.texts, cfg.data)
         from rich.progress import Progress
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:

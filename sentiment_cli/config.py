@@ -56,6 +56,9 @@ class DataConfig:
     source: str = _spec("stanfordnlp/imdb", help="Hugging Face Hub dataset id or local folder (Hub layout or aclImdb)")
     validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
                                        help="share of train held out (stratified) for validation")
+    validation_split: str = _spec("random", choices=("random", "blocks"),
+                                  help="hold out single reviews, or blocks of consecutive reviews so that "
+                                       "validation shares few movies with training (IMDB keeps a movie's reviews together)")
     max_length: int = _spec(200, lo=1, help="tokens kept per review")
     truncation: str = _spec("head", choices=("head", "head_tail"),
                             help="keep the first max_length tokens, or the head and tail (Sun et al. 2019)")

@@ -53,6 +53,12 @@ def _looks_local(source: str) -> bool:
     return source.startswith((".", "/", "~")) or Path(source).expanduser().exists()
 
 
+def _review_id(path: Path) -> tuple[int, str]:
+    """Sort key of an aclImdb file ``<id>_<rating>.txt``: the numeric id (then the name)."""
+    head = path.stem.split("_")[0]
+    return (int(head) if head.isdigit() else -1, path.name)
+
+
 def _load_aclimdb(root: Path):
     import datasets
 
@@ -65,12 +71,12 @@ def _load_aclimdb(root: Path):
             folder = root / split / sub
             if not folder.is_dir():
                 continue
-            for f in sorted(folder.glob("*.txt")):
+            for f in sorted(folder.glob("*.txt"), key=_review_id):   # by review id, as on the Hub
                 texts.append(f.read_text(encoding="utf-8", errors="replace"))
                 labels.append(label)
         if texts:
             splits[split] = datasets.Dataset.from_dict({"text": texts, "label": labels}, features=features)
-    unsup = sorted((root / "train" / "unsup").glob("*.txt"))   # unlabelled reviews, label -1 as on the Hub
+    unsup = sorted((root / "train" / "unsup").glob("*.txt"), key=_review_id)   # unlabelled reviews, label -1 as on the Hub
     if unsup:
         texts = [f.read_text(encoding="utf-8", errors="replace") for f in unsup]
         splits["unsupervised"] = datasets.Dataset.from_dict({"text": texts, "label": [-1] * len(texts)},
@@ -137,12 +143,15 @@ def _check_split(split, name: str, source: str) -> None:
         raise DataError(f"{source}: split {name!r} has {missing_text} rows without text (null)")
 
 
-def load_split(source: str, name: str, validation_fraction: float, seed: int) -> Split:
+def load_split(source: str, name: str, validation_fraction: float, seed: int,
+               validation_split: str = "random") -> Split:
     """One split as texts and labels.
 
     ``validation`` is ``validation_fraction`` of ``train``, stratified by label
-    and shuffled with ``seed``; ``train`` is the rest. ``test`` is the whole
-    test split.
+    and drawn with ``seed``; ``train`` is the rest. ``test`` is the whole
+    test split. ``validation_split`` says how validation is drawn:
+    ``"random"`` (single reviews) or ``"blocks"`` (runs of consecutive
+    reviews, see :func:`block_validation_indices`).
 
     Raises:
         UsageError: ``name`` is not train, validation or test.
@@ -151,17 +160,19 @@ def load_split(source: str, name: str, validation_fraction: float, seed: int) ->
     if name not in SPLITS:
         raise UsageError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
     ds = load_imdb(source)
-    return _select(ds, name, validation_fraction, seed, source)
+    return _select(ds, name, validation_fraction, seed, source, validation_split)
 
 
-def load_train_validation(source: str, validation_fraction: float, seed: int) -> tuple[Split, Split]:
+def load_train_validation(source: str, validation_fraction: float, seed: int,
+                          validation_split: str = "random") -> tuple[Split, Split]:
     """``(train, validation)`` from the ``train`` split, as :func:`load_split` describes."""
     ds = load_imdb(source)
-    return (_select(ds, "train", validation_fraction, seed, source),
-            _select(ds, "validation", validation_fraction, seed, source))
+    return (_select(ds, "train", validation_fraction, seed, source, validation_split),
+            _select(ds, "validation", validation_fraction, seed, source, validation_split))
 
 
-def load_pretraining_texts(source: str, splits: str, validation_fraction: float, seed: int) -> list[str]:
+def load_pretraining_texts(source: str, splits: str, validation_fraction: float, seed: int,
+                           validation_split: str = "random") -> list[str]:
     """Unlabelled reviews for pretraining (``sentiment pretrain``), shuffled with ``seed``.
 
     ``splits`` is ``unsupervised`` (IMDB's 50,000 unlabelled reviews),
@@ -182,12 +193,59 @@ def load_pretraining_texts(source: str, splits: str, validation_fraction: float,
                             "set [pretrain] splits = \"train\"")
         texts += list(ds["unsupervised"]["text"])
     if "train" in parts:
-        texts += _select(ds, "train", validation_fraction, seed, source).texts
+        texts += _select(ds, "train", validation_fraction, seed, source, validation_split).texts
     order = np.random.default_rng(seed).permutation(len(texts))
     return [texts[i] for i in order]
 
 
-def _select(ds, name: str, validation_fraction: float, seed: int, source: str) -> Split:
+BLOCK_ROWS = 100
+
+
+def block_validation_indices(labels: Sequence[int], validation_fraction: float, seed: int) -> np.ndarray:
+    """Rows held out for validation as whole runs ("blocks") of consecutive reviews of one label.
+
+    IMDB keeps a movie's reviews together: rows are ordered by review id and
+    the ids of one movie's reviews are consecutive (up to 30 reviews per movie).
+    A random 10% of ``train`` therefore shares movies with the other 90%, and
+    a model that memorises a movie's names and title is rewarded on validation
+    but not on ``test`` (other movies). Holding out blocks of ``BLOCK_ROWS``
+    consecutive rows keeps most movies on one side.
+
+    For each label, its rows (in dataset order) are cut into blocks of
+    ``min(BLOCK_ROWS, k // 10)`` rows (at least 1), where ``k`` =
+    ``round(validation_fraction * rows)``, and ``round(k / block)`` blocks
+    drawn with ``seed`` go to validation: about ``validation_fraction`` of each
+    label, in at least ~10 blocks.
+
+    Args:
+        labels: label of each row, in dataset order.
+        validation_fraction: share of each label to hold out, in (0, 1).
+        seed: seed of the draw.
+
+    Returns:
+        Sorted row indices, int64.
+
+    Raises:
+        ValueError: a label has too few rows to leave one block on each side.
+    """
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for label in np.unique(labels):
+        rows = np.flatnonzero(labels == label)
+        k = round(validation_fraction * len(rows))
+        block = max(1, min(BLOCK_ROWS, k // 10))
+        starts = np.arange(0, len(rows), block)
+        take = max(1, round(k / block))
+        if take >= len(starts):
+            raise ValueError(f"label {label} has {len(rows)} rows: too few to hold out blocks")
+        for start in rng.choice(starts, size=take, replace=False):
+            chosen.append(rows[start:start + block])
+    return np.sort(np.concatenate(chosen))
+
+
+def _select(ds, name: str, validation_fraction: float, seed: int, source: str,
+            validation_split: str = "random") -> Split:
     import datasets
 
     base = "test" if name == "test" else "train"
@@ -196,7 +254,16 @@ def _select(ds, name: str, validation_fraction: float, seed: int, source: str) -
     split = ds[base]
     if len(split) == 0:
         raise DataError(f"{source}: split {base!r} is empty")
-    if name != "test":
+    if name != "test" and validation_split == "blocks":
+        try:
+            held = block_validation_indices(split["label"], validation_fraction, seed)
+        except ValueError as exc:
+            raise DataError(f"{source}: cannot hold out validation: {exc}") from None
+        keep = np.zeros(len(split), dtype=bool)
+        keep[held] = True
+        rows = np.flatnonzero(keep if name == "validation" else ~keep)
+        split = split.select(np.random.default_rng(seed).permutation(rows))
+    elif name != "test":
         if not isinstance(split.features["label"], datasets.ClassLabel):
             split = split.cast_column("label", datasets.ClassLabel(names=LABEL_NAMES))
         try:

@@ -174,7 +174,8 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     source = _absolute_source(config.data.source)
 
     cb.on_stage(f"loading {source}")
-    texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed)
+    texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed,
+                                   config.data.validation_split)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
     tokenizer_json = save_tokenizer(tokenizer)

@@ -314,7 +314,8 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
 
     cb.on_stage(f"loading {config.data.source}")
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
-        train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed)
+        train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed,
+                                                       config.data.validation_split)
     pretrained = None
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
@@ -338,8 +339,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     elif pretrained is not None:
-        fresh_head = {k: v for k, v in model.state_dict().items() if k.startswith("head.")}
-        model.load_state_dict({**pretrained.model.state_dict(), **fresh_head})
+        model.load_state_dict({**model.state_dict(), **_pretrained_weights(pretrained)})
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
@@ -481,7 +481,8 @@ def load_pretrained(directory: str | Path, config: Config):
     Raises:
         CheckpointError: no checkpoint there, it is damaged, or it was not written by ``sentiment pretrain``.
         ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
-            (the message names the first key that differs).
+            (the message names the first key that differs). A word2vec folder trained the token
+            embedding only, so of the shape only ``d_model`` must match.
     """
     from .checkpoint import load_checkpoint
     from .errors import ConfigError
@@ -492,13 +493,23 @@ def load_pretrained(directory: str | Path, config: Config):
     if ckpt.metrics.get("kind") != "pretrained":
         raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
                               "(its metrics.json lacks \"kind\": \"pretrained\")")
-    for section, keys in (("model", _SHAPE_KEYS), ("data", _TOKEN_KEYS)):
+    shape_keys = ("d_model",) if ckpt.metrics.get("objective") == "word2vec" else _SHAPE_KEYS
+    for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
         mine, theirs = getattr(config, section), getattr(ckpt.config, section)
         for key in keys:
             if getattr(mine, key) != getattr(theirs, key):
                 raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
                                   f"but {getattr(mine, key)!r} in this config; they must match")
     return ckpt
+
+
+def _pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
+    """The tensors a fine-tuning run takes from a pretrained folder: the token embedding (word2vec),
+    or everything but the classification head (mlm)."""
+    weights = pretrained.model.state_dict()
+    if pretrained.metrics.get("objective") == "word2vec":
+        return {"token_embedding.weight": weights["token_embedding.weight"]}
+    return {k: v for k, v in weights.items() if not k.startswith("head.")}
 
 
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:

@@ -166,3 +166,18 @@ def test_model_card_names_the_pretraining_objective(tmp_path):
     training = dict(dict(card_sections(model_card(tmp_path / "w2v")))["Training"])
     assert training["epochs"].startswith("1 of 1 of word2vec (skip-gram) pretraining of the token embedding")
     assert training["optimizer"] == "gensim Word2Vec, window 5, 5 negative samples"
+
+
+def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_path):
+    # word2vec trains the token embedding alone: a deeper encoder of the same width may start from it,
+    # and the folder's (untrained) encoder weights are not copied.
+    out = tmp_path / "w2v"
+    pretrain(pretrain_config(objective="word2vec", epochs=1), out)
+    folder = load_checkpoint(out, pretrained_ok=True).model
+    cfg = small_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0).override("model", n_layers=2)
+    train(cfg, tmp_path / "ft")
+    tuned = load_checkpoint(tmp_path / "ft").model
+    assert len(tuned.encoder.layers) == 2
+    assert torch.equal(tuned.token_embedding.weight, folder.token_embedding.weight)
+    with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
+        train(small_config(init_from=str(out)).override("model", d_model=16, n_heads=2), tmp_path / "x")
