@@ -93,6 +93,9 @@ class TrainingConfig:
                                  help="share of a training review's tokens replaced by <unk> at each step (word dropout)")
     embedding_lr_scale: float = _spec(1.0, lo=0.0, help="the token embedding's learning rate as a multiple of lr; "
                                                         "0 freezes it (e.g. when it comes pretrained)")
+    adversarial_epsilon: float = _spec(0.0, lo=0.0, help="adversarial training (Miyato et al. 2017): a second loss on "
+                                                         "token embeddings moved by this L2 norm per review in the "
+                                                         "direction that raises the loss; 0 = off; ~2x the step time")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

@@ -111,18 +111,23 @@ class SentimentClassifier(nn.Module):
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, NUM_LABELS)
 
-    def encode(self, input_ids: Tensor, padding_mask: Tensor) -> Tensor:
+    def encode(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
 
         Args:
             input_ids: ``(batch, seq_len)`` int64 token ids, ``seq_len <= max_length``.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding.
+            embedding_perturbation: optional ``(batch, seq_len, d_model)`` added to the token
+                embeddings before the positions (adversarial training; its gradient is the
+                loss's gradient with respect to the token embeddings).
 
         Returns:
             ``(batch, seq_len, d_model)``.
         """
         seq_len = input_ids.shape[1]
         x = self.token_embedding(input_ids) * self.embed_scale               # (batch, seq_len, d_model)
+        if embedding_perturbation is not None:
+            x = x + embedding_perturbation                                    # (batch, seq_len, d_model)
         x = x + self.positional_encoding[:seq_len]                            # broadcast (seq_len, d_model)
         x = self.embedding_dropout(self.embedding_norm(x))
         if x.device.type == "cpu" and not bool(padding_mask.any()):
@@ -140,18 +145,19 @@ class SentimentClassifier(nn.Module):
                 torch.backends.mha.set_fastpath_enabled(True)
         return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
 
-    def forward(self, input_ids: Tensor, padding_mask: Tensor) -> Tensor:
+    def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Logits for (negative, positive).
 
         Args:
             input_ids: ``(batch, seq_len)`` int64 token ids.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
                 row needs at least one real token.
+            embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`encode`.
 
         Returns:
             ``(batch, 2)`` logits.
         """
-        hidden = self.encode(input_ids, padding_mask)                       # (batch, seq_len, d_model)
+        hidden = self.encode(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
         return self.head(self.head_dropout(pooled))                         # (batch, 2)
 

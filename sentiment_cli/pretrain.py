@@ -216,8 +216,15 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
 
     p, t = config.pretrain, config.training
     cb.on_stage("tokenizing")
-    sentences = [e.tokens for e in tokenizer.encode_batch(texts)]   # lists of words, as gensim wants them
     vocab = tokenizer.get_vocab()
+    # Lists of words, as gensim wants them. A chunk at a time, each word one shared str: holding every
+    # review's tokenizers.Encoding (or a fresh str per token) at once took gigabytes.
+    word_of = [""] * tokenizer.get_vocab_size()
+    for w, i in vocab.items():
+        word_of[i] = w
+    sentences = []
+    for begin in range(0, len(texts), 2048):
+        sentences += [[word_of[i] for i in e.ids] for e in tokenizer.encode_batch(texts[begin:begin + 2048])]
     words = [w for w, i in vocab.items() if i >= FIRST_WORD_ID]
 
     class Epochs(CallbackAny2Vec):
@@ -291,7 +298,8 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
             if not torch.isfinite(loss):
                 raise SentimentError(f"pretraining diverged at epoch {epoch} (loss {loss.item()}); "
                                      "lower [pretrain] lr")
-            optimizer_step(loss, optimizer, scheduler, both.parameters(), p.grad_clip)
+            loss.backward()
+            optimizer_step(optimizer, scheduler, both.parameters(), p.grad_clip)
             n_chosen = int(targets.numel())
             loss_sum += loss.item() * n_chosen
             correct += int((logits.argmax(1) == target_index.to(device)).sum())

@@ -127,16 +127,34 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas)
 
 
-def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, scheduler, parameters,
-                   grad_clip: float) -> None:
-    """Backward pass, global-norm clipping of ``parameters`` (``grad_clip`` > 0), one optimizer and one
-    scheduler step."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+def optimizer_step(optimizer: torch.optim.Optimizer, scheduler, parameters, grad_clip: float) -> None:
+    """After the backward pass(es): global-norm clipping of ``parameters`` (``grad_clip`` > 0), one
+    optimizer and one scheduler step, then the gradients are cleared for the next step."""
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
     optimizer.step()
     scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def adversarial_perturbation(grad: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """The worst-case perturbation of a review's token embeddings to first order (Miyato et al. 2017,
+    "Adversarial Training Methods for Semi-Supervised Text Classification", eq. 2).
+
+    ``r = epsilon * g / ||g||_2``, the norm taken over each review's whole ``(seq_len, d_model)``
+    gradient, so each review moves by ``epsilon`` in total (padding has zero gradient and stays put).
+
+    Args:
+        grad: ``(batch, seq_len, d_model)`` gradient of the loss with respect to the token embeddings.
+        epsilon: L2 norm of each review's perturbation, in embedding units (the pretrained and the
+            random embeddings have about unit variance per dimension).
+
+    Returns:
+        ``(batch, seq_len, d_model)``, detached from the graph.
+    """
+    g = grad.detach().float()
+    norm = g.flatten(1).norm(dim=1).clamp_min(1e-12)                     # (batch,)
+    return epsilon * g / norm[:, None, None]
 
 
 def word_dropout(input_ids: torch.Tensor, padding_mask: torch.Tensor, rate: float) -> torch.Tensor:
@@ -391,8 +409,12 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
             if t.token_dropout > 0:
                 input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
             target = train_labels[torch.as_tensor(batch)].to(device)
+            input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
+            # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
+            delta = torch.zeros(*input_ids.shape, config.model.d_model, device=device, requires_grad=True) \
+                if t.adversarial_epsilon > 0 else None
             with autocast(device, t.autocast_bf16):
-                logits = net(input_ids.to(device), padding_mask.to(device))
+                logits = net(input_ids, padding_mask, delta)
             loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
             stop_now, diverged = distributed.all_reduce(
                 info, [float(stop.requested), float(not torch.isfinite(loss))], device, op="max")
@@ -400,7 +422,12 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
                 raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
             if stop_now:   # drop this step: the last completed epoch is on disk
                 raise _interrupted(stop, epoch, t.epochs, state.epoch, output)
-            optimizer_step(loss, optimizer, scheduler, model.parameters(), t.grad_clip)
+            loss.backward()
+            if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
+                with autocast(device, t.autocast_bf16):
+                    adv_logits = net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
+                F.cross_entropy(adv_logits.float(), target, label_smoothing=t.label_smoothing).backward()
+            optimizer_step(optimizer, scheduler, model.parameters(), t.grad_clip)
             n = len(batch)
             loss_sum += loss.item() * n
             correct += int((logits.argmax(1) == target).sum())

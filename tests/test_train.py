@@ -45,3 +45,40 @@ def test_word_dropout_replaces_real_tokens_only():
     assert not changed[padding].any() and (out[changed] == UNK_ID).all()
     assert 0.18 < changed.sum().item() / (~padding).sum().item() < 0.22
     assert torch.equal(word_dropout(ids, padding, 0.0), ids)
+
+
+def test_adversarial_perturbation_has_norm_epsilon_and_raises_the_loss():
+    import torch.nn.functional as F
+
+    from sentiment_cli.config import ModelConfig
+    from sentiment_cli.model import SentimentClassifier
+    from sentiment_cli.train import adversarial_perturbation
+
+    torch.manual_seed(0)
+    model = SentimentClassifier(ModelConfig(d_model=16, n_heads=2, d_ff=32), vocab_size=100, max_length=50).eval()
+    ids = torch.randint(2, 100, (8, 50))
+    padding = torch.zeros(8, 50, dtype=torch.bool)
+    padding[:4, 30:] = True
+    ids[padding] = 0
+    target = torch.randint(0, 2, (8,))
+    delta = torch.zeros(8, 50, 16, requires_grad=True)
+    loss = F.cross_entropy(model(ids, padding, delta), target, reduction="sum")   # per-review losses add up
+    loss.backward()
+    r = adversarial_perturbation(delta.grad, 0.5)
+    assert torch.allclose(r.flatten(1).norm(dim=1), torch.full((8,), 0.5))     # each review moves by epsilon
+    assert (r[padding] == 0).all()                                              # padding does not move
+    with torch.no_grad():
+        clean = F.cross_entropy(model(ids, padding), target, reduction="none")
+        moved = F.cross_entropy(model(ids, padding, r), target, reduction="none")
+        rand = torch.randn_like(r).masked_fill(padding[..., None], 0)
+        rand = 0.5 * rand / rand.flatten(1).norm(dim=1)[:, None, None]
+        noise = F.cross_entropy(model(ids, padding, rand), target, reduction="none")
+    assert (moved > clean).all()                                    # the gradient direction raises every loss
+    assert (moved - clean).mean() > 5 * (noise - clean).abs().mean()   # far more than a random direction
+    assert torch.equal(model(ids, padding, torch.zeros_like(r)), model(ids, padding))
+
+
+def test_adversarial_training_runs_and_changes_the_run(tmp_path):
+    base = train(small_config(epochs=1), tmp_path / "a").metrics["history"][0]
+    adv = train(small_config(epochs=1, adversarial_epsilon=1.0), tmp_path / "b").metrics["history"][0]
+    assert adv["train_loss"] != base["train_loss"] and 0 < adv["train_loss"] < 1.0
