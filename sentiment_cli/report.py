@@ -349,7 +349,9 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
             ("source", str(data["source"])),
             ("training reviews", _count(data["train_examples"])),
             ("validation reviews", f"{_count(data['validation_examples'])} "
-                                   f"({d['validation_fraction']:.0%} of train, stratified, seed {t['seed']})"),
+                                   f"({d['validation_fraction']:.0%} of train, stratified"
+                                   f"{', in blocks of consecutive reviews' if d.get('validation_split') == 'blocks' else ''}"
+                                   f", seed {t['seed']})"),
             ("fingerprint", str(data["fingerprint"])),
         ]),
         ("Training", [

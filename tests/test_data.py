@@ -19,6 +19,64 @@ def test_validation_is_a_stratified_deterministic_hold_out():
     assert other.texts != val.texts
 
 
+def test_block_validation_holds_out_runs_of_consecutive_rows():
+    import numpy as np
+
+    labels = [0] * 1000 + [1] * 1000
+    held = data.block_validation_indices(labels, 0.1, seed=1234)
+    assert len(held) == 200 and (held < 1000).sum() == 100          # 10% of each label
+    runs = np.split(held, np.flatnonzero(np.diff(held) != 1) + 1)
+    assert len(runs) <= 20 and all(len(r) % 10 == 0 for r in runs)  # blocks of 10 consecutive rows
+    assert np.array_equal(held, data.block_validation_indices(labels, 0.1, seed=1234))
+    assert not np.array_equal(held, data.block_validation_indices(labels, 0.1, seed=1))
+    with pytest.raises(ValueError, match="too few"):
+        data.block_validation_indices([0, 1, 1], 0.5, seed=0)
+
+
+def test_block_validation_split_of_the_slice():
+    train, val = data.load_train_validation(str(SMALL_DATA), 0.1, seed=1234, validation_split="blocks")
+    assert (len(train), len(val)) == (900, 100) and Counter(val.labels) == {0: 50, 1: 50}
+    assert not set(train.texts) & set(val.texts)
+    assert data.load_split(str(SMALL_DATA), "validation", 0.1, 1234, "blocks").texts == val.texts
+    assert 20 < sum(train.labels[:100]) < 80                         # shuffled, not sorted by label
+
+
+@pytest.mark.skipif(not FULL_DATA.exists(), reason=f"the full IMDB set is not at {FULL_DATA}")
+def test_block_validation_keeps_movie_names_from_giving_the_label_away():
+    """On IMDB a random hold-out shares movies with training: the rare capitalised words of a review
+    (names, titles) predict its label from training reviews that share them far better than on test.
+    Held out in blocks, they predict no better than on test."""
+    import math
+    import re
+
+    def names(text):
+        return set(re.findall(r"\b[A-Z][a-z]{3,}\b", text))
+
+    test = data.load_split(str(FULL_DATA), "test", 0.1, 1234)
+    accuracy = {}
+    for mode in ("random", "blocks"):
+        train, val = data.load_train_validation(str(FULL_DATA), 0.1, 1234, mode)
+        pos, total = Counter(), Counter()
+        for text, label in zip(train.texts, train.labels):
+            for w in names(text):
+                total[w] += 1
+                pos[w] += label
+
+        def vote(texts, labels):   # naive-Bayes-like vote of the names seen in 3-30 training reviews
+            hits = []
+            for text, label in zip(texts, labels):
+                ws = [w for w in names(text) if 3 <= total[w] <= 30]
+                if ws:
+                    score = sum(math.log((pos[w] + 1) / (total[w] - pos[w] + 1)) for w in ws)
+                    hits.append((score > 0) == bool(label))
+            return sum(hits) / len(hits)
+
+        accuracy[mode] = vote(val.texts, val.labels), vote(test.texts[::10], test.labels[::10])
+    (random_val, random_test), (blocks_val, blocks_test) = accuracy["random"], accuracy["blocks"]
+    assert random_val > random_test + 0.08      # measured: 0.705 vs 0.577
+    assert blocks_val < blocks_test + 0.02      # measured: 0.511 vs 0.583
+
+
 def test_training_order_is_shuffled_not_sorted_by_label():
     train, _ = data.load_train_validation(str(SMALL_DATA), 0.1, seed=1234)
     first = train.labels[:100]
@@ -37,6 +95,17 @@ def test_aclimdb_folder_layout(tmp_path):
     assert all(t.startswith("pos") == bool(y) for t, y in zip(test.texts, test.labels))
     train, val = data.load_train_validation(str(tmp_path / "aclImdb"), 0.2, seed=0)
     assert (len(train), len(val)) == (16, 4)
+
+
+def test_aclimdb_files_are_read_in_review_id_order(tmp_path):
+    # as on the Hub: by review id (10 after 9, not after 1), which keeps a movie's reviews together
+    for label in ("pos", "neg"):
+        folder = tmp_path / "aclImdb" / "test" / label
+        folder.mkdir(parents=True)
+        for i in range(12):
+            (folder / f"{i}_7.txt").write_text(f"{label} {i}")
+    ds = data.load_imdb(str(tmp_path / "aclImdb"))
+    assert ds["test"]["text"][:12] == [f"neg {i}" for i in range(12)]
 
 
 def test_unknown_split_and_missing_folder():
