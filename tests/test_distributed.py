@@ -69,7 +69,9 @@ def ddp_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
     cfg = root / "small.toml"
     cfg.write_text((ROOT / "configs" / "seed.toml").read_text()
-                   .replace("vocab_size = 50000", "vocab_size = 3000").replace("dropout = 0.0", "dropout = 0.1"))
+                   .replace("vocab_size = 50000", "vocab_size = 3000").replace("dropout = 0.0", "dropout = 0.1")
+                   # two forward/backward passes per step under DistributedDataParallel
+                   .replace("[training]\n", "[training]\nadversarial_epsilon = 1.0\n"))
     common = ["--config", cfg, "--data", SMALL_DATA, "--batch-size", 64, "--device", "cpu"]
     straight = _torchrun(*common, "--output", root / "straight", "--epochs", 2)
     _torchrun(*common, "--output", root / "split", "--epochs", 1)
@@ -80,6 +82,7 @@ def ddp_runs(tmp_path_factory):
 def test_two_process_gloo_training_finishes_and_its_checkpoint_predicts(ddp_runs):
     root, straight, _ = ddp_runs
     assert straight["world_size"] == 2 and len(straight["history"]) == 2
+    assert straight["config"]["training"]["adversarial_epsilon"] == 1.0
     # the epoch's loss and accuracy are reduced over both ranks: 2 shards of 450 reviews each
     assert [h["train_examples"] for h in straight["history"]] == [900, 900]
     assert straight["data"]["validation_examples"] == 100
