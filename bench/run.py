@@ -288,8 +288,8 @@ def markdown(results: dict) -> str:
                      f"eval reviews/s {seed['eval_reviews_per_second'] / nb['eval_reviews_per_second']:.2f}x.")
     gaps = [f"{key} {r['validation_accuracy']:.2%} / {r['test_accuracy']:.2%}"
             for key, r in [*results["ours"].items(), ("TF-IDF + LR", peer)] if "validation_accuracy" in r]
-    console.print("validation / test accuracy (validation: the held-out part of train; a large gap means "
-                  "validation flatters): " + ", ".join(gaps), highlight=False)
+    lines.append("Validation / test accuracy (validation: the held-out part of train; a large gap means "
+                 "validation flatters): " + ", ".join(gaps) + ".")
     for key, r in results["ours"].items():
         if r.get("pretrain_seconds"):
             lines.append(f"`configs/{key}.toml`: training time = pretraining {_fmt_s(r['pretrain_seconds'])} "
