@@ -322,6 +322,11 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         epochs += " (stopped early)"
     optimizer = (f"AdamW, lr {tr['lr']:g} ({tr['schedule']} schedule), weight decay "
                  f"{tr['weight_decay']:g}, batch {tr['batch_size']}")
+    regularisation = [f"{name} {tr[key]:g}" for name, key in (
+        ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
+        ("adversarial training (Miyato et al. 2017), epsilon", "adversarial_epsilon")) if tr.get(key)]
+    if regularisation:
+        optimizer += "; " + ", ".join(regularisation)
     if card.get("kind") == "pretrained":
         pre = card["config"]["pretrain"]
         if pre["objective"] == "word2vec":
