@@ -136,6 +136,8 @@ def job_ours(args) -> dict:
     lengths = [len(x) for x in encode(ckpt.tokenizer, tr.texts, cfg.data)]
     m = cfg.model
     flops_per_example = encoder_flops(lengths, m.d_model, m.d_ff, m.n_layers, train=True) / len(lengths)
+    if cfg.training.adversarial_epsilon > 0:   # a second forward and backward pass per step
+        flops_per_example *= 2
     return {"config": str(args.config), "epochs_run": len(hist), "best_epoch": result.metrics["best_epoch"],
             "validation_accuracy": result.metrics["best_validation_accuracy"],
             "test_accuracy": metrics["accuracy"],

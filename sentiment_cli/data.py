@@ -204,8 +204,8 @@ BLOCK_ROWS = 100
 def block_validation_indices(labels: Sequence[int], validation_fraction: float, seed: int) -> np.ndarray:
     """Rows held out for validation as whole runs ("blocks") of consecutive reviews of one label.
 
-    IMDB keeps a movie's reviews together: rows are ordered by review id and
-    the ids of one movie's reviews are consecutive (up to 30 reviews per movie).
+    IMDB keeps a movie's reviews together: rows are ordered by review id, and
+    one movie's reviews (up to 30) sit within a few rows of each other.
     A random 10% of ``train`` therefore shares movies with the other 90%, and
     a model that memorises a movie's names and title is rewarded on validation
     but not on ``test`` (other movies). Holding out blocks of ``BLOCK_ROWS``
