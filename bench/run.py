@@ -64,12 +64,12 @@ def job_peak(args) -> dict:
     return {"fp32_gflops": matmul_peak("float32"), "bf16_gflops": matmul_peak("bfloat16")}
 
 
-def _splits(data: str, seed_cfg):
+def _splits(data: str, cfg):
     from sentiment_cli.data import load_split, load_train_validation
 
-    train, val = load_train_validation(data, seed_cfg.data.validation_fraction, seed_cfg.training.seed,
-                                       seed_cfg.data.validation_split)
-    test = load_split(data, "test", seed_cfg.data.validation_fraction, seed_cfg.training.seed)
+    train, val = load_train_validation(data, cfg.data.validation_fraction, cfg.training.seed,
+                                       cfg.data.validation_split)
+    test = load_split(data, "test", cfg.data.validation_fraction, cfg.training.seed)
     return train, val, test
 
 
