@@ -217,8 +217,9 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     p, t = config.pretrain, config.training
     cb.on_stage("tokenizing")
     vocab = tokenizer.get_vocab()
-    # Lists of words, as gensim wants them. A chunk at a time, each word one shared str: holding every
-    # review's tokenizers.Encoding (or a fresh str per token) at once took gigabytes.
+    # Lists of words, as gensim wants them. A chunk at a time, each word one shared str, rather than every
+    # review's tokenizers.Encoding and a fresh str per token at once (the benchmark's peak memory for the
+    # default fell from 4.2 to 2.3 GiB along with this change; not measured apart from the others).
     word_of = [""] * tokenizer.get_vocab_size()
     for w, i in vocab.items():
         word_of[i] = w
