@@ -196,8 +196,8 @@ def train(
 
 @app.command()
 def pretrain(
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file ([model], [data], "
-                                                   "[pretrain]).", show_default="configs/default.toml")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file (\\[model], \\[data], "
+                                                   "\\[pretrain]).", show_default="configs/default.toml")] = None,
     data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
                                                 show_default="stanfordnlp/imdb")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for the pretrained encoder.",

@@ -134,3 +134,13 @@ def test_python_dash_m_and_help():
     assert r.returncode == 0
     for cmd in ("train", "eval", "predict"):
         assert cmd in r.stdout
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain", "eval", "predict", "info"])
+def test_help_keeps_bracketed_names(command):
+    # Rich markup swallows an unescaped "[model]" and left "TOML config file (, , )" in pretrain's help.
+    r = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    assert "(, " not in r.output and "()" not in r.output
+    if command in ("train", "pretrain"):
+        assert {"train": "[training]", "pretrain": "[model]"}[command] in r.output
