@@ -52,7 +52,7 @@ from .errors import Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import UNK_ID, SentimentClassifier
 from .tokenizer import build_tokenizer, encode, save_tokenizer
-from .train import (TrainCallbacks, TrainResult, _absolute_source, _check_writable, _device_name, decay_groups,
+from .train import (TrainCallbacks, TrainResult, absolute_source, check_writable, device_name, decay_groups,
                     lr_lambda, optimizer_step, resolve_device, seed_everything, versions)
 
 MASK_ID = UNK_ID
@@ -168,10 +168,10 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         raise UsageError("sentiment pretrain runs in one process; start it without torchrun")
     device = resolve_device(t.device)
     output = Path(output)
-    _check_writable(output)
+    check_writable(output)
     start = time.perf_counter()
     seed_everything(t.seed)
-    source = _absolute_source(config.data.source)
+    source = absolute_source(config.data.source)
 
     cb.on_stage(f"loading {source}")
     texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed,
@@ -186,7 +186,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
                "num_parameters": model.num_parameters(),
                "data": {"source": source, "splits": p.splits, "reviews": len(texts)},
                "config": config.to_dict(), "history": [], "device": str(device),
-               "device_name": _device_name(device), "versions": versions(), "wall_time_seconds": None}
+               "device_name": device_name(device), "versions": versions(), "wall_time_seconds": None}
 
     def save_epoch(record: dict) -> None:
         metrics["history"].append(record)

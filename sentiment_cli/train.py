@@ -188,7 +188,8 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _absolute_source(source: str) -> str:
+def absolute_source(source: str) -> str:
+    """``source`` as an absolute path when it names an existing local path, else unchanged (a Hub id)."""
     p = Path(source).expanduser()
     return str(p.resolve()) if p.exists() else source
 
@@ -263,7 +264,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
-    config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=_absolute_source(config.data.source)))
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=absolute_source(config.data.source)))
     return _run(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), saved=None)
 
 
@@ -304,18 +305,20 @@ def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, ep
 def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None) -> TrainResult:
     t = config.training
     info = distributed.from_env()
+    if not info.is_main:
+        cb = TrainCallbacks()   # rank 0 alone reports progress
     device = distributed.device_for(info, resolve_device(t.device))
     if t.autocast_bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise UsageError("[training] autocast_bf16: this GPU does not support bfloat16; set it to false")
     if info.is_main:
-        _check_writable(output)
+        check_writable(output)
+    pretrained = None
     if saved is None and t.init_from:   # fail before the minutes of loading and tokenizing, not after
-        _check_pretrained_folder(Path(t.init_from))
+        cb.on_stage(f"starting from the pretrained weights in {t.init_from}")
+        pretrained = load_pretrained(t.init_from, config)
     with distributed.process_group(info, device):
-        if not info.is_main:
-            cb = TrainCallbacks()   # rank 0 alone reports progress
         try:
-            return _train_loop(config, output, cb, stop, saved, info, device)
+            return _train_loop(config, output, cb, stop, saved, pretrained, info, device)
         except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
             if not info.enabled:
                 raise
@@ -323,7 +326,7 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
 
 
 def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
-                info: distributed.DistInfo, device: torch.device) -> TrainResult:
+                pretrained, info: distributed.DistInfo, device: torch.device) -> TrainResult:
     t = config.training
     start = time.perf_counter()
     seed_everything(t.seed)
@@ -334,13 +337,10 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
         train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed,
                                                        config.data.validation_split)
-    pretrained = None
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
         _check_same_data(saved, train_split, val_split, config.data.source)
-    elif t.init_from:
-        cb.on_stage(f"starting from the pretrained weights in {t.init_from}")
-        pretrained = load_pretrained(t.init_from, config)
+    elif pretrained is not None:
         tokenizer_json = pretrained.tokenizer.to_str()
     else:
         cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
@@ -388,7 +388,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
             "history": [], "best_epoch": None, "best_validation_accuracy": None,
             "stopped_early": False, "wall_time_seconds": None,
         })
-    state.metrics.update({"device": str(device), "device_name": _device_name(device),
+    state.metrics.update({"device": str(device), "device_name": device_name(device),
                           "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
     wall_before = state.metrics.get("wall_time_seconds") or 0.0
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
@@ -493,10 +493,17 @@ _SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_fir
 _TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
 
 
-def _check_pretrained_folder(directory: Path) -> None:
-    if not (directory / "config.json").exists():
-        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
-                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
+# What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
+# must match the config) and which of its tensors the run takes. word2vec trained the token embedding
+# alone; a masked language model trained the whole encoder (its head predicted words, not labels).
+_FROM_PRETRAINED = {
+    "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
+    "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
+}
+
+
+def _objective(pretrained) -> str:
+    return pretrained.metrics.get("objective", "mlm")   # folders from before word2vec have no "objective"
 
 
 def load_pretrained(directory: str | Path, config: Config):
@@ -515,12 +522,17 @@ def load_pretrained(directory: str | Path, config: Config):
     from .errors import ConfigError
 
     directory = Path(directory)
-    _check_pretrained_folder(directory)
+    if not (directory / "config.json").exists():
+        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
+                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
     ckpt = load_checkpoint(directory, pretrained_ok=True)
     if ckpt.metrics.get("kind") != "pretrained":
         raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
                               "(its metrics.json lacks \"kind\": \"pretrained\")")
-    shape_keys = ("d_model",) if ckpt.metrics.get("objective") == "word2vec" else _SHAPE_KEYS
+    if _objective(ckpt) not in _FROM_PRETRAINED:
+        raise CheckpointError(f"init_from {directory}: unknown objective {_objective(ckpt)!r} in its metrics.json "
+                              f"(this version knows {', '.join(_FROM_PRETRAINED)})")
+    shape_keys, _ = _FROM_PRETRAINED[_objective(ckpt)]
     for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
         mine, theirs = getattr(config, section), getattr(ckpt.config, section)
         for key in keys:
@@ -531,12 +543,9 @@ def load_pretrained(directory: str | Path, config: Config):
 
 
 def _pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
-    """The tensors a fine-tuning run takes from a pretrained folder: the token embedding (word2vec),
-    or everything but the classification head (mlm)."""
-    weights = pretrained.model.state_dict()
-    if pretrained.metrics.get("objective") == "word2vec":
-        return {"token_embedding.weight": weights["token_embedding.weight"]}
-    return {k: v for k, v in weights.items() if not k.startswith("head.")}
+    """The tensors a fine-tuning run takes from a pretrained folder (see ``_FROM_PRETRAINED``)."""
+    _, takes = _FROM_PRETRAINED[_objective(pretrained)]
+    return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}
 
 
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:
@@ -608,13 +617,14 @@ def _restore_rng(saved: TrainerState, info: distributed.DistInfo, device: torch.
     return ""
 
 
-def _device_name(device: torch.device) -> str:
+def device_name(device: torch.device) -> str:
+    """A readable name for ``metrics.json``: the GPU's name, or the CPU's with the thread count."""
     if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
+        return torch.cuda.getdevice_name(device)
     return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
 
 
-def _check_writable(output: Path) -> None:
+def check_writable(output: Path) -> None:
     """Create ``output`` if needed and prove it writable with a probe file (``os.access`` lies to root).
 
     Raises:

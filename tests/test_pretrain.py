@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.errors import CheckpointError, ConfigError
 from sentiment_cli.pretrain import FIRST_WORD_ID, MASK_ID, mask_tokens, pretrain, sampled_candidates
-from sentiment_cli.train import train
+from sentiment_cli.train import TrainCallbacks, train
 
 from .conftest import PYTHON, SUBPROCESS_ENV, small_config
 
@@ -82,8 +83,21 @@ def test_train_starts_from_the_pretrained_encoder(pretrained, tmp_path):
 def test_init_from_refuses_a_mismatched_config(pretrained, tmp_path):
     out, _ = pretrained
     cfg = small_config(init_from=str(out)).override("model", d_model=16, n_heads=2)
+    stages = []
+    callbacks = TrainCallbacks()
+    callbacks.on_stage = stages.append
     with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
-        train(cfg, tmp_path / "ft")
+        train(cfg, tmp_path / "ft", callbacks)
+    assert stages and not any(s.startswith("loading") for s in stages)   # refused before reading the data
+
+
+def test_init_from_refuses_an_unknown_objective(pretrained, tmp_path):
+    out, _ = pretrained
+    shutil.copytree(out, tmp_path / "enc")
+    metrics = json.loads((tmp_path / "enc" / "metrics.json").read_text())
+    (tmp_path / "enc" / "metrics.json").write_text(json.dumps({**metrics, "objective": "electra"}))
+    with pytest.raises(CheckpointError, match="unknown objective 'electra'.*knows word2vec, mlm"):
+        train(small_config(init_from=str(tmp_path / "enc")), tmp_path / "ft")
 
 
 def test_init_from_refuses_a_classifier_and_a_missing_folder(trained_checkpoint, tmp_path):
