@@ -577,7 +577,7 @@ def predict(
     texts: Annotated[Optional[list[str]], typer.Argument(help="Reviews to classify.", show_default=False)] = None,
     file: Annotated[Optional[str], typer.Option("--file", "-f", help="Read one review per line from PATH, or - for stdin.")] = None,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
-    batch_size: Annotated[int, typer.Option(min=1, help="Reviews per batch.")] = 256,
+    batch_size: Annotated[int, typer.Option(min=1, help="Reviews per batch.")] = 64,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
     errors: Annotated[DecodeErrors, typer.Option("--errors", help="Invalid UTF-8 in --file: fail, or replace with U+FFFD.")] = DecodeErrors.strict,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,

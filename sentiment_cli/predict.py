@@ -46,7 +46,7 @@ class Predictor:
         CheckpointError: the checkpoint is missing or unusable.
     """
 
-    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int = 256):
+    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int = 64):
         self.device = torch.device(device)
         self.checkpoint = load_checkpoint(directory, self.device)
         self.batch_size = batch_size
