@@ -203,6 +203,8 @@ def pretrain(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for the pretrained encoder.",
                                                    show_default=str(DEFAULT_PRETRAINED))] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Override \\[pretrain] epochs.")] = None,
+    splits: Annotated[Optional[str], typer.Option(help="Override \\[pretrain] splits: unsupervised+train, "
+                                                       "unsupervised or train.")] = None,
     device: Annotated[Optional[Device], typer.Option(help="Override \\[training] device.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Override \\[training] seed.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")] = False,
@@ -218,7 +220,7 @@ def pretrain(
         from .pretrain import pretrain as run_pretrain
 
         cfg = load_config(config).override("data", source=data)
-        cfg = cfg.override("pretrain", epochs=epochs)
+        cfg = cfg.override("pretrain", epochs=epochs, splits=splits)
         cfg = cfg.override("training", device=device.value if device else None, seed=seed)
         out, err = _consoles()
         callbacks = None if as_json else _RichPretrainCallbacks(err)

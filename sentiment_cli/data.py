@@ -190,7 +190,7 @@ def load_pretraining_texts(source: str, splits: str, validation_fraction: float,
     if "unsupervised" in parts:
         if "unsupervised" not in ds:
             raise DataError(f"{source} has no 'unsupervised' split (it has: {', '.join(ds)}); "
-                            "set [pretrain] splits = \"train\"")
+                            "pass --splits train (or set [pretrain] splits = \"train\")")
         texts += list(ds["unsupervised"]["text"])
     if "train" in parts:
         texts += _select(ds, "train", validation_fraction, seed, source, validation_split).texts

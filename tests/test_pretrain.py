@@ -117,12 +117,13 @@ def test_cli_pretrain_then_predict_refuses_it(tmp_path):
     # The slice has no unsupervised split: one line that says what to do, exit 1.
     assert run.returncode == 1 and run.stderr.strip().splitlines()[-1] == (
         f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test); "
-        'set [pretrain] splits = "train"')
-    cfg.write_text(cfg.read_text().replace('"unsupervised"', '"train"'))
+        'pass --splits train (or set [pretrain] splits = "train")')
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
-                          "-o", str(tmp_path / "enc"), "--json"], capture_output=True, text=True, env=SUBPROCESS_ENV)
+                          "-o", str(tmp_path / "enc"), "--json", "--splits", "train"],
+                         capture_output=True, text=True, env=SUBPROCESS_ENV)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["kind"] == "pretrained"
+    assert json.loads(run.stdout)["data"]["splits"] == "train"
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "predict", "Great film.", "--checkpoint",
                           str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
     assert run.returncode == 1 and "fine-tune it first" in run.stderr and "Traceback" not in run.stderr
