@@ -226,7 +226,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     sentences = []
     for begin in range(0, len(texts), 2048):
         sentences += [[word_of[i] for i in e.ids] for e in tokenizer.encode_batch(texts[begin:begin + 2048])]
-    words = [w for w, i in vocab.items() if i >= FIRST_WORD_ID]
+    words = word_of[FIRST_WORD_ID:]   # in id order: get_vocab()'s order changes from process to process
 
     class Epochs(CallbackAny2Vec):
         def __init__(self):
@@ -258,13 +258,18 @@ def _stable_hash(text: str) -> int:
 
 
 def _embed(model: SentimentClassifier, vectors, vocab: dict[str, int], words: list[str]) -> None:
-    """Copy word vectors into the token embedding, each dimension standardised over the vocabulary."""
+    """Copy word vectors into the token embedding, each dimension standardised over the vocabulary.
+
+    The mean and standard deviation are taken in float64, so the result does not depend on the
+    order of ``words``: in float32 the sums' rounding did, and the same vectors came out up to an
+    ulp apart (~1e-6) in about half the entries from one process to the next.
+    """
     known = [w for w in words if w in vectors.key_to_index]
     rows = torch.tensor([vocab[w] for w in known])
-    values = torch.from_numpy(vectors[known].copy()).float()                      # (n_words, d_model)
-    values = (values - values.mean(0)) / values.std(0).clamp_min(1e-6)
+    values = vectors[known].astype(np.float64)                                    # (n_words, d_model)
+    values = (values - values.mean(0)) / np.maximum(values.std(0, ddof=1), 1e-6)
     with torch.no_grad():
-        model.token_embedding.weight[rows] = values
+        model.token_embedding.weight[rows] = torch.from_numpy(values).float()
 
 
 def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
