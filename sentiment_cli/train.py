@@ -620,7 +620,7 @@ def _restore_rng(saved: TrainerState, info: distributed.DistInfo, device: torch.
 def device_name(device: torch.device) -> str:
     """A readable name for ``metrics.json``: the GPU's name, or the CPU's with the thread count."""
     if device.type == "cuda":
-        return torch.cuda.getdevice_name(device)
+        return torch.cuda.get_device_name(device)
     return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
 
 

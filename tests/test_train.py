@@ -82,3 +82,12 @@ def test_adversarial_training_runs_and_changes_the_run(tmp_path):
     base = train(small_config(epochs=1), tmp_path / "a").metrics["history"][0]
     adv = train(small_config(epochs=1, adversarial_epsilon=1.0), tmp_path / "b").metrics["history"][0]
     assert adv["train_loss"] != base["train_loss"] and 0 < adv["train_loss"] < 1.0
+
+
+def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
+    # No GPU here: the CUDA branch runs against a stand-in for torch.cuda.get_device_name.
+    from sentiment_cli.train import device_name
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"Fake GPU {device}")
+    assert device_name(torch.device("cuda", 0)) == "Fake GPU cuda:0"
+    assert device_name(torch.device("cpu")).endswith(f"({torch.get_num_threads()} threads)")
