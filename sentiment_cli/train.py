@@ -513,7 +513,8 @@ def load_pretrained(directory: str | Path, config: Config):
         :class:`~.checkpoint.Checkpoint` (its model on CPU).
 
     Raises:
-        CheckpointError: no checkpoint there, it is damaged, or it was not written by ``sentiment pretrain``.
+        CheckpointError: no checkpoint there, it is damaged, it was not written by ``sentiment pretrain``,
+            or its pretraining objective is unknown to this version.
         ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
             (the message names the first key that differs). A word2vec folder trained the token
             embedding only, so of the shape only ``d_model`` must match.
@@ -529,10 +530,11 @@ def load_pretrained(directory: str | Path, config: Config):
     if ckpt.metrics.get("kind") != "pretrained":
         raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
                               "(its metrics.json lacks \"kind\": \"pretrained\")")
-    if _objective(ckpt) not in _FROM_PRETRAINED:
-        raise CheckpointError(f"init_from {directory}: unknown objective {_objective(ckpt)!r} in its metrics.json "
+    objective = _objective(ckpt)
+    if objective not in _FROM_PRETRAINED:
+        raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
                               f"(this version knows {', '.join(_FROM_PRETRAINED)})")
-    shape_keys, _ = _FROM_PRETRAINED[_objective(ckpt)]
+    shape_keys, _ = _FROM_PRETRAINED[objective]
     for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
         mine, theirs = getattr(config, section), getattr(ckpt.config, section)
         for key in keys:
