@@ -28,7 +28,7 @@ STEPS = [
     ("+ punctuation-aware tokens, min_frequency 2", {"data": {"pre_tokenizer": "punctuation", "min_frequency": 2}}),
     ("+ max_length 400, head+tail truncation", {"data": {"max_length": 400, "truncation": "head_tail"}}),
     ("+ dropout 0.1 (attention too), head dropout 0.2, label smoothing 0.1, weight decay 0.05",
-     {"model": {"dropout": 0.1, "attention_dropout": 0.1, "head_dropout": 0.2},
+     {"model": {"dropout": 0.1, "attention_dropout": 0.1, "activation_dropout": 0.1, "head_dropout": 0.2},
       "training": {"label_smoothing": 0.1, "weight_decay": 0.05}}),
     ("+ batch 64, lr 2e-3, 5% warmup, cosine decay, grad clip 1.0",
      {"training": {"batch_size": 64, "lr": 2e-3, "warmup_fraction": 0.05, "schedule": "cosine", "grad_clip": 1.0}}),

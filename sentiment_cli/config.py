@@ -39,7 +39,9 @@ class ModelConfig:
     n_layers: int = _spec(1, lo=1, help="Transformer encoder layers")
     d_ff: int = _spec(128, lo=1, help="hidden width of each layer's feed-forward block")
     dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
-                           help="dropout on embeddings, residual branches and the feed-forward hidden layer")
+                           help="dropout on embeddings and residual branches")
+    activation_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
+                                      help="dropout on the feed-forward hidden layer (fairseq's activation_dropout)")
     attention_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
                                      help="dropout on attention probabilities; > 0 leaves the fused CPU kernel (4-5x slower)")
     head_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="dropout on the pooled vector before the dense head")

@@ -61,3 +61,12 @@ def test_shapes_and_parameter_counts():
     counts = model.num_parameters()
     assert counts["embedding"] == 50 * 16
     assert counts["total"] == counts["embedding"] + counts["non_embedding"] == sum(p.numel() for p in model.parameters())
+
+
+def test_each_dropout_rate_reaches_its_own_site():
+    model = _model(dropout=0.1, attention_dropout=0.2, activation_dropout=0.3)
+    for layer in model.encoder.layers:
+        assert (layer.dropout1.p, layer.dropout2.p) == (0.1, 0.1)   # residual branches
+        assert layer.self_attn.dropout == 0.2                         # attention probabilities
+        assert layer.dropout.p == 0.3                                 # feed-forward hidden layer
+    assert model.embedding_dropout.p == 0.1
