@@ -292,7 +292,12 @@ class _RichTrainCallbacks:
             self.progress = None
 
     def on_stage(self, text: str) -> None:
-        self.console.print(f"[dim]{text}…[/]", highlight=False)
+        from rich.markup import escape
+        self.console.print(f"[dim]{escape(text)}…[/]", highlight=False)
+
+    def on_note(self, text: str) -> None:
+        from rich.markup import escape
+        self.console.print(f"[yellow]note:[/] {escape(text)}", highlight=False, soft_wrap=True)
 
     def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
         self._new_progress()

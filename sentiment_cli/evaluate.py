@@ -28,6 +28,19 @@ def autocast(device: torch.device, enabled: bool):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 in hardware (a GPU with bf16; a CPU with AVX512-BF16 or AMX).
+
+    Where it does not, bf16 autocast still gives the same kind of results but emulates
+    bf16 and can be slower than float32.
+    """
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return True
+
+
 @torch.inference_mode()
 def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
                    device: torch.device, bf16: bool = False,

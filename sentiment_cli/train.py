@@ -31,7 +31,7 @@ from .checkpoint import METRICS_FILE, load_weights, save_checkpoint, write_json
 from .config import Config
 from .data import collate, load_train_validation, make_batches
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
-from .evaluate import autocast, evaluate_ids
+from .evaluate import autocast, evaluate_ids, native_bf16
 from .interrupts import StopFlag
 from .model import UNK_ID, SentimentClassifier
 from .report import TrainingReport, write_training_report
@@ -45,6 +45,9 @@ class TrainCallbacks:
 
     def on_stage(self, text: str) -> None:
         """A preparation stage begins (loading data, building the tokenizer...)."""
+
+    def on_note(self, text: str) -> None:
+        """Something the user should know that does not stop the run."""
 
     def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
         """Epoch ``epoch`` (1-based) of ``epochs`` starts over ``num_examples`` reviews."""
@@ -308,8 +311,11 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
     if not info.is_main:
         cb = TrainCallbacks()   # rank 0 alone reports progress
     device = distributed.device_for(info, resolve_device(t.device))
-    if t.autocast_bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise UsageError("[training] autocast_bf16: this GPU does not support bfloat16; set it to false")
+    if t.autocast_bf16 and not native_bf16(device):
+        if device.type == "cuda":
+            raise UsageError("[training] autocast_bf16: this GPU does not support bfloat16; set it to false")
+        cb.on_note("this CPU has no bfloat16 instructions (AVX512-BF16 or AMX), so bf16 autocast may "
+                   "train slower than float32; [training] autocast_bf16 = false turns it off")
     if info.is_main:
         check_writable(output)
     pretrained = None

@@ -144,3 +144,30 @@ def test_help_keeps_bracketed_names(command):
     assert "(, " not in r.output and "()" not in r.output
     if command in ("train", "pretrain"):
         assert {"train": "[training]", "pretrain": "[model]"}[command] in r.output
+
+
+def test_train_shows_its_notes_verbatim(tmp_path, monkeypatch):
+    # Rich markup must not eat "[training]" in the note.
+    from sentiment_cli import train as train_module
+
+    monkeypatch.setattr(train_module, "native_bf16", lambda device: False)   # a CPU without bf16 instructions
+    cfg = tmp_path / "bf16.toml"
+    cfg.write_text((ROOT / "configs" / "seed.toml").read_text().replace("vocab_size = 50000", "vocab_size = 5000")
+                   .replace("autocast_bf16 = false", "autocast_bf16 = true"))
+    r = invoke("train", "--config", cfg, "--data", SMALL_DATA, "--output", tmp_path / "out", "--epochs", 1,
+               "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    assert "note: this CPU has no bfloat16 instructions" in r.stderr
+    assert "[training] autocast_bf16 = false turns it off" in r.stderr
+
+
+def test_stage_lines_show_paths_verbatim():
+    import io
+
+    from rich.console import Console
+
+    from sentiment_cli.cli import _RichTrainCallbacks
+
+    buf = io.StringIO()
+    _RichTrainCallbacks(Console(file=buf, width=200)).on_stage("starting from the pretrained weights in runs/[b]")
+    assert "runs/[b]" in buf.getvalue()

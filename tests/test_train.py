@@ -91,3 +91,24 @@ def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"Fake GPU {device}")
     assert device_name(torch.device("cuda", 0)) == "Fake GPU cuda:0"
     assert device_name(torch.device("cpu")).endswith(f"({torch.get_num_threads()} threads)")
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_trains_with_a_note(tmp_path, monkeypatch):
+    # This machine's CPU has AVX512-BF16; a stand-in answers for one that has not.
+    from sentiment_cli import train as train_module
+    from sentiment_cli.train import TrainCallbacks
+
+    class Notes(TrainCallbacks):
+        def __init__(self):
+            self.notes = []
+
+        def on_note(self, text):
+            self.notes.append(text)
+
+    monkeypatch.setattr(train_module, "native_bf16", lambda device: False)
+    cb = Notes()
+    result = train(small_config(epochs=1, autocast_bf16=True), tmp_path / "run", callbacks=cb)
+    assert len(cb.notes) == 1 and "autocast_bf16 = false" in cb.notes[0]
+    assert 0 < result.metrics["history"][0]["train_loss"] < 1.0
+    fp32 = train(small_config(epochs=1), tmp_path / "fp32").metrics["history"][0]["train_loss"]
+    assert result.metrics["history"][0]["train_loss"] != fp32   # it did run in bf16
