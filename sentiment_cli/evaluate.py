@@ -37,7 +37,10 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        # torch's own probes (private; where a torch version lacks them, assume support)
+        probes = [getattr(torch.cpu, name, lambda: True) for name in
+                  ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+        return any(probe() for probe in probes)
     return True
 
 

@@ -43,3 +43,19 @@ def test_batches_cover_every_example_once_and_bucket_by_length():
     a = make_batches(lengths, 32, shuffle=True, seed=3)
     assert all((x == y).all() for x, y in zip(a, make_batches(lengths, 32, shuffle=True, seed=3)))
     assert any((x != y).any() for x, y in zip(a, make_batches(lengths, 32, shuffle=True, seed=4)) if len(x) == len(y))
+
+
+def test_native_bf16_asks_torchs_cpu_probes(monkeypatch):
+    import torch
+
+    from sentiment_cli.evaluate import native_bf16
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert native_bf16(cpu) is False
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert native_bf16(cpu) is True
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    assert native_bf16(cpu) is True   # a torch without the probes: assume support, no note
