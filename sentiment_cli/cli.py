@@ -233,11 +233,15 @@ def pretrain(
         if as_json:
             typer.echo(json.dumps(result.metrics))
             return
+        import shlex
+
+        from rich.markup import escape
+
         m = result.metrics
-        out.print(f"pretrained {m['objective']} weights saved to {result.output}  ·  "
+        out.print(f"pretrained {m['objective']} weights saved to {escape(str(result.output))}  ·  "
                   f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  "
                   f"{m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
-        out.print(f"fine-tune it: sentiment train --init {result.output}", highlight=False)
+        out.print(f"fine-tune it: sentiment train --init {escape(shlex.quote(str(result.output)))}", highlight=False)
 
 
 def _resume_folder(resume: str, output: Optional[Path]) -> Path:
@@ -339,6 +343,7 @@ class _RichPretrainCallbacks(_RichTrainCallbacks):
 
 
 def _render_train_summary(console, result) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     m = result.metrics
@@ -352,7 +357,7 @@ def _render_train_summary(console, result) -> None:
                       f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
     console.print(table)
     console.print(f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%}) "
-                  f"saved to {result.output}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
+                  f"saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
 
 

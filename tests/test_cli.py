@@ -147,18 +147,19 @@ def test_help_keeps_bracketed_names(command):
 
 
 def test_train_shows_its_notes_verbatim(tmp_path, monkeypatch):
-    # Rich markup must not eat "[training]" in the note.
+    # Rich markup must not eat "[training]" in the note, nor "[b]" in the folder name.
     from sentiment_cli import train as train_module
 
     monkeypatch.setattr(train_module, "native_bf16", lambda device: False)   # a CPU without bf16 instructions
     cfg = tmp_path / "bf16.toml"
     cfg.write_text((ROOT / "configs" / "seed.toml").read_text().replace("vocab_size = 50000", "vocab_size = 5000")
                    .replace("autocast_bf16 = false", "autocast_bf16 = true"))
-    r = invoke("train", "--config", cfg, "--data", SMALL_DATA, "--output", tmp_path / "out", "--epochs", 1,
+    r = invoke("train", "--config", cfg, "--data", SMALL_DATA, "--output", tmp_path / "out[b]", "--epochs", 1,
                "--device", "cpu")
     assert r.exit_code == 0, r.output
     assert "note: this CPU has no bfloat16 instructions" in r.stderr
     assert "[training] autocast_bf16 = false turns it off" in r.stderr
+    assert f"saved to {tmp_path / 'out[b]'}" in " ".join(r.stdout.split())   # the folder, brackets and all
 
 
 def test_stage_lines_show_paths_verbatim():

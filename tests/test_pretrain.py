@@ -125,6 +125,13 @@ def test_cli_pretrain_then_predict_refuses_it(tmp_path):
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["kind"] == "pretrained"
     assert json.loads(run.stdout)["data"]["splits"] == "train"
+    run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
+                          "-o", str(tmp_path / "enc [b]"), "--splits", "train"],
+                         capture_output=True, text=True, env=SUBPROCESS_ENV)
+    assert run.returncode == 0, run.stderr
+    out = " ".join(run.stdout.split())
+    assert f"saved to {tmp_path / 'enc [b]'}" in out   # Rich markup left the folder name alone
+    assert f"sentiment train --init '{tmp_path / 'enc [b]'}'" in out   # a command that can be pasted
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "predict", "Great film.", "--checkpoint",
                           str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
     assert run.returncode == 1 and "fine-tune it first" in run.stderr and "Traceback" not in run.stderr
