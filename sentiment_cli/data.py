@@ -8,6 +8,7 @@ folder: either the Hub layout (``plain_text/train-*.parquet``, as in
 
 from __future__ import annotations
 
+import glob
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,6 +106,11 @@ def load_imdb(source: str):
         if (root / "train" / "pos").is_dir() or (root / "test" / "pos").is_dir():
             ds = _load_aclimdb(root)
         else:
+            real = str(root.resolve())   # datasets follows links, so a link's own name does not help
+            if glob.escape(real) != real:
+                raise DataError(f"cannot load a dataset from {source}: its path {real} holds a glob character "
+                                "(*, ? or [), which Hugging Face datasets reads as a file pattern; "
+                                "rename the folder")
             try:
                 ds = datasets.load_dataset(str(root))
             except Exception as exc:  # datasets raises many types for unreadable folders

@@ -1,3 +1,4 @@
+import shutil
 from collections import Counter
 
 import pytest
@@ -113,6 +114,14 @@ def test_unknown_split_and_missing_folder():
         data.load_split(str(SMALL_DATA), "dev", 0.1, 0)
     with pytest.raises(DataError, match="does not exist"):
         data.load_split("./no/such/folder", "test", 0.1, 0)
+
+
+def test_folder_name_with_glob_characters_gets_a_clear_error(tmp_path):
+    # datasets reads "[small]" as a pattern and then reports the folder as empty
+    folder = tmp_path / "imdb[small]"
+    shutil.copytree(SMALL_DATA, folder)
+    with pytest.raises(DataError, match=r"glob character .* rename the folder"):
+        data.load_imdb(str(folder))
 
 
 def test_unreachable_hub_names_the_offline_way(monkeypatch):
