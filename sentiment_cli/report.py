@@ -342,10 +342,15 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         pre = card["pretrained"]
         start = [("initialised from", f"{pre.get('from')} ({pre.get('epochs')} pretraining epochs, "
                                       f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
+    # Older checkpoints' configs lack the later dropout sites: they had none there.
+    sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
+                                                     ("attention", "attention_dropout"),
+                                                     ("before the head", "head_dropout")) if m.get(key)]
+    dropout = f"dropout {m['dropout']:g}" + (f" ({', '.join(sites)})" if sites else "")
     return [
         ("Model", [
             ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
-                             f"({m['activation']}), dropout {m['dropout']:g}; masked max-pool; dense head"),
+                             f"({m['activation']}), {dropout}; masked max-pool; dense head"),
             ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
             ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"),
             ("input", truncation),

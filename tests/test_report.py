@@ -247,3 +247,14 @@ def test_predict_explain_imports_neither_datasets_nor_matplotlib(trained_checkpo
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert json.loads(out.splitlines()[0])["tokens"] == ["Loved", "it."]
     assert out.splitlines()[-1] == "False False"
+
+
+def test_card_names_each_dropout_site(trained_checkpoint):
+    card = report.model_card(trained_checkpoint)
+    model = card["config"]["model"]
+    model.update(dropout=0.1, activation_dropout=0.3, attention_dropout=0.0, head_dropout=0.2)
+    arch = dict(dict(report.card_sections(card))["Model"])["architecture"]
+    assert "dropout 0.1 (feed-forward hidden layer 0.3, before the head 0.2)" in arch
+    for key in ("activation_dropout", "attention_dropout", "head_dropout"):   # an older checkpoint's config
+        del model[key]
+    assert "dropout 0.1; masked max-pool" in dict(dict(report.card_sections(card))["Model"])["architecture"]
