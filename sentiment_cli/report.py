@@ -346,7 +346,7 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
                                                      ("attention", "attention_dropout"),
                                                      ("before the head", "head_dropout")) if m.get(key)]
-    dropout = f"dropout {m['dropout']:g}" + (f" ({', '.join(sites)})" if sites else "")
+    dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
     return [
         ("Model", [
             ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "

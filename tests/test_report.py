@@ -254,7 +254,7 @@ def test_card_names_each_dropout_site(trained_checkpoint):
     model = card["config"]["model"]
     model.update(dropout=0.1, activation_dropout=0.3, attention_dropout=0.0, head_dropout=0.2)
     arch = dict(dict(report.card_sections(card))["Model"])["architecture"]
-    assert "dropout 0.1 (feed-forward hidden layer 0.3, before the head 0.2)" in arch
+    assert "dropout 0.1 (embeddings, residuals), feed-forward hidden layer 0.3, before the head 0.2;" in arch
     for key in ("activation_dropout", "attention_dropout", "head_dropout"):   # an older checkpoint's config
         del model[key]
-    assert "dropout 0.1; masked max-pool" in dict(dict(report.card_sections(card))["Model"])["architecture"]
+    assert "dropout 0.1 (embeddings, residuals); masked max-pool" in dict(dict(report.card_sections(card))["Model"])["architecture"]
