@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from .config import Config, config_from_dict
+from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError
 from .model import LABELS, SentimentClassifier
 from .tokenizer import load_tokenizer
@@ -183,7 +183,7 @@ def read_config(directory: str | Path) -> tuple[Config, int]:
     for key in ("architecture", "labels"):
         raw.pop(key, None)
     try:
-        config = config_from_dict(raw, str(path))
+        config = stored_config_from_dict(raw, str(path))
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
     return config, vocab_size

@@ -239,6 +239,28 @@ def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
     return cfg
 
 
+# Rates that were ``dropout`` until they got keys of their own: a run config written before then (a
+# checkpoint's config.json, a trainer state) trained with ``dropout`` there.
+_SPLIT_FROM_DROPOUT = ("attention_dropout", "activation_dropout")
+
+
+def stored_config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
+    """:func:`config_from_dict` for a config a run wrote (checkpoint, trainer state), which says what it did.
+
+    A key an older version did not write gets the value that version used,
+    where that differs from today's built-in default: ``attention_dropout``
+    and ``activation_dropout`` were ``dropout``. (A user's TOML file without
+    them gets the built-in 0.0.)
+
+    Raises:
+        ConfigError: as :func:`config_from_dict`.
+    """
+    model = raw.get("model")
+    if isinstance(model, dict) and "dropout" in model:
+        raw = {**raw, "model": {**{k: model["dropout"] for k in _SPLIT_FROM_DROPOUT}, **model}}
+    return config_from_dict(raw, origin)
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Read a TOML config file (``configs/default.toml`` when ``path`` is None).
 

@@ -342,7 +342,6 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         pre = card["pretrained"]
         start = [("initialised from", f"{pre.get('from')} ({pre.get('epochs')} pretraining epochs, "
                                       f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
-    # Older checkpoints' configs lack the later dropout sites: they had none there.
     sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
                                                      ("attention", "attention_dropout"),
                                                      ("before the head", "head_dropout")) if m.get(key)]

@@ -34,7 +34,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from .checkpoint import _read_json, atomic_write, write_json
-from .config import Config, config_from_dict
+from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError
 
 FORMAT_VERSION = 1
@@ -264,7 +264,7 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
         scheduler = decode_state(doc["scheduler"], tensors, where)
         if not isinstance(optimizer, dict) or not isinstance(scheduler, dict):
             raise TypeError("optimizer and scheduler must be objects")
-        config = config_from_dict(doc["config"], str(path))
+        config = stored_config_from_dict(doc["config"], str(path))
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

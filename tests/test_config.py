@@ -1,6 +1,6 @@
 import pytest
 
-from sentiment_cli.config import DEFAULT_CONFIG, Config, load_config
+from sentiment_cli.config import DEFAULT_CONFIG, Config, load_config, stored_config_from_dict
 from sentiment_cli.errors import ConfigError
 
 from .conftest import ROOT
@@ -16,6 +16,20 @@ def test_seed_config_reproduces_the_notebook():
 
 def test_default_config_is_what_runs_without_config():
     assert load_config(None) == load_config(DEFAULT_CONFIG)
+
+
+def test_a_stored_config_without_the_later_dropout_keys_means_what_it_trained_with(tmp_path):
+    # Until they had keys of their own, attention and feed-forward hidden dropout were `dropout`.
+    old = {"model": {"d_model": 32, "dropout": 0.1}}
+    m = stored_config_from_dict(old).model
+    assert (m.attention_dropout, m.activation_dropout) == (0.1, 0.1)
+    newer = {"model": {"d_model": 32, "dropout": 0.1, "attention_dropout": 0.0}}   # between the two changes
+    m = stored_config_from_dict(newer).model
+    assert (m.attention_dropout, m.activation_dropout) == (0.0, 0.1)
+    assert newer == {"model": {"d_model": 32, "dropout": 0.1, "attention_dropout": 0.0}}   # not modified
+    # a user's TOML file without them gets the built-in defaults
+    m = load_config(_write(tmp_path, "[model]\ndropout = 0.1\n")).model
+    assert (m.attention_dropout, m.activation_dropout) == (0.0, 0.0)
 
 
 def _write(tmp_path, text):

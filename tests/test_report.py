@@ -249,12 +249,18 @@ def test_predict_explain_imports_neither_datasets_nor_matplotlib(trained_checkpo
     assert out.splitlines()[-1] == "False False"
 
 
-def test_card_names_each_dropout_site(trained_checkpoint):
+def test_card_names_each_dropout_site(trained_checkpoint, tmp_path):
     card = report.model_card(trained_checkpoint)
-    model = card["config"]["model"]
-    model.update(dropout=0.1, activation_dropout=0.3, attention_dropout=0.0, head_dropout=0.2)
+    card["config"]["model"].update(dropout=0.1, activation_dropout=0.3, attention_dropout=0.0, head_dropout=0.2)
     arch = dict(dict(report.card_sections(card))["Model"])["architecture"]
     assert "dropout 0.1 (embeddings, residuals), feed-forward hidden layer 0.3, before the head 0.2;" in arch
-    for key in ("activation_dropout", "attention_dropout", "head_dropout"):   # an older checkpoint's config
-        del model[key]
-    assert "dropout 0.1 (embeddings, residuals); masked max-pool" in dict(dict(report.card_sections(card))["Model"])["architecture"]
+    # A checkpoint from before attention and feed-forward dropout had keys of their own trained with `dropout`.
+    old = tmp_path / "old"
+    shutil.copytree(trained_checkpoint, old)
+    config = json.loads((old / "config.json").read_text())
+    config["model"]["dropout"] = 0.1
+    for key in ("activation_dropout", "attention_dropout"):
+        del config["model"][key]
+    (old / "config.json").write_text(json.dumps(config))
+    arch = dict(dict(report.card_sections(report.model_card(old)))["Model"])["architecture"]
+    assert "dropout 0.1 (embeddings, residuals), feed-forward hidden layer 0.1, attention 0.1" in arch
