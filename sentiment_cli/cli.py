@@ -300,8 +300,7 @@ class _RichTrainCallbacks:
         self.console.print(f"[dim]{escape(text)}…[/]", highlight=False)
 
     def on_note(self, text: str) -> None:
-        from rich.markup import escape
-        self.console.print(f"[yellow]note:[/] {escape(text)}", highlight=False, soft_wrap=True)
+        _print_note(self.console, text)
 
     def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
         self._new_progress()
@@ -371,7 +370,13 @@ def _render_report_note(console, report) -> None:
                       highlight=False, soft_wrap=True)
     else:
         console.print(f"[dim]model card: {escape(str(report.card))}[/]", highlight=False, soft_wrap=True)
-        console.print(f"[yellow]note:[/] {escape(report.note)}", highlight=False, soft_wrap=True)
+        _print_note(console, report.note)
+
+
+def _print_note(console, text: str) -> None:
+    """A yellow ``note:`` line: something the user should know that did not stop the command."""
+    from rich.markup import escape
+    console.print(f"[yellow]note:[/] {escape(text)}", highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- eval

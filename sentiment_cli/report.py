@@ -344,7 +344,7 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
                                       f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
     sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
                                                      ("attention", "attention_dropout"),
-                                                     ("before the head", "head_dropout")) if m.get(key)]
+                                                     ("before the head", "head_dropout")) if m[key]]
     dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
     return [
         ("Model", [
