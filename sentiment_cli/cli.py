@@ -211,8 +211,9 @@ def pretrain(
 ) -> None:
     """Pretrain on unlabelled reviews (never validation or test): word2vec embeddings or a masked language model.
 
-    `sentiment train --init DIR` then fine-tunes it. Ctrl-C or SIGTERM stops at the next step (word2vec: the
-    next epoch); completed epochs stay saved.
+    `sentiment train --init DIR` then fine-tunes it.
+
+    Ctrl-C or SIGTERM stops at the next step (word2vec: the next epoch); completed epochs stay saved.
     """
     with _errors():
         from .config import load_config

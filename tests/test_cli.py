@@ -146,6 +146,19 @@ def test_help_keeps_bracketed_names(command):
         assert {"train": "[training]", "pretrain": "[model]"}[command] in r.output
 
 
+@pytest.mark.parametrize("command", ["train", "pretrain", "eval", "predict", "info"])
+def test_help_wraps_paragraphs_only_at_the_terminal_width(command):
+    # Typer's rich help keeps a docstring's line breaks: pretrain's read "stops at the next step (word2vec: the"
+    # with "next epoch)" on a line of its own.
+    import inspect
+
+    callback = next(c.callback for c in app.registered_commands if (c.name or c.callback.__name__) == command)
+    r = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    lines = [" ".join(line.split()) for line in r.output.splitlines()]
+    for paragraph in inspect.cleandoc(callback.__doc__).split("\n\n"):
+        assert " ".join(paragraph.split()) in lines, paragraph
+
+
 def test_train_shows_its_notes_verbatim(tmp_path, monkeypatch):
     # Rich markup must not eat "[training]" in the note, nor "[b]" in the folder name.
     from sentiment_cli import train as train_module
