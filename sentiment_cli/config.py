@@ -113,6 +113,9 @@ class PretrainConfig:
                                 "only, skip-gram with negative sampling (Mikolov et al. 2013, gensim)")
     epochs: int = _spec(5, lo=1, help="passes over the pretraining reviews")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
+    subsample: float = _spec(1e-3, lo=0.0, hi=1.0,
+                             help="word2vec: frequent-word downsampling threshold t (Mikolov et al. 2013, 2.3; "
+                                  "gensim's sample); 0 keeps every word")
     batch_size: int = _spec(64, lo=1, help="mlm: reviews per optimizer step")
     lr: float = _spec(2e-3, lo=0.0, lo_open=True, help="mlm: peak AdamW learning rate (warmup, then cosine decay)")
     weight_decay: float = _spec(0.01, lo=0.0, help="mlm: AdamW decoupled weight decay on matrices")

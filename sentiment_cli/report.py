@@ -331,7 +331,8 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         pre = card["config"]["pretrain"]
         if pre["objective"] == "word2vec":
             what = "word2vec (skip-gram) pretraining of the token embedding"
-            optimizer = f"gensim Word2Vec, window {pre['window']}, 5 negative samples"
+            optimizer = (f"gensim Word2Vec, window {pre['window']}, 5 negative samples, "
+                         f"frequent words downsampled at {pre['subsample']:g}")
         else:
             what = "masked-language-model pretraining"
             optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "

@@ -162,6 +162,22 @@ def test_word2vec_pretraining_fills_the_embedding(tmp_path):
     assert cos("movie", "film") > cos("movie", "the") + 0.3
 
 
+def test_word2vec_downsamples_frequent_words_as_configured(tmp_path, monkeypatch):
+    import gensim.models
+
+    passed = {}
+    real = gensim.models.Word2Vec
+
+    def spy(*args, **kwargs):
+        passed.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gensim.models, "Word2Vec", spy)
+    pretrain(pretrain_config(objective="word2vec", epochs=1, subsample=1e-5), tmp_path / "w2v")
+    assert passed["sample"] == 1e-5
+    assert load_checkpoint(tmp_path / "w2v", pretrained_ok=True).config.pretrain.subsample == 1e-5
+
+
 def test_word2vec_pretraining_is_reproducible_across_processes(tmp_path):
     # gensim seeds each word's first vector with a hash of the word: Python's hash() differs between
     # processes, so two processes are the real check.
@@ -209,7 +225,7 @@ def test_model_card_names_the_pretraining_objective(tmp_path):
     pretrain(pretrain_config(objective="word2vec", epochs=1), tmp_path / "w2v")
     training = dict(dict(card_sections(model_card(tmp_path / "w2v")))["Training"])
     assert training["epochs"].startswith("1 of 1 of word2vec (skip-gram) pretraining of the token embedding")
-    assert training["optimizer"] == "gensim Word2Vec, window 5, 5 negative samples"
+    assert training["optimizer"] == "gensim Word2Vec, window 5, 5 negative samples, frequent words downsampled at 0.001"
 
 
 def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_path):
