@@ -248,8 +248,8 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     # Every word of the tokenizer's vocabulary gets a vector (min_count=1 over the same reviews it was
     # built from). One worker thread and a stable hash for the initial vectors (gensim's default is
     # Python's per-process salted hash): the same seed gives the same vectors, run after run.
-    Word2Vec(sentences, vector_size=config.model.d_model, window=p.window, sample=p.subsample, min_count=1, sg=1, negative=5,
-             epochs=p.epochs, workers=1, seed=t.seed, hashfxn=_stable_hash, callbacks=[Epochs()])
+    Word2Vec(sentences, vector_size=config.model.d_model, window=p.window, sample=p.subsample, min_count=1, sg=1,
+             negative=5, epochs=p.epochs, workers=1, seed=t.seed, hashfxn=_stable_hash, callbacks=[Epochs()])
 
 
 def _stable_hash(text: str) -> int:
