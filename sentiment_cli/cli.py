@@ -387,7 +387,8 @@ def eval_(
     split: Annotated[SplitName, typer.Option(help="Which split to score.")] = SplitName.test,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
     data: Annotated[Optional[str], typer.Option(help="Dataset to score; default: the one the checkpoint was trained on.")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(min=1, help="Reviews per batch.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(
+        min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.auto,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     errors: Annotated[int, typer.Option("--errors", min=0, metavar="N",
@@ -595,7 +596,8 @@ def predict(
     texts: Annotated[Optional[list[str]], typer.Argument(help="Reviews to classify.", show_default=False)] = None,
     file: Annotated[Optional[str], typer.Option("--file", "-f", help="Read one review per line from PATH, or - for stdin.")] = None,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
-    batch_size: Annotated[int, typer.Option(min=1, help="Reviews per batch.")] = 64,
+    batch_size: Annotated[Optional[int], typer.Option(
+        min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
     errors: Annotated[DecodeErrors, typer.Option("--errors", help="Invalid UTF-8 in --file: fail, or replace with U+FFFD.")] = DecodeErrors.strict,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,

@@ -40,16 +40,16 @@ class Predictor:
     Args:
         directory: a checkpoint folder written by ``sentiment train``.
         device: ``cpu``, ``cuda`` or a :class:`torch.device`.
-        batch_size: reviews per forward pass.
+        batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
 
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
     """
 
-    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int = 64):
+    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int | None = None):
         self.device = torch.device(device)
         self.checkpoint = load_checkpoint(directory, self.device)
-        self.batch_size = batch_size
+        self.batch_size = batch_size or self.config.training.eval_batch_size
 
     @property
     def config(self):

@@ -23,6 +23,26 @@ def test_round_trip_gives_identical_ids_and_logits(trained_checkpoint, tmp_path)
     assert torch.equal(a, b)
 
 
+def test_predictor_batches_by_the_checkpoints_eval_batch_size(trained_checkpoint, tmp_path, monkeypatch):
+    # `predict` (and Predictor) batch as `eval` does: the checkpoint's [training] eval_batch_size unless told.
+    from sentiment_cli import predict as predict_module
+
+    d = tmp_path / "ckpt"
+    shutil.copytree(trained_checkpoint, d)
+    _edit(d, training={"eval_batch_size": 2})
+    sizes = []
+    real = predict_module.batched_logits
+
+    def spy(*args, **kwargs):
+        sizes.append(kwargs["batch_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(predict_module, "batched_logits", spy)
+    default, given = Predictor(d).logits(PROBE), Predictor(d, batch_size=5).logits(PROBE)
+    assert sizes == [2, 5]
+    assert torch.allclose(default, given, atol=1e-5)   # the padding mask: batching never changes a result
+
+
 def test_checkpoint_folder_is_self_describing(trained_checkpoint):
     names = {p.name for p in trained_checkpoint.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "metrics.json"} <= names
