@@ -148,7 +148,7 @@ def train(
              "saved settings; only --epochs and --device may change.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")] = False,
 ) -> None:
-    """Train a classifier and save the best epoch (by validation accuracy) as a checkpoint folder.
+    """Train a classifier and save the best epoch (by validation accuracy; the last without validation) as a checkpoint folder.
 
     Ctrl-C or SIGTERM stops at the next step; the last completed epoch is kept and `--resume` continues it.
     """
@@ -321,9 +321,12 @@ class _RichTrainCallbacks:
     def on_epoch_end(self, r: dict) -> None:
         self.close()
         star = "  [green]best[/]" if r["best"] else ""
+        if r["validation_accuracy"] is None:   # trained on all of train: nothing to validate on
+            star, val = "", ""
+        else:
+            val = f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  "
         self.console.print(
-            f"epoch {r['epoch']:>2}  train loss {r['train_loss']:.4f} acc {r['train_accuracy']:.2%}  "
-            f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  "
+            f"epoch {r['epoch']:>2}  train loss {r['train_loss']:.4f} acc {r['train_accuracy']:.2%}  {val}"
             f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s{star}",
             highlight=False, soft_wrap=True)
 
@@ -347,17 +350,19 @@ def _render_train_summary(console, result) -> None:
     from rich.table import Table
 
     m = result.metrics
+    validated = m["best_validation_accuracy"] is not None
     table = Table(title="training summary", title_justify="left")
-    for col in ("epoch", "train loss", "train acc", "val loss", "val acc", "ex/s", "seconds"):
+    for col in ("epoch", "train loss", "train acc", *(("val loss", "val acc") if validated else ()), "ex/s", "seconds"):
         table.add_column(col, justify="right")
     for r in m["history"]:
         style = "bold green" if r["epoch"] == m["best_epoch"] else None
-        table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}",
-                      f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}",
+        val = (f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}") if validated else ()
+        table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}", *val,
                       f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
     console.print(table)
-    console.print(f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%}) "
-                  f"saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
+    kept = (f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%})" if validated
+            else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
+    console.print(f"{kept} saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
 
 
@@ -724,19 +729,25 @@ def info(
 
 
 def _render_card(console, card: dict) -> None:
+    import shlex
+
+    from rich.markup import escape
     from rich.table import Table
 
     from .report import RESULT_COLUMNS, card_results, card_sections
 
-    from rich.markup import escape
-
     console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
-    results = Table(title="results", title_justify="left")
-    for col in RESULT_COLUMNS:
-        results.add_column(col, justify="left" if col in ("split", "from") else "right")
-    for row in card_results(card):
-        results.add_row(*row)
-    console.print(results)
+    rows = card_results(card)
+    if rows:
+        results = Table(title="results", title_justify="left")
+        for col in RESULT_COLUMNS:
+            results.add_column(col, justify="left" if col in ("split", "from") else "right")
+        for row in rows:
+            results.add_row(*row)
+        console.print(results)
+    elif card.get("kind") != "pretrained":   # e.g. trained on all of train (no validation), not yet evaluated
+        console.print(f"results: none yet; add test metrics with `sentiment eval --split test --checkpoint "
+                      f"{escape(shlex.quote(card['checkpoint']))}`", highlight=False)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(style="dim")

@@ -56,8 +56,9 @@ class DataConfig:
     """Where the reviews come from and how they become token ids."""
 
     source: str = _spec("stanfordnlp/imdb", help="Hugging Face Hub dataset id or local folder (Hub layout or aclImdb)")
-    validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
-                                       help="share of train held out (stratified) for validation")
+    validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, hi_open=True,
+                                       help="share of train held out (stratified) for validation; 0 trains on all "
+                                            "of train, without validation, and keeps the last epoch")
     validation_split: str = _spec("random", choices=("random", "blocks"),
                                   help="hold out single reviews, or blocks of consecutive reviews so that "
                                        "validation shares few movies with training (IMDB keeps a movie's reviews together)")
@@ -225,6 +226,9 @@ def _check_cross(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: [model] d_model must be even for the sinusoidal encoding, got {m.d_model}")
     if m.d_model % m.n_heads:
         raise ConfigError(f"{origin}: [model] n_heads ({m.n_heads}) must divide d_model ({m.d_model})")
+    if cfg.data.validation_fraction == 0 and cfg.training.patience:
+        raise ConfigError(f"{origin}: [training] patience ({cfg.training.patience}) stops on validation accuracy, "
+                          "but [data] validation_fraction is 0 (no validation); set patience = 0")
 
 
 def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:

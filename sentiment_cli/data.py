@@ -154,24 +154,31 @@ def load_split(source: str, name: str, validation_fraction: float, seed: int,
     """One split as texts and labels.
 
     ``validation`` is ``validation_fraction`` of ``train``, stratified by label
-    and drawn with ``seed``; ``train`` is the rest. ``test`` is the whole
+    and drawn with ``seed``; ``train`` is the rest (all of it, shuffled with
+    ``seed``, when ``validation_fraction`` is 0). ``test`` is the whole
     test split. ``validation_split`` says how validation is drawn:
     ``"random"`` (single reviews) or ``"blocks"`` (runs of consecutive
     reviews, see :func:`block_validation_indices`).
 
     Raises:
-        UsageError: ``name`` is not train, validation or test.
+        UsageError: ``name`` is not train, validation or test, or it is
+            validation and ``validation_fraction`` is 0.
         DataError: see :func:`load_imdb`; also a missing split.
     """
     if name not in SPLITS:
         raise UsageError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
+    if name == "validation" and validation_fraction == 0:
+        raise UsageError("no validation split: [data] validation_fraction is 0 (the run trained on all of train)")
     ds = load_imdb(source)
     return _select(ds, name, validation_fraction, seed, source, validation_split)
 
 
 def load_train_validation(source: str, validation_fraction: float, seed: int,
                           validation_split: str = "random") -> tuple[Split, Split]:
-    """``(train, validation)`` from the ``train`` split, as :func:`load_split` describes."""
+    """``(train, validation)`` from the ``train`` split, as :func:`load_split` describes.
+
+    With ``validation_fraction`` 0, validation is empty and train is all of ``train``.
+    """
     ds = load_imdb(source)
     return (_select(ds, "train", validation_fraction, seed, source, validation_split),
             _select(ds, "validation", validation_fraction, seed, source, validation_split))
@@ -184,7 +191,7 @@ def load_pretraining_texts(source: str, splits: str, validation_fraction: float,
     ``splits`` is ``unsupervised`` (IMDB's 50,000 unlabelled reviews),
     ``train`` (the training part of ``train``: the validation hold-out of
     :func:`load_split` with the same ``validation_fraction`` and ``seed`` is
-    left out, so validation stays unseen) or ``unsupervised+train``. The
+    left out, so validation stays unseen; all of it when the fraction is 0) or ``unsupervised+train``. The
     ``test`` split is never read.
 
     Raises:
@@ -260,7 +267,10 @@ def _select(ds, name: str, validation_fraction: float, seed: int, source: str,
     split = ds[base]
     if len(split) == 0:
         raise DataError(f"{source}: split {base!r} is empty")
-    if name != "test" and validation_split == "blocks":
+    if name != "test" and validation_fraction == 0:   # no hold-out: all of train, none for validation
+        rows = np.random.default_rng(seed).permutation(len(split)) if name == "train" else []
+        split = split.select(rows)
+    elif name != "test" and validation_split == "blocks":
         try:
             held = block_validation_indices(split["label"], validation_fraction, seed)
         except ValueError as exc:

@@ -78,7 +78,9 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
 
     Args:
         history: ``metrics.json``'s ``history`` (``epoch``, ``train_loss``,
-            ``validation_loss``, ``train_accuracy``, ``validation_accuracy``).
+            ``validation_loss``, ``train_accuracy``, ``validation_accuracy``;
+            the validation values are ``None`` for a run without validation,
+            and then only the train curves are drawn).
         best_epoch: marked with a dotted line when given.
         title: figure title.
 
@@ -98,8 +100,9 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
         scale = 100.0 if key == "accuracy" else 1.0
         ax.plot(epochs, [r[f"train_{key}"] * scale for r in history], "o-", color="tab:blue",
                 label="train (running mean over the epoch)")
-        ax.plot(epochs, [r[f"validation_{key}"] * scale for r in history], "s-", color="tab:orange",
-                label="validation (after the epoch)")
+        if any(r.get(f"validation_{key}") is not None for r in history):   # none when trained on all of train
+            ax.plot(epochs, [r[f"validation_{key}"] * scale for r in history], "s-", color="tab:orange",
+                    label="validation (after the epoch)")
         if best_epoch is not None:
             ax.axvline(best_epoch, color="grey", linestyle=":", linewidth=1.2, label=f"best epoch ({best_epoch})")
         ax.set_title(key)
@@ -247,7 +250,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     best = metrics.get("best_epoch")
     by_split: dict[str, dict[str, Any]] = {}
     best_record = next((r for r in history if r.get("epoch") == best), None)
-    if best_record is not None:
+    if best_record is not None and best_record.get("validation_accuracy") is not None:
         by_split["validation"] = {"num_examples": data.get("validation_examples"),
                                   "accuracy": best_record.get("validation_accuracy"),
                                   "loss": best_record.get("validation_loss"), "f1_macro": None,
@@ -317,7 +320,9 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     truncation = (f"first {d['max_length']} tokens" if d["truncation"] == "head" else
                   f"{d['max_length']} tokens, head and tail ({d['head_fraction']:.0%} from the start)")
     device = t["device"] + (f" ({t['device_name']})" if t.get("device_name") else "")
-    epochs = f"{t['epochs']} of {t['epochs_planned']}, best epoch {t['best_epoch']}"
+    validated = d["validation_fraction"] > 0
+    epochs = f"{t['epochs']} of {t['epochs_planned']}, " + (f"best epoch {t['best_epoch']}" if validated
+                                                            else "the last kept (no validation)")
     if t["stopped_early"]:
         epochs += " (stopped early)"
     optimizer = (f"AdamW, lr {tr['lr']:g} ({tr['schedule']} schedule), weight decay "
@@ -361,7 +366,7 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
             ("validation reviews", f"{_count(data['validation_examples'])} "
                                    f"({d['validation_fraction']:.0%} of train, stratified"
                                    f"{', in blocks of consecutive reviews' if d.get('validation_split') == 'blocks' else ''}"
-                                   f", seed {t['seed']})"),
+                                   f", seed {t['seed']})" if validated else "none (validation_fraction 0: trained on all of train)"),
             ("fingerprint", str(data["fingerprint"])),
         ]),
         ("Training", [
@@ -475,7 +480,8 @@ def write_training_report(directory: str | Path) -> TrainingReport:
     metrics = _read_metrics(directory)
     curves, note = directory / CURVES_FILE, None
     try:
-        png = curves_png(metrics.get("history") or [], metrics.get("best_epoch"),
+        best = metrics.get("best_epoch") if metrics.get("best_validation_accuracy") is not None else None
+        png = curves_png(metrics.get("history") or [], best,
                          title=f"{directory.resolve().name}: training curves")
     except PlotUnavailable as exc:
         curves.unlink(missing_ok=True)

@@ -241,7 +241,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     """Train a classifier and write the best epoch (by validation accuracy) to ``output``.
 
     After every epoch the best checkpoint is refreshed (if the epoch
-    improved) and then the resumable state of that epoch is written to
+    improved; every epoch when ``[data] validation_fraction`` is 0, so the
+    last one is kept) and then the resumable state of that epoch is written to
     ``output/trainer_state/`` (see :func:`resume`). Under ``torchrun`` the run
     is data-parallel (see ``distributed.py``).
 
@@ -376,8 +377,9 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
         state.metrics.setdefault("resumed", []).append(
             {"after_epoch": state.epoch, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         note = _restore_rng(saved, info, device, state_path(output))
-        cb.on_stage(f"resuming after epoch {state.epoch} of {t.epochs} (best so far: epoch "
-                    f"{state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}){note}")
+        best = (f"best so far: epoch {state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}"
+                if len(val_split) else "no validation split")
+        cb.on_stage(f"resuming after epoch {state.epoch} of {t.epochs} ({best}){note}")
     else:
         if info.enabled:
             torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
@@ -443,25 +445,27 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
         train_seconds = time.perf_counter() - epoch_start
 
         # ---- validate on rank 0 (the whole validation split), share the result
-        val = [0.0, 0.0]
-        if info.is_main:
-            cb.on_validation_start(len(val_ids))
-            m = evaluate_ids(model, val_ids, val_split.labels, batch_size=t.eval_batch_size, device=device,
-                             bf16=t.autocast_bf16, on_batch=cb.on_validation_step)
-            val = [m["loss"], m["accuracy"]]
-        val_loss, val_acc = distributed.broadcast_floats(info, val, 2, device)
+        val_loss = val_acc = None   # no validation split (validation_fraction 0): every epoch replaces the last
+        if len(val_split):
+            val = [0.0, 0.0]
+            if info.is_main:
+                cb.on_validation_start(len(val_ids))
+                m = evaluate_ids(model, val_ids, val_split.labels, batch_size=t.eval_batch_size, device=device,
+                                 bf16=t.autocast_bf16, on_batch=cb.on_validation_step)
+                val = [m["loss"], m["accuracy"]]
+            val_loss, val_acc = distributed.broadcast_floats(info, val, 2, device)
 
         # ---- bookkeeping, then save: best checkpoint first, trainer state second
         record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen,
                   "validation_loss": val_loss, "validation_accuracy": val_acc,
                   "train_examples_per_second": seen / train_seconds, "train_seconds": train_seconds,
                   "learning_rate": scheduler.get_last_lr()[0], "train_examples": int(seen)}
-        improved = val_acc > state.best_accuracy
+        improved = val_acc is None or val_acc > state.best_accuracy
         record["best"] = improved
         state.epoch = epoch
         state.metrics["history"].append(record)
         if improved:
-            state.best_accuracy, state.since_best = val_acc, 0
+            state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
             state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
         else:
             state.since_best += 1

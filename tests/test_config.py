@@ -48,6 +48,9 @@ def _write(tmp_path, text):
     ("[training]\nlr = nan\n", "[training] lr must be a finite number"),
     ("[training]\nepochs = 0\n", "[training] epochs must be >= 1"),
     ("[data]\nvalidation_fraction = 1.0\n", "[data] validation_fraction must be < 1.0"),
+    ("[data]\nvalidation_fraction = -0.1\n", "[data] validation_fraction must be >= 0.0"),
+    ("[data]\nvalidation_fraction = 0\n[training]\npatience = 2\n",
+     "[training] patience (2) stops on validation accuracy, but [data] validation_fraction is 0"),
     ("[data]\npre_tokenizer = 'bpe'\n", "[data] pre_tokenizer must be one of whitespace, punctuation"),
     ("[model]\nd_model = 30\nn_heads = 4\n", "n_heads (4) must divide d_model (30)"),
     ("[model]\nd_model = 33\nn_heads = 1\n", "d_model must be even"),
@@ -65,6 +68,13 @@ def test_config_errors_name_the_file_and_the_key(tmp_path, text, expected):
 def test_missing_config_file():
     with pytest.raises(ConfigError, match="config file not found"):
         load_config("no/such.toml")
+
+
+def test_validation_fraction_0_is_a_run_on_all_of_train():
+    cfg = Config().override("data", validation_fraction=0)
+    assert cfg.data.validation_fraction == 0.0
+    with pytest.raises(ConfigError, match=r"command line: \[training\] patience \(3\) stops on validation"):
+        cfg.override("training", patience=3)
 
 
 def test_overrides_are_validated():

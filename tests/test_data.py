@@ -78,6 +78,20 @@ def test_block_validation_keeps_movie_names_from_giving_the_label_away():
     assert blocks_val < blocks_test + 0.02      # measured: 0.511 vs 0.583
 
 
+@pytest.mark.parametrize("how", ["random", "blocks"])
+def test_validation_fraction_0_keeps_all_of_train_and_no_validation(how):
+    train, val = data.load_train_validation(str(SMALL_DATA), 0.0, seed=1234, validation_split=how)
+    part, _ = data.load_train_validation(str(SMALL_DATA), 0.1, seed=1234, validation_split=how)
+    assert (len(train), len(val)) == (1000, 0)
+    assert set(part.texts) < set(train.texts)                        # the 900, plus the 100 held out before
+    assert 20 < sum(train.labels[:100]) < 80                         # shuffled, not sorted by label
+    assert data.load_split(str(SMALL_DATA), "train", 0.0, 1234, how).texts == train.texts
+    with pytest.raises(UsageError, match=r"no validation split: \[data\] validation_fraction is 0"):
+        data.load_split(str(SMALL_DATA), "validation", 0.0, 1234, how)
+    texts = data.load_pretraining_texts(str(SMALL_DATA), "train", 0.0, 1234, how)
+    assert sorted(texts) == sorted(train.texts)
+
+
 def test_training_order_is_shuffled_not_sorted_by_label():
     train, _ = data.load_train_validation(str(SMALL_DATA), 0.1, seed=1234)
     first = train.labels[:100]

@@ -174,7 +174,8 @@ def test_an_empty_line_deep_in_a_stream_names_its_line(trained_checkpoint):
     (["train", "--seed", "-1"], "[training] seed must be >= 0, got -1"),
     (["train", "--config", "{cfg_nan}"], "[training] lr must be a finite number, got nan"),
     (["train", "--config", "{cfg_neg}"], "[model] dropout must be >= 0.0, got -0.1"),
-    (["train", "--config", "{cfg_zero}"], "[data] validation_fraction must be > 0.0, got 0.0"),
+    (["train", "--config", "{cfg_zero}"], "[training] patience (3) stops on validation accuracy, but [data] "
+                                          "validation_fraction is 0 (no validation); set patience = 0"),
     (["train", "--config", "{binary}"], "not valid TOML"),
     (["train", "--output", "{file}/ckpt"], "cannot create output folder {file}/ckpt: Not a directory"),
     (["train", "--output", "{file}"], "output {file} is a file, not a folder"),
@@ -186,7 +187,7 @@ def test_usage_errors(trained_checkpoint, tmp_path, args, message):
     (tmp_path / "file").write_text("a regular file")
     (tmp_path / "nan.toml").write_text("[training]\nlr = nan\n")
     (tmp_path / "neg.toml").write_text("[model]\ndropout = -0.1\n")
-    (tmp_path / "zero.toml").write_text("[data]\nvalidation_fraction = 0.0\n")
+    (tmp_path / "zero.toml").write_text("[data]\nvalidation_fraction = 0.0\n[training]\npatience = 3\n")
     import os
     import sys
     fill = {"tmp": tmp_path, "latin1": tmp_path / "latin1.txt", "binary": tmp_path / "binary.bin",

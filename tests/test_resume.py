@@ -238,3 +238,15 @@ def test_resume_refuses_weights_that_do_not_fit_the_model(runs, tmp_path):
     with pytest.raises(CheckpointError, match=r"epoch-0002.safetensors: does not match state.json's config: "
                                               r"tensor head.weight is torch.float32 \(2, 7\)"):
         resume(folder)
+
+
+def test_a_run_without_validation_resumes_to_the_same_end(tmp_path):
+    cfg = resume_config().override("data", validation_fraction=0.0)
+    full = train(cfg, tmp_path / "full")
+    stop = StopFlag()
+    with pytest.raises(Interrupted):
+        train(cfg, tmp_path / "split", StopAfter(1, stop), stop=stop)
+    resumed = resume(tmp_path / "split")
+    assert _history(resumed.metrics) == _history(full.metrics) and resumed.metrics["best_epoch"] == 3
+    for a, b in zip(_tensors(tmp_path / "full"), _tensors(tmp_path / "split")):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -112,3 +112,36 @@ def test_bf16_on_a_cpu_without_bf16_instructions_trains_with_a_note(tmp_path, mo
     assert 0 < result.metrics["history"][0]["train_loss"] < 1.0
     fp32 = train(small_config(epochs=1), tmp_path / "fp32").metrics["history"][0]["train_loss"]
     assert result.metrics["history"][0]["train_loss"] != fp32   # it did run in bf16
+
+
+def test_validation_fraction_0_trains_on_all_of_train_and_keeps_the_last_epoch(tmp_path):
+    """The final-model recipe: no hold-out, every epoch replaces the checkpoint, nothing claims a validation score."""
+    from typer.testing import CliRunner
+
+    from sentiment_cli.cli import app
+    from sentiment_cli.trainer_state import load_trainer_state
+
+    from .conftest import SMALL_DATA
+
+    cfg, out = tmp_path / "all.toml", tmp_path / "run"
+    cfg.write_text("[data]\nvalidation_fraction = 0\nvocab_size = 5000\n[training]\nepochs = 2\nbatch_size = 64\n")
+    runner = CliRunner()
+    r = runner.invoke(app, ["train", "-c", str(cfg), "--data", str(SMALL_DATA), "-o", str(out), "--device", "cpu"])
+    assert r.exit_code == 0, r.stderr
+    assert "epoch 2, the last (no validation split: trained on all of train) saved to" in r.stdout
+    assert "val acc" not in r.stdout and "val loss" not in r.stderr
+    m = json.loads((out / "metrics.json").read_text())
+    assert (m["data"]["train_examples"], m["data"]["validation_examples"]) == (1000, 0)
+    assert (m["best_epoch"], m["best_validation_accuracy"]) == (2, None)
+    assert all(h["validation_accuracy"] is None and h["best"] for h in m["history"])
+    saved, last = load_file(out / "model.safetensors"), load_trainer_state(out).model   # the folder holds epoch 2
+    assert saved.keys() == last.keys() and all(torch.equal(saved[k], last[k]) for k in saved)
+    card = (out / "README.md").read_text()
+    assert "| validation reviews | none (validation_fraction 0: trained on all of train) |" in card
+    assert "2 of 2, the last kept (no validation)" in card and "| validation |" not in card
+    r = runner.invoke(app, ["info", "--checkpoint", str(out)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "results: none yet; add test metrics with `sentiment eval --split test" in r.stdout
+    r = runner.invoke(app, ["eval", "--split", "validation", "--checkpoint", str(out)])
+    assert r.exit_code == 2 and "no validation split: [data] validation_fraction is 0" in r.stderr
+    r = runner.invoke(app, ["eval", "--split", "test", "--checkpoint", str(out), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["num_examples"] == 500
