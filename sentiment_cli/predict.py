@@ -44,12 +44,15 @@ class Predictor:
 
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
+        ValueError: ``batch_size`` is less than 1.
     """
 
     def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int | None = None):
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.device = torch.device(device)
         self.checkpoint = load_checkpoint(directory, self.device)
-        self.batch_size = batch_size or self.config.training.eval_batch_size
+        self.batch_size = self.config.training.eval_batch_size if batch_size is None else batch_size
 
     @property
     def config(self):

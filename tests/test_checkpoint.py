@@ -41,6 +41,8 @@ def test_predictor_batches_by_the_checkpoints_eval_batch_size(trained_checkpoint
     default, given = Predictor(d).logits(PROBE), Predictor(d, batch_size=5).logits(PROBE)
     assert sizes == [2, 5]
     assert torch.allclose(default, given, atol=1e-5)   # the padding mask: batching never changes a result
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):   # not a silent fallback to 2
+        Predictor(d, batch_size=0)
 
 
 def test_checkpoint_folder_is_self_describing(trained_checkpoint):
