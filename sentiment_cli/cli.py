@@ -428,8 +428,8 @@ def eval_(
         from rich.progress import Progress
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task(f"eval {split.value}", total=len(ids))
-            m = evaluate_ids(ckpt.model, ids, s.labels, batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
-                             device=dev, bf16=cfg.training.autocast_bf16,
+            size = cfg.training.eval_batch_size if batch_size is None else batch_size
+            m = evaluate_ids(ckpt.model, ids, s.labels, batch_size=size, device=dev, bf16=cfg.training.autocast_bf16,
                              on_batch=lambda n: progress.update(task, advance=n), return_logits=errors > 0)
         result = {"split": split.value, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
                   "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
