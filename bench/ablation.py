@@ -101,6 +101,23 @@ def run_step(overrides: dict, data: str, output: Path, threads: int, base: str =
     return json.loads((output / "metrics.json").read_text())
 
 
+def table(rows: list[dict], against_row_0: bool = False) -> list[str]:
+    """The result rows as Markdown table lines. Δ is to the step before (cumulative), or to step 0, the
+    whole default (leave-one-out; "–" when step 0 was not run)."""
+    threads = rows[0]["threads"] if rows else 1
+    lines = [f"| step | lever | validation accuracy | Δ | median epoch (s, {threads} thread(s)) |", "|---|---|---|---|---|"]
+    ref = None
+    for r in rows:
+        if against_row_0:
+            ref = next((x["validation_accuracy"] for x in rows if x["step"] == 0), None) if r["step"] else None
+        delta = f"{(r['validation_accuracy'] - ref) * 100:+.2f} pt" if ref is not None else "–"
+        lines.append(f"| {r['step']} | {r['lever']} | {r['validation_accuracy']:.2%} | {delta} "
+                     f"| {r['median_epoch_seconds']:.0f} |")
+        if not against_row_0:
+            ref = r["validation_accuracy"]
+    return lines
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.ablation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(FULL))
@@ -145,14 +162,7 @@ def main(argv=None) -> None:
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(one, steps))
     (out / "ablation.json").write_text(json.dumps(rows, indent=2))
-    print(f"\n| step | lever | validation accuracy | Δ | median epoch (s, {threads} thread(s)) |")
-    print("|---|---|---|---|---|")
-    prev = None   # cumulative: Δ to the step before; leave-one-out: Δ to row 0, the whole default
-    for r in rows:
-        delta = f"{(r['validation_accuracy'] - prev) * 100:+.2f} pt" if prev is not None else "–"
-        print(f"| {r['step']} | {r['lever']} | {r['validation_accuracy']:.2%} | {delta} | {r['median_epoch_seconds']:.0f} |")
-        if prev is None or not args.leave_one_out:
-            prev = r["validation_accuracy"]
+    print("\n" + "\n".join(table(rows, args.leave_one_out)))
     print(f"\nresults: {out / 'ablation.json'}", file=sys.stderr)
 
 

@@ -29,3 +29,15 @@ def test_leave_one_out_rows_hold_out_validation_and_change_one_lever_each():
         assert diff, label
         changed.append(diff)
     assert ("training", "adversarial_epsilon") in changed[0] and changed[1] == {("training", "init_from")}
+
+
+def test_ablation_table_deltas():
+    from bench.ablation import table
+
+    rows = [{"step": s, "lever": f"row {s}", "validation_accuracy": a, "median_epoch_seconds": 10.0, "threads": 1}
+            for s, a in ((0, 0.88), (1, 0.87), (2, 0.885))]
+    cumulative = [line.split(" | ")[3] for line in table(rows)[2:]]
+    assert cumulative == ["–", "-1.00 pt", "+1.50 pt"]
+    against_0 = [line.split(" | ")[3] for line in table(rows, against_row_0=True)[2:]]
+    assert against_0 == ["–", "-1.00 pt", "+0.50 pt"]
+    assert [line.split(" | ")[3] for line in table(rows[1:], against_row_0=True)[2:]] == ["–", "–"]   # no row 0
