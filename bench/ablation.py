@@ -77,7 +77,7 @@ def cumulative(epochs: int) -> list[tuple[str, dict]]:
     """Each step's full override set (all steps up to and including it)."""
     out, acc = [], {"training": {"epochs": epochs}}
     for label, step in STEPS:
-        acc = {s: {**acc.get(s, {}), **step.get(s, {})} for s in {*acc, *step}}
+        acc = _merge(acc, step)
         out.append((label, json.loads(json.dumps(acc))))
     return out
 

@@ -320,11 +320,9 @@ class _RichTrainCallbacks:
 
     def on_epoch_end(self, r: dict) -> None:
         self.close()
-        star = "  [green]best[/]" if r["best"] else ""
-        if r["validation_accuracy"] is None:   # trained on all of train: nothing to validate on
-            star, val = "", ""
-        else:
-            val = f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  "
+        val = ("" if r["validation_accuracy"] is None   # trained on all of train: nothing to validate on
+               else f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  ")
+        star = "  [green]best[/]" if r["best"] and val else ""
         self.console.print(
             f"epoch {r['epoch']:>2}  train loss {r['train_loss']:.4f} acc {r['train_accuracy']:.2%}  {val}"
             f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s{star}",

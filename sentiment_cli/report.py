@@ -81,7 +81,7 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
             ``validation_loss``, ``train_accuracy``, ``validation_accuracy``;
             the validation values are ``None`` for a run without validation,
             and then only the train curves are drawn).
-        best_epoch: marked with a dotted line when given.
+        best_epoch: marked with a dotted line when given and the run had validation.
         title: figure title.
 
     Raises:
@@ -94,16 +94,17 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     epochs = [r["epoch"] for r in history]
+    validated = any(r.get("validation_accuracy") is not None for r in history)   # not when trained on all of train
     fig = Figure(figsize=(10, 4.4), layout="constrained")
     ax_loss, ax_acc = fig.subplots(1, 2)
     for ax, key, name in ((ax_loss, "loss", "cross-entropy loss"), (ax_acc, "accuracy", "accuracy")):
         scale = 100.0 if key == "accuracy" else 1.0
         ax.plot(epochs, [r[f"train_{key}"] * scale for r in history], "o-", color="tab:blue",
                 label="train (running mean over the epoch)")
-        if any(r.get(f"validation_{key}") is not None for r in history):   # none when trained on all of train
+        if validated:
             ax.plot(epochs, [r[f"validation_{key}"] * scale for r in history], "s-", color="tab:orange",
                     label="validation (after the epoch)")
-        if best_epoch is not None:
+        if validated and best_epoch is not None:
             ax.axvline(best_epoch, color="grey", linestyle=":", linewidth=1.2, label=f"best epoch ({best_epoch})")
         ax.set_title(key)
         ax.set_xlabel("epoch")
@@ -480,8 +481,7 @@ def write_training_report(directory: str | Path) -> TrainingReport:
     metrics = _read_metrics(directory)
     curves, note = directory / CURVES_FILE, None
     try:
-        best = metrics.get("best_epoch") if metrics.get("best_validation_accuracy") is not None else None
-        png = curves_png(metrics.get("history") or [], best,
+        png = curves_png(metrics.get("history") or [], metrics.get("best_epoch"),
                          title=f"{directory.resolve().name}: training curves")
     except PlotUnavailable as exc:
         curves.unlink(missing_ok=True)
