@@ -56,6 +56,7 @@ LEAVE_ONE_OUT = [
       "training": {"label_smoothing": 0.0, "weight_decay": 0.01}}),
     ("− schedule (constant lr 1e-3, no warmup, no gradient clipping)",
      {"training": {"schedule": "constant", "lr": 1e-3, "warmup_fraction": 0.0, "grad_clip": 0.0}}),
+    ("− word bigrams (bigram_buckets 0: the token embedding alone)", {"model": {"bigram_buckets": 0}}),
 ]
 HOLD_OUT = {"data": {"validation_fraction": 0.1, "validation_split": "blocks"}, "training": {"patience": 3}}
 

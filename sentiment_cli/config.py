@@ -49,6 +49,9 @@ class ModelConfig:
     norm_first: bool = _spec(False, help="pre-norm layers (True) or post-norm as in Vaswani et al. (False)")
     scale_embedding: bool = _spec(False, help="multiply token embeddings by sqrt(d_model) (Vaswani et al. 2017, 3.4)")
     embedding_norm: bool = _spec(True, help="LayerNorm on embeddings + positions, as the notebook does")
+    bigram_buckets: int = _spec(0, lo=0, hi=1 << 22,
+                                help="rows of a hashed word-bigram embedding added to each token's embedding "
+                                     "(fastText's hashing trick, Joulin et al. 2017); 0: words only")
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,9 @@ class TrainingConfig:
     device: str = _spec("auto", choices=("auto", "cpu", "cuda"), help="auto = CUDA when available, else CPU")
     token_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
                                  help="share of a training review's tokens replaced by <unk> at each step (word dropout)")
-    embedding_lr_scale: float = _spec(1.0, lo=0.0, help="the token embedding's learning rate as a multiple of lr; "
-                                                        "0 freezes it (e.g. when it comes pretrained)")
+    embedding_lr_scale: float = _spec(1.0, lo=0.0, help="the token embedding's learning rate as a multiple of lr "
+                                                        "(not the bigram embedding's); 0 freezes it (e.g. when it "
+                                                        "comes pretrained)")
     adversarial_epsilon: float = _spec(0.0, lo=0.0, help="adversarial training (Miyato et al. 2017): a second loss on "
                                                          "token embeddings moved by this L2 norm per review in the "
                                                          "direction that raises the loss; 0 = off; ~2x the step time")

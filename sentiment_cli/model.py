@@ -1,5 +1,8 @@
 """The classifier: embeddings + sinusoidal positions -> Transformer encoder -> masked max-pool -> dense head.
 
+A token's embedding is its word's row of the token embedding, plus (with
+``bigram_buckets`` > 0) a hashed row for the pair (previous word, this word).
+
 Shapes use ``batch`` (reviews), ``seq_len`` (tokens in the longest review of
 the batch, at most ``max_length``) and ``d_model``. Token id 0 is ``<pad>``;
 ``padding_mask`` is ``True`` at padding positions, as in
@@ -23,6 +26,7 @@ NUM_LABELS = 2
 LABELS = ("negative", "positive")
 PAD_ID = 0
 UNK_ID = 1
+BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 
 
 def sinusoidal_encoding(max_length: int, d_model: int) -> Tensor:
@@ -50,6 +54,29 @@ def sinusoidal_encoding(max_length: int, d_model: int) -> Tensor:
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
     return pe.float()
+
+
+def bigram_buckets(input_ids: Tensor, buckets: int) -> Tensor:
+    """The hashed bucket of each token's word bigram (the previous token, this token).
+
+    The hashing trick of fastText (Joulin et al. 2017, "Bag of Tricks for Efficient Text
+    Classification", 2.2): ``bucket = (previous * 1_000_003 + current) mod buckets + 1``, so that
+    bigrams need no vocabulary of their own (distinct bigrams may share a bucket). Bucket 0 means
+    "no bigram": at the first position, and where either token is ``<pad>`` or ``<unk>`` (so word
+    dropout, which turns words into ``<unk>``, drops their bigrams too). With head+tail truncation
+    the last head token and the first tail token form one bigram that was not in the text.
+
+    Args:
+        input_ids: ``(batch, seq_len)`` int64 token ids (below 2**43, far more than any vocabulary).
+        buckets: number of hashed buckets, at least 1.
+
+    Returns:
+        ``(batch, seq_len)`` int64 in ``[0, buckets]``.
+    """
+    previous = nn.functional.pad(input_ids[:, :-1], (1, 0), value=PAD_ID)   # (batch, seq_len)
+    real = (previous > UNK_ID) & (input_ids > UNK_ID)                         # (batch, seq_len)
+    hashed = (previous * BIGRAM_HASH_MULTIPLIER + input_ids) % buckets + 1   # (batch, seq_len)
+    return torch.where(real, hashed, torch.zeros_like(hashed))
 
 
 def masked_max_pool(hidden: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -91,6 +118,12 @@ class SentimentClassifier(nn.Module):
         d = config.d_model
         self.embed_scale = math.sqrt(d) if config.scale_embedding else 1.0
         self.token_embedding = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)
+        self.bigram_embedding = None
+        if config.bigram_buckets:
+            # Row 0 (no bigram) stays zero; the others start at zero, so training starts from the
+            # word-only model (and from its word2vec initialisation) and adds what bigrams tell.
+            self.bigram_embedding = nn.Embedding(config.bigram_buckets + 1, d, padding_idx=0)
+            nn.init.zeros_(self.bigram_embedding.weight)
         # A buffer, not a parameter: fixed, moves with .to(device), not saved in the checkpoint.
         self.register_buffer("positional_encoding", sinusoidal_encoding(max_length, d), persistent=False)
         self.embedding_norm = nn.LayerNorm(d) if config.embedding_norm else nn.Identity()
@@ -121,14 +154,17 @@ class SentimentClassifier(nn.Module):
             input_ids: ``(batch, seq_len)`` int64 token ids, ``seq_len <= max_length``.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding.
             embedding_perturbation: optional ``(batch, seq_len, d_model)`` added to the token
-                embeddings before the positions (adversarial training; its gradient is the
+                embeddings (word + bigram) before the positions (adversarial training; its gradient is the
                 loss's gradient with respect to the token embeddings).
 
         Returns:
             ``(batch, seq_len, d_model)``.
         """
         seq_len = input_ids.shape[1]
-        x = self.token_embedding(input_ids) * self.embed_scale               # (batch, seq_len, d_model)
+        x = self.token_embedding(input_ids)                                   # (batch, seq_len, d_model)
+        if self.bigram_embedding is not None:
+            x = x + self.bigram_embedding(bigram_buckets(input_ids, self.config.bigram_buckets))
+        x = x * self.embed_scale                                              # (batch, seq_len, d_model)
         if embedding_perturbation is not None:
             x = x + embedding_perturbation                                    # (batch, seq_len, d_model)
         x = x + self.positional_encoding[:seq_len]                            # broadcast (seq_len, d_model)
@@ -164,8 +200,12 @@ class SentimentClassifier(nn.Module):
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
         return self.head(self.head_dropout(pooled))                         # (batch, 2)
 
+    def embeddings(self) -> list[nn.Embedding]:
+        """The lookup tables: the token embedding, and the bigram embedding if there is one."""
+        return [e for e in (self.token_embedding, self.bigram_embedding) if e is not None]
+
     def num_parameters(self) -> dict[str, int]:
-        """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}``."""
-        emb = self.token_embedding.weight.numel()
+        """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram)."""
+        emb = sum(e.weight.numel() for e in self.embeddings())
         total = sum(p.numel() for p in self.parameters())
         return {"embedding": emb, "non_embedding": total - emb, "total": total}

@@ -358,7 +358,9 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
             ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
                              f"({m['activation']}), {dropout}; masked max-pool; dense head"),
             ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
-            ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"),
+            ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
+                           + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
+                              else "")),
             ("input", truncation),
         ]),
         ("Training data", [

@@ -120,8 +120,8 @@ def decay_groups(params, weight_decay: float) -> list[dict[str, Any]]:
 
 
 def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
-    """AdamW (Loshchilov & Hutter 2019) with :func:`decay_groups`; the embedding in a group of its own
-    when ``embedding_lr_scale`` is not 1."""
+    """AdamW (Loshchilov & Hutter 2019) with :func:`decay_groups`; the token embedding (the one a
+    pretrained folder gives) in a group of its own when ``embedding_lr_scale`` is not 1."""
     t = config.training
     embedding = [model.token_embedding.weight] if t.embedding_lr_scale != 1.0 else []
     groups = decay_groups((p for p in model.parameters() if not any(p is e for e in embedding)), t.weight_decay)
@@ -499,7 +499,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
 
 # Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
 _SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
-               "embedding_norm")
+               "embedding_norm", "bigram_buckets")
 _TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
 
 

@@ -54,6 +54,8 @@ def _write(tmp_path, text):
     ("[data]\npre_tokenizer = 'bpe'\n", "[data] pre_tokenizer must be one of whitespace, punctuation"),
     ("[model]\nd_model = 30\nn_heads = 4\n", "n_heads (4) must divide d_model (30)"),
     ("[model]\nd_model = 33\nn_heads = 1\n", "d_model must be even"),
+    ("[model]\nbigram_buckets = -1\n", "[model] bigram_buckets must be >= 0"),
+    ("[model]\nbigram_buckets = 5000000\n", "[model] bigram_buckets must be <= 4194304"),
     ("[model\n", "not valid TOML"),
 ])
 def test_config_errors_name_the_file_and_the_key(tmp_path, text, expected):

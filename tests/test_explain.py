@@ -19,7 +19,11 @@ REVIEWS = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30)), [4, 4, 4, 4]
 def _model(vocab_size=50, max_length=64, **kw):
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, **kw)
-    return SentimentClassifier(cfg, vocab_size=vocab_size, max_length=max_length)
+    model = SentimentClassifier(cfg, vocab_size=vocab_size, max_length=max_length)
+    if model.bigram_embedding is not None:   # it starts at zero: give it weights that matter
+        with torch.no_grad():
+            model.bigram_embedding.weight[1:].normal_()
+    return model
 
 
 def _brute_force_scores(model, review):
@@ -36,7 +40,7 @@ def _brute_force_scores(model, review):
 
 
 @pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu", "scale_embedding": True},
-                                {"head_dropout": 0.5, "dropout": 0.3}])
+                                {"head_dropout": 0.5, "dropout": 0.3}, {"bigram_buckets": 7}])
 def test_scores_plus_bias_equal_the_logit_margin_in_a_padded_batch(kw):
     model = _model(**kw)
     model.train()   # token_scores must switch dropout off itself

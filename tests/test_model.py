@@ -1,10 +1,11 @@
+import dataclasses
 import math
 
 import torch
 
 from sentiment_cli.config import ModelConfig
 from sentiment_cli.data import collate
-from sentiment_cli.model import SentimentClassifier, masked_max_pool, sinusoidal_encoding
+from sentiment_cli.model import SentimentClassifier, bigram_buckets, masked_max_pool, sinusoidal_encoding
 
 
 def test_positional_encoding_equals_the_formula():
@@ -27,12 +28,16 @@ def test_positional_encoding_is_a_buffer_not_a_parameter():
 def _model(**kw):
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, **kw)
-    return SentimentClassifier(cfg, vocab_size=50, max_length=64).eval()
+    model = SentimentClassifier(cfg, vocab_size=50, max_length=64).eval()
+    if model.bigram_embedding is not None:   # it starts at zero: give it weights that matter
+        with torch.no_grad():
+            model.bigram_embedding.weight[1:].normal_()
+    return model
 
 
 def test_review_alone_and_in_padded_batch_give_the_same_logits():
     reviews = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30))]
-    for kw in ({}, {"norm_first": True, "scale_embedding": True, "activation": "gelu"}):
+    for kw in ({}, {"norm_first": True, "scale_embedding": True, "activation": "gelu"}, {"bigram_buckets": 7}):
         model = _model(**kw)
         with torch.no_grad():
             batch_logits = model(*collate(reviews))
@@ -70,3 +75,27 @@ def test_each_dropout_rate_reaches_its_own_site():
         assert layer.self_attn.dropout == 0.2                         # attention probabilities
         assert layer.dropout.p == 0.3                                 # feed-forward hidden layer
     assert model.embedding_dropout.p == 0.1
+
+
+def test_bigram_buckets_follow_the_hash_and_skip_first_position_pad_and_unk():
+    ids = torch.tensor([[5, 7, 1, 9, 8, 0], [49, 2, 3, 0, 0, 0]])   # 1 = <unk>, 0 = <pad>
+    b = bigram_buckets(ids, 11)
+    h = lambda prev, cur: (prev * 1_000_003 + cur) % 11 + 1
+    assert b.tolist() == [[0, h(5, 7), 0, 0, h(9, 8), 0], [0, h(49, 2), h(2, 3), 0, 0, 0]]
+    big = bigram_buckets(torch.randint(2, 50_000, (64, 300)), 131_072)
+    assert big.dtype == torch.int64 and 1 <= big[:, 1:].min() and big.max() <= 131_072 and (big[:, 0] == 0).all()
+
+
+def test_bigram_embedding_starts_at_zero_so_the_model_starts_as_the_word_only_model():
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32)
+    words = SentimentClassifier(cfg, vocab_size=50, max_length=64).eval()
+    both = SentimentClassifier(dataclasses.replace(cfg, bigram_buckets=13), vocab_size=50, max_length=64).eval()
+    missing = both.load_state_dict(words.state_dict(), strict=False).missing_keys
+    assert missing == ["bigram_embedding.weight"]
+    assert both.num_parameters()["embedding"] == words.num_parameters()["embedding"] + 14 * 16
+    ids, mask = collate([[5, 6, 7, 8], [9, 10]])
+    with torch.no_grad():
+        torch.testing.assert_close(both(ids, mask), words(ids, mask), atol=0, rtol=0)
+        both.bigram_embedding.weight[1:].normal_()
+        assert not torch.allclose(both(ids, mask), words(ids, mask))   # once trained, bigrams count

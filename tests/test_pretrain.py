@@ -90,6 +90,9 @@ def test_init_from_refuses_a_mismatched_config(pretrained, tmp_path):
     with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
         train(cfg, tmp_path / "ft", callbacks)
     assert stages and not any(s.startswith("loading") for s in stages)   # refused before reading the data
+    # a masked language model trained the whole encoder: its embeddings' shape must match too
+    with pytest.raises(ConfigError, match=r"\[model\] bigram_buckets is 0 there but 64 in this config"):
+        train(small_config(init_from=str(out)).override("model", bigram_buckets=64), tmp_path / "ft2")
 
 
 def test_init_from_refuses_an_unknown_objective(pretrained, tmp_path):
@@ -234,10 +237,13 @@ def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_pat
     out = tmp_path / "w2v"
     pretrain(pretrain_config(objective="word2vec", epochs=1), out)
     folder = load_checkpoint(out, pretrained_ok=True).model
-    cfg = small_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0).override("model", n_layers=2)
+    cfg = small_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0).override("model", n_layers=2,
+                                                                                        bigram_buckets=31)
     train(cfg, tmp_path / "ft")
     tuned = load_checkpoint(tmp_path / "ft").model
     assert len(tuned.encoder.layers) == 2
     assert torch.equal(tuned.token_embedding.weight, folder.token_embedding.weight)
+    # the bigram embedding (not in the folder, started at zero) trains even with the token embedding frozen
+    assert tuned.bigram_embedding.weight[0].abs().sum() == 0 and tuned.bigram_embedding.weight[1:].abs().sum() > 0
     with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
         train(small_config(init_from=str(out)).override("model", d_model=16, n_heads=2), tmp_path / "x")

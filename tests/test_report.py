@@ -264,3 +264,12 @@ def test_card_names_each_dropout_site(trained_checkpoint, tmp_path):
     (old / "config.json").write_text(json.dumps(config))
     arch = dict(dict(report.card_sections(report.model_card(old)))["Model"])["architecture"]
     assert "dropout 0.1 (embeddings, residuals), feed-forward hidden layer 0.1, attention 0.1" in arch
+
+
+def test_card_says_whether_the_model_reads_word_bigrams(trained_checkpoint):
+    card = report.model_card(trained_checkpoint)
+    vocabulary = dict(dict(report.card_sections(card))["Model"])["vocabulary"]
+    assert "word-level tokens" in vocabulary and "bigram" not in vocabulary
+    card["config"]["model"]["bigram_buckets"] = 131072
+    vocabulary = dict(dict(report.card_sections(card))["Model"])["vocabulary"]
+    assert vocabulary.endswith("; word bigrams hashed into 131,072 buckets")
