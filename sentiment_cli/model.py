@@ -154,8 +154,8 @@ class SentimentClassifier(nn.Module):
             input_ids: ``(batch, seq_len)`` int64 token ids, ``seq_len <= max_length``.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding.
             embedding_perturbation: optional ``(batch, seq_len, d_model)`` added to the token
-                embeddings (word + bigram) before the positions (adversarial training; its gradient is the
-                loss's gradient with respect to the token embeddings).
+                embeddings (word + bigram) before the positions (adversarial training; its gradient
+                is the loss's gradient with respect to the token embeddings).
 
         Returns:
             ``(batch, seq_len, d_model)``.
@@ -200,12 +200,8 @@ class SentimentClassifier(nn.Module):
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
         return self.head(self.head_dropout(pooled))                         # (batch, 2)
 
-    def embeddings(self) -> list[nn.Embedding]:
-        """The lookup tables: the token embedding, and the bigram embedding if there is one."""
-        return [e for e in (self.token_embedding, self.bigram_embedding) if e is not None]
-
     def num_parameters(self) -> dict[str, int]:
         """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram)."""
-        emb = sum(e.weight.numel() for e in self.embeddings())
+        emb = sum(e.weight.numel() for e in (self.token_embedding, self.bigram_embedding) if e is not None)
         total = sum(p.numel() for p in self.parameters())
         return {"embedding": emb, "non_embedding": total - emb, "total": total}
