@@ -108,9 +108,10 @@ def table(rows: list[dict], against_row_0: bool = False) -> list[str]:
     threads = rows[0]["threads"] if rows else 1
     lines = [f"| step | lever | validation accuracy | Δ | median epoch (s, {threads} thread(s)) |", "|---|---|---|---|---|"]
     ref = None
+    row_0 = next((x["validation_accuracy"] for x in rows if x["step"] == 0), None)
     for r in rows:
         if against_row_0:
-            ref = next((x["validation_accuracy"] for x in rows if x["step"] == 0), None) if r["step"] else None
+            ref = row_0 if r["step"] else None
         delta = f"{(r['validation_accuracy'] - ref) * 100:+.2f} pt" if ref is not None else "–"
         lines.append(f"| {r['step']} | {r['lever']} | {r['validation_accuracy']:.2%} | {delta} "
                      f"| {r['median_epoch_seconds']:.0f} |")
