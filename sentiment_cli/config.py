@@ -5,6 +5,12 @@ and ``[pretrain]``, each mapping onto the dataclass of the same name below. Ever
 optional (the dataclass default applies); an unknown key, a value of the
 wrong type or a value out of range raises :class:`ConfigError` with a
 one-line message that names the file and the key.
+
+A config comes from a preset shipped inside the package (``default``,
+``seed``: :data:`PRESETS`, read with :mod:`importlib.resources`, so an
+installed wheel has them) or from a TOML file, and dotted overrides
+(``--set training.lr=1e-3``, spaCy-style) are validated exactly like the file.
+:func:`reference_markdown` renders every key's help text (``docs/configuration.md``).
 """
 
 from __future__ import annotations
@@ -12,13 +18,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.toml"
+# Presets ship as package data (sentiment_cli/configs/<name>.toml); the repository's top-level configs/
+# links to them. Name -> one line for --help.
+PRESETS = {
+    "default": "the main job: word2vec on the unlabelled reviews, then the tuned encoder with word bigrams",
+    "seed": "the course notebook's small model, trained from scratch in minutes",
+}
+DEFAULT_PRESET = "default"
 
 
 def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
@@ -149,6 +163,28 @@ class Config:
         d["training"]["betas"] = list(d["training"]["betas"])
         return d
 
+    def to_toml(self) -> str:
+        """The config as a TOML file that :func:`load_config` reads back to an equal config."""
+        import tomli_w
+
+        return tomli_w.dumps(self.to_dict())
+
+    def with_overrides(self, overrides: dict[str, dict[str, Any]], origin: str = "--set") -> "Config":
+        """Return a copy with ``overrides`` (``{section: {key: value}}``, e.g. from :func:`parse_overrides`)
+        applied and the whole config validated again, exactly as a TOML file is.
+
+        Raises:
+            ConfigError: an unknown section or key, a wrong type or a value out of range (the message names it).
+        """
+        if not overrides:
+            return self
+        merged = self.to_dict()
+        for section, values in overrides.items():
+            if section not in merged:
+                raise ConfigError(f"{origin}: unknown table [{section}] (known: {', '.join(sorted(_SECTIONS))})")
+            merged[section].update(values)
+        return config_from_dict(merged, origin)
+
     def override(self, section: str, **values: Any) -> "Config":
         """Return a copy with ``values`` set in ``section``; ``None`` values are ignored.
 
@@ -272,22 +308,137 @@ def stored_config_from_dict(raw: dict[str, Any], origin: str = "config") -> Conf
     return config_from_dict(raw, origin)
 
 
-def load_config(path: str | Path | None = None) -> Config:
-    """Read a TOML config file (``configs/default.toml`` when ``path`` is None).
+def preset_text(name: str) -> str:
+    """The TOML text of the preset ``name`` (one of :data:`PRESETS`), read from the installed package.
 
     Raises:
-        ConfigError: the file is missing, is not valid TOML, or holds an invalid setting.
+        ConfigError: no preset of that name.
     """
-    path = Path(path) if path is not None else DEFAULT_CONFIG
+    if name not in PRESETS:
+        raise ConfigError(f"{name}: no such preset or config file (presets: {', '.join(PRESETS)}; "
+                          "or give the path of a TOML file)")
+    return resources.files(__package__).joinpath("configs", f"{name}.toml").read_text(encoding="utf-8")
+
+
+def _parse_toml(text: str, origin: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin}: not valid TOML: {exc}") from None
+
+
+def load_config(name_or_path: str | Path | None = None) -> Config:
+    """Read a preset by name (``default`` when None) or a TOML config file by path.
+
+    An existing file wins over a preset of the same name; a name that is
+    neither a file nor a preset is an error that lists the presets.
+
+    Raises:
+        ConfigError: no such preset or file, the file is not valid TOML, or it holds an invalid setting.
+    """
+    if name_or_path is None:
+        name_or_path = DEFAULT_PRESET
+    path = Path(name_or_path)
+    if str(name_or_path) in PRESETS and not path.is_file():
+        origin = f"preset {name_or_path}"
+        return config_from_dict(_parse_toml(preset_text(str(name_or_path)), origin), origin)
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read()
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
+        if path.suffix or len(path.parts) > 1:
+            raise ConfigError(f"{path}: config file not found") from None
+        preset_text(str(name_or_path))   # a bare name: say which presets exist
+        raise   # pragma: no cover (preset_text raised)
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder, not a config file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not valid TOML: the file is not UTF-8 text") from None
-    return config_from_dict(raw, str(path))
+    return config_from_dict(_parse_toml(text, str(path)), str(path))
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``["training.lr=1e-3", "data.source=reviews.csv"]`` -> ``{"training": {"lr": 0.001}, "data": {...}}``.
+
+    The value is read as a TOML value (``1e-3``, ``true``, ``[0.9, 0.98]``, ``"text"``); a value that
+    is not TOML (``reviews.csv``) is taken as a string. Types and ranges are checked later, by
+    :meth:`Config.with_overrides`, exactly as for a file.
+
+    Raises:
+        ConfigError: an item is not ``section.key=value``, or sets the same key twice.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name, eq, raw = item.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not eq or not dot or not section or not key or "." in key:
+            raise ConfigError(f"--set {item}: expected section.key=value, e.g. training.lr=1e-3")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        if key in out.setdefault(section, {}):
+            raise ConfigError(f"--set {item}: [{section}] {key} is set twice")
+        out[section][key] = value
+    return out
+
+
+_TOML_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
+               "tuple[float, float]": "two numbers"}
+
+
+def _number(x: float) -> str:
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+def _allowed(f: dataclasses.Field) -> str:
+    m = f.metadata
+    if m.get("choices"):
+        return ", ".join(f"`{c}`" for c in m["choices"])
+    lo, hi = m.get("lo"), m.get("hi")
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if m['lo_open'] else '≥'} {_number(lo)}")
+    if hi is not None:
+        parts.append(f"{'<' if m['hi_open'] else '≤'} {_number(hi)}")
+    return ", ".join(parts)
+
+
+def _toml_literal(value: Any) -> str:
+    """One value as TOML, on one line."""
+    import tomli_w
+
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_literal(v) for v in value) + "]"
+    return tomli_w.dumps({"v": value}).strip()[len("v = "):]
+
+
+def reference_markdown() -> str:
+    """The reference of every config key, as Markdown: ``docs/configuration.md``, from the keys' own help texts.
+
+    One table per section: key, type, built-in default, the value in each preset, allowed values, meaning.
+    """
+    presets = {name: load_config(name) for name in PRESETS}
+    lines = ["# Configuration reference", "",
+             "<!-- Generated by `sentiment config --reference > docs/configuration.md`; a test fails when it is "
+             "stale. Edit the help texts in sentiment_cli/config.py instead. -->", "",
+             "A run is configured by a TOML file with up to four tables, or by a preset shipped with the package "
+             f"({', '.join(f'`{p}`' for p in PRESETS)}): `sentiment train --config seed`. Every key is optional "
+             "(the built-in default applies). Any key can be set from the command line with "
+             "`--set section.key=value` (repeatable), checked exactly like the file; "
+             "`sentiment config --config NAME --set ...` prints the resulting config.", ""]
+    lines += [f"- `{name}`: {what}" for name, what in PRESETS.items()]
+    lines.append("")
+    for section, cls in _SECTIONS.items():
+        lines += [f"## [{section}]", "", (cls.__doc__ or "").strip().splitlines()[0], ""]
+        header = ["key", "type", "built-in", *(f"`{p}`" for p in PRESETS), "allowed", "meaning"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for f in dataclasses.fields(cls):
+            values = [_toml_literal(getattr(getattr(c, section), f.name)) for c in presets.values()]
+            row = [f"`{f.name}`", _TOML_TYPES.get(str(f.type), str(f.type)), f"`{_toml_literal(f.default)}`",
+                   *(f"`{v}`" for v in values), _allowed(f), f.metadata.get("help", "")]
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,6 +1,9 @@
 import pytest
 
-from sentiment_cli.config import DEFAULT_CONFIG, Config, load_config, stored_config_from_dict
+import tomllib
+
+from sentiment_cli.config import (PRESETS, Config, config_from_dict, load_config, parse_overrides,
+                                  reference_markdown, stored_config_from_dict)
 from sentiment_cli.errors import ConfigError
 
 from .conftest import ROOT
@@ -15,7 +18,71 @@ def test_seed_config_reproduces_the_notebook():
 
 
 def test_default_config_is_what_runs_without_config():
-    assert load_config(None) == load_config(DEFAULT_CONFIG)
+    assert load_config(None) == load_config("default") == load_config(ROOT / "configs" / "default.toml")
+    assert load_config("default") != load_config("seed")
+
+
+def test_presets_are_package_data_and_the_repository_configs_are_the_same_files():
+    import importlib.resources
+
+    for name in PRESETS:
+        shipped = importlib.resources.files("sentiment_cli").joinpath("configs", f"{name}.toml").read_text()
+        assert shipped == (ROOT / "configs" / f"{name}.toml").read_text()
+        assert load_config(name) == load_config(ROOT / "configs" / f"{name}.toml")
+
+
+def test_an_existing_file_wins_over_a_preset_of_the_same_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "seed").write_text("[training]\nepochs = 7\n")
+    assert load_config("seed").training.epochs == 7
+
+
+def test_an_unknown_name_lists_the_presets():
+    with pytest.raises(ConfigError, match=r"^nope: no such preset or config file \(presets: default, seed"):
+        load_config("nope")
+
+
+def test_set_overrides_parse_toml_values_and_fall_back_to_strings():
+    got = parse_overrides(["training.lr=1e-3", "data.source=../data/reviews.csv", "model.norm_first=true",
+                           "training.betas=[0.9, 0.98]", "data.pre_tokenizer=\"whitespace\"", "training.epochs = 3"])
+    assert got == {"training": {"lr": 0.001, "betas": [0.9, 0.98], "epochs": 3},
+                   "data": {"source": "../data/reviews.csv", "pre_tokenizer": "whitespace"},
+                   "model": {"norm_first": True}}
+    cfg = load_config("seed").with_overrides(got)
+    assert (cfg.training.lr, cfg.training.betas, cfg.training.epochs) == (0.001, (0.9, 0.98), 3)
+    assert cfg.data.source == "../data/reviews.csv" and cfg.model.norm_first is True
+    assert cfg.model.d_model == 32   # the rest is the preset's
+
+
+@pytest.mark.parametrize("items, expected", [
+    (["training.lr=abc"], "--set: [training] lr must be a number, got 'abc'"),
+    (["training.epochs=0"], "--set: [training] epochs must be >= 1, got 0"),
+    (["trainin.lr=1"], "--set: unknown table [trainin]"),
+    (["training.lrr=1"], "--set: unknown key [training] lrr"),
+    (["model.d_model=33"], "--set: [model] d_model must be even"),
+    (["lr=1"], "--set lr=1: expected section.key=value"),
+    (["training.lr"], "--set training.lr: expected section.key=value"),
+    (["training.lr=1", "training.lr=2"], "--set training.lr=2: [training] lr is set twice"),
+])
+def test_set_overrides_are_checked_like_the_file_and_name_the_key(items, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config("seed").with_overrides(parse_overrides(items))
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+
+
+def test_a_config_written_as_toml_reads_back_equal():
+    for name in PRESETS:
+        cfg = load_config(name)
+        assert config_from_dict(tomllib.loads(cfg.to_toml())) == cfg
+
+
+def test_the_committed_configuration_reference_is_the_generated_one():
+    committed = (ROOT / "docs" / "configuration.md").read_text()
+    assert committed == reference_markdown() + "\n", \
+        "docs/configuration.md is stale: run `sentiment config --reference > docs/configuration.md`"
+    for section in ("model", "data", "training", "pretrain"):
+        assert f"## [{section}]" in committed
+    assert "| `bigram_buckets` | integer | `0` | `131072` | `0` |" in committed
 
 
 def test_a_stored_config_without_the_later_dropout_keys_means_what_it_trained_with(tmp_path):
