@@ -112,7 +112,7 @@ def job_ours(args) -> dict:
     from sentiment_cli.config import load_config
     from sentiment_cli.data import load_split
     from sentiment_cli.evaluate import evaluate_ids
-    from sentiment_cli.tokenizer import encode
+    from sentiment_cli.tokenizer import encode_texts
     from sentiment_cli.train import train
 
     cfg = load_config(args.config).override("data", source=args.data)
@@ -128,7 +128,7 @@ def job_ours(args) -> dict:
     result = train(cfg, args.output)
     ckpt = load_checkpoint(args.output, "cpu")
     test = load_split(args.data, "test", cfg.data.validation_fraction, cfg.training.seed)
-    test_ids = encode(ckpt.tokenizer, test.texts, cfg.data)
+    test_ids = encode_texts(ckpt.tokenizer, test.texts, cfg.data)
     speeds = []
     for _ in range(EVAL_REPEATS):   # the same logits each time; the speed is the median pass
         metrics = evaluate_ids(ckpt.model, test_ids, test.labels, batch_size=cfg.training.eval_batch_size,
@@ -141,7 +141,7 @@ def job_ours(args) -> dict:
     from sentiment_cli.data import load_train_validation
     tr, _ = load_train_validation(args.data, cfg.data.validation_fraction, cfg.training.seed,
                                   cfg.data.validation_split)
-    lengths = [len(x) for x in encode(ckpt.tokenizer, tr.texts, cfg.data)]
+    lengths = [len(x) for x in encode_texts(ckpt.tokenizer, tr.texts, cfg.data)]
     m = cfg.model
     flops_per_example = encoder_flops(lengths, m.d_model, m.d_ff, m.n_layers, train=True) / len(lengths)
     if cfg.training.adversarial_epsilon > 0:   # a second forward and backward pass per step

@@ -28,10 +28,11 @@ from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError
-from .model import LABELS, SentimentClassifier
+from .data import LABELS
+from .model import SentimentClassifier
 from .tokenizer import load_tokenizer
 
-FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
@@ -90,7 +91,7 @@ def save_weights(directory: str | Path, model: torch.nn.Module) -> None:
 
 def checkpoint_config(config: Config, vocab_size: int) -> dict[str, Any]:
     """The ``config.json`` payload."""
-    return {"format_version": FORMAT_VERSION, "architecture": "SentimentClassifier",
+    return {"format_version": CHECKPOINT_FORMAT_VERSION, "architecture": "SentimentClassifier",
             "labels": list(LABELS), "vocab_size": vocab_size, **config.to_dict()}
 
 
@@ -174,9 +175,9 @@ def read_config(directory: str | Path) -> tuple[Config, int]:
     version = raw.pop("format_version", None)
     if not isinstance(version, int):
         raise CheckpointError(f"{path}: no format_version; not a sentiment checkpoint")
-    if version > FORMAT_VERSION:
+    if version > CHECKPOINT_FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
-                              f"({FORMAT_VERSION}); upgrade sentiment-cli")
+                              f"({CHECKPOINT_FORMAT_VERSION}); upgrade sentiment-cli")
     vocab_size = raw.pop("vocab_size", None)
     if not isinstance(vocab_size, int) or vocab_size < 3:
         raise CheckpointError(f"{path}: vocab_size must be an integer >= 3")

@@ -408,7 +408,7 @@ def eval_(
         from .checkpoint import load_checkpoint
         from .data import load_split
         from .evaluate import confident_errors, evaluate_ids
-        from .tokenizer import encode
+        from .tokenizer import encode_texts
         from .train import resolve_device
 
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
@@ -422,7 +422,7 @@ def eval_(
         with err.status(f"loading the {split.value} split"):
             s = load_split(data or cfg.data.source, split.value, cfg.data.validation_fraction, cfg.training.seed,
                            cfg.data.validation_split)
-            ids = encode(ckpt.tokenizer, s.texts, cfg.data)
+            ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
         from rich.progress import Progress
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task(f"eval {split.value}", total=len(ids))

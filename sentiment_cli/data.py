@@ -18,10 +18,11 @@ import numpy as np
 import torch
 
 from .errors import DataError, UsageError
-from .model import PAD_ID
+from .tokenizer import PAD_ID
 
 SPLITS = ("train", "validation", "test")
-LABEL_NAMES = ["neg", "pos"]
+LABELS = ("negative", "positive")   # IMDB's label names, by label id
+NUM_LABELS = len(LABELS)
 
 
 @dataclass
@@ -64,7 +65,7 @@ def _load_aclimdb(root: Path):
     import datasets
 
     features = datasets.Features({"text": datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=LABEL_NAMES)})
+                                  "label": datasets.ClassLabel(names=list(LABELS))})
     splits = {}
     for split in ("train", "test"):
         texts, labels = [], []
@@ -281,7 +282,7 @@ def _select(ds, name: str, validation_fraction: float, seed: int, source: str,
         split = split.select(np.random.default_rng(seed).permutation(rows))
     elif name != "test":
         if not isinstance(split.features["label"], datasets.ClassLabel):
-            split = split.cast_column("label", datasets.ClassLabel(names=LABEL_NAMES))
+            split = split.cast_column("label", datasets.ClassLabel(names=list(LABELS)))
         try:
             parts = split.train_test_split(test_size=validation_fraction, stratify_by_column="label",
                                            seed=seed, shuffle=True)

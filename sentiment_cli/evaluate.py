@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import collate, make_batches
-from .model import LABELS, SentimentClassifier
+from .data import LABELS, collate, make_batches
+from .model import SentimentClassifier
 
 
 def autocast(device: torch.device, enabled: bool):

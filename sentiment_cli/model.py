@@ -21,11 +21,9 @@ import torch
 from torch import Tensor, nn
 
 from .config import ModelConfig
+from .data import NUM_LABELS
+from .tokenizer import PAD_ID, UNK_ID
 
-NUM_LABELS = 2
-LABELS = ("negative", "positive")
-PAD_ID = 0
-UNK_ID = 1
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 
 
@@ -147,7 +145,7 @@ class SentimentClassifier(nn.Module):
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, NUM_LABELS)
 
-    def encode(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
+    def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
 
         Args:
@@ -191,12 +189,12 @@ class SentimentClassifier(nn.Module):
             input_ids: ``(batch, seq_len)`` int64 token ids.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
                 row needs at least one real token.
-            embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`encode`.
+            embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
 
         Returns:
             ``(batch, 2)`` logits.
         """
-        hidden = self.encode(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
+        hidden = self.hidden_states(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
         return self.head(self.head_dropout(pooled))                         # (batch, 2)
 

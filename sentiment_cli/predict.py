@@ -15,8 +15,8 @@ import torch
 from .checkpoint import load_checkpoint
 from .errors import UsageError
 from .evaluate import batched_logits
-from .model import LABELS
-from .tokenizer import encode
+from .data import LABELS
+from .tokenizer import encode_texts
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Predictor:
                 (an unpaired surrogate); the message gives its number.
         """
         check_texts(texts, first)
-        ids = encode(self.checkpoint.tokenizer, texts, self.config.data)
+        ids = encode_texts(self.checkpoint.tokenizer, texts, self.config.data)
         return batched_logits(self.checkpoint.model, ids, batch_size=self.batch_size, device=self.device,
                               bf16=self.config.training.autocast_bf16)
 

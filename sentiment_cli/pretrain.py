@@ -50,8 +50,8 @@ from .config import Config
 from .data import collate, load_pretraining_texts, make_batches
 from .errors import Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
-from .model import UNK_ID, SentimentClassifier
-from .tokenizer import build_tokenizer, encode, save_tokenizer
+from .model import SentimentClassifier
+from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
 from .train import (TrainCallbacks, TrainResult, absolute_source, check_writable, device_name, decay_groups,
                     lr_lambda, optimizer_step, resolve_device, seed_everything, versions)
 
@@ -203,7 +203,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     if p.objective == "word2vec":
         _word2vec(config, model, tokenizer, texts, cb, check_stop, save_epoch)
     else:
-        _masked_lm(config, model.to(device), device, encode(tokenizer, texts, config.data), cb, check_stop,
+        _masked_lm(config, model.to(device), device, encode_texts(tokenizer, texts, config.data), cb, check_stop,
                    save_epoch)
     return TrainResult(output, metrics)
 
@@ -298,7 +298,7 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
             if not bool(chosen.any()):
                 continue
             candidates, target_index = sampled_candidates(targets, p.negatives, vocab_size, generator)
-            hidden = model.encode(corrupted.to(device), padding_mask.to(device))      # (batch, seq_len, d_model)
+            hidden = model.hidden_states(corrupted.to(device), padding_mask.to(device))      # (batch, seq_len, d_model)
             logits = head(hidden[chosen.to(device)], candidates.to(device))           # (n_chosen, k)
             loss = F.cross_entropy(logits, target_index.to(device))
             if not torch.isfinite(loss):

@@ -30,7 +30,8 @@ import torch
 
 from .checkpoint import METRICS_FILE, WEIGHTS_FILE, atomic_write, read_config, write_json
 from .errors import CheckpointError, SentimentError
-from .model import LABELS, SentimentClassifier
+from .data import LABELS
+from .model import SentimentClassifier
 
 CURVES_FILE = "curves.png"
 CARD_FILE = "README.md"

@@ -33,9 +33,9 @@ from .data import collate, load_train_validation, make_batches
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import autocast, evaluate_ids, native_bf16
 from .interrupts import StopFlag
-from .model import UNK_ID, SentimentClassifier
+from .model import SentimentClassifier
 from .report import TrainingReport, write_training_report
-from .tokenizer import build_tokenizer, encode, save_tokenizer, tokenizer_from_str
+from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)
 
@@ -356,8 +356,8 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
         tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
     tokenizer = tokenizer_from_str(tokenizer_json, output / STATE_DIR / TOKENIZER_FILE)
     cb.on_stage("tokenizing")
-    train_ids = encode(tokenizer, train_split.texts, config.data)
-    val_ids = encode(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
+    train_ids = encode_texts(tokenizer, train_split.texts, config.data)
+    val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
     model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(), max_length=config.data.max_length)

@@ -50,7 +50,7 @@ def test_checkpoint_folder_is_self_describing(trained_checkpoint):
     assert {"config.json", "model.safetensors", "tokenizer.json", "metrics.json"} <= names
     assert not [n for n in names if n.endswith(".tmp")]
     cfg = json.loads((trained_checkpoint / "config.json").read_text())
-    assert cfg["format_version"] == ck.FORMAT_VERSION and cfg["labels"] == ["negative", "positive"]
+    assert cfg["format_version"] == ck.CHECKPOINT_FORMAT_VERSION and cfg["labels"] == ["negative", "positive"]
     assert {"model", "data", "training", "vocab_size"} <= set(cfg)
     metrics = json.loads((trained_checkpoint / "metrics.json").read_text())
     assert len(metrics["history"]) == 3 and metrics["best_epoch"] in (1, 2, 3)

@@ -32,7 +32,7 @@ def test_metrics_record_what_reproduces_the_run(tmp_path):
 def test_word_dropout_replaces_real_tokens_only():
     import torch
 
-    from sentiment_cli.model import UNK_ID
+    from sentiment_cli.tokenizer import UNK_ID
     from sentiment_cli.train import word_dropout
 
     torch.manual_seed(0)
