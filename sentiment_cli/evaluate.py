@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import LABELS, collate, make_batches
+from .batching import collate, make_batches
+from .data import LABELS
 from .model import SentimentClassifier
 
 

@@ -35,7 +35,8 @@ import torch
 from torch import Tensor
 
 from .config import DataConfig
-from .data import LABELS, collate
+from .batching import collate
+from .data import LABELS
 from .model import SentimentClassifier, masked_max_pool
 from .tokenizer import UNK_ID, UNK_TOKEN, truncate
 

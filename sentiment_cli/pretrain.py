@@ -47,7 +47,8 @@ from torch import Tensor, nn
 from . import distributed
 from .checkpoint import save_checkpoint
 from .config import Config
-from .data import collate, load_pretraining_texts, make_batches
+from .batching import collate, make_batches
+from .data import load_pretraining_texts
 from .errors import Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import SentimentClassifier

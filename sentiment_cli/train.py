@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from . import __version__, distributed
 from .checkpoint import METRICS_FILE, load_weights, save_checkpoint, write_json
 from .config import Config
-from .data import collate, load_train_validation, make_batches
+from .batching import collate, make_batches
+from .data import load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import autocast, evaluate_ids, native_bf16
 from .interrupts import StopFlag

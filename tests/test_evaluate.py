@@ -1,7 +1,7 @@
 import numpy as np
 from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
-from sentiment_cli.data import make_batches
+from sentiment_cli.batching import make_batches
 from sentiment_cli.evaluate import classification_metrics
 
 

@@ -7,7 +7,7 @@ import torch
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import DataConfig, ModelConfig
-from sentiment_cli.data import collate
+from sentiment_cli.batching import collate
 from sentiment_cli.explain import explain_texts, token_scores
 from sentiment_cli.model import SentimentClassifier
 from sentiment_cli.predict import Predictor

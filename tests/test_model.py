@@ -4,7 +4,7 @@ import math
 import torch
 
 from sentiment_cli.config import ModelConfig
-from sentiment_cli.data import collate
+from sentiment_cli.batching import collate
 from sentiment_cli.model import SentimentClassifier, bigram_buckets, masked_max_pool, sinusoidal_encoding
 
 
