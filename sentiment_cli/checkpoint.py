@@ -27,7 +27,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, UsageError
 from .data import LABELS
 from .model import SentimentClassifier
 from .tokenizer import load_tokenizer
@@ -76,6 +76,28 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def check_writable(output: Path) -> None:
+    """Create ``output`` if needed and prove it writable with a probe file (``os.access`` lies to root).
+
+    Raises:
+        UsageError: the folder cannot be created or written.
+    """
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"output {output} is a file, not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {output}: {exc.strerror}") from None
+    if not output.is_dir():
+        raise UsageError(f"output {output} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"output folder {output} is not writable ({exc.strerror})") from None
 
 
 def write_json(path: str | Path, obj: Any) -> None:

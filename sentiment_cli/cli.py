@@ -275,7 +275,7 @@ class _RichTrainCallbacks:
     """Renders training progress: one progress bar per epoch, then a line per epoch."""
 
     def __init__(self, console):
-        from .train import TrainCallbacks  # noqa: F401  (documents the protocol implemented)
+        from .callbacks import TrainCallbacks  # noqa: F401  (documents the protocol implemented)
         self.console = console
         self.progress = None
         self.task = None
@@ -409,7 +409,7 @@ def eval_(
         from .data import load_split
         from .evaluate import confident_errors, evaluate_ids
         from .tokenizer import encode_texts
-        from .train import resolve_device
+        from .runtime import resolve_device
 
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
             report.require_matplotlib()
@@ -617,7 +617,7 @@ def predict(
         if not texts and file is None:
             raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
         from .predict import Predictor, check_texts
-        from .train import resolve_device
+        from .runtime import resolve_device
 
         if texts:   # checked before the checkpoint loads, so bad input fails at once
             texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]

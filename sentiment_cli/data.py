@@ -48,6 +48,12 @@ class Split:
         return f"sha256:{h.hexdigest()}"
 
 
+def absolute_source(source: str) -> str:
+    """``source`` as an absolute path when it names an existing local path, else unchanged (a Hub id)."""
+    p = Path(source).expanduser()
+    return str(p.resolve()) if p.exists() else source
+
+
 def _looks_local(source: str) -> bool:
     """A path (existing, or written as one) rather than a Hub id such as ``owner/name``."""
     return source.startswith((".", "/", "~")) or Path(source).expanduser().exists()

@@ -9,7 +9,6 @@ scikit-learn's ``zero_division=0``). The confusion matrix is
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,29 +19,7 @@ import torch
 from .batching import collate, make_batches
 from .data import LABELS
 from .model import SentimentClassifier
-
-
-def autocast(device: torch.device, enabled: bool):
-    """bf16 autocast on ``device`` when ``enabled``, else a no-op context."""
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-def native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` computes bfloat16 in hardware (a GPU with bf16; a CPU with AVX512-BF16 or AMX).
-
-    Where it does not, bf16 autocast still gives the same kind of results but emulates
-    bf16 and can be slower than float32.
-    """
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        # torch's own probes (private; where a torch version lacks them, assume support)
-        probes = [getattr(torch.cpu, name, lambda: True) for name in
-                  ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-        return any(probe() for probe in probes)
-    return True
+from .runtime import autocast
 
 
 @torch.inference_mode()

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .config import DataConfig
 from .batching import collate
+from .config import DataConfig
 from .data import LABELS
 from .model import SentimentClassifier, masked_max_pool
 from .tokenizer import UNK_ID, UNK_TOKEN, truncate

@@ -34,6 +34,7 @@ untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
 from __future__ import annotations
 
 import math
+import shlex
 import time
 import zlib
 from datetime import datetime, timezone
@@ -45,16 +46,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import distributed
-from .checkpoint import save_checkpoint
-from .config import Config
 from .batching import collate, make_batches
-from .data import load_pretraining_texts
-from .errors import Interrupted, SentimentError, UsageError
+from .callbacks import TrainCallbacks, TrainResult
+from .checkpoint import check_writable, load_checkpoint, save_checkpoint
+from .config import Config
+from .data import absolute_source, load_pretraining_texts
+from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import SentimentClassifier
+from .optim import decay_groups, lr_lambda, optimizer_step
+from .runtime import device_name, resolve_device, seed_everything, versions
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
-from .train import (TrainCallbacks, TrainResult, absolute_source, check_writable, device_name, decay_groups,
-                    lr_lambda, optimizer_step, resolve_device, seed_everything, versions)
 
 MASK_ID = UNK_ID
 FIRST_WORD_ID = 2   # ids below are <pad> and <unk>: never drawn as random words or negatives
@@ -319,3 +321,67 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
                     "mlm_accuracy": correct / max(predicted, 1), "masked_tokens": predicted,
                     "train_seconds": seconds, "train_examples_per_second": seen / seconds,
                     "learning_rate": scheduler.get_last_lr()[0]})
+
+
+# ----------------------------------------------------------------------------- starting a run from it
+
+# Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
+_SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
+               "embedding_norm", "bigram_buckets")
+
+
+_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
+
+
+# What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
+# must match the config) and which of its tensors the run takes. word2vec trained the token embedding
+# alone; a masked language model trained the whole encoder (its head predicted words, not labels).
+_FROM_PRETRAINED = {
+    "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
+    "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
+}
+
+
+def _objective(pretrained) -> str:
+    return pretrained.metrics.get("objective", "mlm")   # folders from before word2vec have no "objective"
+
+
+def load_pretrained(directory: str | Path, config: Config):
+    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
+
+    Returns:
+        :class:`~.checkpoint.Checkpoint` (its model on CPU).
+
+    Raises:
+        CheckpointError: no checkpoint there, it is damaged, it was not written by ``sentiment pretrain``,
+            or its pretraining objective is unknown to this version.
+        ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
+            (the message names the first key that differs). A word2vec folder trained the token
+            embedding only, so of the shape only ``d_model`` must match.
+    """
+    directory = Path(directory)
+    if not (directory / "config.json").exists():
+        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
+                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
+    ckpt = load_checkpoint(directory, pretrained_ok=True)
+    if ckpt.metrics.get("kind") != "pretrained":
+        raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
+                              "(its metrics.json lacks \"kind\": \"pretrained\")")
+    objective = _objective(ckpt)
+    if objective not in _FROM_PRETRAINED:
+        raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
+                              f"(this version knows {', '.join(_FROM_PRETRAINED)})")
+    shape_keys, _ = _FROM_PRETRAINED[objective]
+    for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
+        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
+        for key in keys:
+            if getattr(mine, key) != getattr(theirs, key):
+                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
+                                  f"but {getattr(mine, key)!r} in this config; they must match")
+    return ckpt
+
+
+def pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
+    """The tensors a fine-tuning run takes from a pretrained folder (see ``_FROM_PRETRAINED``)."""
+    _, takes = _FROM_PRETRAINED[_objective(pretrained)]
+    return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import platform
-import random
 import shlex
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,119 +22,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import __version__, distributed
-from .checkpoint import METRICS_FILE, load_weights, save_checkpoint, write_json
-from .config import Config
+from . import distributed
 from .batching import collate, make_batches
-from .data import load_train_validation
+from .callbacks import TrainCallbacks, TrainResult
+from .checkpoint import METRICS_FILE, check_writable, load_weights, save_checkpoint, write_json
+from .config import Config
+from .data import absolute_source, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
-from .evaluate import autocast, evaluate_ids, native_bf16
+from .evaluate import evaluate_ids
 from .interrupts import StopFlag
 from .model import SentimentClassifier
-from .report import TrainingReport, write_training_report
+from .optim import lr_lambda, make_optimizer, optimizer_step
+from .pretrain import load_pretrained, pretrained_weights
+from .report import write_training_report
+from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)
-
-
-class TrainCallbacks:
-    """Hooks for progress reporting; the default does nothing."""
-
-    def on_stage(self, text: str) -> None:
-        """A preparation stage begins (loading data, building the tokenizer...)."""
-
-    def on_note(self, text: str) -> None:
-        """Something the user should know that does not stop the run."""
-
-    def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
-        """Epoch ``epoch`` (1-based) of ``epochs`` starts over ``num_examples`` reviews."""
-
-    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
-        """A step over ``examples`` reviews ended; running epoch loss/accuracy so far."""
-
-    def on_validation_start(self, num_examples: int) -> None:
-        """Validation of ``num_examples`` reviews starts."""
-
-    def on_validation_step(self, examples: int) -> None:
-        """A validation batch of ``examples`` reviews ended."""
-
-    def on_epoch_end(self, record: dict[str, Any]) -> None:
-        """An epoch ended; ``record`` is its entry in ``metrics.json``'s history."""
-
-
-@dataclass
-class TrainResult:
-    """What a finished run produced: the checkpoint folder and its ``metrics.json`` content."""
-
-    output: Path
-    metrics: dict[str, Any]
-    is_main: bool = True   # False on torchrun ranks other than 0 (they print nothing)
-    report: TrainingReport | None = None   # curves.png and README.md (report.py), rank 0 only
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU.
-
-    Raises:
-        UsageError: ``cuda`` was asked for but torch sees no CUDA device.
-    """
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: torch sees no CUDA device here; use --device cpu or auto")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) RNGs."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def lr_lambda(schedule: str, warmup_fraction: float, total_steps: int):
-    """Multiplier of the peak learning rate at each step: linear warmup over ``warmup_fraction`` of
-    ``total_steps``, then ``schedule`` (``constant``, ``linear`` or ``cosine``) decay."""
-    warmup = int(warmup_fraction * total_steps)
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        if schedule == "constant":
-            return 1.0
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        if schedule == "linear":
-            return max(0.0, 1.0 - progress)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    return f
-
-
-def decay_groups(params, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW parameter groups: decay on matrices only, not on biases or norms."""
-    params = list(params)
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-
-
-def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
-    """AdamW (Loshchilov & Hutter 2019) with :func:`decay_groups`; the token embedding (the one a
-    pretrained folder gives) in a group of its own when ``embedding_lr_scale`` is not 1."""
-    t = config.training
-    embedding = [model.token_embedding.weight] if t.embedding_lr_scale != 1.0 else []
-    groups = decay_groups((p for p in model.parameters() if not any(p is e for e in embedding)), t.weight_decay)
-    if embedding:   # its own group only when it differs, so that older trainer states still resume
-        groups.append({"params": embedding, "weight_decay": t.weight_decay, "lr": t.lr * t.embedding_lr_scale})
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas)
-
-
-def optimizer_step(optimizer: torch.optim.Optimizer, scheduler, parameters, grad_clip: float) -> None:
-    """After the backward pass(es): global-norm clipping of ``parameters`` (``grad_clip`` > 0), one
-    optimizer and one scheduler step, then the gradients are cleared for the next step."""
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
 
 
 def adversarial_perturbation(grad: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -177,25 +77,6 @@ def word_dropout(input_ids: torch.Tensor, padding_mask: torch.Tensor, rate: floa
     """
     dropped = (torch.rand(input_ids.shape) < rate) & ~padding_mask
     return input_ids.masked_fill(dropped, UNK_ID)
-
-
-def versions() -> dict[str, str]:
-    """Versions of Python and the libraries a run depends on."""
-    import tokenizers
-    out = {"python": platform.python_version(), "torch": torch.__version__,
-           "tokenizers": tokenizers.__version__, "sentiment_cli": __version__}
-    try:
-        import datasets
-        out["datasets"] = datasets.__version__
-    except ImportError:  # pragma: no cover
-        pass
-    return out
-
-
-def absolute_source(source: str) -> str:
-    """``source`` as an absolute path when it names an existing local path, else unchanged (a Hub id)."""
-    p = Path(source).expanduser()
-    return str(p.resolve()) if p.exists() else source
 
 
 @dataclass
@@ -365,7 +246,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     elif pretrained is not None:
-        model.load_state_dict({**model.state_dict(), **_pretrained_weights(pretrained)})
+        model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
@@ -498,69 +379,6 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     return TrainResult(output, state.metrics, info.is_main, report)
 
 
-# Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
-_SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
-               "embedding_norm", "bigram_buckets")
-_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
-
-
-# What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
-# must match the config) and which of its tensors the run takes. word2vec trained the token embedding
-# alone; a masked language model trained the whole encoder (its head predicted words, not labels).
-_FROM_PRETRAINED = {
-    "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
-    "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
-}
-
-
-def _objective(pretrained) -> str:
-    return pretrained.metrics.get("objective", "mlm")   # folders from before word2vec have no "objective"
-
-
-def load_pretrained(directory: str | Path, config: Config):
-    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
-
-    Returns:
-        :class:`~.checkpoint.Checkpoint` (its model on CPU).
-
-    Raises:
-        CheckpointError: no checkpoint there, it is damaged, it was not written by ``sentiment pretrain``,
-            or its pretraining objective is unknown to this version.
-        ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
-            (the message names the first key that differs). A word2vec folder trained the token
-            embedding only, so of the shape only ``d_model`` must match.
-    """
-    from .checkpoint import load_checkpoint
-    from .errors import ConfigError
-
-    directory = Path(directory)
-    if not (directory / "config.json").exists():
-        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
-                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
-    ckpt = load_checkpoint(directory, pretrained_ok=True)
-    if ckpt.metrics.get("kind") != "pretrained":
-        raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
-                              "(its metrics.json lacks \"kind\": \"pretrained\")")
-    objective = _objective(ckpt)
-    if objective not in _FROM_PRETRAINED:
-        raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
-                              f"(this version knows {', '.join(_FROM_PRETRAINED)})")
-    shape_keys, _ = _FROM_PRETRAINED[objective]
-    for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
-        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
-        for key in keys:
-            if getattr(mine, key) != getattr(theirs, key):
-                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
-                                  f"but {getattr(mine, key)!r} in this config; they must match")
-    return ckpt
-
-
-def _pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
-    """The tensors a fine-tuning run takes from a pretrained folder (see ``_FROM_PRETRAINED``)."""
-    _, takes = _FROM_PRETRAINED[_objective(pretrained)]
-    return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}
-
-
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:
     if completed:
         msg = (f"interrupted by {stop.reason} during epoch {epoch} of {epochs}; epoch {completed} is saved; "
@@ -630,30 +448,3 @@ def _restore_rng(saved: TrainerState, info: distributed.DistInfo, device: torch.
     return ""
 
 
-def device_name(device: torch.device) -> str:
-    """A readable name for ``metrics.json``: the GPU's name, or the CPU's with the thread count."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
-
-
-def check_writable(output: Path) -> None:
-    """Create ``output`` if needed and prove it writable with a probe file (``os.access`` lies to root).
-
-    Raises:
-        UsageError: the folder cannot be created or written.
-    """
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(f"output {output} is a file, not a folder") from None
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {output}: {exc.strerror}") from None
-    if not output.is_dir():
-        raise UsageError(f"output {output} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(f"output folder {output} is not writable ({exc.strerror})") from None

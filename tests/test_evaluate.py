@@ -48,7 +48,7 @@ def test_batches_cover_every_example_once_and_bucket_by_length():
 def test_native_bf16_asks_torchs_cpu_probes(monkeypatch):
     import torch
 
-    from sentiment_cli.evaluate import native_bf16
+    from sentiment_cli.runtime import native_bf16
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)

@@ -13,7 +13,8 @@ import torch
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.errors import CheckpointError, ConfigError
 from sentiment_cli.pretrain import FIRST_WORD_ID, MASK_ID, mask_tokens, pretrain, sampled_candidates
-from sentiment_cli.train import TrainCallbacks, train
+from sentiment_cli.callbacks import TrainCallbacks
+from sentiment_cli.train import train
 
 from .conftest import PYTHON, SUBPROCESS_ENV, small_config
 
