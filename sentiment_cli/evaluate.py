@@ -1,4 +1,4 @@
-"""Batched inference and classification metrics over a split.
+"""Classification metrics over a split, and the whole ``sentiment eval`` use case (:func:`evaluate_checkpoint`).
 
 Metrics follow the usual definitions for a binary task, per class (one class
 taken as positive at a time) and macro-averaged: precision = TP / (TP + FP),
@@ -16,42 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .batching import collate, make_batches
 from .data import LABELS
 from .model import SentimentClassifier
-from .runtime import autocast
-
-
-@torch.inference_mode()
-def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
-                   device: torch.device, bf16: bool = False,
-                   on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
-    """Logits for every example, in input order.
-
-    Examples are batched by length (little padding); thanks to the padding
-    mask, the result for one example does not depend on its batch.
-
-    Args:
-        model: the classifier (put in eval mode here).
-        ids: token ids per example (each 1 to ``max_length`` long).
-        batch_size: examples per forward pass.
-        device: where the model lives.
-        bf16: run the forward pass under bf16 autocast.
-        on_batch: called with the size of each finished batch (progress).
-
-    Returns:
-        ``(len(ids), 2)`` float32 logits on the CPU.
-    """
-    model.eval()
-    out = torch.empty(len(ids), 2)
-    for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
-        input_ids, padding_mask = collate(ids, batch)
-        with autocast(device, bf16):
-            logits = model(input_ids.to(device), padding_mask.to(device))
-        out[torch.as_tensor(batch)] = logits.float().cpu()
-        if on_batch is not None:
-            on_batch(len(batch))
-    return out
+from .predict import batched_logits
 
 
 def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
