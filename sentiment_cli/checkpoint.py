@@ -241,7 +241,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         raise CheckpointError(f"{weights_path}: missing") from None
     except (SafetensorError, ValueError, OSError) as exc:
         raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
-    model = SentimentClassifier(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
+    model = SentimentClassifier.from_config(config, vocab_size)
     load_weights(model, state, weights_path)
     metrics_path = directory / METRICS_FILE
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}

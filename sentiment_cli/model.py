@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .config import ModelConfig
+from .config import Config, ModelConfig
 from .data import NUM_LABELS
 from .tokenizer import PAD_ID, UNK_ID
 
@@ -144,6 +144,22 @@ class SentimentClassifier(nn.Module):
         )
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, NUM_LABELS)
+
+    @classmethod
+    def from_config(cls, config: Config, vocab_size: int) -> "SentimentClassifier":
+        """The classifier a run configuration describes, freshly initialised.
+
+        The config holds every setting the model needs (``[model]``, and ``[data] max_length``
+        for the positional encoding); only the vocabulary size comes from the tokenizer.
+
+        Args:
+            config: the whole run configuration.
+            vocab_size: the tokenizer's vocabulary size (rows of the token embedding).
+
+        Raises:
+            ValueError: ``d_model`` is odd or not divisible by ``n_heads``.
+        """
+        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
 
     def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.

@@ -182,8 +182,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
     tokenizer_json = save_tokenizer(tokenizer)
-    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(),
-                                max_length=config.data.max_length)
+    model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     metrics = {"kind": "pretrained", "objective": p.objective,
                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
                "num_parameters": model.num_parameters(),

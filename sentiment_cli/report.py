@@ -245,8 +245,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     config, vocab_size = read_config(directory)
     metrics = _read_metrics(directory)
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
-        counts = SentimentClassifier(config.model, vocab_size=vocab_size,
-                                     max_length=config.data.max_length).num_parameters()
+        counts = SentimentClassifier.from_config(config, vocab_size).num_parameters()
     data = metrics.get("data") or {}
     history = metrics.get("history") or []
     best = metrics.get("best_epoch")

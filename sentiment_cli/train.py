@@ -242,7 +242,7 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
-    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(), max_length=config.data.max_length)
+    model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     elif pretrained is not None:
