@@ -38,6 +38,7 @@ from .batching import collate
 from .config import DataConfig
 from .data import LABELS
 from .model import SentimentClassifier, masked_max_pool
+from .runtime import inference_attention
 from .tokenizer import UNK_ID, UNK_TOKEN, truncate
 
 
@@ -72,7 +73,8 @@ def token_scores(model: SentimentClassifier, input_ids: Tensor, padding_mask: Te
         ``scores[i].sum() + bias == logits[i, 1] - logits[i, 0]`` up to float rounding.
     """
     model.eval()
-    hidden = model.hidden_states(input_ids, padding_mask).float()            # (batch, seq_len, d_model)
+    with inference_attention(input_ids.device):   # the attention path of batched_logits: the same logits
+        hidden = model.hidden_states(input_ids, padding_mask).float()    # (batch, seq_len, d_model)
     pooled, argmax = masked_max_pool(hidden, padding_mask)            # (batch, d_model) each
     logits = model.head(model.head_dropout(pooled))                   # (batch, 2)
     weight, bias = model.head.weight.float(), model.head.bias.float()  # (2, d_model), (2,)

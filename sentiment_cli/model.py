@@ -185,17 +185,10 @@ class SentimentClassifier(nn.Module):
         x = self.embedding_dropout(self.embedding_norm(x))
         if x.device.type == "cpu" and not bool(padding_mask.any()):
             # Nothing to mask (one review, or a batch of equal lengths): skip the mask and its
-            # checks, whose first call makes torch import sympy (~0.4 s of a cold `predict`).
+            # checks, whose first call makes torch import sympy (a large share of a cold `predict`).
             padding_mask = None
-        if x.device.type == "cpu" and torch.backends.mha.get_fastpath_enabled():
-            # The fused inference "fast path" materialises (batch, n_heads, seq_len, seq_len)
-            # attention weights; on CPU it is 2-2.5x slower than the SDPA path used in training
-            # (bench: seed and default configs, batch 128-512), so inference takes the SDPA path too.
-            torch.backends.mha.set_fastpath_enabled(False)
-            try:
-                return self.encoder(x, src_key_padding_mask=padding_mask)    # (batch, seq_len, d_model)
-            finally:
-                torch.backends.mha.set_fastpath_enabled(True)
+        # Inference on CPU runs this under runtime.inference_attention (predict.batched_logits,
+        # explain.token_scores), so that attention takes the same path as in training.
         return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
 
     def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:

@@ -19,7 +19,7 @@ from .checkpoint import load_checkpoint
 from .data import LABELS
 from .errors import UsageError
 from .model import SentimentClassifier
-from .runtime import autocast
+from .runtime import autocast, inference_attention
 from .tokenizer import encode_texts
 
 
@@ -45,13 +45,14 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
     """
     model.eval()
     out = torch.empty(len(ids), 2)
-    for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
-        input_ids, padding_mask = collate(ids, batch)
-        with autocast(device, bf16):
-            logits = model(input_ids.to(device), padding_mask.to(device))
-        out[torch.as_tensor(batch)] = logits.float().cpu()
-        if on_batch is not None:
-            on_batch(len(batch))
+    with inference_attention(device):
+        for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
+            input_ids, padding_mask = collate(ids, batch)
+            with autocast(device, bf16):
+                logits = model(input_ids.to(device), padding_mask.to(device))
+            out[torch.as_tensor(batch)] = logits.float().cpu()
+            if on_batch is not None:
+                on_batch(len(batch))
     return out
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import platform
 import random
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -49,6 +51,49 @@ def autocast(device: torch.device, enabled: bool):
     if not enabled:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+_attention_lock = threading.Lock()
+_attention_users = 0          # blocks inside inference_attention, over all threads
+_fastpath_before = True       # the switch's value when the first of them entered
+
+
+@contextlib.contextmanager
+def inference_attention(device: torch.device) -> Iterator[None]:
+    """Within the block, inference on a CPU computes attention as training does, not by torch's "fast path".
+
+    In eval mode without gradients, ``nn.TransformerEncoderLayer`` and ``nn.MultiheadAttention``
+    switch to a fused inference kernel (``torch.backends.mha`` "fast path"). On a CPU that kernel
+    materialises the ``(batch, n_heads, seq_len, seq_len)`` attention weights, which makes it slower
+    than the ``scaled_dot_product_attention`` path that training uses; turning it off keeps
+    inference on the faster path and gives validation, ``eval`` and ``predict`` the numbers of
+    one code path. On other devices the block changes nothing.
+
+    torch has no per-module switch, only the process-wide
+    ``torch.backends.mha.set_fastpath_enabled``, so it is turned off for the block alone (never in
+    the model's forward pass, never for the rest of the process). Blocks on several threads
+    (a server's) are counted under a lock: the switch goes back to its earlier value when the
+    last of them ends, not while another thread is still inside one.
+
+    Args:
+        device: where the model runs.
+    """
+    global _attention_users, _fastpath_before
+    if device.type != "cpu":
+        yield
+        return
+    with _attention_lock:
+        if _attention_users == 0:
+            _fastpath_before = torch.backends.mha.get_fastpath_enabled()
+            torch.backends.mha.set_fastpath_enabled(False)
+        _attention_users += 1
+    try:
+        yield
+    finally:
+        with _attention_lock:
+            _attention_users -= 1
+            if _attention_users == 0:
+                torch.backends.mha.set_fastpath_enabled(_fastpath_before)
 
 
 def native_bf16(device: torch.device) -> bool:
