@@ -6,6 +6,8 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
     model.safetensors  the weights (never pickle)
     tokenizer.json     the ``tokenizers`` tokenizer
     metrics.json       per-epoch history, device, wall time, seed, versions
+    eval_<split>.json  the last ``sentiment eval`` result per split, tagged with the
+                       SHA-256 of the weights it scored (:func:`record_eval`)
 
 Every file is written to a temporary file in the same folder and moved into
 place with ``os.replace``, so a crash leaves either the old or the new file,
@@ -14,10 +16,12 @@ never half of one. Loading never unpickles.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +254,59 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
                               f"fine-tune it first: sentiment train --init {directory}")
     model.to(device).eval()
     return Checkpoint(directory, config, model, tokenizer, metrics)
+
+
+# ----------------------------------------------------------------------------- eval records
+
+EVAL_PREFIX = "eval_"
+
+
+def weights_digest(directory: str | Path) -> str | None:
+    """``"sha256:<hex>"`` of ``model.safetensors``, or ``None`` when it is missing."""
+    path = Path(directory) / WEIGHTS_FILE
+    try:
+        with open(path, "rb") as fh:
+            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def record_eval(directory: str | Path, result: dict[str, Any], data_source: str) -> Path:
+    """Keep ``sentiment eval``'s result for its split in ``eval_<split>.json``.
+
+    The model card (``README.md``) is not rewritten here; the caller does that
+    (see :func:`~sentiment_cli.evaluate.evaluate_checkpoint`).
+
+    Args:
+        directory: the checkpoint folder that was evaluated.
+        result: the ``eval --json`` object (``split``, ``accuracy``...; ``errors`` is not kept).
+        data_source: the dataset the split came from.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: the folder is not writable (the eval itself is unaffected).
+    """
+    directory = Path(directory)
+    record = {k: v for k, v in result.items() if k not in ("errors", "checkpoint")}
+    record.update(data=data_source, evaluated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  weights=weights_digest(directory))
+    path = directory / f"{EVAL_PREFIX}{result['split']}.json"
+    write_json(path, record)
+    return path
+
+
+def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped)."""
+    directory = Path(directory)
+    current = weights_digest(directory)
+    out = {}
+    for path in sorted(directory.glob(f"{EVAL_PREFIX}*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("weights") == current and "split" in record:
+            out[record["split"]] = record
+    return out

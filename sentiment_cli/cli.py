@@ -404,15 +404,16 @@ def eval_(
     The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
     """
     with _errors():
-        from . import report
-        from .checkpoint import load_checkpoint
+        from . import plots
+        from .card import write_card
+        from .checkpoint import load_checkpoint, record_eval
         from .data import load_split
         from .evaluate import confident_errors, evaluate_ids
         from .tokenizer import encode_texts
         from .runtime import resolve_device
 
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
-            report.require_matplotlib()
+            plots.require_matplotlib()
             if not plot.parent.is_dir():
                 raise UsageError(f"--plot {plot}: folder {plot.parent} does not exist")
         dev = resolve_device(device.value)
@@ -434,7 +435,8 @@ def eval_(
                   "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
                   "examples_per_second": m["examples_per_second"], "checkpoint": str(checkpoint)}
         try:  # keep the result in the checkpoint for `sentiment info`; a read-only folder only loses that
-            report.record_eval(checkpoint, result, data or cfg.data.source)
+            record_eval(checkpoint, result, data or cfg.data.source)
+            write_card(checkpoint)   # the card lists the new result
         except OSError as exc:
             from rich.markup import escape
             err.print(f"[dim]note: result not recorded in {escape(str(checkpoint))} ({escape(str(exc.strerror or exc))})[/]",
@@ -443,7 +445,7 @@ def eval_(
             result["errors"] = [{**e, "text": s.texts[e["index"]]}
                                 for e in confident_errors(m["logits"], s.labels, errors)]
         if plot is not None:
-            report.write_png(plot, report.confusion_png(
+            plots.write_png(plot, plots.confusion_png(
                 m["confusion_matrix"], title=f"{split.value}: accuracy {m['accuracy']:.2%}"))
         if as_json:
             typer.echo(json.dumps(result, ensure_ascii=False))
@@ -716,7 +718,7 @@ def info(
 ) -> None:
     """Show the model card: config, parameters, training data and fingerprint, metrics by split, versions."""
     with _errors():
-        from .report import model_card
+        from .card import model_card
 
         card = model_card(checkpoint)
         if as_json:
@@ -732,7 +734,7 @@ def _render_card(console, card: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .report import RESULT_COLUMNS, card_results, card_sections
+    from .card import RESULT_COLUMNS, card_results, card_sections
 
     console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
     rows = card_results(card)

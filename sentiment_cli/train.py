@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from . import distributed
 from .batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
+from .card import write_training_report
 from .checkpoint import METRICS_FILE, check_writable, load_weights, save_checkpoint, write_json
 from .config import Config
 from .data import absolute_source, load_train_validation
@@ -34,7 +35,6 @@ from .interrupts import StopFlag
 from .model import SentimentClassifier
 from .optim import lr_lambda, make_optimizer, optimizer_step
 from .pretrain import load_pretrained, pretrained_weights
-from .report import write_training_report
 from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
