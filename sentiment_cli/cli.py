@@ -405,48 +405,23 @@ def eval_(
     """
     with _errors():
         from . import plots
-        from .card import write_card
-        from .checkpoint import load_checkpoint, record_eval
-        from .data import load_split
-        from .evaluate import confident_errors, evaluate_ids
-        from .tokenizer import encode_texts
+        from .evaluate import evaluate_checkpoint
         from .runtime import resolve_device
 
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
             plots.require_matplotlib()
             if not plot.parent.is_dir():
                 raise UsageError(f"--plot {plot}: folder {plot.parent} does not exist")
-        dev = resolve_device(device.value)
-        ckpt = load_checkpoint(checkpoint, dev)
-        cfg = ckpt.config
         out, err = _consoles()
-        with err.status(f"loading the {split.value} split"):
-            s = load_split(data or cfg.data.source, split.value, cfg.data.validation_fraction, cfg.training.seed,
-                           cfg.data.validation_split)
-            ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
-        from rich.progress import Progress
-        with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
-            task = progress.add_task(f"eval {split.value}", total=len(ids))
-            size = cfg.training.eval_batch_size if batch_size is None else batch_size
-            m = evaluate_ids(ckpt.model, ids, s.labels, batch_size=size, device=dev, bf16=cfg.training.autocast_bf16,
-                             on_batch=lambda n: progress.update(task, advance=n), return_logits=errors > 0)
-        result = {"split": split.value, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
-                  "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
-                  "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
-                  "examples_per_second": m["examples_per_second"], "checkpoint": str(checkpoint)}
-        try:  # keep the result in the checkpoint for `sentiment info`; a read-only folder only loses that
-            record_eval(checkpoint, result, data or cfg.data.source)
-            write_card(checkpoint)   # the card lists the new result
-        except OSError as exc:
-            from rich.markup import escape
-            err.print(f"[dim]note: result not recorded in {escape(str(checkpoint))} ({escape(str(exc.strerror or exc))})[/]",
-                      highlight=False, soft_wrap=True)
-        if errors:
-            result["errors"] = [{**e, "text": s.texts[e["index"]]}
-                                for e in confident_errors(m["logits"], s.labels, errors)]
+        callbacks = _RichEvalCallbacks(err, f"eval {split.value}")
+        try:
+            result = evaluate_checkpoint(checkpoint, split.value, data=data, batch_size=batch_size,
+                                         device=resolve_device(device.value), errors=errors, callbacks=callbacks)
+        finally:
+            callbacks.close()
         if plot is not None:
             plots.write_png(plot, plots.confusion_png(
-                m["confusion_matrix"], title=f"{split.value}: accuracy {m['accuracy']:.2%}"))
+                result["confusion_matrix"], title=f"{split.value}: accuracy {result['accuracy']:.2%}"))
         if as_json:
             typer.echo(json.dumps(result, ensure_ascii=False))
         else:
@@ -456,6 +431,44 @@ def eval_(
             if plot is not None:
                 from rich.markup import escape
                 out.print(f"[dim]confusion matrix written to {escape(str(plot))}[/]", highlight=False, soft_wrap=True)
+
+
+class _RichEvalCallbacks:
+    """Renders an evaluation's progress on stderr: a spinner while the split loads, then a progress bar."""
+
+    def __init__(self, console, description: str):
+        self.console, self.description = console, description
+        self.status = self.progress = self.task = None
+
+    def on_stage(self, text: str) -> None:
+        self.status = self.console.status(text)
+        self.status.start()
+
+    def on_start(self, num_examples: int) -> None:
+        from rich.progress import Progress
+
+        self._stop_status()
+        self.progress = Progress(console=self.console, transient=True, disable=not self.console.is_terminal)
+        self.progress.start()
+        self.task = self.progress.add_task(self.description, total=num_examples)
+
+    def on_batch(self, examples: int) -> None:
+        self.progress.update(self.task, advance=examples)
+
+    def on_note(self, text: str) -> None:
+        from rich.markup import escape
+        self.console.print(f"[dim]note: {escape(text)}[/]", highlight=False, soft_wrap=True)
+
+    def _stop_status(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def close(self) -> None:
+        self._stop_status()
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 def _render_eval(console, r: dict) -> None:

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from .data import LABELS
+from .card import write_card
+from .checkpoint import load_checkpoint, record_eval
+from .data import LABELS, load_split
 from .model import SentimentClassifier
 from .predict import batched_logits
+from .tokenizer import encode_texts
 
 
 def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
@@ -97,3 +101,82 @@ def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int) -> lis
     order = wrong[torch.argsort(confidence[wrong], descending=True, stable=True)][:n]
     return [{"index": int(i), "label": LABELS[int(predicted[i])], "probability": float(confidence[i]),
              "true_label": LABELS[int(target[i])]} for i in order]
+
+
+# ----------------------------------------------------------------------------- the eval use case
+
+class EvalCallbacks:
+    """Hooks for progress reporting during :func:`evaluate_checkpoint`; the default does nothing."""
+
+    def on_stage(self, text: str) -> None:
+        """A preparation stage begins (loading and tokenizing the split)."""
+
+    def on_start(self, num_examples: int) -> None:
+        """Scoring ``num_examples`` reviews starts."""
+
+    def on_batch(self, examples: int) -> None:
+        """A batch of ``examples`` reviews was scored."""
+
+    def on_note(self, text: str) -> None:
+        """Something the user should know that does not stop the evaluation (the result could not be kept)."""
+
+
+def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
+                        batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
+                        record: bool = True, callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
+    """Score a checkpoint on a split: the ``sentiment eval`` use case.
+
+    Loads the checkpoint and the split (drawn as in training, from the
+    checkpoint's ``[data]`` settings and seed), computes the metrics, and with
+    ``record`` keeps the result in the folder (``eval_<split>.json``, see
+    :func:`~sentiment_cli.checkpoint.record_eval`) and rewrites the model
+    card to list it. A folder that cannot be written loses only that record
+    (``callbacks.on_note`` says so); the result is still returned.
+
+    Args:
+        directory: the checkpoint folder.
+        split: ``train``, ``validation`` or ``test``.
+        data: dataset to score (Hub id or folder); default: the one the checkpoint was trained on.
+        batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
+        device: where to run the model.
+        errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),
+            each with its ``text``.
+        record: keep the result in the checkpoint folder and refresh its model card.
+        callbacks: progress hooks.
+
+    Returns:
+        The ``eval --json`` object (see DESIGN.md's output contract): ``split``, ``num_examples``,
+        ``accuracy``, ``precision`` / ``recall`` / ``f1`` (per label and ``macro``),
+        ``confusion_matrix``, ``loss``, ``examples_per_second``, ``checkpoint``, and
+        ``errors`` when asked for.
+
+    Raises:
+        CheckpointError: the checkpoint is missing or unusable.
+        UsageError: unknown split, or ``validation`` of a run trained without a hold-out.
+        DataError: the dataset cannot be loaded.
+    """
+    cb = callbacks or EvalCallbacks()
+    device = torch.device(device)
+    ckpt = load_checkpoint(directory, device)
+    cfg = ckpt.config
+    source = data or cfg.data.source
+    cb.on_stage(f"loading the {split} split")
+    s = load_split(source, split, cfg.data.validation_fraction, cfg.training.seed, cfg.data.validation_split)
+    ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
+    cb.on_start(len(ids))
+    m = evaluate_ids(ckpt.model, ids, s.labels, device=device, bf16=cfg.training.autocast_bf16,
+                     batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
+                     on_batch=cb.on_batch, return_logits=errors > 0)
+    result = {"split": split, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
+              "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
+              "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
+              "examples_per_second": m["examples_per_second"], "checkpoint": str(directory)}
+    if record:
+        try:   # for `sentiment info` and the card; a read-only folder only loses that
+            record_eval(directory, result, source)
+            write_card(directory)   # the card lists the new result
+        except OSError as exc:
+            cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")
+    if errors:
+        result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in confident_errors(m["logits"], s.labels, errors)]
+    return result
