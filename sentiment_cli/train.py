@@ -28,7 +28,7 @@ from .callbacks import TrainCallbacks, TrainResult
 from .card import write_training_report
 from .checkpoint import METRICS_FILE, check_writable, load_weights, save_checkpoint, write_json
 from .config import Config
-from .data import absolute_source, load_train_validation
+from .data import Split, absolute_source, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import evaluate_ids
 from .interrupts import StopFlag
@@ -214,28 +214,77 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
             raise SentimentError(f"rank {info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
+@dataclass
+class _Run:
+    """What every epoch of one run works with, set up once by :func:`_setup`.
+
+    Attributes:
+        net: ``model``, or its ``DistributedDataParallel`` wrapper under torchrun (forward and backward
+            go through it; saving and validation use ``model``).
+        train_ids, train_labels, lengths: this process's view of the training split (token ids,
+            ``(num_examples,)`` int64 labels, token counts).
+        val_ids, val_labels: the validation split, on rank 0 only (other ranks: empty).
+        validated: whether there is a validation split at all (``validation_fraction`` > 0).
+        local_batch: reviews per step on this rank (``batch_size`` is the global batch).
+        start, wall_before: when this process started the run (``time.perf_counter``), and the wall
+            time of the run's earlier sessions (resumed runs), in seconds.
+    """
+
+    config: Config
+    output: Path
+    cb: TrainCallbacks
+    stop: StopFlag
+    info: distributed.DistInfo
+    device: torch.device
+    model: SentimentClassifier
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    tokenizer_json: str
+    train_ids: list[list[int]]
+    train_labels: torch.Tensor
+    lengths: np.ndarray
+    val_ids: list[list[int]]
+    val_labels: list[int]
+    validated: bool
+    local_batch: int
+    state: LoopState
+    start: float
+    wall_before: float
+
+
 def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
                 pretrained, info: distributed.DistInfo, device: torch.device) -> TrainResult:
+    """The run from setup to the written report: epochs of steps, each epoch validated and saved.
+
+    Raises:
+        DataError, CheckpointError, Interrupted, SentimentError: as :func:`train` and :func:`resume`.
+    """
+    run = _setup(config, output, cb, stop, saved, pretrained, info, device)
+    for epoch in range(run.state.epoch + 1, config.training.epochs + 1):
+        totals = _train_epoch(run, epoch)
+        validation = _validate(run)
+        _end_of_epoch(run, epoch, totals, validation)
+        if run.state.metrics["stopped_early"]:
+            break
+    return _finish(run)
+
+
+# ----------------------------------------------------------------------------- setup
+
+def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
+           pretrained, info: distributed.DistInfo, device: torch.device) -> _Run:
+    """Seed, load and tokenize the data, build the model, optimizer and schedule, and the loop state.
+
+    A fresh run removes an older run's trainer state from ``output``; a resumed one (``saved``)
+    restores weights, optimizer, scheduler, RNG states and progress instead of initialising them.
+    """
     t = config.training
     start = time.perf_counter()
     seed_everything(t.seed)
     if saved is None and info.is_main:
         clear_trainer_state(output)   # a fresh run: an older run's state must not be resumed by mistake
-
-    cb.on_stage(f"loading {config.data.source}")
-    with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
-        train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed,
-                                                       config.data.validation_split)
-    if saved is not None:
-        tokenizer_json = saved.tokenizer_json
-        _check_same_data(saved, train_split, val_split, config.data.source)
-    elif pretrained is not None:
-        tokenizer_json = pretrained.tokenizer.to_str()
-    else:
-        cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
-        built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
-            if info.is_main else ""
-        tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
+    train_split, val_split, tokenizer_json = _data_and_tokenizer(config, output, cb, saved, pretrained, info, device)
     tokenizer = tokenizer_from_str(tokenizer_json, output / STATE_DIR / TOKENIZER_FILE)
     cb.on_stage("tokenizing")
     train_ids = encode_texts(tokenizer, train_split.texts, config.data)
@@ -254,129 +303,231 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
                                                                             steps_per_epoch * t.epochs))
     if saved is not None:
-        _restore_optimizer(optimizer, scheduler, saved, state_path(output))
-        state = LoopState.from_saved(saved, state_path(output))
-        state.metrics.setdefault("resumed", []).append(
-            {"after_epoch": state.epoch, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        note = _restore_rng(saved, info, device, state_path(output))
-        best = (f"best so far: epoch {state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}"
-                if len(val_split) else "no validation split")
-        cb.on_stage(f"resuming after epoch {state.epoch} of {t.epochs} ({best}){note}")
+        state = _resumed_state(config, output, cb, saved, optimizer, scheduler, info, device, bool(len(val_split)))
     else:
         if info.enabled:
             torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
-        state = LoopState(metrics={
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
-            "num_parameters": model.num_parameters(),
-            "data": {"source": config.data.source, "train_examples": len(train_split),
-                     "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
-            "config": config.to_dict(),
-            "pretrained": None if pretrained is None else {
-                "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
-                "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
-                "reviews": pretrained.metrics.get("data", {}).get("reviews")},
-            "history": [], "best_epoch": None, "best_validation_accuracy": None,
-            "stopped_early": False, "wall_time_seconds": None,
-        })
+        state = _fresh_state(config, model, train_split, val_split, pretrained)
     state.metrics.update({"device": str(device), "device_name": device_name(device),
                           "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
-    wall_before = state.metrics.get("wall_time_seconds") or 0.0
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
         if info.enabled else model
-    lengths = np.asarray([len(x) for x in train_ids])
+    return _Run(config=config, output=output, cb=cb, stop=stop, info=info, device=device, model=model, net=net,
+                optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json, train_ids=train_ids,
+                train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]), val_ids=val_ids,
+                val_labels=val_split.labels, validated=bool(len(val_split)), local_batch=local_batch, state=state,
+                start=start, wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
-    for epoch in range(state.epoch + 1, t.epochs + 1):
-        # ---- train: this rank's shard, length-bucketed; one flag check per step
-        net.train()
-        shard = distributed.shard(len(train_ids), info, seed=t.seed, epoch=epoch)
-        cb.on_epoch_start(epoch, t.epochs, len(shard))
-        epoch_start = time.perf_counter()
-        loss_sum, correct, seen = 0.0, 0, 0
-        for local in make_batches(lengths[shard], local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
-                                  bucket=t.bucket_batches):
-            batch = shard[local]
-            input_ids, padding_mask = collate(train_ids, batch)
-            if t.token_dropout > 0:
-                input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
-            target = train_labels[torch.as_tensor(batch)].to(device)
-            input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
-            # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
-            delta = torch.zeros(*input_ids.shape, config.model.d_model, device=device, requires_grad=True) \
-                if t.adversarial_epsilon > 0 else None
-            with autocast(device, t.autocast_bf16):
-                logits = net(input_ids, padding_mask, delta)
-            loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
-            stop_now, diverged = distributed.all_reduce(
-                info, [float(stop.requested), float(not torch.isfinite(loss))], device, op="max")
-            if diverged:
-                raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
-            if stop_now:   # drop this step: the last completed epoch is on disk
-                raise _interrupted(stop, epoch, t.epochs, state.epoch, output)
-            loss.backward()
-            if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
-                with autocast(device, t.autocast_bf16):
-                    adv_logits = net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
-                F.cross_entropy(adv_logits.float(), target, label_smoothing=t.label_smoothing).backward()
-            optimizer_step(optimizer, scheduler, model.parameters(), t.grad_clip)
-            n = len(batch)
-            loss_sum += loss.item() * n
-            correct += int((logits.argmax(1) == target).sum())
-            seen += n
-            cb.on_step(n, loss_sum / seen, correct / seen, seen / (time.perf_counter() - epoch_start))
-        loss_sum, correct, seen = distributed.all_reduce(info, [loss_sum, correct, seen], device)
-        train_seconds = time.perf_counter() - epoch_start
 
-        # ---- validate on rank 0 (the whole validation split), share the result
-        val_loss = val_acc = None   # no validation split (validation_fraction 0): every epoch replaces the last
-        if len(val_split):
-            val = [0.0, 0.0]
-            if info.is_main:
-                cb.on_validation_start(len(val_ids))
-                m = evaluate_ids(model, val_ids, val_split.labels, batch_size=t.eval_batch_size, device=device,
-                                 bf16=t.autocast_bf16, on_batch=cb.on_validation_step)
-                val = [m["loss"], m["accuracy"]]
-            val_loss, val_acc = distributed.broadcast_floats(info, val, 2, device)
+def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved: TrainerState | None, pretrained,
+                        info: distributed.DistInfo, device: torch.device) -> tuple[Split, Split, str]:
+    """``(train, validation, tokenizer.json text)``: the saved run's tokenizer, the pretrained folder's,
+    or one built on the training split (by rank 0, sent to the others).
 
-        # ---- bookkeeping, then save: best checkpoint first, trainer state second
-        record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen,
-                  "validation_loss": val_loss, "validation_accuracy": val_acc,
-                  "train_examples_per_second": seen / train_seconds, "train_seconds": train_seconds,
-                  "learning_rate": scheduler.get_last_lr()[0], "train_examples": int(seen)}
-        improved = val_acc is None or val_acc > state.best_accuracy
-        record["best"] = improved
-        state.epoch = epoch
-        state.metrics["history"].append(record)
+    Raises:
+        DataError: the dataset cannot be loaded, or (resuming) its size changed since the run started.
+    """
+    t = config.training
+    cb.on_stage(f"loading {config.data.source}")
+    with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
+        train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed,
+                                                       config.data.validation_split)
+    if saved is not None:
+        tokenizer_json = saved.tokenizer_json
+        _check_same_data(saved, train_split, val_split, config.data.source)
+    elif pretrained is not None:
+        tokenizer_json = pretrained.tokenizer.to_str()
+    else:
+        cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
+        built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
+            if info.is_main else ""
+        tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
+    return train_split, val_split, tokenizer_json
+
+
+def _fresh_state(config: Config, model: SentimentClassifier, train_split: Split, val_split: Split,
+                 pretrained) -> LoopState:
+    """The loop state of a new run: no epoch yet, and the metrics that describe the run."""
+    t = config.training
+    return LoopState(metrics={
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+        "num_parameters": model.num_parameters(),
+        "data": {"source": config.data.source, "train_examples": len(train_split),
+                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
+        "config": config.to_dict(),
+        "pretrained": None if pretrained is None else {
+            "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
+            "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
+            "reviews": pretrained.metrics.get("data", {}).get("reviews")},
+        "history": [], "best_epoch": None, "best_validation_accuracy": None,
+        "stopped_early": False, "wall_time_seconds": None,
+    })
+
+
+def _resumed_state(config: Config, output: Path, cb: TrainCallbacks, saved: TrainerState, optimizer, scheduler,
+                   info: distributed.DistInfo, device: torch.device, validated: bool) -> LoopState:
+    """Restore the optimizer, scheduler and RNG states of a saved run; its loop state, with the resume noted.
+
+    Raises:
+        CheckpointError: the saved state does not fit the model, or is malformed.
+    """
+    where = state_path(output)
+    _restore_optimizer(optimizer, scheduler, saved, where)
+    state = LoopState.from_saved(saved, where)
+    state.metrics.setdefault("resumed", []).append(
+        {"after_epoch": state.epoch, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    note = _restore_rng(saved, info, device, where)
+    best = (f"best so far: epoch {state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}"
+            if validated else "no validation split")
+    cb.on_stage(f"resuming after epoch {state.epoch} of {config.training.epochs} ({best}){note}")
+    return state
+
+
+# ----------------------------------------------------------------------------- one epoch
+
+@dataclass
+class _EpochTotals:
+    """One epoch's training figures, summed over all ranks: loss x examples, correct predictions, examples."""
+
+    loss_sum: float
+    correct: float
+    seen: float
+    seconds: float
+
+
+def _train_epoch(run: _Run, epoch: int) -> _EpochTotals:
+    """One pass over this rank's shard of the training split, in length-bucketed batches.
+
+    Raises:
+        Interrupted: a stop was requested (checked at every step, on every rank).
+        SentimentError: the loss is not finite.
+    """
+    t = run.config.training
+    run.net.train()
+    shard = distributed.shard(len(run.train_ids), run.info, seed=t.seed, epoch=epoch)
+    run.cb.on_epoch_start(epoch, t.epochs, len(shard))
+    epoch_start = time.perf_counter()
+    loss_sum, correct, seen = 0.0, 0, 0
+    for local in make_batches(run.lengths[shard], run.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
+                              bucket=t.bucket_batches):
+        batch = shard[local]
+        loss, right = _step(run, epoch, batch)
+        n = len(batch)
+        loss_sum += loss * n
+        correct += right
+        seen += n
+        run.cb.on_step(n, loss_sum / seen, correct / seen, seen / (time.perf_counter() - epoch_start))
+    loss_sum, correct, seen = distributed.all_reduce(run.info, [loss_sum, correct, seen], run.device)
+    return _EpochTotals(loss_sum, correct, seen, time.perf_counter() - epoch_start)
+
+
+def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int]:
+    """One optimizer step on the reviews ``batch`` indexes: forward, loss, backward (twice with
+    adversarial training), clip and step.
+
+    Returns:
+        ``(loss, correct)``: the batch's mean cross-entropy (before the step) and how many of its
+        reviews the model got right.
+
+    Raises:
+        Interrupted: a stop was requested; the step is dropped (the last completed epoch is on disk).
+        SentimentError: the loss is not finite on some rank.
+    """
+    t, device = run.config.training, run.device
+    input_ids, padding_mask = collate(run.train_ids, batch)
+    if t.token_dropout > 0:
+        input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
+    target = run.train_labels[torch.as_tensor(batch)].to(device)
+    input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
+    # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
+    delta = torch.zeros(*input_ids.shape, run.config.model.d_model, device=device, requires_grad=True) \
+        if t.adversarial_epsilon > 0 else None
+    with autocast(device, t.autocast_bf16):
+        logits = run.net(input_ids, padding_mask, delta)
+    loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
+    stop_now, diverged = distributed.all_reduce(
+        run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
+    if diverged:
+        raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
+    if stop_now:   # drop this step: the last completed epoch is on disk
+        raise _interrupted(run.stop, epoch, t.epochs, run.state.epoch, run.output)
+    loss.backward()
+    if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
+        with autocast(device, t.autocast_bf16):
+            adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
+        F.cross_entropy(adv_logits.float(), target, label_smoothing=t.label_smoothing).backward()
+    optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
+    return loss.item(), int((logits.argmax(1) == target).sum())
+
+
+def _validate(run: _Run) -> tuple[float | None, float | None]:
+    """``(loss, accuracy)`` on the whole validation split, computed on rank 0 and shared with the
+    others; ``(None, None)`` without a validation split (``validation_fraction`` 0)."""
+    if not run.validated:   # every epoch then replaces the last
+        return None, None
+    t = run.config.training
+    val = [0.0, 0.0]
+    if run.info.is_main:
+        run.cb.on_validation_start(len(run.val_ids))
+        m = evaluate_ids(run.model, run.val_ids, run.val_labels, batch_size=t.eval_batch_size, device=run.device,
+                         bf16=t.autocast_bf16, on_batch=run.cb.on_validation_step)
+        val = [m["loss"], m["accuracy"]]
+    val_loss, val_acc = distributed.broadcast_floats(run.info, val, 2, run.device)
+    return val_loss, val_acc
+
+
+# ----------------------------------------------------------------------------- end of epoch, end of run
+
+def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple[float | None, float | None]) -> None:
+    """Record the epoch in the history, track the best epoch and patience, save, and report the epoch.
+
+    Saving (rank 0): the checkpoint when the epoch improved (else only ``metrics.json``), then the
+    trainer state of this epoch.
+    """
+    t, state = run.config.training, run.state
+    val_loss, val_acc = validation
+    record = {"epoch": epoch, "train_loss": totals.loss_sum / totals.seen,
+              "train_accuracy": totals.correct / totals.seen,
+              "validation_loss": val_loss, "validation_accuracy": val_acc,
+              "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,
+              "learning_rate": run.scheduler.get_last_lr()[0], "train_examples": int(totals.seen)}
+    improved = val_acc is None or val_acc > state.best_accuracy
+    record["best"] = improved
+    state.epoch = epoch
+    state.metrics["history"].append(record)
+    if improved:
+        state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
+        state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
+    else:
+        state.since_best += 1
+    state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
+    state.metrics["wall_time_seconds"] = run.wall_before + time.perf_counter() - run.start
+    rng = _rng_states(run.info, run.device)   # a collective: every rank takes part
+    if run.info.is_main:
+        # Order matters: a crash between the two leaves the trainer state one epoch behind the best
+        # checkpoint, and resuming re-runs that epoch identically; the other order could not.
         if improved:
-            state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
-            state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
+            save_checkpoint(run.output, config=run.config, model=run.model, tokenizer_json=run.tokenizer_json,
+                            metrics=state.metrics)
         else:
-            state.since_best += 1
-        state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
-        state.metrics["wall_time_seconds"] = wall_before + time.perf_counter() - start
-        rng = _rng_states(info, device)   # a collective: every rank takes part
-        if info.is_main:
-            # Order matters: a crash between the two leaves the trainer state one epoch behind the best
-            # checkpoint, and resuming re-runs that epoch identically; the other order could not.
-            if improved:
-                save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json,
-                                metrics=state.metrics)
-            else:
-                write_json(output / METRICS_FILE, state.metrics)
-            save_trainer_state(output, TrainerState(
-                epoch=epoch, config=config, vocab_size=model.vocab_size, progress=state.progress(),
-                model=model.state_dict(), optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
-                rng=rng, tokenizer_json=tokenizer_json, world_size=info.world_size))
-        distributed.barrier(info)
-        cb.on_epoch_end(record)
-        if state.metrics["stopped_early"]:
-            break
+            write_json(run.output / METRICS_FILE, state.metrics)
+        save_trainer_state(run.output, TrainerState(
+            epoch=epoch, config=run.config, vocab_size=run.model.vocab_size, progress=state.progress(),
+            model=run.model.state_dict(), optimizer=run.optimizer.state_dict(),
+            scheduler=run.scheduler.state_dict(), rng=rng, tokenizer_json=run.tokenizer_json,
+            world_size=run.info.world_size))
+    distributed.barrier(run.info)
+    run.cb.on_epoch_end(record)
 
-    state.metrics["wall_time_seconds"] = wall_before + time.perf_counter() - start
-    if info.is_main:
-        write_json(output / METRICS_FILE, state.metrics)
-    report = write_training_report(output) if info.is_main else None
-    distributed.barrier(info)
-    return TrainResult(output, state.metrics, info.is_main, report)
+
+def _finish(run: _Run) -> TrainResult:
+    """Write the final ``metrics.json`` (wall time), then the curves and the model card (rank 0)."""
+    run.state.metrics["wall_time_seconds"] = run.wall_before + time.perf_counter() - run.start
+    if run.info.is_main:
+        write_json(run.output / METRICS_FILE, run.state.metrics)
+    report = write_training_report(run.output) if run.info.is_main else None
+    distributed.barrier(run.info)
+    return TrainResult(run.output, run.state.metrics, run.info.is_main, report)
 
 
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:
