@@ -203,6 +203,6 @@ def test_no_pickle_anywhere_in_the_package():
     import sentiment_cli
     pattern = re.compile(r"\bimport pickle|\bpickle\.|torch\.load\(|torch\.save\(|_object(_list)?\(|"
                          r"\bdill\b|joblib")
-    hits = [f"{p.name}:{i}" for p in Path(sentiment_cli.__file__).parent.glob("*.py")
+    hits = [f"{p.name}:{i}" for p in Path(sentiment_cli.__file__).parent.rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
