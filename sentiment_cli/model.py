@@ -132,10 +132,11 @@ class SentimentClassifier(nn.Module):
         )
         # nn.TransformerEncoderLayer uses one rate for residual, feed-forward and attention dropout.
         # Attention dropout has its own rate: any rate > 0 makes CPU attention leave the fused
-        # flash kernel for the unfused path, 4-5x slower per training step at seq_len 400.
+        # flash kernel for the unfused path, which materialises every attention matrix and is
+        # several times slower, so a model may want residual dropout without it.
         layer.self_attn.dropout = config.attention_dropout
-        # So has the feed-forward hidden layer (d_ff wide, the largest dropout mask): on CPU,
-        # drawing that mask took about 1/7 of a training step at d_model 64, d_ff 256.
+        # So has the feed-forward hidden layer: its mask (d_ff wide) is the largest one drawn,
+        # and drawing it is a noticeable share of a CPU training step.
         layer.dropout = nn.Dropout(config.activation_dropout)
         self.encoder = nn.TransformerEncoder(
             layer, num_layers=config.n_layers, enable_nested_tensor=False,
