@@ -220,7 +220,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     cb.on_stage("tokenizing")
     vocab = tokenizer.get_vocab()
     # Lists of words, as gensim wants them. A chunk at a time, each word one shared str, rather than every
-    # review's tokenizers.Encoding and a fresh str per token at once: on the 75,000 pretraining reviews
+    # review's tokenizers.Encoding and a fresh str per token at once: over tens of thousands of reviews
     # those would hold gigabytes that the word lists do not need.
     word_of = [""] * tokenizer.get_vocab_size()
     for w, i in vocab.items():
