@@ -106,13 +106,10 @@ def job_notebook(args) -> dict:
 
 
 def job_ours(args) -> dict:
-    import torch
-
-    from sentiment_cli.checkpoint import load_checkpoint
+    from sentiment_cli.checkpoint import TOKENIZER_FILE
     from sentiment_cli.config import load_config
-    from sentiment_cli.data import load_split
-    from sentiment_cli.evaluate import evaluate_ids
-    from sentiment_cli.tokenizer import encode
+    from sentiment_cli.evaluate import evaluate_checkpoint
+    from sentiment_cli.tokenizer import encode_texts, load_tokenizer
     from sentiment_cli.train import train
 
     cfg = load_config(args.config).override("data", source=args.data)
@@ -126,22 +123,19 @@ def job_ours(args) -> dict:
         pretrain_seconds = pretrain(cfg, encoder).metrics["wall_time_seconds"]
         cfg = cfg.override("training", init_from=encoder)
     result = train(cfg, args.output)
-    ckpt = load_checkpoint(args.output, "cpu")
-    test = load_split(args.data, "test", cfg.data.validation_fraction, cfg.training.seed)
-    test_ids = encode(ckpt.tokenizer, test.texts, cfg.data)
-    speeds = []
-    for _ in range(EVAL_REPEATS):   # the same logits each time; the speed is the median pass
-        metrics = evaluate_ids(ckpt.model, test_ids, test.labels, batch_size=cfg.training.eval_batch_size,
-                               device=torch.device("cpu"), bf16=cfg.training.autocast_bf16)
-        speeds.append(metrics["examples_per_second"])
-    metrics["examples_per_second"] = statistics.median(speeds)
+    # `sentiment eval --split test`, without keeping the result in the folder; the same logits each
+    # time, and the speed is the median pass
+    runs = [evaluate_checkpoint(args.output, "test", data=args.data, device="cpu", record=False)
+            for _ in range(EVAL_REPEATS)]
+    metrics = {**runs[0], "examples_per_second": statistics.median(r["examples_per_second"] for r in runs)}
     hist = result.metrics["history"]
     ex_per_s = statistics.median(r["train_examples_per_second"] for r in hist)
     # FLOPs of one epoch over the real (unpadded) training lengths
     from sentiment_cli.data import load_train_validation
     tr, _ = load_train_validation(args.data, cfg.data.validation_fraction, cfg.training.seed,
                                   cfg.data.validation_split)
-    lengths = [len(x) for x in encode(ckpt.tokenizer, tr.texts, cfg.data)]
+    tokenizer = load_tokenizer(Path(args.output) / TOKENIZER_FILE)
+    lengths = [len(x) for x in encode_texts(tokenizer, tr.texts, cfg.data)]
     m = cfg.model
     flops_per_example = encoder_flops(lengths, m.d_model, m.d_ff, m.n_layers, train=True) / len(lengths)
     if cfg.training.adversarial_epsilon > 0:   # a second forward and backward pass per step

@@ -6,6 +6,8 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
     model.safetensors  the weights (never pickle)
     tokenizer.json     the ``tokenizers`` tokenizer
     metrics.json       per-epoch history, device, wall time, seed, versions
+    eval_<split>.json  the last ``sentiment eval`` result per split, tagged with the
+                       SHA-256 of the weights it scored (:func:`record_eval`)
 
 Every file is written to a temporary file in the same folder and moved into
 place with ``os.replace``, so a crash leaves either the old or the new file,
@@ -14,10 +16,12 @@ never half of one. Loading never unpickles.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +31,12 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
-from .errors import CheckpointError, ConfigError
-from .model import LABELS, SentimentClassifier
+from .errors import CheckpointError, ConfigError, UsageError
+from .data import LABELS
+from .model import SentimentClassifier
 from .tokenizer import load_tokenizer
 
-FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
@@ -77,6 +82,28 @@ def _umask() -> int:
     return mask
 
 
+def check_writable(output: Path) -> None:
+    """Create ``output`` if needed and prove it writable with a probe file (``os.access`` lies to root).
+
+    Raises:
+        UsageError: the folder cannot be created or written.
+    """
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"output {output} is a file, not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {output}: {exc.strerror}") from None
+    if not output.is_dir():
+        raise UsageError(f"output {output} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"output folder {output} is not writable ({exc.strerror})") from None
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     """Atomically write ``obj`` as indented JSON."""
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
@@ -90,7 +117,7 @@ def save_weights(directory: str | Path, model: torch.nn.Module) -> None:
 
 def checkpoint_config(config: Config, vocab_size: int) -> dict[str, Any]:
     """The ``config.json`` payload."""
-    return {"format_version": FORMAT_VERSION, "architecture": "SentimentClassifier",
+    return {"format_version": CHECKPOINT_FORMAT_VERSION, "architecture": "SentimentClassifier",
             "labels": list(LABELS), "vocab_size": vocab_size, **config.to_dict()}
 
 
@@ -174,9 +201,9 @@ def read_config(directory: str | Path) -> tuple[Config, int]:
     version = raw.pop("format_version", None)
     if not isinstance(version, int):
         raise CheckpointError(f"{path}: no format_version; not a sentiment checkpoint")
-    if version > FORMAT_VERSION:
+    if version > CHECKPOINT_FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
-                              f"({FORMAT_VERSION}); upgrade sentiment-cli")
+                              f"({CHECKPOINT_FORMAT_VERSION}); upgrade sentiment-cli")
     vocab_size = raw.pop("vocab_size", None)
     if not isinstance(vocab_size, int) or vocab_size < 3:
         raise CheckpointError(f"{path}: vocab_size must be an integer >= 3")
@@ -218,7 +245,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         raise CheckpointError(f"{weights_path}: missing") from None
     except (SafetensorError, ValueError, OSError) as exc:
         raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
-    model = SentimentClassifier(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
+    model = SentimentClassifier.from_config(config, vocab_size)
     load_weights(model, state, weights_path)
     metrics_path = directory / METRICS_FILE
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
@@ -227,3 +254,59 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
                               f"fine-tune it first: sentiment train --init {directory}")
     model.to(device).eval()
     return Checkpoint(directory, config, model, tokenizer, metrics)
+
+
+# ----------------------------------------------------------------------------- eval records
+
+EVAL_PREFIX = "eval_"
+
+
+def weights_digest(directory: str | Path) -> str | None:
+    """``"sha256:<hex>"`` of ``model.safetensors``, or ``None`` when it is missing."""
+    path = Path(directory) / WEIGHTS_FILE
+    try:
+        with open(path, "rb") as fh:
+            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def record_eval(directory: str | Path, result: dict[str, Any], data_source: str) -> Path:
+    """Keep ``sentiment eval``'s result for its split in ``eval_<split>.json``.
+
+    The model card (``README.md``) is not rewritten here; the caller does that
+    (see :func:`~sentiment_cli.evaluate.evaluate_checkpoint`).
+
+    Args:
+        directory: the checkpoint folder that was evaluated.
+        result: the ``eval --json`` object (``split``, ``accuracy``...; ``errors`` is not kept).
+        data_source: the dataset the split came from.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: the folder is not writable (the eval itself is unaffected).
+    """
+    directory = Path(directory)
+    record = {k: v for k, v in result.items() if k not in ("errors", "checkpoint")}
+    record.update(data=data_source, evaluated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  weights=weights_digest(directory))
+    path = directory / f"{EVAL_PREFIX}{result['split']}.json"
+    write_json(path, record)
+    return path
+
+
+def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped)."""
+    directory = Path(directory)
+    current = weights_digest(directory)
+    out = {}
+    for path in sorted(directory.glob(f"{EVAL_PREFIX}*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("weights") == current and "split" in record:
+            out[record["split"]] = record
+    return out

@@ -1,4 +1,4 @@
-"""Load IMDB through Hugging Face ``datasets``, hold out validation, and batch token ids.
+"""Load IMDB through Hugging Face ``datasets``: sources, label names, splits and the validation hold-out.
 
 ``source`` is a Hub dataset id (default ``stanfordnlp/imdb``) or a local
 folder: either the Hub layout (``plain_text/train-*.parquet``, as in
@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .errors import DataError, UsageError
-from .model import PAD_ID
 
 SPLITS = ("train", "validation", "test")
-LABEL_NAMES = ["neg", "pos"]
+LABELS = ("negative", "positive")   # IMDB's label names, by label id
+NUM_LABELS = len(LABELS)
 
 
 @dataclass
@@ -49,6 +48,12 @@ class Split:
         return f"sha256:{h.hexdigest()}"
 
 
+def absolute_source(source: str) -> str:
+    """``source`` as an absolute path when it names an existing local path, else unchanged (a Hub id)."""
+    p = Path(source).expanduser()
+    return str(p.resolve()) if p.exists() else source
+
+
 def _looks_local(source: str) -> bool:
     """A path (existing, or written as one) rather than a Hub id such as ``owner/name``."""
     return source.startswith((".", "/", "~")) or Path(source).expanduser().exists()
@@ -64,7 +69,7 @@ def _load_aclimdb(root: Path):
     import datasets
 
     features = datasets.Features({"text": datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=LABEL_NAMES)})
+                                  "label": datasets.ClassLabel(names=list(LABELS))})
     splits = {}
     for split in ("train", "test"):
         texts, labels = [], []
@@ -281,7 +286,7 @@ def _select(ds, name: str, validation_fraction: float, seed: int, source: str,
         split = split.select(np.random.default_rng(seed).permutation(rows))
     elif name != "test":
         if not isinstance(split.features["label"], datasets.ClassLabel):
-            split = split.cast_column("label", datasets.ClassLabel(names=LABEL_NAMES))
+            split = split.cast_column("label", datasets.ClassLabel(names=list(LABELS)))
         try:
             parts = split.train_test_split(test_size=validation_fraction, stratify_by_column="label",
                                            seed=seed, shuffle=True)
@@ -289,58 +294,3 @@ def _select(ds, name: str, validation_fraction: float, seed: int, source: str,
             raise DataError(f"{source}: cannot hold out validation: {exc}") from None
         split = parts["train" if name == "train" else "test"]
     return Split(name, list(split["text"]), [int(x) for x in split["label"]])
-
-
-def make_batches(lengths: Sequence[int], batch_size: int, *, shuffle: bool, seed: int = 0,
-                 bucket: bool = True, pool_batches: int = 50) -> list[np.ndarray]:
-    """Split example indices into batches.
-
-    With ``bucket``, indices are (after shuffling) grouped in pools of
-    ``pool_batches * batch_size``, sorted by length inside each pool and cut
-    into batches, so a batch holds reviews of similar length and little
-    padding; the batch order is then shuffled again. Without ``shuffle`` the
-    order is deterministic (sorted by length when bucketing, for fast eval).
-
-    Args:
-        lengths: token count of each example.
-        batch_size: examples per batch (the last batch may be smaller).
-        shuffle: shuffle examples and batches with ``seed``.
-        seed: seed for the shuffle (e.g. ``hash`` of run seed and epoch).
-
-    Returns:
-        A list of int64 index arrays covering every example exactly once.
-    """
-    n = len(lengths)
-    lengths = np.asarray(lengths)
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n) if shuffle else np.arange(n)
-    if bucket:
-        pool = batch_size * pool_batches if shuffle else n
-        chunks = [order[i:i + pool] for i in range(0, n, pool)]
-        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks]) if n else order
-    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    if shuffle and bucket:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
-
-
-def collate(ids: Sequence[Sequence[int]], indices: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad a batch of token-id lists to the longest one.
-
-    Args:
-        ids: token ids per example.
-        indices: which examples form the batch (default: all).
-
-    Returns:
-        ``(input_ids, padding_mask)``: ``(batch, seq_len)`` int64 and
-        ``(batch, seq_len)`` bool, ``True`` at padding.
-    """
-    rows = [ids[i] for i in indices] if indices is not None else list(ids)
-    lengths = torch.tensor([len(r) for r in rows])
-    seq_len = int(lengths.max())
-    input_ids = torch.full((len(rows), seq_len), PAD_ID, dtype=torch.long)
-    for i, r in enumerate(rows):
-        input_ids[i, :len(r)] = torch.as_tensor(r, dtype=torch.long)
-    # From lengths, not from ids: a literal "<pad>" typed in a review is still a real token.
-    padding_mask = torch.arange(seq_len).unsqueeze(0) >= lengths.unsqueeze(1)   # (batch, seq_len)
-    return input_ids, padding_mask

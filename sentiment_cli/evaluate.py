@@ -1,4 +1,4 @@
-"""Batched inference and classification metrics over a split.
+"""Classification metrics over a split, and the whole ``sentiment eval`` use case (:func:`evaluate_checkpoint`).
 
 Metrics follow the usual definitions for a binary task, per class (one class
 taken as positive at a time) and macro-averaged: precision = TP / (TP + FP),
@@ -9,71 +9,20 @@ scikit-learn's ``zero_division=0``). The confusion matrix is
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from .data import collate, make_batches
-from .model import LABELS, SentimentClassifier
-
-
-def autocast(device: torch.device, enabled: bool):
-    """bf16 autocast on ``device`` when ``enabled``, else a no-op context."""
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-def native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` computes bfloat16 in hardware (a GPU with bf16; a CPU with AVX512-BF16 or AMX).
-
-    Where it does not, bf16 autocast still gives the same kind of results but emulates
-    bf16 and can be slower than float32.
-    """
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        # torch's own probes (private; where a torch version lacks them, assume support)
-        probes = [getattr(torch.cpu, name, lambda: True) for name in
-                  ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-        return any(probe() for probe in probes)
-    return True
-
-
-@torch.inference_mode()
-def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
-                   device: torch.device, bf16: bool = False,
-                   on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
-    """Logits for every example, in input order.
-
-    Examples are batched by length (little padding); thanks to the padding
-    mask, the result for one example does not depend on its batch.
-
-    Args:
-        model: the classifier (put in eval mode here).
-        ids: token ids per example (each 1 to ``max_length`` long).
-        batch_size: examples per forward pass.
-        device: where the model lives.
-        bf16: run the forward pass under bf16 autocast.
-        on_batch: called with the size of each finished batch (progress).
-
-    Returns:
-        ``(len(ids), 2)`` float32 logits on the CPU.
-    """
-    model.eval()
-    out = torch.empty(len(ids), 2)
-    for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
-        input_ids, padding_mask = collate(ids, batch)
-        with autocast(device, bf16):
-            logits = model(input_ids.to(device), padding_mask.to(device))
-        out[torch.as_tensor(batch)] = logits.float().cpu()
-        if on_batch is not None:
-            on_batch(len(batch))
-    return out
+from .card import write_card
+from .checkpoint import load_checkpoint, record_eval
+from .data import LABELS, load_split
+from .model import SentimentClassifier
+from .predict import batched_logits
+from .tokenizer import encode_texts
 
 
 def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
@@ -152,3 +101,82 @@ def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int) -> lis
     order = wrong[torch.argsort(confidence[wrong], descending=True, stable=True)][:n]
     return [{"index": int(i), "label": LABELS[int(predicted[i])], "probability": float(confidence[i]),
              "true_label": LABELS[int(target[i])]} for i in order]
+
+
+# ----------------------------------------------------------------------------- the eval use case
+
+class EvalCallbacks:
+    """Hooks for progress reporting during :func:`evaluate_checkpoint`; the default does nothing."""
+
+    def on_stage(self, text: str) -> None:
+        """A preparation stage begins (loading and tokenizing the split)."""
+
+    def on_start(self, num_examples: int) -> None:
+        """Scoring ``num_examples`` reviews starts."""
+
+    def on_batch(self, examples: int) -> None:
+        """A batch of ``examples`` reviews was scored."""
+
+    def on_note(self, text: str) -> None:
+        """Something the user should know that does not stop the evaluation (the result could not be kept)."""
+
+
+def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
+                        batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
+                        record: bool = True, callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
+    """Score a checkpoint on a split: the ``sentiment eval`` use case.
+
+    Loads the checkpoint and the split (drawn as in training, from the
+    checkpoint's ``[data]`` settings and seed), computes the metrics, and with
+    ``record`` keeps the result in the folder (``eval_<split>.json``, see
+    :func:`~sentiment_cli.checkpoint.record_eval`) and rewrites the model
+    card to list it. A folder that cannot be written loses only that record
+    (``callbacks.on_note`` says so); the result is still returned.
+
+    Args:
+        directory: the checkpoint folder.
+        split: ``train``, ``validation`` or ``test``.
+        data: dataset to score (Hub id or folder); default: the one the checkpoint was trained on.
+        batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
+        device: where to run the model.
+        errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),
+            each with its ``text``.
+        record: keep the result in the checkpoint folder and refresh its model card.
+        callbacks: progress hooks.
+
+    Returns:
+        The ``eval --json`` object (see DESIGN.md's output contract): ``split``, ``num_examples``,
+        ``accuracy``, ``precision`` / ``recall`` / ``f1`` (per label and ``macro``),
+        ``confusion_matrix``, ``loss``, ``examples_per_second``, ``checkpoint``, and
+        ``errors`` when asked for.
+
+    Raises:
+        CheckpointError: the checkpoint is missing or unusable.
+        UsageError: unknown split, or ``validation`` of a run trained without a hold-out.
+        DataError: the dataset cannot be loaded.
+    """
+    cb = callbacks or EvalCallbacks()
+    device = torch.device(device)
+    ckpt = load_checkpoint(directory, device)
+    cfg = ckpt.config
+    source = data or cfg.data.source
+    cb.on_stage(f"loading the {split} split")
+    s = load_split(source, split, cfg.data.validation_fraction, cfg.training.seed, cfg.data.validation_split)
+    ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
+    cb.on_start(len(ids))
+    m = evaluate_ids(ckpt.model, ids, s.labels, device=device, bf16=cfg.training.autocast_bf16,
+                     batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
+                     on_batch=cb.on_batch, return_logits=errors > 0)
+    result = {"split": split, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
+              "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
+              "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
+              "examples_per_second": m["examples_per_second"], "checkpoint": str(directory)}
+    if record:
+        try:   # for `sentiment info` and the card; a read-only folder only loses that
+            record_eval(directory, result, source)
+            write_card(directory)   # the card lists the new result
+        except OSError as exc:
+            cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")
+    if errors:
+        result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in confident_errors(m["logits"], s.labels, errors)]
+    return result

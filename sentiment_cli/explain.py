@@ -34,10 +34,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .batching import collate
 from .config import DataConfig
-from .data import collate
-from .model import LABELS, UNK_ID, SentimentClassifier, masked_max_pool
-from .tokenizer import UNK_TOKEN, truncate
+from .data import LABELS
+from .model import SentimentClassifier, masked_max_pool
+from .runtime import inference_attention
+from .tokenizer import UNK_ID, UNK_TOKEN, truncate
 
 
 @dataclass
@@ -71,7 +73,8 @@ def token_scores(model: SentimentClassifier, input_ids: Tensor, padding_mask: Te
         ``scores[i].sum() + bias == logits[i, 1] - logits[i, 0]`` up to float rounding.
     """
     model.eval()
-    hidden = model.encode(input_ids, padding_mask).float()            # (batch, seq_len, d_model)
+    with inference_attention(input_ids.device):   # the attention path of batched_logits: the same logits
+        hidden = model.hidden_states(input_ids, padding_mask).float()    # (batch, seq_len, d_model)
     pooled, argmax = masked_max_pool(hidden, padding_mask)            # (batch, d_model) each
     logits = model.head(model.head_dropout(pooled))                   # (batch, 2)
     weight, bias = model.head.weight.float(), model.head.bias.float()  # (2, d_model), (2,)
@@ -159,7 +162,7 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
                   batch_size: int = 64, device: torch.device | str = "cpu") -> list[Explanation]:
     """Explain each review: its prediction and one score per token it was classified on.
 
-    The token ids are those :func:`~sentiment_cli.tokenizer.encode` gives
+    The token ids are those :func:`~sentiment_cli.tokenizer.encode_texts` gives
     (same normalisation and truncation, including ``head_tail``), and each
     token keeps its character span in the review.
 
@@ -184,7 +187,7 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
         positions = truncate(list(range(n)), config.max_length, config.truncation, config.head_fraction) if n else []
         if positions:
             rows.append(([enc.ids[p] for p in positions], [tuple(enc.offsets[p]) for p in positions], positions, n))
-        else:  # nothing left after normalisation: the model sees one <unk>, as encode() gives
+        else:  # nothing left after normalisation: the model sees one <unk>, as encode_texts() gives
             rows.append(([UNK_ID], [(0, 0)], [0], 0))
     out: list[Explanation] = []
     for lo in range(0, len(rows), batch_size):

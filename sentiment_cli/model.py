@@ -20,12 +20,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .config import ModelConfig
+from .config import Config, ModelConfig
+from .data import NUM_LABELS
+from .tokenizer import PAD_ID, UNK_ID
 
-NUM_LABELS = 2
-LABELS = ("negative", "positive")
-PAD_ID = 0
-UNK_ID = 1
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 
 
@@ -134,10 +132,11 @@ class SentimentClassifier(nn.Module):
         )
         # nn.TransformerEncoderLayer uses one rate for residual, feed-forward and attention dropout.
         # Attention dropout has its own rate: any rate > 0 makes CPU attention leave the fused
-        # flash kernel for the unfused path, 4-5x slower per training step at seq_len 400.
+        # flash kernel for the unfused path, which materialises every attention matrix and is
+        # several times slower, so a model may want residual dropout without it.
         layer.self_attn.dropout = config.attention_dropout
-        # So has the feed-forward hidden layer (d_ff wide, the largest dropout mask): on CPU,
-        # drawing that mask took about 1/7 of a training step at d_model 64, d_ff 256.
+        # So has the feed-forward hidden layer: its mask (d_ff wide) is the largest one drawn,
+        # and drawing it is a noticeable share of a CPU training step.
         layer.dropout = nn.Dropout(config.activation_dropout)
         self.encoder = nn.TransformerEncoder(
             layer, num_layers=config.n_layers, enable_nested_tensor=False,
@@ -147,7 +146,23 @@ class SentimentClassifier(nn.Module):
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, NUM_LABELS)
 
-    def encode(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
+    @classmethod
+    def from_config(cls, config: Config, vocab_size: int) -> "SentimentClassifier":
+        """The classifier a run configuration describes, freshly initialised.
+
+        The config holds every setting the model needs (``[model]``, and ``[data] max_length``
+        for the positional encoding); only the vocabulary size comes from the tokenizer.
+
+        Args:
+            config: the whole run configuration.
+            vocab_size: the tokenizer's vocabulary size (rows of the token embedding).
+
+        Raises:
+            ValueError: ``d_model`` is odd or not divisible by ``n_heads``.
+        """
+        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
+
+    def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
 
         Args:
@@ -171,17 +186,10 @@ class SentimentClassifier(nn.Module):
         x = self.embedding_dropout(self.embedding_norm(x))
         if x.device.type == "cpu" and not bool(padding_mask.any()):
             # Nothing to mask (one review, or a batch of equal lengths): skip the mask and its
-            # checks, whose first call makes torch import sympy (~0.4 s of a cold `predict`).
+            # checks, whose first call makes torch import sympy (a large share of a cold `predict`).
             padding_mask = None
-        if x.device.type == "cpu" and torch.backends.mha.get_fastpath_enabled():
-            # The fused inference "fast path" materialises (batch, n_heads, seq_len, seq_len)
-            # attention weights; on CPU it is 2-2.5x slower than the SDPA path used in training
-            # (bench: seed and default configs, batch 128-512), so inference takes the SDPA path too.
-            torch.backends.mha.set_fastpath_enabled(False)
-            try:
-                return self.encoder(x, src_key_padding_mask=padding_mask)    # (batch, seq_len, d_model)
-            finally:
-                torch.backends.mha.set_fastpath_enabled(True)
+        # Inference on CPU runs this under runtime.inference_attention (predict.batched_logits,
+        # explain.token_scores), so that attention takes the same path as in training.
         return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
 
     def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
@@ -191,12 +199,12 @@ class SentimentClassifier(nn.Module):
             input_ids: ``(batch, seq_len)`` int64 token ids.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
                 row needs at least one real token.
-            embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`encode`.
+            embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
 
         Returns:
             ``(batch, 2)`` logits.
         """
-        hidden = self.encode(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
+        hidden = self.hidden_states(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
         return self.head(self.head_dropout(pooled))                         # (batch, 2)
 

@@ -1,22 +1,59 @@
 """Score reviews with a trained checkpoint. Imports neither ``datasets`` nor the CLI.
 
-A :class:`Predictor` loads a checkpoint once and scores texts in batches; a
-review's result does not depend on the other reviews in its batch.
+:func:`batched_logits` runs the model over token ids in length-bucketed
+batches; a :class:`Predictor` loads a checkpoint once and turns texts into
+:class:`Prediction` objects. A review's result does not depend on the other
+reviews in its batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .batching import collate, make_batches
 from .checkpoint import load_checkpoint
+from .data import LABELS
 from .errors import UsageError
-from .evaluate import batched_logits
-from .model import LABELS
-from .tokenizer import encode
+from .model import SentimentClassifier
+from .runtime import autocast, inference_attention
+from .tokenizer import encode_texts
+
+
+@torch.inference_mode()
+def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
+                   device: torch.device, bf16: bool = False,
+                   on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
+    """Logits for every example, in input order.
+
+    Examples are batched by length (little padding); thanks to the padding
+    mask, the result for one example does not depend on its batch.
+
+    Args:
+        model: the classifier (put in eval mode here).
+        ids: token ids per example (each 1 to ``max_length`` long).
+        batch_size: examples per forward pass.
+        device: where the model lives.
+        bf16: run the forward pass under bf16 autocast.
+        on_batch: called with the size of each finished batch (progress).
+
+    Returns:
+        ``(len(ids), 2)`` float32 logits on the CPU.
+    """
+    model.eval()
+    out = torch.empty(len(ids), 2)
+    with inference_attention(device):
+        for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
+            input_ids, padding_mask = collate(ids, batch)
+            with autocast(device, bf16):
+                logits = model(input_ids.to(device), padding_mask.to(device))
+            out[torch.as_tensor(batch)] = logits.float().cpu()
+            if on_batch is not None:
+                on_batch(len(batch))
+    return out
 
 
 @dataclass
@@ -70,7 +107,7 @@ class Predictor:
                 (an unpaired surrogate); the message gives its number.
         """
         check_texts(texts, first)
-        ids = encode(self.checkpoint.tokenizer, texts, self.config.data)
+        ids = encode_texts(self.checkpoint.tokenizer, texts, self.config.data)
         return batched_logits(self.checkpoint.model, ids, batch_size=self.batch_size, device=self.device,
                               bf16=self.config.training.autocast_bf16)
 

@@ -34,6 +34,7 @@ untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
 from __future__ import annotations
 
 import math
+import shlex
 import time
 import zlib
 from datetime import datetime, timezone
@@ -45,15 +46,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import distributed
-from .checkpoint import save_checkpoint
+from .batching import collate, make_batches
+from .callbacks import TrainCallbacks, TrainResult
+from .checkpoint import check_writable, load_checkpoint, save_checkpoint
 from .config import Config
-from .data import collate, load_pretraining_texts, make_batches
-from .errors import Interrupted, SentimentError, UsageError
+from .data import absolute_source, load_pretraining_texts
+from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
-from .model import UNK_ID, SentimentClassifier
-from .tokenizer import build_tokenizer, encode, save_tokenizer
-from .train import (TrainCallbacks, TrainResult, absolute_source, check_writable, device_name, decay_groups,
-                    lr_lambda, optimizer_step, resolve_device, seed_everything, versions)
+from .model import SentimentClassifier
+from .optim import decay_groups, lr_lambda, optimizer_step
+from .runtime import device_name, resolve_device, seed_everything, versions
+from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
 
 MASK_ID = UNK_ID
 FIRST_WORD_ID = 2   # ids below are <pad> and <unk>: never drawn as random words or negatives
@@ -179,8 +182,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
     tokenizer_json = save_tokenizer(tokenizer)
-    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(),
-                                max_length=config.data.max_length)
+    model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     metrics = {"kind": "pretrained", "objective": p.objective,
                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
                "num_parameters": model.num_parameters(),
@@ -203,7 +205,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     if p.objective == "word2vec":
         _word2vec(config, model, tokenizer, texts, cb, check_stop, save_epoch)
     else:
-        _masked_lm(config, model.to(device), device, encode(tokenizer, texts, config.data), cb, check_stop,
+        _masked_lm(config, model.to(device), device, encode_texts(tokenizer, texts, config.data), cb, check_stop,
                    save_epoch)
     return TrainResult(output, metrics)
 
@@ -218,8 +220,8 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     cb.on_stage("tokenizing")
     vocab = tokenizer.get_vocab()
     # Lists of words, as gensim wants them. A chunk at a time, each word one shared str, rather than every
-    # review's tokenizers.Encoding and a fresh str per token at once (the benchmark's peak memory for the
-    # default fell from 4.2 to 2.3 GiB along with this change; not measured apart from the others).
+    # review's tokenizers.Encoding and a fresh str per token at once: over tens of thousands of reviews
+    # those would hold gigabytes that the word lists do not need.
     word_of = [""] * tokenizer.get_vocab_size()
     for w, i in vocab.items():
         word_of[i] = w
@@ -298,7 +300,7 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
             if not bool(chosen.any()):
                 continue
             candidates, target_index = sampled_candidates(targets, p.negatives, vocab_size, generator)
-            hidden = model.encode(corrupted.to(device), padding_mask.to(device))      # (batch, seq_len, d_model)
+            hidden = model.hidden_states(corrupted.to(device), padding_mask.to(device))      # (batch, seq_len, d_model)
             logits = head(hidden[chosen.to(device)], candidates.to(device))           # (n_chosen, k)
             loss = F.cross_entropy(logits, target_index.to(device))
             if not torch.isfinite(loss):
@@ -318,3 +320,67 @@ def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device,
                     "mlm_accuracy": correct / max(predicted, 1), "masked_tokens": predicted,
                     "train_seconds": seconds, "train_examples_per_second": seen / seconds,
                     "learning_rate": scheduler.get_last_lr()[0]})
+
+
+# ----------------------------------------------------------------------------- starting a run from it
+
+# Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
+_SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
+               "embedding_norm", "bigram_buckets")
+
+
+_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
+
+
+# What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
+# must match the config) and which of its tensors the run takes. word2vec trained the token embedding
+# alone; a masked language model trained the whole encoder (its head predicted words, not labels).
+_FROM_PRETRAINED = {
+    "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
+    "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
+}
+
+
+def _objective(pretrained) -> str:
+    return pretrained.metrics.get("objective", "mlm")   # folders from before word2vec have no "objective"
+
+
+def load_pretrained(directory: str | Path, config: Config):
+    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
+
+    Returns:
+        :class:`~.checkpoint.Checkpoint` (its model on CPU).
+
+    Raises:
+        CheckpointError: no checkpoint there, it is damaged, it was not written by ``sentiment pretrain``,
+            or its pretraining objective is unknown to this version.
+        ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
+            (the message names the first key that differs). A word2vec folder trained the token
+            embedding only, so of the shape only ``d_model`` must match.
+    """
+    directory = Path(directory)
+    if not (directory / "config.json").exists():
+        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
+                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
+    ckpt = load_checkpoint(directory, pretrained_ok=True)
+    if ckpt.metrics.get("kind") != "pretrained":
+        raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
+                              "(its metrics.json lacks \"kind\": \"pretrained\")")
+    objective = _objective(ckpt)
+    if objective not in _FROM_PRETRAINED:
+        raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
+                              f"(this version knows {', '.join(_FROM_PRETRAINED)})")
+    shape_keys, _ = _FROM_PRETRAINED[objective]
+    for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
+        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
+        for key in keys:
+            if getattr(mine, key) != getattr(theirs, key):
+                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
+                                  f"but {getattr(mine, key)!r} in this config; they must match")
+    return ckpt
+
+
+def pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
+    """The tensors a fine-tuning run takes from a pretrained folder (see ``_FROM_PRETRAINED``)."""
+    _, takes = _FROM_PRETRAINED[_objective(pretrained)]
+    return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}

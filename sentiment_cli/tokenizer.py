@@ -3,8 +3,8 @@
 ``tokenizers`` replaces torchtext (deprecated; its last release is built for
 torch 2.3 and does not load beside current torch). The tokenizer normalises
 text (HTML ``<br />`` to a space, Unicode NFKC, lowercase), splits it with the
-configured pre-tokenizer, and maps words to ids; ``<pad>`` is id 0 and
-``<unk>`` id 1.
+configured pre-tokenizer, and maps words to ids. This module owns the
+special tokens: ``<pad>`` is id 0 and ``<unk>`` id 1 in every vocabulary.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from tokenizers.trainers import WordLevelTrainer
 
 from .config import DataConfig
 from .errors import CheckpointError
-from .model import PAD_ID, UNK_ID
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
+PAD_ID = 0   # padding: masked out of attention and of the max-pool
+UNK_ID = 1   # a word outside the vocabulary (also word dropout's and the masked LM's replacement)
 
 
 def _pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
@@ -118,7 +119,7 @@ def truncate(ids: Sequence[int], max_length: int, strategy: str = "head", head_f
     return list(ids[:max_length])
 
 
-def encode(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[list[int]]:
+def encode_texts(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[list[int]]:
     """Token ids for each text, truncated per ``config`` (length 1 to ``max_length``)."""
     encodings = tok.encode_batch_fast(list(texts)) if hasattr(tok, "encode_batch_fast") else tok.encode_batch(list(texts))
     return [truncate(e.ids, config.max_length, config.truncation, config.head_fraction) for e in encodings]
@@ -126,5 +127,5 @@ def encode(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[lis
 
 def tokens(tok: Tokenizer, text: str, config: DataConfig) -> list[str]:
     """The surface tokens the model sees for ``text`` (after truncation), for display."""
-    ids = encode(tok, [text], config)[0]
+    ids = encode_texts(tok, [text], config)[0]
     return [tok.id_to_token(i) or UNK_TOKEN for i in ids]

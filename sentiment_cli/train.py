@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import platform
-import random
 import shlex
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,118 +22,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import __version__, distributed
-from .checkpoint import METRICS_FILE, load_weights, save_checkpoint, write_json
+from . import distributed
+from .batching import collate, make_batches
+from .callbacks import TrainCallbacks, TrainResult
+from .card import write_training_report
+from .checkpoint import METRICS_FILE, check_writable, load_weights, save_checkpoint, write_json
 from .config import Config
-from .data import collate, load_train_validation, make_batches
+from .data import Split, absolute_source, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
-from .evaluate import autocast, evaluate_ids, native_bf16
+from .evaluate import evaluate_ids
 from .interrupts import StopFlag
-from .model import UNK_ID, SentimentClassifier
-from .report import TrainingReport, write_training_report
-from .tokenizer import build_tokenizer, encode, save_tokenizer, tokenizer_from_str
+from .model import SentimentClassifier
+from .optim import lr_lambda, make_optimizer, optimizer_step
+from .pretrain import load_pretrained, pretrained_weights
+from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
+from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)
-
-
-class TrainCallbacks:
-    """Hooks for progress reporting; the default does nothing."""
-
-    def on_stage(self, text: str) -> None:
-        """A preparation stage begins (loading data, building the tokenizer...)."""
-
-    def on_note(self, text: str) -> None:
-        """Something the user should know that does not stop the run."""
-
-    def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
-        """Epoch ``epoch`` (1-based) of ``epochs`` starts over ``num_examples`` reviews."""
-
-    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
-        """A step over ``examples`` reviews ended; running epoch loss/accuracy so far."""
-
-    def on_validation_start(self, num_examples: int) -> None:
-        """Validation of ``num_examples`` reviews starts."""
-
-    def on_validation_step(self, examples: int) -> None:
-        """A validation batch of ``examples`` reviews ended."""
-
-    def on_epoch_end(self, record: dict[str, Any]) -> None:
-        """An epoch ended; ``record`` is its entry in ``metrics.json``'s history."""
-
-
-@dataclass
-class TrainResult:
-    """What a finished run produced: the checkpoint folder and its ``metrics.json`` content."""
-
-    output: Path
-    metrics: dict[str, Any]
-    is_main: bool = True   # False on torchrun ranks other than 0 (they print nothing)
-    report: TrainingReport | None = None   # curves.png and README.md (report.py), rank 0 only
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU.
-
-    Raises:
-        UsageError: ``cuda`` was asked for but torch sees no CUDA device.
-    """
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: torch sees no CUDA device here; use --device cpu or auto")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) RNGs."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def lr_lambda(schedule: str, warmup_fraction: float, total_steps: int):
-    """Multiplier of the peak learning rate at each step: linear warmup over ``warmup_fraction`` of
-    ``total_steps``, then ``schedule`` (``constant``, ``linear`` or ``cosine``) decay."""
-    warmup = int(warmup_fraction * total_steps)
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        if schedule == "constant":
-            return 1.0
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        if schedule == "linear":
-            return max(0.0, 1.0 - progress)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    return f
-
-
-def decay_groups(params, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW parameter groups: decay on matrices only, not on biases or norms."""
-    params = list(params)
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-
-
-def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
-    """AdamW (Loshchilov & Hutter 2019) with :func:`decay_groups`; the token embedding (the one a
-    pretrained folder gives) in a group of its own when ``embedding_lr_scale`` is not 1."""
-    t = config.training
-    embedding = [model.token_embedding.weight] if t.embedding_lr_scale != 1.0 else []
-    groups = decay_groups((p for p in model.parameters() if not any(p is e for e in embedding)), t.weight_decay)
-    if embedding:   # its own group only when it differs, so that older trainer states still resume
-        groups.append({"params": embedding, "weight_decay": t.weight_decay, "lr": t.lr * t.embedding_lr_scale})
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas)
-
-
-def optimizer_step(optimizer: torch.optim.Optimizer, scheduler, parameters, grad_clip: float) -> None:
-    """After the backward pass(es): global-norm clipping of ``parameters`` (``grad_clip`` > 0), one
-    optimizer and one scheduler step, then the gradients are cleared for the next step."""
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
 
 
 def adversarial_perturbation(grad: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -176,25 +77,6 @@ def word_dropout(input_ids: torch.Tensor, padding_mask: torch.Tensor, rate: floa
     """
     dropped = (torch.rand(input_ids.shape) < rate) & ~padding_mask
     return input_ids.masked_fill(dropped, UNK_ID)
-
-
-def versions() -> dict[str, str]:
-    """Versions of Python and the libraries a run depends on."""
-    import tokenizers
-    out = {"python": platform.python_version(), "torch": torch.__version__,
-           "tokenizers": tokenizers.__version__, "sentiment_cli": __version__}
-    try:
-        import datasets
-        out["datasets"] = datasets.__version__
-    except ImportError:  # pragma: no cover
-        pass
-    return out
-
-
-def absolute_source(source: str) -> str:
-    """``source`` as an absolute path when it names an existing local path, else unchanged (a Hub id)."""
-    p = Path(source).expanduser()
-    return str(p.resolve()) if p.exists() else source
 
 
 @dataclass
@@ -332,14 +214,120 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
             raise SentimentError(f"rank {info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
+@dataclass
+class _Run:
+    """What every epoch of one run works with, set up once by :func:`_setup`.
+
+    Attributes:
+        net: ``model``, or its ``DistributedDataParallel`` wrapper under torchrun (forward and backward
+            go through it; saving and validation use ``model``).
+        train_ids, train_labels, lengths: this process's view of the training split (token ids,
+            ``(num_examples,)`` int64 labels, token counts).
+        val_ids, val_labels: the validation split, on rank 0 only (other ranks: empty).
+        validated: whether there is a validation split at all (``validation_fraction`` > 0).
+        local_batch: reviews per step on this rank (``batch_size`` is the global batch).
+        start, wall_before: when this process started the run (``time.perf_counter``), and the wall
+            time of the run's earlier sessions (resumed runs), in seconds.
+    """
+
+    config: Config
+    output: Path
+    cb: TrainCallbacks
+    stop: StopFlag
+    info: distributed.DistInfo
+    device: torch.device
+    model: SentimentClassifier
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    tokenizer_json: str
+    train_ids: list[list[int]]
+    train_labels: torch.Tensor
+    lengths: np.ndarray
+    val_ids: list[list[int]]
+    val_labels: list[int]
+    validated: bool
+    local_batch: int
+    state: LoopState
+    start: float
+    wall_before: float
+
+
 def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
                 pretrained, info: distributed.DistInfo, device: torch.device) -> TrainResult:
+    """The run from setup to the written report: epochs of steps, each epoch validated and saved.
+
+    Raises:
+        DataError, CheckpointError, Interrupted, SentimentError: as :func:`train` and :func:`resume`.
+    """
+    run = _setup(config, output, cb, stop, saved, pretrained, info, device)
+    for epoch in range(run.state.epoch + 1, config.training.epochs + 1):
+        totals = _train_epoch(run, epoch)
+        validation = _validate(run)
+        _end_of_epoch(run, epoch, totals, validation)
+        if run.state.metrics["stopped_early"]:
+            break
+    return _finish(run)
+
+
+# ----------------------------------------------------------------------------- setup
+
+def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved: TrainerState | None,
+           pretrained, info: distributed.DistInfo, device: torch.device) -> _Run:
+    """Seed, load and tokenize the data, build the model, optimizer and schedule, and the loop state.
+
+    A fresh run removes an older run's trainer state from ``output``; a resumed one (``saved``)
+    restores weights, optimizer, scheduler, RNG states and progress instead of initialising them.
+    """
     t = config.training
     start = time.perf_counter()
     seed_everything(t.seed)
     if saved is None and info.is_main:
         clear_trainer_state(output)   # a fresh run: an older run's state must not be resumed by mistake
+    train_split, val_split, tokenizer_json = _data_and_tokenizer(config, output, cb, saved, pretrained, info, device)
+    tokenizer = tokenizer_from_str(tokenizer_json, output / STATE_DIR / TOKENIZER_FILE)
+    cb.on_stage("tokenizing")
+    train_ids = encode_texts(tokenizer, train_split.texts, config.data)
+    val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
+    train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
+    model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
+    if saved is not None:
+        load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
+    elif pretrained is not None:
+        model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
+    model.to(device)
+    optimizer = make_optimizer(model, config)
+    local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
+    steps_per_epoch = math.ceil(math.ceil(len(train_ids) / info.world_size) / local_batch)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
+                                                                            steps_per_epoch * t.epochs))
+    if saved is not None:
+        state = _resumed_state(config, output, cb, saved, optimizer, scheduler, info, device, bool(len(val_split)))
+    else:
+        if info.enabled:
+            torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
+        state = _fresh_state(config, model, train_split, val_split, pretrained)
+    state.metrics.update({"device": str(device), "device_name": device_name(device),
+                          "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
+        if info.enabled else model
+    return _Run(config=config, output=output, cb=cb, stop=stop, info=info, device=device, model=model, net=net,
+                optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json, train_ids=train_ids,
+                train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]), val_ids=val_ids,
+                val_labels=val_split.labels, validated=bool(len(val_split)), local_batch=local_batch, state=state,
+                start=start, wall_before=state.metrics.get("wall_time_seconds") or 0.0)
+
+
+def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved: TrainerState | None, pretrained,
+                        info: distributed.DistInfo, device: torch.device) -> tuple[Split, Split, str]:
+    """``(train, validation, tokenizer.json text)``: the saved run's tokenizer, the pretrained folder's,
+    or one built on the training split (by rank 0, sent to the others).
+
+    Raises:
+        DataError: the dataset cannot be loaded, or (resuming) its size changed since the run started.
+    """
+    t = config.training
     cb.on_stage(f"loading {config.data.source}")
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
         train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed,
@@ -354,210 +342,192 @@ def _train_loop(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag
         built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
             if info.is_main else ""
         tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
-    tokenizer = tokenizer_from_str(tokenizer_json, output / STATE_DIR / TOKENIZER_FILE)
-    cb.on_stage("tokenizing")
-    train_ids = encode(tokenizer, train_split.texts, config.data)
-    val_ids = encode(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
-    train_labels = torch.tensor(train_split.labels, dtype=torch.long)
-
-    model = SentimentClassifier(config.model, vocab_size=tokenizer.get_vocab_size(), max_length=config.data.max_length)
-    if saved is not None:
-        load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
-    elif pretrained is not None:
-        model.load_state_dict({**model.state_dict(), **_pretrained_weights(pretrained)})
-    model.to(device)
-    optimizer = make_optimizer(model, config)
-    local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
-    steps_per_epoch = math.ceil(math.ceil(len(train_ids) / info.world_size) / local_batch)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
-                                                                            steps_per_epoch * t.epochs))
-    if saved is not None:
-        _restore_optimizer(optimizer, scheduler, saved, state_path(output))
-        state = LoopState.from_saved(saved, state_path(output))
-        state.metrics.setdefault("resumed", []).append(
-            {"after_epoch": state.epoch, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        note = _restore_rng(saved, info, device, state_path(output))
-        best = (f"best so far: epoch {state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}"
-                if len(val_split) else "no validation split")
-        cb.on_stage(f"resuming after epoch {state.epoch} of {t.epochs} ({best}){note}")
-    else:
-        if info.enabled:
-            torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
-        state = LoopState(metrics={
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
-            "num_parameters": model.num_parameters(),
-            "data": {"source": config.data.source, "train_examples": len(train_split),
-                     "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
-            "config": config.to_dict(),
-            "pretrained": None if pretrained is None else {
-                "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
-                "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
-                "reviews": pretrained.metrics.get("data", {}).get("reviews")},
-            "history": [], "best_epoch": None, "best_validation_accuracy": None,
-            "stopped_early": False, "wall_time_seconds": None,
-        })
-    state.metrics.update({"device": str(device), "device_name": device_name(device),
-                          "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
-    wall_before = state.metrics.get("wall_time_seconds") or 0.0
-    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
-        if info.enabled else model
-    lengths = np.asarray([len(x) for x in train_ids])
-
-    for epoch in range(state.epoch + 1, t.epochs + 1):
-        # ---- train: this rank's shard, length-bucketed; one flag check per step
-        net.train()
-        shard = distributed.shard(len(train_ids), info, seed=t.seed, epoch=epoch)
-        cb.on_epoch_start(epoch, t.epochs, len(shard))
-        epoch_start = time.perf_counter()
-        loss_sum, correct, seen = 0.0, 0, 0
-        for local in make_batches(lengths[shard], local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
-                                  bucket=t.bucket_batches):
-            batch = shard[local]
-            input_ids, padding_mask = collate(train_ids, batch)
-            if t.token_dropout > 0:
-                input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
-            target = train_labels[torch.as_tensor(batch)].to(device)
-            input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
-            # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
-            delta = torch.zeros(*input_ids.shape, config.model.d_model, device=device, requires_grad=True) \
-                if t.adversarial_epsilon > 0 else None
-            with autocast(device, t.autocast_bf16):
-                logits = net(input_ids, padding_mask, delta)
-            loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
-            stop_now, diverged = distributed.all_reduce(
-                info, [float(stop.requested), float(not torch.isfinite(loss))], device, op="max")
-            if diverged:
-                raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
-            if stop_now:   # drop this step: the last completed epoch is on disk
-                raise _interrupted(stop, epoch, t.epochs, state.epoch, output)
-            loss.backward()
-            if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
-                with autocast(device, t.autocast_bf16):
-                    adv_logits = net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
-                F.cross_entropy(adv_logits.float(), target, label_smoothing=t.label_smoothing).backward()
-            optimizer_step(optimizer, scheduler, model.parameters(), t.grad_clip)
-            n = len(batch)
-            loss_sum += loss.item() * n
-            correct += int((logits.argmax(1) == target).sum())
-            seen += n
-            cb.on_step(n, loss_sum / seen, correct / seen, seen / (time.perf_counter() - epoch_start))
-        loss_sum, correct, seen = distributed.all_reduce(info, [loss_sum, correct, seen], device)
-        train_seconds = time.perf_counter() - epoch_start
-
-        # ---- validate on rank 0 (the whole validation split), share the result
-        val_loss = val_acc = None   # no validation split (validation_fraction 0): every epoch replaces the last
-        if len(val_split):
-            val = [0.0, 0.0]
-            if info.is_main:
-                cb.on_validation_start(len(val_ids))
-                m = evaluate_ids(model, val_ids, val_split.labels, batch_size=t.eval_batch_size, device=device,
-                                 bf16=t.autocast_bf16, on_batch=cb.on_validation_step)
-                val = [m["loss"], m["accuracy"]]
-            val_loss, val_acc = distributed.broadcast_floats(info, val, 2, device)
-
-        # ---- bookkeeping, then save: best checkpoint first, trainer state second
-        record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen,
-                  "validation_loss": val_loss, "validation_accuracy": val_acc,
-                  "train_examples_per_second": seen / train_seconds, "train_seconds": train_seconds,
-                  "learning_rate": scheduler.get_last_lr()[0], "train_examples": int(seen)}
-        improved = val_acc is None or val_acc > state.best_accuracy
-        record["best"] = improved
-        state.epoch = epoch
-        state.metrics["history"].append(record)
-        if improved:
-            state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
-            state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
-        else:
-            state.since_best += 1
-        state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
-        state.metrics["wall_time_seconds"] = wall_before + time.perf_counter() - start
-        rng = _rng_states(info, device)   # a collective: every rank takes part
-        if info.is_main:
-            # Order matters: a crash between the two leaves the trainer state one epoch behind the best
-            # checkpoint, and resuming re-runs that epoch identically; the other order could not.
-            if improved:
-                save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json,
-                                metrics=state.metrics)
-            else:
-                write_json(output / METRICS_FILE, state.metrics)
-            save_trainer_state(output, TrainerState(
-                epoch=epoch, config=config, vocab_size=model.vocab_size, progress=state.progress(),
-                model=model.state_dict(), optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
-                rng=rng, tokenizer_json=tokenizer_json, world_size=info.world_size))
-        distributed.barrier(info)
-        cb.on_epoch_end(record)
-        if state.metrics["stopped_early"]:
-            break
-
-    state.metrics["wall_time_seconds"] = wall_before + time.perf_counter() - start
-    if info.is_main:
-        write_json(output / METRICS_FILE, state.metrics)
-    report = write_training_report(output) if info.is_main else None
-    distributed.barrier(info)
-    return TrainResult(output, state.metrics, info.is_main, report)
+    return train_split, val_split, tokenizer_json
 
 
-# Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
-_SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
-               "embedding_norm", "bigram_buckets")
-_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
+def _fresh_state(config: Config, model: SentimentClassifier, train_split: Split, val_split: Split,
+                 pretrained) -> LoopState:
+    """The loop state of a new run: no epoch yet, and the metrics that describe the run."""
+    t = config.training
+    return LoopState(metrics={
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+        "num_parameters": model.num_parameters(),
+        "data": {"source": config.data.source, "train_examples": len(train_split),
+                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
+        "config": config.to_dict(),
+        "pretrained": None if pretrained is None else {
+            "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
+            "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
+            "reviews": pretrained.metrics.get("data", {}).get("reviews")},
+        "history": [], "best_epoch": None, "best_validation_accuracy": None,
+        "stopped_early": False, "wall_time_seconds": None,
+    })
 
 
-# What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
-# must match the config) and which of its tensors the run takes. word2vec trained the token embedding
-# alone; a masked language model trained the whole encoder (its head predicted words, not labels).
-_FROM_PRETRAINED = {
-    "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
-    "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
-}
-
-
-def _objective(pretrained) -> str:
-    return pretrained.metrics.get("objective", "mlm")   # folders from before word2vec have no "objective"
-
-
-def load_pretrained(directory: str | Path, config: Config):
-    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
-
-    Returns:
-        :class:`~.checkpoint.Checkpoint` (its model on CPU).
+def _resumed_state(config: Config, output: Path, cb: TrainCallbacks, saved: TrainerState, optimizer, scheduler,
+                   info: distributed.DistInfo, device: torch.device, validated: bool) -> LoopState:
+    """Restore the optimizer, scheduler and RNG states of a saved run; its loop state, with the resume noted.
 
     Raises:
-        CheckpointError: no checkpoint there, it is damaged, it was not written by ``sentiment pretrain``,
-            or its pretraining objective is unknown to this version.
-        ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
-            (the message names the first key that differs). A word2vec folder trained the token
-            embedding only, so of the shape only ``d_model`` must match.
+        CheckpointError: the saved state does not fit the model, or is malformed.
     """
-    from .checkpoint import load_checkpoint
-    from .errors import ConfigError
-
-    directory = Path(directory)
-    if not (directory / "config.json").exists():
-        raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
-                              f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
-    ckpt = load_checkpoint(directory, pretrained_ok=True)
-    if ckpt.metrics.get("kind") != "pretrained":
-        raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
-                              "(its metrics.json lacks \"kind\": \"pretrained\")")
-    objective = _objective(ckpt)
-    if objective not in _FROM_PRETRAINED:
-        raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
-                              f"(this version knows {', '.join(_FROM_PRETRAINED)})")
-    shape_keys, _ = _FROM_PRETRAINED[objective]
-    for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
-        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
-        for key in keys:
-            if getattr(mine, key) != getattr(theirs, key):
-                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
-                                  f"but {getattr(mine, key)!r} in this config; they must match")
-    return ckpt
+    where = state_path(output)
+    _restore_optimizer(optimizer, scheduler, saved, where)
+    state = LoopState.from_saved(saved, where)
+    state.metrics.setdefault("resumed", []).append(
+        {"after_epoch": state.epoch, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    note = _restore_rng(saved, info, device, where)
+    best = (f"best so far: epoch {state.metrics['best_epoch']}, validation accuracy {state.best_accuracy:.2%}"
+            if validated else "no validation split")
+    cb.on_stage(f"resuming after epoch {state.epoch} of {config.training.epochs} ({best}){note}")
+    return state
 
 
-def _pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
-    """The tensors a fine-tuning run takes from a pretrained folder (see ``_FROM_PRETRAINED``)."""
-    _, takes = _FROM_PRETRAINED[_objective(pretrained)]
-    return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}
+# ----------------------------------------------------------------------------- one epoch
+
+@dataclass
+class _EpochTotals:
+    """One epoch's training figures, summed over all ranks: loss x examples, correct predictions, examples."""
+
+    loss_sum: float
+    correct: float
+    seen: float
+    seconds: float
+
+
+def _train_epoch(run: _Run, epoch: int) -> _EpochTotals:
+    """One pass over this rank's shard of the training split, in length-bucketed batches.
+
+    Raises:
+        Interrupted: a stop was requested (checked at every step, on every rank).
+        SentimentError: the loss is not finite.
+    """
+    t = run.config.training
+    run.net.train()
+    shard = distributed.shard(len(run.train_ids), run.info, seed=t.seed, epoch=epoch)
+    run.cb.on_epoch_start(epoch, t.epochs, len(shard))
+    epoch_start = time.perf_counter()
+    loss_sum, correct, seen = 0.0, 0, 0
+    for local in make_batches(run.lengths[shard], run.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
+                              bucket=t.bucket_batches):
+        batch = shard[local]
+        loss, right = _step(run, epoch, batch)
+        n = len(batch)
+        loss_sum += loss * n
+        correct += right
+        seen += n
+        run.cb.on_step(n, loss_sum / seen, correct / seen, seen / (time.perf_counter() - epoch_start))
+    loss_sum, correct, seen = distributed.all_reduce(run.info, [loss_sum, correct, seen], run.device)
+    return _EpochTotals(loss_sum, correct, seen, time.perf_counter() - epoch_start)
+
+
+def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int]:
+    """One optimizer step on the reviews ``batch`` indexes: forward, loss, backward (twice with
+    adversarial training), clip and step.
+
+    Returns:
+        ``(loss, correct)``: the batch's mean cross-entropy (before the step) and how many of its
+        reviews the model got right.
+
+    Raises:
+        Interrupted: a stop was requested; the step is dropped (the last completed epoch is on disk).
+        SentimentError: the loss is not finite on some rank.
+    """
+    t, device = run.config.training, run.device
+    input_ids, padding_mask = collate(run.train_ids, batch)
+    if t.token_dropout > 0:
+        input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
+    target = run.train_labels[torch.as_tensor(batch)].to(device)
+    input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
+    # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
+    delta = torch.zeros(*input_ids.shape, run.config.model.d_model, device=device, requires_grad=True) \
+        if t.adversarial_epsilon > 0 else None
+    with autocast(device, t.autocast_bf16):
+        logits = run.net(input_ids, padding_mask, delta)
+    loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
+    stop_now, diverged = distributed.all_reduce(
+        run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
+    if diverged:
+        raise SentimentError(f"training diverged at epoch {epoch} (loss {loss.item()}); lower --lr")
+    if stop_now:   # drop this step: the last completed epoch is on disk
+        raise _interrupted(run.stop, epoch, t.epochs, run.state.epoch, run.output)
+    loss.backward()
+    if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
+        with autocast(device, t.autocast_bf16):
+            adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
+        F.cross_entropy(adv_logits.float(), target, label_smoothing=t.label_smoothing).backward()
+    optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
+    return loss.item(), int((logits.argmax(1) == target).sum())
+
+
+def _validate(run: _Run) -> tuple[float | None, float | None]:
+    """``(loss, accuracy)`` on the whole validation split, computed on rank 0 and shared with the
+    others; ``(None, None)`` without a validation split (``validation_fraction`` 0)."""
+    if not run.validated:   # every epoch then replaces the last
+        return None, None
+    t = run.config.training
+    val = [0.0, 0.0]
+    if run.info.is_main:
+        run.cb.on_validation_start(len(run.val_ids))
+        m = evaluate_ids(run.model, run.val_ids, run.val_labels, batch_size=t.eval_batch_size, device=run.device,
+                         bf16=t.autocast_bf16, on_batch=run.cb.on_validation_step)
+        val = [m["loss"], m["accuracy"]]
+    val_loss, val_acc = distributed.broadcast_floats(run.info, val, 2, run.device)
+    return val_loss, val_acc
+
+
+# ----------------------------------------------------------------------------- end of epoch, end of run
+
+def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple[float | None, float | None]) -> None:
+    """Record the epoch in the history, track the best epoch and patience, save, and report the epoch.
+
+    Saving (rank 0): the checkpoint when the epoch improved (else only ``metrics.json``), then the
+    trainer state of this epoch.
+    """
+    t, state = run.config.training, run.state
+    val_loss, val_acc = validation
+    record = {"epoch": epoch, "train_loss": totals.loss_sum / totals.seen,
+              "train_accuracy": totals.correct / totals.seen,
+              "validation_loss": val_loss, "validation_accuracy": val_acc,
+              "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,
+              "learning_rate": run.scheduler.get_last_lr()[0], "train_examples": int(totals.seen)}
+    improved = val_acc is None or val_acc > state.best_accuracy
+    record["best"] = improved
+    state.epoch = epoch
+    state.metrics["history"].append(record)
+    if improved:
+        state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
+        state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
+    else:
+        state.since_best += 1
+    state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
+    state.metrics["wall_time_seconds"] = run.wall_before + time.perf_counter() - run.start
+    rng = _rng_states(run.info, run.device)   # a collective: every rank takes part
+    if run.info.is_main:
+        # Order matters: a crash between the two leaves the trainer state one epoch behind the best
+        # checkpoint, and resuming re-runs that epoch identically; the other order could not.
+        if improved:
+            save_checkpoint(run.output, config=run.config, model=run.model, tokenizer_json=run.tokenizer_json,
+                            metrics=state.metrics)
+        else:
+            write_json(run.output / METRICS_FILE, state.metrics)
+        save_trainer_state(run.output, TrainerState(
+            epoch=epoch, config=run.config, vocab_size=run.model.vocab_size, progress=state.progress(),
+            model=run.model.state_dict(), optimizer=run.optimizer.state_dict(),
+            scheduler=run.scheduler.state_dict(), rng=rng, tokenizer_json=run.tokenizer_json,
+            world_size=run.info.world_size))
+    distributed.barrier(run.info)
+    run.cb.on_epoch_end(record)
+
+
+def _finish(run: _Run) -> TrainResult:
+    """Write the final ``metrics.json`` (wall time), then the curves and the model card (rank 0)."""
+    run.state.metrics["wall_time_seconds"] = run.wall_before + time.perf_counter() - run.start
+    if run.info.is_main:
+        write_json(run.output / METRICS_FILE, run.state.metrics)
+    report = write_training_report(run.output) if run.info.is_main else None
+    distributed.barrier(run.info)
+    return TrainResult(run.output, run.state.metrics, run.info.is_main, report)
 
 
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:
@@ -629,30 +599,3 @@ def _restore_rng(saved: TrainerState, info: distributed.DistInfo, device: torch.
     return ""
 
 
-def device_name(device: torch.device) -> str:
-    """A readable name for ``metrics.json``: the GPU's name, or the CPU's with the thread count."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
-
-
-def check_writable(output: Path) -> None:
-    """Create ``output`` if needed and prove it writable with a probe file (``os.access`` lies to root).
-
-    Raises:
-        UsageError: the folder cannot be created or written.
-    """
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(f"output {output} is a file, not a folder") from None
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {output}: {exc.strerror}") from None
-    if not output.is_dir():
-        raise UsageError(f"output {output} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(f"output folder {output} is not writable ({exc.strerror})") from None

@@ -37,7 +37,7 @@ from .checkpoint import _read_json, atomic_write, write_json
 from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError
 
-FORMAT_VERSION = 1
+TRAINER_STATE_FORMAT_VERSION = 1
 STATE_DIR = "trainer_state"
 STATE_FILE = "state.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -169,7 +169,7 @@ def save_trainer_state(directory: str | Path, state: TrainerState) -> Path:
     if not tok_path.is_file() or tok_path.read_bytes() != tokenizer:   # constant within a run
         atomic_write(tok_path, tokenizer)
     doc = {
-        "format_version": FORMAT_VERSION,
+        "format_version": TRAINER_STATE_FORMAT_VERSION,
         "epoch": state.epoch,
         "world_size": state.world_size,
         "vocab_size": state.vocab_size,
@@ -243,9 +243,9 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
     version = doc.get("format_version")
     if not isinstance(version, int):
         raise CheckpointError(f"{path}: no format_version; not a sentiment trainer state")
-    if version > FORMAT_VERSION:
+    if version > TRAINER_STATE_FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
-                              f"({FORMAT_VERSION}); upgrade sentiment-cli")
+                              f"({TRAINER_STATE_FORMAT_VERSION}); upgrade sentiment-cli")
     try:
         epoch, world_size, vocab_size = doc["epoch"], doc.get("world_size", 1), doc["vocab_size"]
         progress, files = doc["progress"], doc["files"]

@@ -50,7 +50,7 @@ def test_checkpoint_folder_is_self_describing(trained_checkpoint):
     assert {"config.json", "model.safetensors", "tokenizer.json", "metrics.json"} <= names
     assert not [n for n in names if n.endswith(".tmp")]
     cfg = json.loads((trained_checkpoint / "config.json").read_text())
-    assert cfg["format_version"] == ck.FORMAT_VERSION and cfg["labels"] == ["negative", "positive"]
+    assert cfg["format_version"] == ck.CHECKPOINT_FORMAT_VERSION and cfg["labels"] == ["negative", "positive"]
     assert {"model", "data", "training", "vocab_size"} <= set(cfg)
     metrics = json.loads((trained_checkpoint / "metrics.json").read_text())
     assert len(metrics["history"]) == 3 and metrics["best_epoch"] in (1, 2, 3)
@@ -203,6 +203,6 @@ def test_no_pickle_anywhere_in_the_package():
     import sentiment_cli
     pattern = re.compile(r"\bimport pickle|\bpickle\.|torch\.load\(|torch\.save\(|_object(_list)?\(|"
                          r"\bdill\b|joblib")
-    hits = [f"{p.name}:{i}" for p in Path(sentiment_cli.__file__).parent.glob("*.py")
+    hits = [f"{p.name}:{i}" for p in Path(sentiment_cli.__file__).parent.rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []

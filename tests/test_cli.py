@@ -180,8 +180,8 @@ def test_stage_lines_show_paths_verbatim():
 
     from rich.console import Console
 
-    from sentiment_cli.cli import _RichTrainCallbacks
+    from sentiment_cli.cli.progress import RichTrainCallbacks
 
     buf = io.StringIO()
-    _RichTrainCallbacks(Console(file=buf, width=200)).on_stage("starting from the pretrained weights in runs/[b]")
+    RichTrainCallbacks(Console(file=buf, width=200)).on_stage("starting from the pretrained weights in runs/[b]")
     assert "runs/[b]" in buf.getvalue()

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from sentiment_cli import data
+from sentiment_cli import batching, data
 from sentiment_cli.errors import DataError, UsageError
 
 from .conftest import FULL_DATA, SMALL_DATA
@@ -150,7 +150,7 @@ def test_unreachable_hub_names_the_offline_way(monkeypatch):
 
 
 def test_collate_builds_the_mask_from_lengths():
-    ids, mask = data.collate([[0, 5], [7]])   # a literal <pad> id typed in a review stays a real token
+    ids, mask = batching.collate([[0, 5], [7]])   # a literal <pad> id typed in a review stays a real token
     assert ids.tolist() == [[0, 5], [7, 0]]
     assert mask.tolist() == [[False, False], [False, True]]
 

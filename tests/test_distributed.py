@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import ModelConfig
-from sentiment_cli.data import collate
+from sentiment_cli.batching import collate
 from sentiment_cli.distributed import DistInfo, from_env, shard
 from sentiment_cli.errors import UsageError
 from sentiment_cli.model import SentimentClassifier

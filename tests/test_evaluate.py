@@ -1,7 +1,7 @@
 import numpy as np
 from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
-from sentiment_cli.data import make_batches
+from sentiment_cli.batching import make_batches
 from sentiment_cli.evaluate import classification_metrics
 
 
@@ -48,7 +48,7 @@ def test_batches_cover_every_example_once_and_bucket_by_length():
 def test_native_bf16_asks_torchs_cpu_probes(monkeypatch):
     import torch
 
-    from sentiment_cli.evaluate import native_bf16
+    from sentiment_cli.runtime import native_bf16
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)

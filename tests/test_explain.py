@@ -7,11 +7,11 @@ import torch
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import DataConfig, ModelConfig
-from sentiment_cli.data import collate
+from sentiment_cli.batching import collate
 from sentiment_cli.explain import explain_texts, token_scores
-from sentiment_cli.model import UNK_ID, SentimentClassifier
+from sentiment_cli.model import SentimentClassifier
 from sentiment_cli.predict import Predictor
-from sentiment_cli.tokenizer import encode
+from sentiment_cli.tokenizer import UNK_ID, encode_texts
 
 REVIEWS = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30)), [4, 4, 4, 4]]
 
@@ -29,7 +29,7 @@ def _model(vocab_size=50, max_length=64, **kw):
 def _brute_force_scores(model, review):
     """score[j] = sum over features f won by token j of pooled[f] * (W[1, f] - W[0, f]), by loops."""
     with torch.no_grad():
-        hidden = model.encode(*collate([review]))[0]           # (len, d_model): one review, no padding
+        hidden = model.hidden_states(*collate([review]))[0]           # (len, d_model): one review, no padding
         w = model.head.weight[1] - model.head.weight[0]
         scores = [0.0] * len(review)
         for f in range(hidden.shape[1]):
@@ -79,7 +79,7 @@ def test_tokens_are_the_surface_words_the_model_saw(trained_checkpoint, truncati
              " ".join(f"w{i}" for i in range(30)) + " the end.",                  # longer than max_length
              "<br />"]                                                             # nothing left: one <unk>
     explanations = explain_texts(model, tok, cfg, texts, batch_size=2)
-    expected_ids = encode(tok, texts, cfg)
+    expected_ids = encode_texts(tok, texts, cfg)
     for e, text, ids in zip(explanations, texts, expected_ids):
         assert e.ids == ids                                         # exactly what predict feeds the model
         assert len(e.tokens) == len(e.scores) == len(ids) <= 12

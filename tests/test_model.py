@@ -4,7 +4,7 @@ import math
 import torch
 
 from sentiment_cli.config import ModelConfig
-from sentiment_cli.data import collate
+from sentiment_cli.batching import collate
 from sentiment_cli.model import SentimentClassifier, bigram_buckets, masked_max_pool, sinusoidal_encoding
 
 
@@ -61,7 +61,7 @@ def test_shapes_and_parameter_counts():
     model = _model()
     ids, mask = collate([[2, 3, 4], [5]])
     assert ids.shape == mask.shape == (2, 3)
-    assert model.encode(ids, mask).shape == (2, 3, 16)
+    assert model.hidden_states(ids, mask).shape == (2, 3, 16)
     assert model(ids, mask).shape == (2, 2)
     counts = model.num_parameters()
     assert counts["embedding"] == 50 * 16

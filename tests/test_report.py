@@ -10,7 +10,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sentiment_cli import report
+from sentiment_cli import checkpoint, plots
+from sentiment_cli.card import card_sections, config_toml, model_card
 from sentiment_cli.cli import app
 from sentiment_cli.config import config_from_dict
 from sentiment_cli.data import Split, load_split, load_train_validation
@@ -37,7 +38,7 @@ def no_matplotlib(monkeypatch):
     """Make every ``import matplotlib...`` fail, as on a machine without the [plot] extra."""
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
         monkeypatch.setitem(sys.modules, name, None)
-    assert not report.plot_available()
+    assert not plots.plot_available()
 
 
 # ----------------------------------------------------------------------------- library
@@ -64,7 +65,7 @@ def test_confident_errors_are_the_most_confident_mistakes_first():
 
 def test_config_in_the_card_reads_back_as_the_same_config():
     cfg = small_config(lr=3e-5, betas=(0.8, 0.99)).override("data", source='C:\\odd "path"')
-    text = report.config_toml(cfg.to_dict())
+    text = config_toml(cfg.to_dict())
     assert config_from_dict(tomllib.loads(text), "card") == cfg
 
 
@@ -227,7 +228,7 @@ def test_without_matplotlib_training_and_eval_still_work(no_matplotlib, ckpt, tm
 def test_eval_on_a_read_only_checkpoint_still_prints_its_result(ckpt, monkeypatch):
     def refuse(path, obj):
         raise PermissionError(13, "Permission denied", str(path))
-    monkeypatch.setattr(report, "write_json", refuse)
+    monkeypatch.setattr(checkpoint, "write_json", refuse)
     r = invoke("eval", "--split", "test", "--checkpoint", ckpt, "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["num_examples"] == 500
@@ -250,9 +251,9 @@ def test_predict_explain_imports_neither_datasets_nor_matplotlib(trained_checkpo
 
 
 def test_card_names_each_dropout_site(trained_checkpoint, tmp_path):
-    card = report.model_card(trained_checkpoint)
+    card = model_card(trained_checkpoint)
     card["config"]["model"].update(dropout=0.1, activation_dropout=0.3, attention_dropout=0.0, head_dropout=0.2)
-    arch = dict(dict(report.card_sections(card))["Model"])["architecture"]
+    arch = dict(dict(card_sections(card))["Model"])["architecture"]
     assert "dropout 0.1 (embeddings, residuals), feed-forward hidden layer 0.3, before the head 0.2;" in arch
     # A checkpoint from before attention and feed-forward dropout had keys of their own trained with `dropout`.
     old = tmp_path / "old"
@@ -262,14 +263,14 @@ def test_card_names_each_dropout_site(trained_checkpoint, tmp_path):
     for key in ("activation_dropout", "attention_dropout"):
         del config["model"][key]
     (old / "config.json").write_text(json.dumps(config))
-    arch = dict(dict(report.card_sections(report.model_card(old)))["Model"])["architecture"]
+    arch = dict(dict(card_sections(model_card(old)))["Model"])["architecture"]
     assert "dropout 0.1 (embeddings, residuals), feed-forward hidden layer 0.1, attention 0.1" in arch
 
 
 def test_card_says_whether_the_model_reads_word_bigrams(trained_checkpoint):
-    card = report.model_card(trained_checkpoint)
-    vocabulary = dict(dict(report.card_sections(card))["Model"])["vocabulary"]
+    card = model_card(trained_checkpoint)
+    vocabulary = dict(dict(card_sections(card))["Model"])["vocabulary"]
     assert "word-level tokens" in vocabulary and "bigram" not in vocabulary
     card["config"]["model"]["bigram_buckets"] = 131072
-    vocabulary = dict(dict(report.card_sections(card))["Model"])["vocabulary"]
+    vocabulary = dict(dict(card_sections(card))["Model"])["vocabulary"]
     assert vocabulary.endswith("; word bigrams hashed into 131,072 buckets")

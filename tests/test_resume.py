@@ -11,7 +11,8 @@ from sentiment_cli import trainer_state as ts
 from sentiment_cli.cli import app
 from sentiment_cli.errors import CheckpointError, Interrupted
 from sentiment_cli.interrupts import StopFlag
-from sentiment_cli.train import TrainCallbacks, resume, train
+from sentiment_cli.callbacks import TrainCallbacks
+from sentiment_cli.train import resume, train
 
 from .conftest import small_config
 

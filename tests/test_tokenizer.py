@@ -1,6 +1,5 @@
 from sentiment_cli.config import DataConfig
-from sentiment_cli.model import PAD_ID, UNK_ID
-from sentiment_cli.tokenizer import build_tokenizer, encode, load_tokenizer, save_tokenizer, truncate
+from sentiment_cli.tokenizer import PAD_ID, UNK_ID, build_tokenizer, encode_texts, load_tokenizer, save_tokenizer, truncate
 
 TEXTS = ["A great movie.<br /><br />Great acting!", "Terrible, TERRIBLE film", "great film"]
 
@@ -32,7 +31,7 @@ def test_round_trip_gives_identical_ids(tmp_path):
     path.write_text(save_tokenizer(tok))
     again = load_tokenizer(path)
     probe = TEXTS + ["unseen words and great films", "ÉMOJI 🎬 <br/> ok"]
-    assert encode(again, probe, cfg) == encode(tok, probe, cfg)
+    assert encode_texts(again, probe, cfg) == encode_texts(tok, probe, cfg)
 
 
 def test_truncation_head_and_head_tail():

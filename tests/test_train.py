@@ -32,7 +32,7 @@ def test_metrics_record_what_reproduces_the_run(tmp_path):
 def test_word_dropout_replaces_real_tokens_only():
     import torch
 
-    from sentiment_cli.model import UNK_ID
+    from sentiment_cli.tokenizer import UNK_ID
     from sentiment_cli.train import word_dropout
 
     torch.manual_seed(0)
@@ -86,7 +86,7 @@ def test_adversarial_training_runs_and_changes_the_run(tmp_path):
 
 def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
     # No GPU here: the CUDA branch runs against a stand-in for torch.cuda.get_device_name.
-    from sentiment_cli.train import device_name
+    from sentiment_cli.runtime import device_name
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"Fake GPU {device}")
     assert device_name(torch.device("cuda", 0)) == "Fake GPU cuda:0"
@@ -96,7 +96,7 @@ def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
 def test_bf16_on_a_cpu_without_bf16_instructions_trains_with_a_note(tmp_path, monkeypatch):
     # This machine's CPU has AVX512-BF16; a stand-in answers for one that has not.
     from sentiment_cli import train as train_module
-    from sentiment_cli.train import TrainCallbacks
+    from sentiment_cli.callbacks import TrainCallbacks
 
     class Notes(TrainCallbacks):
         def __init__(self):

@@ -1,217 +1,37 @@
-"""What a checkpoint is and how well it does: training curves, confusion-matrix pictures, the model card.
+"""The model card: everything known about a checkpoint, as a dict (``sentiment info``) and as ``README.md``.
 
 After training, :func:`write_training_report` adds two files to the
 checkpoint folder:
 
-    curves.png   loss and accuracy per epoch, train and validation (needs matplotlib)
+    curves.png   loss and accuracy per epoch, train and validation (needs matplotlib, see ``plots.py``)
     README.md    the model card, in Markdown
 
-``sentiment eval`` keeps its last result per split in ``eval_<split>.json``
-(:func:`record_eval`), tagged with the SHA-256 of the weights it scored, so
-the card lists test metrics only for the weights now in the folder.
-
-Pictures need matplotlib, an optional extra (``pip install
-"sentiment-cli[plot]"``); they are drawn on a bare ``Figure`` with the
-non-interactive Agg canvas (no pyplot, no display, no global state). This
-module prints nothing and never imports rich: the CLI renders the card.
+The card lists the metrics of ``sentiment eval`` runs kept in the folder
+(:func:`~sentiment_cli.checkpoint.read_evals`) for the weights now there.
+:func:`write_card` rewrites ``README.md``; ``sentiment eval`` calls it after
+recording a result. This module prints nothing and never imports rich: the
+CLI renders the card.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .checkpoint import METRICS_FILE, WEIGHTS_FILE, atomic_write, read_config, write_json
-from .errors import CheckpointError, SentimentError
-from .model import LABELS, SentimentClassifier
+from .checkpoint import METRICS_FILE, atomic_write, read_config, read_evals
+from .data import LABELS
+from .errors import CheckpointError
+from .model import SentimentClassifier
+from .plots import PlotUnavailable, curves_png, write_png
 
 CURVES_FILE = "curves.png"
 CARD_FILE = "README.md"
-EVAL_PREFIX = "eval_"
-PLOT_INSTALL = 'pip install "sentiment-cli[plot]"'
 UNKNOWN = "unknown"
 
-
-class PlotUnavailable(SentimentError):
-    """matplotlib is not installed, so no picture can be drawn (exit 1); the message says how to get it."""
-
-
-def require_matplotlib():
-    """``(Figure, FigureCanvasAgg)`` from matplotlib.
-
-    Raises:
-        PlotUnavailable: matplotlib is not installed; the message gives the install command.
-    """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotUnavailable(f"matplotlib is not installed; to get the picture: {PLOT_INSTALL}") from None
-    return Figure, FigureCanvasAgg
-
-
-def plot_available() -> bool:
-    """Whether matplotlib can be imported (pictures can be drawn)."""
-    try:
-        require_matplotlib()
-    except PlotUnavailable:
-        return False
-    return True
-
-
-def _png(fig, canvas_cls) -> bytes:
-    canvas_cls(fig)  # attaches the Agg canvas to the figure
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return buf.getvalue()
-
-
-def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, title: str = "") -> bytes:
-    """Training curves as PNG bytes: loss (left) and accuracy (right) per epoch, train and validation.
-
-    Args:
-        history: ``metrics.json``'s ``history`` (``epoch``, ``train_loss``,
-            ``validation_loss``, ``train_accuracy``, ``validation_accuracy``;
-            the validation values are ``None`` for a run without validation,
-            and then only the train curves are drawn).
-        best_epoch: marked with a dotted line when given and the run had validation.
-        title: figure title.
-
-    Raises:
-        PlotUnavailable: matplotlib is not installed.
-        ValueError: ``history`` is empty.
-    """
-    if not history:
-        raise ValueError("no epochs to plot")
-    Figure, Canvas = require_matplotlib()
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    epochs = [r["epoch"] for r in history]
-    validated = any(r.get("validation_accuracy") is not None for r in history)   # not when trained on all of train
-    fig = Figure(figsize=(10, 4.4), layout="constrained")
-    ax_loss, ax_acc = fig.subplots(1, 2)
-    for ax, key, name in ((ax_loss, "loss", "cross-entropy loss"), (ax_acc, "accuracy", "accuracy")):
-        scale = 100.0 if key == "accuracy" else 1.0
-        ax.plot(epochs, [r[f"train_{key}"] * scale for r in history], "o-", color="tab:blue",
-                label="train (running mean over the epoch)")
-        if validated:
-            ax.plot(epochs, [r[f"validation_{key}"] * scale for r in history], "s-", color="tab:orange",
-                    label="validation (after the epoch)")
-        if validated and best_epoch is not None:
-            ax.axvline(best_epoch, color="grey", linestyle=":", linewidth=1.2, label=f"best epoch ({best_epoch})")
-        ax.set_title(key)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(name)
-        ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
-        if key == "accuracy":
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
-        ax.grid(alpha=0.3)
-    handles, labels = ax_loss.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
-    if title:
-        fig.suptitle(title)
-    return _png(fig, Canvas)
-
-
-def confusion_png(confusion_matrix: list[list[int]], title: str = "") -> bytes:
-    """A confusion matrix as PNG bytes: rows true label, columns predicted, counts and row shares.
-
-    Args:
-        confusion_matrix: ``[[tn, fp], [fn, tp]]`` (rows true, columns predicted).
-        title: figure title.
-
-    Raises:
-        PlotUnavailable: matplotlib is not installed.
-    """
-    Figure, Canvas = require_matplotlib()
-    cm = torch.tensor(confusion_matrix, dtype=torch.float64)
-    rows = cm.sum(dim=1, keepdim=True).clamp(min=1)
-    share = (cm / rows).tolist()                                        # row-normalised: recall per class
-    fig = Figure(figsize=(4.8, 4.2))
-    ax = fig.subplots()
-    ax.imshow(share, cmap="Blues", vmin=0.0, vmax=1.0)
-    for i in range(len(LABELS)):
-        for j in range(len(LABELS)):
-            ax.text(j, i, f"{int(cm[i, j]):,}\n{share[i][j]:.1%}", ha="center", va="center",
-                    color="white" if share[i][j] > 0.5 else "black")
-    ax.set_xticks(range(len(LABELS)), LABELS)
-    ax.set_yticks(range(len(LABELS)), LABELS)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true label")
-    if title:
-        ax.set_title(title)
-    return _png(fig, Canvas)
-
-
-def write_png(path: str | Path, png: bytes) -> None:
-    """Write PNG bytes atomically (see :func:`~sentiment_cli.checkpoint.atomic_write`).
-
-    Raises:
-        OSError: the folder does not exist or is not writable.
-    """
-    atomic_write(path, png)
-
-
-# ----------------------------------------------------------------------------- eval records
-
-def weights_digest(directory: str | Path) -> str | None:
-    """``"sha256:<hex>"`` of ``model.safetensors``, or ``None`` when it is missing."""
-    path = Path(directory) / WEIGHTS_FILE
-    try:
-        with open(path, "rb") as fh:
-            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
-    except FileNotFoundError:
-        return None
-
-
-def record_eval(directory: str | Path, result: dict[str, Any], data_source: str) -> Path:
-    """Keep ``sentiment eval``'s result for its split in ``eval_<split>.json`` and refresh ``README.md``.
-
-    Args:
-        directory: the checkpoint folder that was evaluated.
-        result: the ``eval --json`` object (``split``, ``accuracy``...; ``errors`` is not kept).
-        data_source: the dataset the split came from.
-
-    Returns:
-        The path written.
-
-    Raises:
-        OSError: the folder is not writable (the eval itself is unaffected).
-    """
-    directory = Path(directory)
-    record = {k: v for k, v in result.items() if k not in ("errors", "checkpoint")}
-    record.update(data=data_source, evaluated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  weights=weights_digest(directory))
-    path = directory / f"{EVAL_PREFIX}{result['split']}.json"
-    write_json(path, record)
-    atomic_write(directory / CARD_FILE, card_markdown(model_card(directory)))
-    return path
-
-
-def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
-    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped)."""
-    directory = Path(directory)
-    current = weights_digest(directory)
-    out = {}
-    for path in sorted(directory.glob(f"{EVAL_PREFIX}*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("weights") == current and "split" in record:
-            out[record["split"]] = record
-    return out
-
-
-# ----------------------------------------------------------------------------- model card
 
 def _read_metrics(directory: Path) -> dict[str, Any]:
     path = directory / METRICS_FILE
@@ -244,8 +64,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     config, vocab_size = read_config(directory)
     metrics = _read_metrics(directory)
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
-        counts = SentimentClassifier(config.model, vocab_size=vocab_size,
-                                     max_length=config.data.max_length).num_parameters()
+        counts = SentimentClassifier.from_config(config, vocab_size).num_parameters()
     data = metrics.get("data") or {}
     history = metrics.get("history") or []
     best = metrics.get("best_epoch")
@@ -468,6 +287,21 @@ class TrainingReport:
     note: str | None = None
 
 
+def write_card(directory: str | Path) -> Path:
+    """(Re)write the checkpoint's model card, ``README.md``, from what the folder holds now.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: the folder is not writable.
+        CheckpointError: the folder holds no valid checkpoint.
+    """
+    path = Path(directory) / CARD_FILE
+    atomic_write(path, card_markdown(model_card(directory)))
+    return path
+
+
 def write_training_report(directory: str | Path) -> TrainingReport:
     """Write ``curves.png`` (when matplotlib is there) and ``README.md`` into a trained checkpoint folder.
 
@@ -490,6 +324,4 @@ def write_training_report(directory: str | Path) -> TrainingReport:
         curves, note = None, f"no {CURVES_FILE}: {exc}"
     else:
         write_png(curves, png)
-    card = directory / CARD_FILE
-    atomic_write(card, card_markdown(model_card(directory)))
-    return TrainingReport(card, curves, note)
+    return TrainingReport(write_card(directory), curves, note)

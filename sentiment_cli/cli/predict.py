@@ -1,0 +1,138 @@
+"""``sentiment predict``: reviews from arguments, a file or stdin, checked line by line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import UsageError
+from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
+from .render import consoles, render_explanation, render_predictions
+
+
+class DecodeErrors(str, Enum):
+    strict = "strict"
+    replace = "replace"
+
+
+MAX_LINE_BYTES = 16 * 2**20   # one review per line; a longer "line" is a wrong file, not a review
+
+
+def _open_reviews(path: str):
+    """``(binary stream, name for messages)`` for ``--file PATH``, or stdin for ``-``.
+
+    Raises:
+        UsageError: the file is missing, a folder, or unreadable.
+    """
+    if path == "-":
+        return sys.stdin.buffer, "stdin"
+    try:
+        return open(path, "rb"), path
+    except FileNotFoundError:
+        raise UsageError(f"--file {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--file {path}: is a folder, not a file of reviews") from None
+    except OSError as exc:
+        raise UsageError(f"--file {path}: cannot be read ({exc.strerror})") from None
+
+
+def _read_lines(fh, name: str, errors: str):
+    """Yield one review per line (lazily: memory stays bounded); problems name the line.
+
+    Raises:
+        UsageError: a line is not UTF-8 (with ``errors="strict"``), empty, holds a NUL byte
+            (a binary file) or is longer than ``MAX_LINE_BYTES``.
+    """
+    try:
+        n = 0
+        while raw := fh.readline(MAX_LINE_BYTES + 1):
+            n += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise UsageError(f"{name}, line {n}: longer than {MAX_LINE_BYTES // 2**20} MiB; "
+                                 "expected one review per line")
+            if b"\0" in raw:
+                raise UsageError(f"{name}, line {n}: contains a NUL byte; this looks like a binary file, "
+                                 "not text with one review per line")
+            try:
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8", errors=errors)
+            except UnicodeDecodeError as exc:
+                raise UsageError(f"{name}, line {n}: not valid UTF-8 (byte {exc.start}); "
+                                 "fix the file or pass --errors replace") from None
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                raise UsageError(f"{name}, line {n}: empty review")
+            yield line
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+def _argument_text(text: str, i: int, errors: str) -> str:
+    """A review given as an argument, with undecodable bytes (surrogate-escaped by Python) handled per ``--errors``.
+
+    Raises:
+        UsageError: the argument is not valid UTF-8 and ``errors`` is ``strict``.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise UsageError(f"review {i}: holds an unpaired surrogate; not valid Unicode text") from None
+    try:
+        return raw.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"review {i}: not valid UTF-8 (byte {exc.start}); pass --errors replace") from None
+
+
+@app.command()
+def predict(
+    texts: Annotated[Optional[list[str]], typer.Argument(help="Reviews to classify.", show_default=False)] = None,
+    file: Annotated[Optional[str], typer.Option("--file", "-f", help="Read one review per line from PATH, or - for stdin.")] = None,
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    batch_size: Annotated[Optional[int], typer.Option(
+        min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
+    device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
+    errors: Annotated[DecodeErrors, typer.Option("--errors", help="Invalid UTF-8 in --file: fail, or replace with U+FFFD.")] = DecodeErrors.strict,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show how much each word moved the prediction "
+                                                             "(with --json: adds tokens and scores).")] = False,
+) -> None:
+    """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin).
+
+    With --json, input is streamed in batches (memory stays bounded for any number of lines).
+    """
+    with handle_errors():
+        if texts and file:
+            raise UsageError("give reviews as arguments or with --file, not both")
+        if not texts and file is None:
+            raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
+        from ..predict import Predictor, check_texts
+        from ..runtime import resolve_device
+
+        if texts:   # checked before the checkpoint loads, so bad input fails at once
+            texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
+            check_texts(texts)
+        source = None if texts else _open_reviews(file)
+        predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
+        reviews = texts if texts else _read_lines(*source, errors.value)
+        stream = predictor.explain_stream(reviews) if explain else predictor.predict_stream(reviews)
+        if as_json:
+            for p in stream:
+                sys.stdout.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return
+        out, _ = consoles()
+        if explain:
+            for i, e in enumerate(stream, 1):
+                render_explanation(out, i, e)
+            return
+        render_predictions(out, stream)

@@ -1,0 +1,115 @@
+"""Live progress on stderr with rich: the library's progress callbacks, implemented for a terminal."""
+
+from __future__ import annotations
+
+from .render import print_note
+
+
+class RichTrainCallbacks:
+    """Renders training progress: one progress bar per epoch, then a line per epoch."""
+
+    def __init__(self, console):
+        from ..callbacks import TrainCallbacks  # noqa: F401  (documents the protocol implemented)
+        self.console = console
+        self.progress = None
+        self.task = None
+
+    def _new_progress(self):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        self.close()
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+            console=self.console, transient=True, disable=not self.console.is_terminal,
+        )
+        self.progress.start()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def on_stage(self, text: str) -> None:
+        from rich.markup import escape
+        self.console.print(f"[dim]{escape(text)}…[/]", highlight=False)
+
+    def on_note(self, text: str) -> None:
+        print_note(self.console, text)
+
+    def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
+        self._new_progress()
+        self.task = self.progress.add_task(f"epoch {epoch}/{epochs}", total=num_examples, stats="")
+
+    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
+        self.progress.update(self.task, advance=examples,
+                             stats=f"loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
+
+    def on_validation_start(self, num_examples: int) -> None:
+        self.progress.update(self.task, visible=False)
+        self.task = self.progress.add_task("validation", total=num_examples, stats="")
+
+    def on_validation_step(self, examples: int) -> None:
+        self.progress.update(self.task, advance=examples)
+
+    def on_epoch_end(self, r: dict) -> None:
+        self.close()
+        val = ("" if r["validation_accuracy"] is None   # trained on all of train: nothing to validate on
+               else f"val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}  ")
+        star = "  [green]best[/]" if r["best"] and val else ""
+        self.console.print(
+            f"epoch {r['epoch']:>2}  train loss {r['train_loss']:.4f} acc {r['train_accuracy']:.2%}  {val}"
+            f"{r['train_examples_per_second']:,.0f} ex/s  {r['train_seconds']:.1f}s{star}",
+            highlight=False, soft_wrap=True)
+
+
+class RichPretrainCallbacks(RichTrainCallbacks):
+    """Renders pretraining progress: masked-word loss and accuracy (among the sampled candidates) for mlm."""
+
+    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
+        self.progress.update(self.task, advance=examples,
+                             stats=f"mlm loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
+
+    def on_epoch_end(self, r: dict) -> None:
+        self.close()
+        mlm = f"mlm loss {r['mlm_loss']:.4f} acc {r['mlm_accuracy']:.2%}  " if "mlm_loss" in r else ""
+        self.console.print(f"epoch {r['epoch']:>2}  {mlm}{r['train_examples_per_second']:,.0f} reviews/s  "
+                           f"{r['train_seconds']:.1f}s", highlight=False, soft_wrap=True)
+
+
+class RichEvalCallbacks:
+    """Renders an evaluation's progress on stderr: a spinner while the split loads, then a progress bar."""
+
+    def __init__(self, console, description: str):
+        self.console, self.description = console, description
+        self.status = self.progress = self.task = None
+
+    def on_stage(self, text: str) -> None:
+        self.status = self.console.status(text)
+        self.status.start()
+
+    def on_start(self, num_examples: int) -> None:
+        from rich.progress import Progress
+
+        self._stop_status()
+        self.progress = Progress(console=self.console, transient=True, disable=not self.console.is_terminal)
+        self.progress.start()
+        self.task = self.progress.add_task(self.description, total=num_examples)
+
+    def on_batch(self, examples: int) -> None:
+        self.progress.update(self.task, advance=examples)
+
+    def on_note(self, text: str) -> None:
+        from rich.markup import escape
+        self.console.print(f"[dim]note: {escape(text)}[/]", highlight=False, soft_wrap=True)
+
+    def _stop_status(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def close(self) -> None:
+        self._stop_status()
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None

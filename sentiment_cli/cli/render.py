@@ -1,0 +1,248 @@
+"""Rich rendering shared by the commands: consoles, notes, and the tables and panels of each command's output.
+
+Everything here only draws what a library call returned; nothing computes.
+"""
+
+from __future__ import annotations
+
+def consoles():
+    """``(stdout console, stderr console)``."""
+    from rich.console import Console
+    return Console(), Console(stderr=True)
+
+
+def print_note(console, text: str) -> None:
+    """A yellow ``note:`` line: something the user should know that did not stop the command."""
+    from rich.markup import escape
+    console.print(f"[yellow]note:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- train, pretrain
+
+def render_train_summary(console, result) -> None:
+    """The per-epoch table of a finished training run and where its best epoch was saved."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    m = result.metrics
+    validated = m["best_validation_accuracy"] is not None
+    table = Table(title="training summary", title_justify="left")
+    for col in ("epoch", "train loss", "train acc", *(("val loss", "val acc") if validated else ()), "ex/s", "seconds"):
+        table.add_column(col, justify="right")
+    for r in m["history"]:
+        style = "bold green" if r["epoch"] == m["best_epoch"] else None
+        val = (f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}") if validated else ()
+        table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}", *val,
+                      f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
+    console.print(table)
+    kept = (f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%})" if validated
+            else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
+    console.print(f"{kept} saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
+                  + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
+
+
+def render_report_note(console, report) -> None:
+    """Where the curves and the model card were written (or why there are no curves)."""
+    from rich.markup import escape
+
+    if report is None:
+        return
+    if report.curves is not None:
+        console.print(f"[dim]curves: {escape(str(report.curves))}  ·  model card: {escape(str(report.card))}[/]",
+                      highlight=False, soft_wrap=True)
+    else:
+        console.print(f"[dim]model card: {escape(str(report.card))}[/]", highlight=False, soft_wrap=True)
+        print_note(console, report.note)
+
+
+def render_pretrain_summary(console, result) -> None:
+    """Where the pretrained weights were saved, and how to fine-tune them."""
+    import shlex
+
+    from rich.markup import escape
+
+    m = result.metrics
+    console.print(f"pretrained {m['objective']} weights saved to {escape(str(result.output))}  ·  "
+                  f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  "
+                  f"{m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
+    console.print(f"fine-tune it: sentiment train --init {escape(shlex.quote(str(result.output)))}", highlight=False)
+
+
+# ----------------------------------------------------------------------------- eval
+
+def render_eval(console, r: dict) -> None:
+    """An ``eval`` result: the headline, per-class precision / recall / F1, and the confusion matrix."""
+    from rich.table import Table
+
+    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  accuracy [bold]{r['accuracy']:.2%}[/]"
+                  f"  ·  loss {r['loss']:.4f}  ·  {r['examples_per_second']:,.0f} reviews/s", highlight=False)
+    cm = r["confusion_matrix"]
+    per = Table(title="per class", title_justify="left")
+    for col in ("class", "precision", "recall", "F1", "support"):
+        per.add_column(col, justify="right" if col != "class" else "left")
+    support = {"negative": sum(cm[0]), "positive": sum(cm[1])}
+    for name in ("negative", "positive", "macro"):
+        per.add_row(name, f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
+                    f"{support.get(name, r['num_examples']):,}", style="bold" if name == "macro" else None)
+    console.print(per)
+    conf = Table(title="confusion matrix", title_justify="left", caption="rows: true label · columns: predicted")
+    conf.add_column("")
+    conf.add_column("negative", justify="right")
+    conf.add_column("positive", justify="right")
+    conf.add_row("negative", f"{cm[0][0]:,}", f"{cm[0][1]:,}")
+    conf.add_row("positive", f"{cm[1][0]:,}", f"{cm[1][1]:,}")
+    console.print(conf)
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.replace("<br />", " ").split())
+    return text if len(text) <= width else text[:width - 1].rstrip() + "…"
+
+
+def render_errors(console, errors: list[dict], asked: int) -> None:
+    """The most confident mistakes of an ``eval`` (``asked``: how many were asked for)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = f"{len(errors)} most confident mistake{'s' if len(errors) != 1 else ''}"
+    if len(errors) < asked:
+        title += f" (only {len(errors)} in the split)"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("index", justify="right")
+    table.add_column("predicted")
+    table.add_column("true")
+    table.add_column("review", ratio=1)
+    for i, e in enumerate(errors, 1):
+        color = "green" if e["label"] == "positive" else "red"
+        table.add_row(str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color),
+                      e["true_label"], Text(_shorten(e["text"], 240)))
+    console.print(table)
+
+
+# ----------------------------------------------------------------------------- predict
+
+_BIDI_CONTROLS = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
+
+
+def _printable(text: str) -> str:
+    """``text`` safe for a terminal table: control characters and bidi overrides shown as escapes.
+
+    A review holding ``ESC[2J`` would otherwise clear the user's screen, and a
+    right-to-left override would reverse the rest of the table row.
+    """
+    import unicodedata
+
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
+                   else f"\\u{ord(c):04x}" if ord(c) in _BIDI_CONTROLS else c for c in text)
+
+
+def render_predictions(console, predictions) -> None:
+    """A table of :class:`~sentiment_cli.predict.Prediction` objects, numbered from 1."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("label", no_wrap=True)
+    table.add_column("probability", justify="right", no_wrap=True)
+    # what the other columns and the borders leave, so that a long review cannot squeeze them away
+    table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, console.width - 40)))
+    for i, p in enumerate(predictions, 1):
+        color = "green" if p.label == "positive" else "red"
+        table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(_printable(p.text[:1000])))
+    console.print(table)
+
+
+_EXPLAIN_TOP = 5
+
+
+def _score_style(score: float, scale: float, unknown: bool, gradient: bool):
+    """Green (positive) or red (negative), stronger for larger |score|.
+
+    ``gradient``: a background tint blended by magnitude (256-colour and
+    truecolor terminals); else three steps that survive 16-colour terminals.
+    """
+    from rich.color import Color
+    from rich.style import Style
+
+    a = min(1.0, abs(score) / scale) if scale > 0 else 0.0
+    if a < 0.05:
+        return Style(underline=unknown)
+    hue = "green" if score > 0 else "red"
+    if not gradient:
+        step = "bold white on " + hue if a > 0.6 else f"black on {hue}" if a > 0.25 else hue
+        return Style.parse(step) + Style(underline=unknown)
+    a = 0.15 + 0.85 * a
+    top = (0, 150, 0) if score > 0 else (200, 0, 0)
+    rgb = tuple(round(255 + (c - 255) * a) for c in top)
+    return Style(bgcolor=Color.from_rgb(*rgb), color="white" if a > 0.55 else "black", underline=unknown)
+
+
+def render_explanation(console, number: int, e) -> None:
+    """One :class:`~sentiment_cli.explain.Explanation`: the review coloured by token score, the top tokens."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    scale = max((abs(s) for s in e.scores), default=0.0)
+    gradient = console.color_system in ("256", "truecolor")
+    body = Text()
+    segments = e.segments()
+    for piece, kind, score in segments:
+        if kind == "omitted":
+            body.append(" […] " if piece.strip() else piece, style="dim")
+        elif kind == "space":
+            body.append(piece)
+        else:
+            body.append(piece, style=_score_style(score, scale, kind == "unknown", gradient))
+    body.append("\n")
+    for positive, arrow, color in ((True, "▲ positive", "green"), (False, "▼ negative", "red")):
+        top = e.top(_EXPLAIN_TOP, positive)
+        body.append(f"\n{arrow}: ", style=f"bold {color}")
+        if not top:
+            body.append("–", style="dim")
+        for j, (tok, score) in enumerate(top):
+            body.append((" · " if j else "") + tok, style=color)
+            body.append(f" {score:+.2f}", style="dim")
+    body.append(f"\nlogit margin {e.margin:+.2f} = tokens {sum(e.scores):+.2f} + bias {e.bias:+.2f}", style="dim")
+    if any(kind == "unknown" for _, kind, _ in segments):
+        body.append("  ·  underlined: not in the vocabulary", style="dim")
+    color = "green" if e.label == "positive" else "red"
+    title = Text.assemble((f"{number} ", "bold"), (e.label, f"bold {color}"), f" {e.probability:.3f}")
+    console.print(Panel(body, title=title, title_align="left", expand=False))
+
+
+# ----------------------------------------------------------------------------- info
+
+def render_card(console, card: dict) -> None:
+    """The model card (``sentiment info``): results by split, then the facts by section."""
+    import shlex
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..card import RESULT_COLUMNS, card_results, card_sections
+
+    console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
+    rows = card_results(card)
+    if rows:
+        results = Table(title="results", title_justify="left")
+        for col in RESULT_COLUMNS:
+            results.add_column(col, justify="left" if col in ("split", "from") else "right")
+        for row in rows:
+            results.add_row(*row)
+        console.print(results)
+    elif card.get("kind") != "pretrained":   # e.g. trained on all of train (no validation), not yet evaluated
+        console.print(f"results: none yet; add test metrics with `sentiment eval --split test --checkpoint "
+                      f"{escape(shlex.quote(card['checkpoint']))}`", highlight=False)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(style="dim")
+    grid.add_column()
+    for title, facts in card_sections(card):
+        for i, (key, value) in enumerate(facts):
+            grid.add_row(title.lower() if i == 0 else "", key, value)
+    console.print(grid)
+    files = ", ".join(f for f in (card["files"]["curves"], card["files"].get("card")) if f)
+    if files:
+        console.print(f"[dim]in the folder: {escape(files)}[/]", highlight=False)
