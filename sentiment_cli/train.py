@@ -5,6 +5,11 @@ with rich); this module prints nothing itself. Every epoch ends by saving a
 resumable trainer state (:func:`resume`); a :class:`~.interrupts.StopFlag`
 stops the loop between steps; under ``torchrun`` the same loop runs
 data-parallel (``distributed.py``).
+
+The loop reads top to bottom, as nanoGPT's does: ``_setup`` (data,
+tokenizer, model, optimizer, schedule, loop state), then for each epoch
+``_train_epoch`` (one ``_step`` per batch), ``_validate`` and
+``_end_of_epoch`` (history, best epoch, saving), and ``_finish``.
 """
 
 from __future__ import annotations
