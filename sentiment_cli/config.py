@@ -385,6 +385,31 @@ def parse_overrides(items: Iterable[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def build_config(name_or_path: str | Path | None, sets: Iterable[str] = (),
+                 flags: dict[str, dict[str, Any]] | None = None) -> Config:
+    """The config a command runs with: a preset or file, then ``--set`` items, then the command's own flags.
+
+    Args:
+        name_or_path: preset name or TOML file (see :func:`load_config`).
+        sets: ``section.key=value`` items (see :func:`parse_overrides`).
+        flags: ``{section: {key: value}}`` from flags such as ``--epochs``; ``None`` values are unset.
+
+    Raises:
+        ConfigError: as :func:`load_config` and :func:`parse_overrides`; an invalid value; or a key set
+            both by ``--set`` and by its own flag.
+    """
+    cfg = load_config(name_or_path)
+    overrides = parse_overrides(sets)
+    cfg = cfg.with_overrides(overrides)
+    for section, values in (flags or {}).items():
+        given = {k: v for k, v in values.items() if v is not None}
+        both = sorted(set(given) & set(overrides.get(section, {})))
+        if both:
+            raise ConfigError(f"[{section}] {both[0]} is set both by --set and by its own flag; give one")
+        cfg = cfg.override(section, **given)
+    return cfg
+
+
 _TOML_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
                "tuple[float, float]": "two numbers"}
 

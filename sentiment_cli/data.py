@@ -208,7 +208,7 @@ def load_pretraining_texts(source: str, splits: str, validation_fraction: float,
     if "unsupervised" in parts:
         if "unsupervised" not in ds:
             raise DataError(f"{source} has no 'unsupervised' split (it has: {', '.join(ds)}); "
-                            "pass --splits train (or set [pretrain] splits = \"train\")")
+                            "pretrain on the training reviews alone with --set pretrain.splits=train")
         texts += list(ds["unsupervised"]["text"])
     if "train" in parts:
         texts += _select(ds, "train", validation_fraction, seed, source, validation_split).texts

@@ -34,8 +34,11 @@ untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
 from __future__ import annotations
 
 import math
+import os
 import shlex
+import shutil
 import time
+import uuid
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,7 +51,7 @@ from torch import Tensor, nn
 from . import distributed
 from .batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
-from .checkpoint import check_writable, load_checkpoint, save_checkpoint
+from .checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
 from .config import Config
 from .data import absolute_source, load_pretraining_texts
 from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
@@ -345,21 +348,103 @@ def _objective(pretrained) -> str:
     return pretrained.metrics.get("objective", "mlm")   # folders from before word2vec have no "objective"
 
 
-def load_pretrained(directory: str | Path, config: Config):
-    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from.
+def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *,
+                      stop: StopFlag | None = None) -> tuple[Checkpoint, bool]:
+    """The pretrained folder ``[training] init_from`` names, made first (the pretraining stage) when missing.
+
+    This is what lets one ``sentiment train`` run the whole default job. The
+    stage pretrains into a hidden sibling folder and renames it into place
+    only once every epoch is done, so an interrupted or crashed stage never
+    leaves a folder that a later run would take for a finished one.
+
+    Args:
+        config: the run configuration (its ``[pretrain]`` settings make the folder).
+        callbacks: progress hooks; the stage reports like ``sentiment pretrain``.
+        stop: polled by the stage (see :func:`pretrain`).
+
+    Returns:
+        ``(checkpoint, made)``: the folder loaded by :func:`load_pretrained`, and whether this call made it.
+
+    Raises:
+        CheckpointError, ConfigError: as :func:`load_pretrained`; also a folder there that is neither a
+            pretrained encoder nor empty.
+        UsageError: the folder is missing and the run has several processes (torchrun).
+        Interrupted: ``stop`` was set during the stage; nothing was kept.
+        DataError, SentimentError: as :func:`pretrain`.
+    """
+    cb = callbacks or TrainCallbacks()
+    directory = Path(config.training.init_from)
+    made = False
+    if not (directory / CONFIG_FILE).exists():
+        if directory.is_dir() and any(directory.iterdir()):
+            raise CheckpointError(f"init_from {directory}: holds no pretrained encoder (no {CONFIG_FILE}) and is "
+                                  "not empty; give a new or empty folder with --init")
+        if distributed.from_env().world_size > 1:
+            raise UsageError(f"init_from {directory}: no pretrained encoder there, and pretraining runs in one "
+                             f"process; run `sentiment pretrain -o {shlex.quote(str(directory))}` first, then torchrun")
+        p = config.pretrain
+        cb.on_stage(f"no pretrained encoder in {directory}: pretraining one first ({p.objective}, {p.epochs} "
+                    f"epochs on {p.splits}; `sentiment pretrain` runs this stage alone)")
+        _pretrain_into(config, directory, cb, stop or StopFlag())
+        made = True
+    return load_pretrained(directory, config), made
+
+
+def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag) -> None:
+    """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    partial = directory.parent / f".{directory.name}.pretraining-{uuid.uuid4().hex[:8]}"
+    try:
+        pretrain(config, partial, cb, stop=stop)
+    except Interrupted as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise Interrupted(f"pretraining interrupted by {stop.reason or 'a signal'}; nothing was kept in "
+                          f"{directory} (the next `sentiment train` pretrains again)",
+                          exit_code=exc.exit_code) from None
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if directory.is_dir():
+        directory.rmdir()   # empty (checked above); a folder cannot be renamed over a non-empty one
+    os.replace(partial, directory)
+
+
+def _rebuild_hint(directory: Path) -> str:
+    return f"delete {directory} to pretrain it again with this config, or give another folder with --init"
+
+
+def _pretraining_data(config: Config) -> list[tuple[str, str, object]]:
+    """``(section, key, value)`` of the settings that decide which reviews a pretraining stage reads."""
+    d, p = config.data, config.pretrain
+    keys = [("data", "source", absolute_source(d.source)), ("pretrain", "splits", p.splits)]
+    if "train" in p.splits.split("+"):   # the training part of train: the hold-out is left out
+        keys.append(("data", "validation_fraction", d.validation_fraction))
+        if d.validation_fraction > 0:
+            keys += [("data", "validation_split", d.validation_split), ("training", "seed", config.training.seed)]
+    return keys
+
+
+def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
+    """Load a ``sentiment pretrain`` checkpoint to start ``config``'s training from, after checking it fits.
+
+    It fits when it is complete (every configured epoch done), its ``[model]``
+    shape and ``[data]`` tokenizer settings are ``config``'s, and it was
+    pretrained on the same reviews (source, ``[pretrain] splits`` and, when
+    those include train, the same validation hold-out, which it must not have
+    seen). A word2vec folder trained the token embedding only, so of the shape
+    only ``d_model`` must match.
 
     Returns:
         :class:`~.checkpoint.Checkpoint` (its model on CPU).
 
     Raises:
-        CheckpointError: no checkpoint there, it is damaged, it was not written by ``sentiment pretrain``,
-            or its pretraining objective is unknown to this version.
-        ConfigError: its ``[model]`` shape or ``[data]`` tokenizer settings differ from ``config``'s
-            (the message names the first key that differs). A word2vec folder trained the token
-            embedding only, so of the shape only ``d_model`` must match.
+        CheckpointError: no checkpoint there, it is damaged or incomplete, it was not written by
+            ``sentiment pretrain``, or its pretraining objective is unknown to this version.
+        ConfigError: a setting differs from ``config``'s (the message names the first key that differs
+            and says how to rebuild the folder).
     """
     directory = Path(directory)
-    if not (directory / "config.json").exists():
+    if not (directory / CONFIG_FILE).exists():
         raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
                               f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
     ckpt = load_checkpoint(directory, pretrained_ok=True)
@@ -370,13 +455,23 @@ def load_pretrained(directory: str | Path, config: Config):
     if objective not in _FROM_PRETRAINED:
         raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
                               f"(this version knows {', '.join(_FROM_PRETRAINED)})")
+    done, planned = len(ckpt.metrics.get("history", [])), ckpt.config.pretrain.epochs
+    if done < planned:
+        raise CheckpointError(f"init_from {directory}: its pretraining stopped after epoch {done} of {planned}; "
+                              f"delete {directory} to pretrain it again")
     shape_keys, _ = _FROM_PRETRAINED[objective]
     for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
         mine, theirs = getattr(config, section), getattr(ckpt.config, section)
         for key in keys:
             if getattr(mine, key) != getattr(theirs, key):
                 raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
-                                  f"but {getattr(mine, key)!r} in this config; they must match")
+                                  f"but {getattr(mine, key)!r} in this config; {_rebuild_hint(directory)}")
+    theirs = {(s, k): v for s, k, v in _pretraining_data(ckpt.config)}
+    theirs[("data", "source")] = ckpt.metrics.get("data", {}).get("source", theirs[("data", "source")])
+    for section, key, mine in _pretraining_data(config):
+        if (section, key) in theirs and theirs[(section, key)] != mine:
+            raise ConfigError(f"init_from {directory}: [{section}] {key} is {theirs[(section, key)]!r} there "
+                              f"but {mine!r} in this config; {_rebuild_hint(directory)}")
     return ckpt
 
 

@@ -39,7 +39,7 @@ from .evaluate import evaluate_ids
 from .interrupts import StopFlag
 from .model import SentimentClassifier
 from .optim import lr_lambda, make_optimizer, optimizer_step
-from .pretrain import load_pretrained, pretrained_weights
+from .pretrain import ensure_pretrained, pretrained_weights
 from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
@@ -145,12 +145,13 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         :class:`TrainResult` with the folder and its metrics.
 
     With ``[training] init_from`` set, the run starts from that
-    ``sentiment pretrain`` folder (see :func:`load_pretrained`): its tokenizer
-    and weights, with a freshly initialised dense head.
+    ``sentiment pretrain`` folder: its tokenizer and weights, with a freshly
+    initialised dense head. When the folder is missing, the run makes it
+    first (the pretraining stage, :func:`~.pretrain.ensure_pretrained`).
 
     Raises:
         UsageError: unusable device or output folder.
-        CheckpointError, ConfigError: ``init_from`` is missing, damaged or does not fit the config.
+        CheckpointError, ConfigError: ``init_from`` is damaged, incomplete or does not fit the config.
         DataError: the dataset cannot be loaded.
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
@@ -207,9 +208,10 @@ def _run(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, saved
     if info.is_main:
         check_writable(output)
     pretrained = None
-    if saved is None and t.init_from:   # fail before the minutes of loading and tokenizing, not after
+    if saved is None and t.init_from:   # pretrain, or refuse a folder that does not fit, before the data loads
+        pretrained, made = ensure_pretrained(config, cb, stop=stop)
+        pretrained.metrics["made_by_this_run"] = made
         cb.on_stage(f"starting from the pretrained weights in {t.init_from}")
-        pretrained = load_pretrained(t.init_from, config)
     with distributed.process_group(info, device):
         try:
             return _train_loop(config, output, cb, stop, saved, pretrained, info, device)
@@ -363,6 +365,7 @@ def _fresh_state(config: Config, model: SentimentClassifier, train_split: Split,
         "pretrained": None if pretrained is None else {
             "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
             "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
+            "made_by_this_run": pretrained.metrics.get("made_by_this_run", False),
             "reviews": pretrained.metrics.get("data", {}).get("reviews")},
         "history": [], "best_epoch": None, "best_validation_accuracy": None,
         "stopped_early": False, "wall_time_seconds": None,

@@ -185,3 +185,47 @@ def test_stage_lines_show_paths_verbatim():
     buf = io.StringIO()
     RichTrainCallbacks(Console(file=buf, width=200)).on_stage("starting from the pretrained weights in runs/[b]")
     assert "runs/[b]" in buf.getvalue()
+
+
+def test_presets_and_set_overrides_from_the_command_line(tmp_path):
+    r = invoke("train", "--config", "seed", "--set", "data.vocab_size=3000", "--set", "training.batch_size=32",
+               "--data", SMALL_DATA, "--output", tmp_path / "out", "--epochs", 1, "--device", "cpu", "--json")
+    assert r.exit_code == 0, r.output
+    config = json.loads(r.stdout)["config"]
+    assert (config["data"]["vocab_size"], config["training"]["batch_size"], config["training"]["epochs"]) == \
+        (3000, 32, 1)
+    assert config["model"]["d_model"] == 32   # the rest is the seed preset's
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "training.lr=abc"], "error: --set: [training] lr must be a number, got 'abc'"),
+    (["--set", "training.epochs=2", "--epochs", "3"],
+     "error: [training] epochs is set both by --set and by its own flag; give one"),
+    (["--set", "epochs=2"], "error: --set epochs=2: expected section.key=value, e.g. training.lr=1e-3"),
+    (["--config", "nope"], "error: nope: no such preset or config file (presets: default, seed; "
+                           "or give the path of a TOML file)"),
+    (["--resume", "--set", "training.lr=1"],
+     "error: --resume continues the saved run with its saved settings; drop --set"),
+])
+def test_bad_config_options_are_one_line_usage_errors(tmp_path, args, message):
+    r = invoke("train", *args, "--output", tmp_path / "x")
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines()[0].startswith(message) and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_config_prints_toml_that_reads_back_and_the_reference(tmp_path):
+    from sentiment_cli.config import load_config
+
+    r = invoke("config", "--config", "seed", "--set", "training.epochs=2", "--set", "model.d_model=64")
+    assert r.exit_code == 0, r.output
+    (tmp_path / "my.toml").write_text(r.stdout)
+    cfg = load_config(tmp_path / "my.toml")
+    assert cfg == load_config("seed").override("training", epochs=2).override("model", d_model=64)
+    r = invoke("config", "--reference")
+    assert r.exit_code == 0 and r.stdout == (ROOT / "docs" / "configuration.md").read_text()
+
+
+def test_help_lists_the_presets():
+    for command in ("train", "pretrain", "config"):
+        r = invoke(command, "--help")
+        assert "Preset (default, seed) or TOML" in " ".join(r.stdout.split()), command

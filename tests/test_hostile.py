@@ -278,9 +278,11 @@ def test_debug_shows_the_traceback(tmp_path):
     assert r.exit_code != 0 and r.exception is not None   # raised, not turned into one line
 
 
-def test_default_config_without_its_pretrained_embeddings_says_what_to_run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)   # no checkpoints/pretrained here
+def test_default_config_pretrains_first_and_says_what_to_change_when_the_data_cannot_do_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # no checkpoints/pretrained here: train runs the pretraining stage itself
     r = invoke("train", "--data", SMALL_DATA, "--output", tmp_path / "out", "--device", "cpu")
-    assert_one_error_line(r, 1, "init_from checkpoints/pretrained: no pretrained encoder there; "
-                                "run `sentiment pretrain -o checkpoints/pretrained` first")
-    assert "loading" not in r.stderr   # refused before reading the data
+    # the default pretrains on the unlabelled split, which the committed slice lacks
+    assert_one_error_line(r, 1, f"{SMALL_DATA} has no 'unsupervised' split (it has: train, test); pretrain on the "
+                                "training reviews alone with --set pretrain.splits=train")
+    assert "no pretrained encoder in checkpoints/pretrained: pretraining one first" in r.stderr
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())

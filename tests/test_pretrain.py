@@ -25,6 +25,11 @@ def pretrain_config(**pretrain_settings):
                                                   "lr": 3e-3, **pretrain_settings})
 
 
+def finetune_config(**training):
+    # The fine-tuning run's [pretrain] settings say which reviews its encoder must have been pretrained on.
+    return small_config(**training).override("pretrain", splits="train")
+
+
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
     out = tmp_path_factory.mktemp("pre") / "encoder"
@@ -71,7 +76,7 @@ def test_pretrain_writes_an_encoder_that_learns(pretrained):
 def test_train_starts_from_the_pretrained_encoder(pretrained, tmp_path):
     out, _ = pretrained
     encoder = load_checkpoint(out, pretrained_ok=True)
-    cfg = small_config(epochs=1, init_from=str(out))
+    cfg = finetune_config(epochs=1, init_from=str(out))
     result = train(cfg, tmp_path / "ft")
     tuned = load_checkpoint(tmp_path / "ft")
     assert (tmp_path / "ft" / "tokenizer.json").read_text() == (out / "tokenizer.json").read_text()
@@ -84,16 +89,16 @@ def test_train_starts_from_the_pretrained_encoder(pretrained, tmp_path):
 
 def test_init_from_refuses_a_mismatched_config(pretrained, tmp_path):
     out, _ = pretrained
-    cfg = small_config(init_from=str(out)).override("model", d_model=16, n_heads=2)
+    cfg = finetune_config(init_from=str(out)).override("model", d_model=16, n_heads=2)
     stages = []
     callbacks = TrainCallbacks()
     callbacks.on_stage = stages.append
     with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
         train(cfg, tmp_path / "ft", callbacks)
-    assert stages and not any(s.startswith("loading") for s in stages)   # refused before reading the data
+    assert not any(s.startswith("loading") for s in stages)   # refused before reading the data
     # a masked language model trained the whole encoder: its embeddings' shape must match too
     with pytest.raises(ConfigError, match=r"\[model\] bigram_buckets is 0 there but 64 in this config"):
-        train(small_config(init_from=str(out)).override("model", bigram_buckets=64), tmp_path / "ft2")
+        train(finetune_config(init_from=str(out)).override("model", bigram_buckets=64), tmp_path / "ft2")
 
 
 def test_init_from_refuses_an_unknown_objective(pretrained, tmp_path):
@@ -102,14 +107,17 @@ def test_init_from_refuses_an_unknown_objective(pretrained, tmp_path):
     metrics = json.loads((tmp_path / "enc" / "metrics.json").read_text())
     (tmp_path / "enc" / "metrics.json").write_text(json.dumps({**metrics, "objective": "electra"}))
     with pytest.raises(CheckpointError, match="unknown objective 'electra'.*knows word2vec, mlm"):
-        train(small_config(init_from=str(tmp_path / "enc")), tmp_path / "ft")
+        train(finetune_config(init_from=str(tmp_path / "enc")), tmp_path / "ft")
 
 
-def test_init_from_refuses_a_classifier_and_a_missing_folder(trained_checkpoint, tmp_path):
+def test_init_from_refuses_a_classifier_and_a_folder_of_something_else(trained_checkpoint, tmp_path):
     with pytest.raises(CheckpointError, match="not written by `sentiment pretrain`"):
         train(small_config(init_from=str(trained_checkpoint)), tmp_path / "a")
-    with pytest.raises(CheckpointError, match="run `sentiment pretrain -o"):
-        train(small_config(init_from=str(tmp_path / "nowhere")), tmp_path / "b")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not an encoder")
+    with pytest.raises(CheckpointError, match="holds no pretrained encoder .* and is not empty"):
+        train(small_config(init_from=str(tmp_path / "mine")), tmp_path / "b")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]   # nothing written there
 
 
 def test_cli_pretrain_then_predict_refuses_it(tmp_path):
@@ -122,7 +130,7 @@ def test_cli_pretrain_then_predict_refuses_it(tmp_path):
     # The slice has no unsupervised split: one line that says what to do, exit 1.
     assert run.returncode == 1 and run.stderr.strip().splitlines()[-1] == (
         f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test); "
-        'pass --splits train (or set [pretrain] splits = "train")')
+        "pretrain on the training reviews alone with --set pretrain.splits=train")
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
                           "-o", str(tmp_path / "enc"), "--json", "--splits", "train"],
                          capture_output=True, text=True, env=SUBPROCESS_ENV)
@@ -143,7 +151,7 @@ def test_cli_pretrain_then_predict_refuses_it(tmp_path):
 
 def test_frozen_embedding_keeps_the_pretrained_one(pretrained, tmp_path):
     out, _ = pretrained
-    cfg = small_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0)
+    cfg = finetune_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0)
     train(cfg, tmp_path / "ft")
     before = load_checkpoint(out, pretrained_ok=True).model
     after = load_checkpoint(tmp_path / "ft").model
@@ -238,7 +246,7 @@ def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_pat
     out = tmp_path / "w2v"
     pretrain(pretrain_config(objective="word2vec", epochs=1), out)
     folder = load_checkpoint(out, pretrained_ok=True).model
-    cfg = small_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0).override("model", n_layers=2,
+    cfg = finetune_config(epochs=1, init_from=str(out), embedding_lr_scale=0.0).override("model", n_layers=2,
                                                                                         bigram_buckets=31)
     train(cfg, tmp_path / "ft")
     tuned = load_checkpoint(tmp_path / "ft").model
@@ -247,4 +255,4 @@ def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_pat
     # the bigram embedding (not in the folder, started at zero) trains even with the token embedding frozen
     assert tuned.bigram_embedding.weight[0].abs().sum() == 0 and tuned.bigram_embedding.weight[1:].abs().sum() > 0
     with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
-        train(small_config(init_from=str(out)).override("model", d_model=16, n_heads=2), tmp_path / "x")
+        train(finetune_config(init_from=str(out)).override("model", d_model=16, n_heads=2), tmp_path / "x")

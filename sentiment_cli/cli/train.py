@@ -8,16 +8,22 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..config import PRESETS, build_config
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .progress import RichPretrainCallbacks, RichTrainCallbacks
 from .render import consoles, render_pretrain_summary, render_report_note, render_train_summary
 
 
+_CONFIG_HELP = "Preset (" + ", ".join(PRESETS) + ") or TOML file."
+_SET_HELP = "Set any config key, e.g. training.lr=1e-3 (repeatable; checked like the file)."
+
+
 @app.command()
 def train(
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file.",
-                                                   show_default="configs/default.toml")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", "-c", help=_CONFIG_HELP, show_default="default")] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", metavar="SECTION.KEY=VALUE", help=_SET_HELP,
+                                                      show_default=False)] = None,
     data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
                                                 show_default="stanfordnlp/imdb")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Checkpoint folder to write.",
@@ -46,20 +52,19 @@ def train(
 
         if resume is not None:
             folder = _resume_folder(resume, output)
-            changed = [flag for flag, value in (("--config", config), ("--data", data), ("--batch-size", batch_size),
-                                                ("--lr", lr), ("--seed", seed), ("--init", init))
-                       if value is not None]
+            changed = [flag for flag, value in (("--config", config), ("--set", sets), ("--data", data),
+                                                ("--batch-size", batch_size), ("--lr", lr), ("--seed", seed),
+                                                ("--init", init))
+                       if value not in (None, [])]
             if changed:
                 raise UsageError(f"--resume continues the saved run with its saved settings; drop {', '.join(changed)} "
                                  "(only --epochs and --device can change)")
         else:
-            from ..config import load_config
-
-            cfg = load_config(config)
-            cfg = cfg.override("data", source=data)
-            cfg = cfg.override("training", epochs=epochs, batch_size=batch_size, lr=lr,
-                               device=device.value if device else None, seed=seed,
-                               init_from=str(init) if init is not None else None)
+            cfg = build_config(config, sets or (), {
+                "data": {"source": data},
+                "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr,
+                             "device": device.value if device else None, "seed": seed,
+                             "init_from": str(init) if init is not None else None}})
         out, err = consoles()
         callbacks = None if as_json else RichTrainCallbacks(err)
         try:
@@ -83,8 +88,10 @@ def train(
 
 @app.command()
 def pretrain(
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file (\\[model], \\[data], "
-                                                   "\\[pretrain]).", show_default="configs/default.toml")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", "-c", help=_CONFIG_HELP + " Reads \\[model], "
+                                                  "\\[data], \\[pretrain].", show_default="default")] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", metavar="SECTION.KEY=VALUE", help=_SET_HELP,
+                                                      show_default=False)] = None,
     data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
                                                 show_default="stanfordnlp/imdb")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for the pretrained encoder.",
@@ -103,13 +110,12 @@ def pretrain(
     Ctrl-C or SIGTERM stops at the next step (word2vec: the next epoch); completed epochs stay saved.
     """
     with handle_errors():
-        from ..config import load_config
         from ..interrupts import stop_on_signals
         from ..pretrain import pretrain as run_pretrain
 
-        cfg = load_config(config).override("data", source=data)
-        cfg = cfg.override("pretrain", epochs=epochs, splits=splits)
-        cfg = cfg.override("training", device=device.value if device else None, seed=seed)
+        cfg = build_config(config, sets or (), {
+            "data": {"source": data}, "pretrain": {"epochs": epochs, "splits": splits},
+            "training": {"device": device.value if device else None, "seed": seed}})
         out, err = consoles()
         callbacks = None if as_json else RichPretrainCallbacks(err)
         try:
