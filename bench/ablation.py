@@ -124,7 +124,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.ablation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(FULL))
     ap.add_argument("--epochs", type=int, default=None,
-                    help="epochs per step (default: 6 cumulative; the default config's 5 with --leave-one-out)")
+                    help="epochs per step (default: 6 cumulative; the default config's own with --leave-one-out)")
     ap.add_argument("--leave-one-out", action="store_true",
                     help="remove one lever at a time from configs/default.toml instead")
     ap.add_argument("--init", default=None,

@@ -57,7 +57,8 @@ class ModelConfig:
     activation_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
                                       help="dropout on the feed-forward hidden layer (fairseq's activation_dropout)")
     attention_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
-                                     help="dropout on attention probabilities; > 0 leaves the fused CPU kernel (4-5x slower)")
+                                     help="dropout on attention probabilities; > 0 leaves the fused CPU attention kernel "
+                                          "(several times slower steps)")
     head_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="dropout on the pooled vector before the dense head")
     activation: str = _spec("relu", choices=("relu", "gelu"), help="feed-forward activation")
     norm_first: bool = _spec(False, help="pre-norm layers (True) or post-norm as in Vaswani et al. (False)")
@@ -106,8 +107,8 @@ class TrainingConfig:
     patience: int = _spec(0, lo=0, help="stop after this many epochs without a better validation accuracy; 0 = never")
     bucket_batches: bool = _spec(True, help="group reviews of similar length into a batch (less padding)")
     autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")
-    # 64, not 512: on a CPU, small batches stay in cache (64 evaluated 1.36-1.50x faster than 512
-    # on this machine's 2 cores, seed and default models); on a GPU a larger one may pay.
+    # Small: on a CPU a small batch's activations stay in cache (docs/experiments.md has the measurement);
+    # on a GPU a larger one may pay.
     eval_batch_size: int = _spec(64, lo=1, help="reviews per batch in validation and eval")
     seed: int = _spec(1234, lo=0, help="seed for the split, shuffling, initialisation and dropout")
     device: str = _spec("auto", choices=("auto", "cpu", "cuda"), help="auto = CUDA when available, else CPU")
