@@ -38,6 +38,10 @@ class TrainCallbacks:
     def on_epoch_end(self, record: dict[str, Any]) -> None:
         """An epoch ended; ``record`` is its entry in ``metrics.json``'s history."""
 
+    def for_pretraining(self) -> "TrainCallbacks":
+        """The hooks for a pretraining stage run inside training (its epochs report other figures); default: these."""
+        return self
+
 
 @dataclass
 class TrainResult:

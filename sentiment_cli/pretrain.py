@@ -385,7 +385,7 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         p = config.pretrain
         cb.on_stage(f"no pretrained encoder in {directory}: pretraining one first ({p.objective}, {p.epochs} "
                     f"epochs on {p.splits}; `sentiment pretrain` runs this stage alone)")
-        _pretrain_into(config, directory, cb, stop or StopFlag())
+        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag())
         made = True
     return load_pretrained(directory, config), made
 

@@ -131,3 +131,20 @@ def test_ctrl_c_during_the_pretraining_stage_exits_130_and_leaves_no_folder(tmp_
     assert not pre.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ft", "stage.toml"] or \
         sorted(p.name for p in tmp_path.iterdir()) == ["stage.toml"]   # no half-written folder anywhere
+
+
+def test_cli_runs_the_stage_and_the_training_as_one_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from sentiment_cli.cli import app
+
+    r = CliRunner().invoke(app, ["train", "--config", str(_toml(tmp_path, 1)), "--data", str(SMALL_DATA),
+                                 "--init", str(tmp_path / "pre"), "--output", str(tmp_path / "ft"), "--epochs", "1",
+                                 "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    stage = next(i for i, line in enumerate(lines) if line.startswith("no pretrained encoder in"))
+    pretrain_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch  1") and "reviews/s" in line)
+    train_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch  1") and "train loss" in line)
+    assert stage < pretrain_epoch < train_epoch
+    assert "best epoch 1" in r.stdout and (tmp_path / "pre" / "model.safetensors").exists()

@@ -13,6 +13,7 @@ class RichTrainCallbacks:
         self.console = console
         self.progress = None
         self.task = None
+        self.stage = None
 
     def _new_progress(self):
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -29,6 +30,8 @@ class RichTrainCallbacks:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+        if self.stage is not None:
+            self.stage.close()
 
     def on_stage(self, text: str) -> None:
         from rich.markup import escape
@@ -51,6 +54,10 @@ class RichTrainCallbacks:
 
     def on_validation_step(self, examples: int) -> None:
         self.progress.update(self.task, advance=examples)
+
+    def for_pretraining(self) -> "RichPretrainCallbacks":
+        self.stage = RichPretrainCallbacks(self.console)   # closed with this one
+        return self.stage
 
     def on_epoch_end(self, r: dict) -> None:
         self.close()
