@@ -346,7 +346,8 @@ def render(results: dict) -> None:
             ("each config against the notebook loop and each peer, same run (config ÷ other)", ratio_table(results))):
         table = Table(title=title, title_justify="left")
         for col in header:
-            table.add_column(col, justify="left" if col in ("system", "config", "against") else "right")
+            text = col in ("system", "config", "against")
+            table.add_column(col, justify="left" if text else "right", no_wrap=text)
         for row in rows:
             table.add_row(*row)
         console.print(table)
