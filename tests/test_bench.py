@@ -1,4 +1,6 @@
-"""The ablation's leave-one-out rows: each is a valid config that differs from the default in its lever only."""
+"""The benchmark: the ablation's leave-one-out rows, the peers on the committed slice, the report tables."""
+
+import pytest
 
 from bench.ablation import leave_one_out
 from sentiment_cli.config import load_config
@@ -41,3 +43,113 @@ def test_ablation_table_deltas():
     against_0 = [line.split(" | ")[3] for line in table(rows, against_row_0=True)[2:]]
     assert against_0 == ["–", "-1.00 pt", "+0.50 pt"]
     assert [line.split(" | ")[3] for line in table(rows[1:], against_row_0=True)[2:]] == ["–", "–"]   # no row 0
+
+
+# ----------------------------------------------------------------------------- the peers (bench/peers.py)
+
+def _slice():
+    import numpy as np
+
+    from sentiment_cli.data import load_split
+
+    from .conftest import SMALL_DATA
+
+    tr, te = (load_split(str(SMALL_DATA), name, 0, 1234) for name in ("train", "test"))
+    return tr.texts, np.array(tr.labels), te.texts, np.array(te.labels)
+
+
+def test_log_count_ratio_matches_wang_and_manning():
+    import numpy as np
+    import scipy.sparse as sp
+
+    from bench.peers import log_count_ratio
+
+    # features: "great" in both positive reviews, "awful" in the negative one, "film" everywhere
+    x = sp.csr_matrix(np.array([[1, 0, 1], [1, 0, 1], [0, 1, 1]], dtype=np.float32))
+    y = np.array([1, 1, 0])
+    p, q = np.array([3, 1, 3]), np.array([1, 2, 2])   # alpha = 1 plus the counts per class
+    expected = np.log((p / p.sum()) / (q / q.sum()))
+    assert np.allclose(log_count_ratio(x, y), expected)
+    r = log_count_ratio(x, y)
+    assert r[0] > 0 > r[1]
+
+
+def test_nbsvm_learns_the_slice():
+    from bench.peers import nbsvm
+
+    train_texts, train_labels, test_texts, test_labels = _slice()
+    out = nbsvm(train_texts, train_labels, test_texts, test_labels, test_texts[:50], test_labels[:50])
+    assert out["test_accuracy"] > 0.8   # 1,000 training reviews; chance is 0.5
+    assert out["train_seconds"] > 0 and out["eval_reviews_per_second"] > 0
+    assert 0 <= out["validation_accuracy"] <= 1
+
+
+def test_fasttext_is_reproducible_and_learns_the_slice():
+    pytest.importorskip("fasttext", reason="the fasttext package is in the test extra: pip install -e '.[test]'")
+    import json
+    import subprocess
+
+    from .conftest import PYTHON, SUBPROCESS_ENV
+
+    # one fit per process, as the benchmark runs it (bench.peers.fasttext_bigrams says why)
+    code = ("import json; from tests.test_bench import _slice; from bench.peers import fasttext_bigrams; "
+            "out = fasttext_bigrams(*_slice(), epoch=30, lr=0.5, dim=10, bucket=100_000); "   # the slice: 1/25 of train
+            "print(json.dumps(out['test_accuracy']))")
+    a, b = (json.loads(subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=SUBPROCESS_ENV, check=True,
+                                      capture_output=True, text=True).stdout) for _ in range(2))
+    assert a > 0.7
+    assert a == b   # one thread: the same seed, the same model
+
+
+def test_fasttext_text_is_one_lowercase_line_with_punctuation_apart():
+    from bench.peers import fasttext_text
+
+    assert fasttext_text("Great film!!<br /><br />Don't\nmiss it.") == "great film !! don't miss it ."
+
+
+# ----------------------------------------------------------------------------- the report tables
+
+def _results():
+    def run(acc, seconds, eval_speed, **extra):
+        return {"test_accuracy": acc, "train_seconds": seconds, "eval_reviews_per_second": eval_speed,
+                "train_examples_per_second": 100.0, "peak_rss_mib": 500.0, **extra}
+
+    ours = dict(epochs_run=4, train_gflops=10.0, bf16=False, validation_accuracy=None)
+    return {"date": "2025-01-01", "hardware": "test", "quick": False,
+            "peak": {"fp32_gflops": 100.0, "bf16_gflops": 200.0},
+            "notebook": {**run(None, 400.0, 500.0, train_gflops=5.0), "train_examples_per_second": 50.0,
+                         "epochs": 2},
+            "ours": {"default": run(0.91, 1000.0, 1000.0, **ours)},
+            "peers": {"tfidf": run(0.90, 20.0, 2000.0), "nbsvm": run(0.915, 50.0, 500.0),
+                      "fasttext": run(0.89, 10.0, 10000.0)}}
+
+
+def test_main_table_compares_with_the_strongest_peer_and_shows_both_peaks():
+    from bench.run import main_table
+
+    header, rows = main_table(_results())
+    assert header[-3:] == ["acc − NB-SVM", "train time ÷ NB-SVM", "eval speed ÷ NB-SVM"]   # the best peer
+    default = next(r for r in rows if r[0].startswith("default"))
+    cells = dict(zip(header, default))
+    assert (cells["of fp32 peak"], cells["of bf16 peak"]) == ("10%", "5%")
+    assert (cells["acc − NB-SVM"], cells["train time ÷ NB-SVM"], cells["eval speed ÷ NB-SVM"]) == \
+        ("-0.50 pt", "20.0x", "2.00x")
+    nbsvm_row = next(r for r in rows if r[0].startswith("NB-SVM"))
+    assert nbsvm_row[-3:] == ["–", "–", "–"]   # not compared with itself
+    assert len(rows) == 1 + 1 + 3   # notebook, the config, three peers
+
+
+def test_ratio_table_has_every_peer_and_the_notebook():
+    from bench.run import markdown, ratio_table
+
+    header, rows = ratio_table(_results())
+    assert [r[1] for r in rows] == ["notebook loop ¹", "TF-IDF + LR", "NB-SVM", "fastText"]
+    by_other = {r[1]: dict(zip(header, r)) for r in rows}
+    assert by_other["notebook loop ¹"]["acc − other"] == "–"   # the notebook is timed, not scored
+    assert by_other["notebook loop ¹"]["train reviews/s ÷"] == "2.00x"
+    assert by_other["notebook loop ¹"]["eval reviews/s ÷"] == "2.00x"
+    assert by_other["TF-IDF + LR"]["acc − other"] == "+1.00 pt"
+    assert (by_other["fastText"]["train time ÷"], by_other["fastText"]["eval reviews/s ÷"]) == ("100.0x", "0.10x")
+    md = markdown(_results())
+    separators = [line for line in md.splitlines() if line.startswith("|---|")]
+    assert len(separators) == 2 and "| NB-SVM ² | 91.50% |" in md   # two tables; the peer's own row
