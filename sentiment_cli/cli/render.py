@@ -105,7 +105,7 @@ def render_eval(console, r: dict) -> None:
     console.print(per)
     conf = Table(title="confusion matrix", title_justify="left",
                  caption="rows: true label · columns: predicted · bold: correct")
-    conf.add_column("true \\ predicted")
+    conf.add_column("")
     for name in labels:
         conf.add_column(escape(name), justify="right")
     for i, name in enumerate(labels):
