@@ -178,11 +178,14 @@ def _check_file_name(path: Path, shown: str) -> None:
 
 def _csv_header(path: Path, sep: str, shown: str) -> list[str]:
     """The column names in the first line of a CSV / TSV file (a byte-order mark is dropped)."""
+    with open(path, "rb") as fh:
+        first = fh.readline(1 << 20)
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            header = next(csv.reader(fh, delimiter=sep, strict=True), None)
+        line = first.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{shown}, line 1: not valid UTF-8 text") from None
+    try:
+        header = next(csv.reader([line.rstrip("\r\n")], delimiter=sep, strict=True), None)
     except csv.Error as exc:
         raise DataError(f"{shown}, line 1: not a valid header ({exc})") from None
     if not header or not any(h.strip() for h in header):
