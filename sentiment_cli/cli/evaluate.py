@@ -25,7 +25,15 @@ class SplitName(str, Enum):
 def eval_(
     split: Annotated[SplitName, typer.Option(help="Which split to score.")] = SplitName.test,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
-    data: Annotated[Optional[str], typer.Option(help="Dataset to score; default: the one the checkpoint was trained on.")] = None,
+    data: Annotated[Optional[str], typer.Option(
+        help="Dataset to score: Hub id, folder or file (a file is scored whole); default: the one the checkpoint "
+             "was trained on.")] = None,
+    text_column: Annotated[Optional[str], typer.Option(
+        help="Column of --data holding the texts; default: the checkpoint's for its own data, else the one "
+             "named text, review, sentence or content.")] = None,
+    label_column: Annotated[Optional[str], typer.Option(
+        help="Column of --data holding the labels; default: the checkpoint's for its own data, else the one "
+             "named label, sentiment, rating, stars or class.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(
         min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.auto,
@@ -35,7 +43,7 @@ def eval_(
     plot: Annotated[Optional[Path], typer.Option("--plot", metavar="PATH",
                                                  help="Write the confusion matrix as a PNG (needs matplotlib).")] = None,
 ) -> None:
-    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix.
+    """Score a split: accuracy; precision, recall, F1 per class, macro and weighted; the confusion matrix.
 
     The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
     """
@@ -51,19 +59,20 @@ def eval_(
         out, err = consoles()
         callbacks = RichEvalCallbacks(err, f"eval {split.value}")
         try:
-            result = evaluate_checkpoint(checkpoint, split.value, data=data, batch_size=batch_size,
+            result = evaluate_checkpoint(checkpoint, split.value, data=data, text_column=text_column,
+                                         label_column=label_column, batch_size=batch_size,
                                          device=resolve_device(device.value), errors=errors, callbacks=callbacks)
         finally:
             callbacks.close()
         if plot is not None:
             plots.write_png(plot, plots.confusion_png(
-                result["confusion_matrix"], title=f"{split.value}: accuracy {result['accuracy']:.2%}"))
+                result["confusion_matrix"], result["labels"], title=f"{split.value}: accuracy {result['accuracy']:.2%}"))
         if as_json:
             typer.echo(json.dumps(result, ensure_ascii=False))
         else:
             render_eval(out, result)
             if errors:
-                render_errors(out, result["errors"], errors)
+                render_errors(out, result["errors"], errors, result["labels"])
             if plot is not None:
                 from rich.markup import escape
                 out.print(f"[dim]confusion matrix written to {escape(str(plot))}[/]", highlight=False, soft_wrap=True)

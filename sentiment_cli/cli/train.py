@@ -24,8 +24,16 @@ def train(
     config: Annotated[Optional[str], typer.Option("--config", "-c", help=_CONFIG_HELP, show_default="default")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", metavar="SECTION.KEY=VALUE", help=_SET_HELP,
                                                       show_default=False)] = None,
-    data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
-                                                show_default="stanfordnlp/imdb")] = None,
+    data: Annotated[Optional[str], typer.Option(
+        help="Hub dataset id; folder (files named train, validation or dev, test; Hub layout; aclImdb); or one "
+             "CSV, TSV, JSON, JSON Lines or Parquet file (validation held out from it).",
+        show_default="stanfordnlp/imdb")] = None,
+    text_column: Annotated[Optional[str], typer.Option(
+        help="Override \\[data] text_column: the column holding the texts (default: the one named text, review, "
+             "sentence or content).")] = None,
+    label_column: Annotated[Optional[str], typer.Option(
+        help="Override \\[data] label_column: the column holding the labels (default: the one named label, "
+             "sentiment, rating, stars or class).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Checkpoint folder to write.",
                                                    show_default=str(DEFAULT_CHECKPOINT))] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Override \\[training] epochs.")] = None,
@@ -53,6 +61,7 @@ def train(
         if resume is not None:
             folder = _resume_folder(resume, output)
             changed = [flag for flag, value in (("--config", config), ("--set", sets), ("--data", data),
+                                                ("--text-column", text_column), ("--label-column", label_column),
                                                 ("--batch-size", batch_size), ("--lr", lr), ("--seed", seed),
                                                 ("--init", init))
                        if value not in (None, [])]
@@ -61,7 +70,7 @@ def train(
                                  "(only --epochs and --device can change)")
         else:
             cfg = build_config(config, sets or (), {
-                "data": {"source": data},
+                "data": {"source": data, "text_column": text_column, "label_column": label_column},
                 "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr,
                              "device": device.value if device else None, "seed": seed,
                              "init_from": str(init) if init is not None else None}})
@@ -92,7 +101,7 @@ def pretrain(
                                                   "\\[data], \\[pretrain].", show_default="default")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", metavar="SECTION.KEY=VALUE", help=_SET_HELP,
                                                       show_default=False)] = None,
-    data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
+    data: Annotated[Optional[str], typer.Option(help="Hub dataset id, local folder or file (as for train).",
                                                 show_default="stanfordnlp/imdb")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for the pretrained encoder.",
                                                    show_default=str(DEFAULT_PRETRAINED))] = None,
