@@ -41,10 +41,10 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
         on_batch: called with the size of each finished batch (progress).
 
     Returns:
-        ``(len(ids), 2)`` float32 logits on the CPU.
+        ``(len(ids), num_labels)`` float32 logits on the CPU.
     """
     model.eval()
-    out = torch.empty(len(ids), 2)
+    out = torch.empty(len(ids), model.head.out_features)   # (n, num_labels)
     with inference_attention(device):
         for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
             input_ids, padding_mask = collate(ids, batch)
@@ -96,7 +96,7 @@ class Predictor:
         return self.checkpoint.config
 
     def logits(self, texts: Sequence[str], *, first: int = 1) -> torch.Tensor:
-        """``(len(texts), 2)`` logits, in input order.
+        """``(len(texts), num_labels)`` logits, in input order (before the temperature).
 
         Args:
             texts: the reviews.
@@ -119,12 +119,24 @@ class Predictor:
         """
         if not texts:
             return []
-        probs = torch.softmax(self.logits(texts, first=first), dim=-1)   # (n, 2)
+        logits = self.logits(texts, first=first)                          # (n, num_labels)
+        probs = self.probabilities(logits)                                # (n, num_labels)
         out = []
-        for text, p in zip(texts, probs.tolist()):
-            k = int(p[1] > p[0])
+        for text, p, k in zip(texts, probs.tolist(), logits.argmax(dim=-1).tolist()):
             out.append(Prediction(text, LABELS[k], p[k], dict(zip(LABELS, p))))
         return out
+
+    @property
+    def temperature(self) -> float:
+        """The checkpoint's temperature (1.0 when it has none); see :mod:`sentiment_cli.calibration`."""
+        return self.checkpoint.temperature
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """``softmax(logits / temperature)`` (Guo et al. 2017): ``(n, num_labels)`` logits to probabilities.
+
+        The temperature never changes which label is the most probable (the argmax of the logits).
+        """
+        return torch.softmax(logits / self.temperature, dim=-1)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
         """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.
@@ -144,7 +156,7 @@ class Predictor:
 
         check_texts(texts, first)
         return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
-                             batch_size=self.batch_size, device=self.device)
+                             batch_size=self.batch_size, device=self.device, temperature=self.temperature)
 
     def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
