@@ -94,6 +94,19 @@ def render_eval(console, r: dict) -> None:
     console.print(conf)
 
 
+def render_calibration(console, r: dict) -> None:
+    """An ``eval`` result's calibration: ECE before and after the temperature (one line)."""
+    if "ece" not in r:
+        return
+    t = r["temperature"]
+    if t == 1.0:
+        line = f"calibration: ECE [bold]{r['ece']:.2%}[/] (15 bins; no temperature fitted, T = 1)"
+    else:
+        line = (f"calibration: ECE [bold]{r['ece']:.2%}[/] with temperature {t:.3f}, "
+                f"{r['ece_uncalibrated']:.2%} without (15 bins)")
+    console.print(line, highlight=False)
+
+
 def _shorten(text: str, width: int) -> str:
     text = " ".join(text.replace("<br />", " ").split())
     return text if len(text) <= width else text[:width - 1].rstrip() + "…"
