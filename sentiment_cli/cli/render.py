@@ -39,6 +39,10 @@ def render_train_summary(console, result) -> None:
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
     console.print(f"{kept} saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
+    cal = m.get("calibration") or {}
+    if "ece" in cal:
+        console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
+                      f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
 
 
 def render_report_note(console, report) -> None:
