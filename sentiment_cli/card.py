@@ -22,8 +22,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import METRICS_FILE, atomic_write, read_config, read_evals, read_temperature
-from .data import LABELS
+from .checkpoint import METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_temperature
 from .errors import CheckpointError
 from .model import SentimentClassifier
 from .plots import PlotUnavailable, curves_png, write_png
@@ -47,7 +46,9 @@ def _read_metrics(directory: Path) -> dict[str, Any]:
 def model_card(directory: str | Path) -> dict[str, Any]:
     """Everything known about a checkpoint, as one JSON-ready dict (``sentiment info --json``).
 
-    Keys: ``checkpoint``, ``name``, ``created``, ``labels``, ``config`` (the
+    Keys: ``checkpoint``, ``name``, ``created``, ``labels`` (class names by id), ``class_balance``
+    (examples per class, by split: ``train`` and ``validation`` from training, other splits from
+    ``sentiment eval``; empty for checkpoints that predate it), ``config`` (the
     whole run configuration), ``vocab_size``, ``parameters`` (``embedding``,
     ``non_embedding``, ``total``, from ``model.num_parameters()``), ``data``
     (``source``, ``train_examples``, ``validation_examples``, ``fingerprint``:
@@ -62,10 +63,10 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         CheckpointError: no checkpoint at ``directory``, or an invalid ``config.json`` / ``metrics.json``.
     """
     directory = Path(directory)
-    config, vocab_size = read_config(directory)
+    config, vocab_size, labels = read_checkpoint_config(directory)
     metrics = _read_metrics(directory)
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
-        counts = SentimentClassifier.from_config(config, vocab_size).num_parameters()
+        counts = SentimentClassifier.from_config(config, vocab_size, len(labels)).num_parameters()
     data = metrics.get("data") or {}
     history = metrics.get("history") or []
     best = metrics.get("best_epoch")
@@ -76,8 +77,10 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                                   "accuracy": best_record.get("validation_accuracy"),
                                   "loss": best_record.get("validation_loss"), "f1_macro": None,
                                   "source": f"training, epoch {best}"}
+    balance = {split: counts_ for split, counts_ in (data.get("class_counts") or {}).items() if counts_}
     evals = read_evals(directory)
     for split, r in evals.items():
+        balance[split] = _eval_balance(r, labels)
         by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
                            "loss": r.get("loss"), "f1_macro": (r.get("f1") or {}).get("macro"),
                            "source": f"sentiment eval, {r.get('evaluated', UNKNOWN)}",
@@ -88,11 +91,13 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "kind": metrics.get("kind", "classifier"),   # "pretrained": a `sentiment pretrain` encoder
         "pretrained": metrics.get("pretrained"),      # the encoder a classifier started from, if any
         "created": metrics.get("created", UNKNOWN),
-        "labels": list(LABELS),
+        "labels": list(labels),
+        "class_balance": balance,
         "config": config.to_dict(),
         "vocab_size": vocab_size,
         "parameters": counts,
         "data": {"source": data.get("source", config.data.source),
+                 "validation_from": data.get("validation_from"),
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
                  "validation_examples": data.get("validation_examples"),
                  "fingerprint": data.get("fingerprint", UNKNOWN)},
@@ -120,6 +125,21 @@ def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict
         if "ece" in r:
             ece[split] = {"ece": r["ece"], "ece_uncalibrated": r.get("ece_uncalibrated")}
     return {"temperature": read_temperature(directory), "fitted": "ece" in fitted, "ece": ece}
+
+
+def _eval_balance(record: dict[str, Any], labels: tuple[str, ...]) -> dict[str, int]:
+    """Examples per class of an eval record: its ``support``, or its confusion matrix's row sums."""
+    if isinstance(record.get("support"), dict):
+        return {k: v for k, v in record["support"].items()}
+    cm = record.get("confusion_matrix") or []
+    names = record.get("labels") or labels
+    return {name: sum(row) for name, row in zip(names, cm)} if len(cm) == len(names) else {}
+
+
+def class_balance_text(counts: dict[str, int]) -> str:
+    """``"neg 283 (52.4%), pos 257 (47.6%)"``: examples per class and their share."""
+    total = sum(counts.values())
+    return ", ".join(f"{name} {n:,} ({n / total:.1%})" if total else f"{name} {n:,}" for name, n in counts.items())
 
 
 def _count(value: Any) -> str:
@@ -211,12 +231,14 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         ]),
         ("Training data", [
             ("source", str(data["source"])),
+            *([] if card.get("kind") == "pretrained" else
+              [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
             ("training reviews", _count(data["train_examples"])),
-            ("validation reviews", f"{_count(data['validation_examples'])} "
-                                   f"({d['validation_fraction']:.0%} of train, stratified"
-                                   f"{', in blocks of consecutive reviews' if d.get('validation_split') == 'blocks' else ''}"
-                                   f", seed {t['seed']})" if validated else "none (validation_fraction 0: trained on all of train)"),
+            ("validation reviews", _validation_text(data, d, t["seed"]) if validated
+             else "none (validation_fraction 0: trained on all of train)"),
             ("fingerprint", str(data["fingerprint"])),
+            *((f"class balance, {split}", class_balance_text(counts))
+              for split, counts in card.get("class_balance", {}).items()),
         ]),
         ("Training", [
             *start,
@@ -230,6 +252,14 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         ]),
         *calibration,
     ]
+
+
+def _validation_text(data: dict[str, Any], d: dict[str, Any], seed: int) -> str:
+    if data.get("validation_from"):
+        return f"{_count(data['validation_examples'])} (the source's own validation split: {data['validation_from']})"
+    blocks = ", in blocks of consecutive reviews" if d.get("validation_split") == "blocks" else ""
+    return (f"{_count(data['validation_examples'])} ({d['validation_fraction']:.0%} of train, stratified{blocks}, "
+            f"seed {seed})")
 
 
 def _toml_value(value: Any) -> str:
@@ -266,8 +296,8 @@ def card_markdown(card: dict[str, Any]) -> str:
     lines = [
         f"# Model card: {card['name']}",
         "",
-        "IMDB movie-review sentiment classifier (labels: " + ", ".join(card["labels"]) + "): a Transformer "
-        f"encoder trained from scratch with sentiment-cli {version}.",
+        f"Text classifier over {len(card['labels'])} classes (" + ", ".join(card["labels"]) + "): a Transformer "
+        f"encoder trained with sentiment-cli {version} on {card['data']['source']}.",
         "",
         "## Results",
         "",

@@ -118,24 +118,31 @@ def save_weights(directory: str | Path, model: torch.nn.Module) -> None:
     atomic_write(Path(directory) / WEIGHTS_FILE, st_save(state, metadata={"format": "pt"}))
 
 
-def checkpoint_config(config: Config, vocab_size: int) -> dict[str, Any]:
-    """The ``config.json`` payload."""
+def checkpoint_config(config: Config, vocab_size: int, labels: tuple[str, ...] | list[str] = LABELS) -> dict[str, Any]:
+    """The ``config.json`` payload: format version, the label names by id, vocabulary size, the run config."""
     return {"format_version": CHECKPOINT_FORMAT_VERSION, "architecture": "SentimentClassifier",
-            "labels": list(LABELS), "vocab_size": vocab_size, **config.to_dict()}
+            "labels": list(labels), "vocab_size": vocab_size, **config.to_dict()}
 
 
 def save_checkpoint(directory: str | Path, *, config: Config, model: SentimentClassifier,
-                    tokenizer_json: str, metrics: dict[str, Any]) -> None:
+                    tokenizer_json: str, metrics: dict[str, Any],
+                    labels: tuple[str, ...] | list[str] = LABELS) -> None:
     """Write (or refresh) a whole checkpoint folder, one atomic file at a time.
 
+    Args:
+        labels: the class names by id (``model.num_labels`` of them).
+
     Raises:
+        ValueError: ``labels`` does not have one name per output of the model's head.
         OSError: the folder cannot be created or written.
     """
+    if len(labels) != model.num_labels:
+        raise ValueError(f"{len(labels)} label names for a head of {model.num_labels} outputs")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     save_weights(directory, model)
     atomic_write(directory / TOKENIZER_FILE, tokenizer_json)
-    write_json(directory / CONFIG_FILE, checkpoint_config(config, model.vocab_size))
+    write_json(directory / CONFIG_FILE, checkpoint_config(config, model.vocab_size, labels))
     write_json(directory / METRICS_FILE, metrics)
 
 
@@ -160,6 +167,7 @@ class Checkpoint:
     model: SentimentClassifier
     tokenizer: Any  # tokenizers.Tokenizer
     metrics: dict[str, Any]
+    labels: tuple[str, ...] = LABELS   # class names by id: the model's outputs, in order
     temperature: float = 1.0   # softmax(logits / temperature); see calibration.py
 
 
@@ -197,6 +205,26 @@ def read_config(directory: str | Path) -> tuple[Config, int]:
     Raises:
         CheckpointError: no checkpoint there, invalid JSON, a newer format version, or invalid settings.
     """
+    config, vocab_size, _ = read_checkpoint_config(directory)
+    return config, vocab_size
+
+
+def _labels(raw: Any, path: Path) -> tuple[str, ...]:
+    """``config.json``'s ``labels``: absent in folders that predate label sets (then IMDB's two)."""
+    if raw is None:
+        return LABELS
+    if (not isinstance(raw, list) or len(raw) < 2 or not all(isinstance(x, str) and x.strip() for x in raw)
+            or len(set(raw)) != len(raw)):
+        raise CheckpointError(f"{path}: labels must be a list of two or more distinct names, got {raw!r}"[:240])
+    return tuple(raw)
+
+
+def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[str, ...]]:
+    """``(config, vocab_size, labels)`` from ``config.json``; ``labels`` are the class names by id.
+
+    Raises:
+        CheckpointError: as :func:`read_config`; also malformed ``labels``.
+    """
     directory = Path(directory)
     path = directory / CONFIG_FILE
     if not path.exists():
@@ -211,13 +239,14 @@ def read_config(directory: str | Path) -> tuple[Config, int]:
     vocab_size = raw.pop("vocab_size", None)
     if not isinstance(vocab_size, int) or vocab_size < 3:
         raise CheckpointError(f"{path}: vocab_size must be an integer >= 3")
-    for key in ("architecture", "labels", "temperature"):
+    labels = _labels(raw.pop("labels", None), path)
+    for key in ("architecture", "temperature"):
         raw.pop(key, None)
     try:
         config = stored_config_from_dict(raw, str(path))
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
-    return config, vocab_size
+    return config, vocab_size, labels
 
 
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *,
@@ -237,7 +266,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
             ``pretrained_ok``.
     """
     directory = Path(directory)
-    config, vocab_size = read_config(directory)
+    config, vocab_size, labels = read_checkpoint_config(directory)
     tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
     if tokenizer.get_vocab_size() != vocab_size:
         raise CheckpointError(f"{directory / TOKENIZER_FILE}: vocabulary of {tokenizer.get_vocab_size()} "
@@ -249,7 +278,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         raise CheckpointError(f"{weights_path}: missing") from None
     except (SafetensorError, ValueError, OSError) as exc:
         raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
-    model = SentimentClassifier.from_config(config, vocab_size)
+    model = SentimentClassifier.from_config(config, vocab_size, len(labels))
     load_weights(model, state, weights_path)
     metrics_path = directory / METRICS_FILE
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
@@ -257,7 +286,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
                               f"fine-tune it first: sentiment train --init {directory}")
     model.to(device).eval()
-    return Checkpoint(directory, config, model, tokenizer, metrics, read_temperature(directory))
+    return Checkpoint(directory, config, model, tokenizer, metrics, labels, read_temperature(directory))
 
 
 def read_temperature(directory: str | Path) -> float:

@@ -73,10 +73,20 @@ class ModelConfig:
 class DataConfig:
     """Where the reviews come from and how they become token ids."""
 
-    source: str = _spec("stanfordnlp/imdb", help="Hugging Face Hub dataset id or local folder (Hub layout or aclImdb)")
+    source: str = _spec("stanfordnlp/imdb", help="Hugging Face Hub dataset id; a local folder (files named by split: "
+                                                 "train, validation or dev, test; the Hub layout; aclImdb); or one "
+                                                 "file (CSV, TSV, JSON, JSON Lines, Parquet) to train on, with "
+                                                 "validation held out from it")
+    text_column: str = _spec("", help="column holding the texts; empty: the one named text, review, sentence or "
+                                      "content")
+    label_column: str = _spec("", help="column holding the labels (integers or strings); empty: the one named "
+                                       "label, sentiment, rating, stars or class")
+    labels: tuple[str, ...] = _spec((), help="the label names, in id order; must match the training data's labels; "
+                                             "empty: the data's ClassLabel names, else its sorted distinct labels")
     validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, hi_open=True,
-                                       help="share of train held out (stratified) for validation; 0 trains on all "
-                                            "of train, without validation, and keeps the last epoch")
+                                       help="share of train held out (stratified) for validation when the source has "
+                                            "no validation (dev) split of its own; 0 trains on all of train, "
+                                            "without validation, and keeps the last epoch")
     validation_split: str = _spec("random", choices=("random", "blocks"),
                                   help="hold out single reviews, or blocks of consecutive reviews so that "
                                        "validation shares few movies with training (IMDB keeps a movie's reviews together)")
@@ -162,6 +172,7 @@ class Config:
         """Plain JSON-ready dict, ``{"model": {...}, "data": {...}, "training": {...}, "pretrain": {...}}``."""
         d = dataclasses.asdict(self)
         d["training"]["betas"] = list(d["training"]["betas"])
+        d["data"]["labels"] = list(d["data"]["labels"])
         return d
 
     def to_toml(self) -> str:
@@ -220,6 +231,8 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any, where: str) -> Any
                 or not all(0.0 <= b < 1.0 for b in value)):
             raise ValueError(f"{key} must be two numbers in [0, 1), got {value!r}")
         return (float(value[0]), float(value[1]))
+    if f.name == "labels":
+        return _check_labels(value, key)
     if tp is bool:
         ok = isinstance(value, bool)
     elif tp is int:
@@ -243,6 +256,22 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any, where: str) -> Any
     if hi is not None and (value > hi or (m["hi_open"] and value == hi)):
         raise ValueError(f"{key} must be {'<' if m['hi_open'] else '<='} {hi}, got {value!r}")
     return value
+
+
+def _check_labels(value: Any, key: str) -> tuple[str, ...]:
+    """``[data] labels``: empty, or two or more distinct, non-blank names (integers are taken as their text)."""
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"{key} must be a list of label names, e.g. [\"negative\", \"positive\"]; got {value!r}")
+    names = tuple(str(v) for v in value)
+    if names and len(names) < 2:
+        raise ValueError(f"{key} must name at least two classes, got {list(names)}")
+    if any(not n.strip() for n in names):
+        raise ValueError(f"{key} holds an empty name: {list(names)}")
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"{key} lists {dup!r} twice")
+    return names
 
 
 def _build(cls: type, table: Any, section: str, origin: str) -> Any:
@@ -387,7 +416,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 _TOML_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
-               "tuple[float, float]": "two numbers"}
+               "tuple[float, float]": "two numbers", "tuple[str, ...]": "list of strings"}
 
 
 def _number(x: float) -> str:

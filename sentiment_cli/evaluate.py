@@ -1,10 +1,11 @@
 """Classification metrics over a split, and the whole ``sentiment eval`` use case (:func:`evaluate_checkpoint`).
 
-Metrics follow the usual definitions for a binary task, per class (one class
-taken as positive at a time) and macro-averaged: precision = TP / (TP + FP),
-recall = TP / (TP + FN), F1 = 2PR / (P + R) (0 where undefined, as
-scikit-learn's ``zero_division=0``). The confusion matrix is
-``[[tn, fp], [fn, tp]]`` with rows = true label, columns = predicted label.
+For N classes (one at a time taken as positive): precision = TP / (TP + FP),
+recall = TP / (TP + FN), F1 = 2PR / (P + R), each 0 where undefined (as
+scikit-learn's ``zero_division=0``); ``macro`` is their mean over the classes,
+``weighted`` their mean weighted by each class's true examples (scikit-learn's
+``average="weighted"``). The confusion matrix is N x N, rows = true label,
+columns = predicted label, in label-id order.
 """
 
 from __future__ import annotations
@@ -20,31 +21,37 @@ import torch
 from .calibration import calibration_report
 from .card import write_card
 from .checkpoint import load_checkpoint, record_eval
-from .data import LABELS, load_split
+from .data import LABELS, DataSpec, is_single_file, load_split
+from .errors import UsageError
 from .model import SentimentClassifier
 from .predict import batched_logits
 from .tokenizer import encode_texts
 
 
-def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
-    """Accuracy, per-class and macro precision / recall / F1, and the confusion matrix.
+def classification_metrics(labels: Sequence[int], predictions: Sequence[int],
+                           label_names: Sequence[str] = LABELS) -> dict[str, Any]:
+    """Accuracy; per-class, macro and weighted precision / recall / F1; support; the confusion matrix.
 
     Args:
-        labels: true labels, 0 (negative) or 1 (positive).
-        predictions: predicted labels, same length.
+        labels: true label ids, each in ``[0, len(label_names))``.
+        predictions: predicted label ids, same length.
+        label_names: the class names, by id.
 
     Returns:
-        ``{"num_examples", "accuracy", "precision", "recall", "f1", "confusion_matrix"}``,
-        where precision/recall/f1 are ``{"negative": .., "positive": .., "macro": ..}``.
+        ``{"num_examples", "accuracy", "precision", "recall", "f1", "support", "confusion_matrix"}``,
+        where precision/recall/f1 are ``{<name>: .., ..., "macro": .., "weighted": ..}``, support is
+        ``{<name>: true examples}`` and the confusion matrix is ``len(label_names)`` square lists.
     """
+    n = len(label_names)
     y = np.asarray(labels, dtype=np.int64)
     p = np.asarray(predictions, dtype=np.int64)
-    cm = np.zeros((2, 2), dtype=np.int64)
+    cm = np.zeros((n, n), dtype=np.int64)
     np.add.at(cm, (y, p), 1)
+    support = cm.sum(axis=1)
     out: dict[str, Any] = {"num_examples": int(len(y)),
                            "accuracy": float((y == p).mean()) if len(y) else 0.0}
     per: dict[str, dict[str, float]] = {"precision": {}, "recall": {}, "f1": {}}
-    for c, name in enumerate(LABELS):
+    for c, name in enumerate(label_names):
         tp = cm[c, c]
         fp = cm[:, c].sum() - tp
         fn = cm[c, :].sum() - tp
@@ -52,26 +59,31 @@ def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) ->
         rec = tp / (tp + fn) if tp + fn else 0.0
         f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
         per["precision"][name], per["recall"][name], per["f1"][name] = float(prec), float(rec), float(f1)
+    total = int(support.sum())
     for k, v in per.items():
-        v["macro"] = float(np.mean([v[n] for n in LABELS]))
+        values = [v[name] for name in label_names]
+        v["macro"] = float(np.mean(values))
+        v["weighted"] = float(np.dot(values, support) / total) if total else 0.0
         out[k] = v
+    out["support"] = {name: int(s) for name, s in zip(label_names, support)}
     out["confusion_matrix"] = cm.tolist()
     return out
 
 
-def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], labels: Sequence[int], *,
-                 batch_size: int, device: torch.device, bf16: bool = False,
+def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], labels: Sequence[int],
+                 label_names: Sequence[str] = LABELS, *, batch_size: int, device: torch.device, bf16: bool = False,
                  on_batch: Callable[[int], None] | None = None, return_logits: bool = False) -> dict[str, Any]:
     """Metrics (see :func:`classification_metrics`) plus ``loss`` and ``examples_per_second``.
 
-    With ``return_logits``, also ``"logits"``: the ``(len(ids), 2)`` float32
-    CPU tensor the metrics were computed from (for :func:`confident_errors`).
+    ``label_names`` names the model's ``num_labels`` outputs. With ``return_logits``, also
+    ``"logits"``: the ``(len(ids), num_labels)`` float32 CPU tensor the metrics were computed
+    from (for :func:`confident_errors`).
     """
     start = time.perf_counter()
     logits = batched_logits(model, ids, batch_size=batch_size, device=device, bf16=bf16, on_batch=on_batch)
     seconds = time.perf_counter() - start
     target = torch.as_tensor(list(labels), dtype=torch.long)
-    metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist())
+    metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist(), label_names)
     metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
     metrics["examples_per_second"] = len(ids) / seconds if seconds > 0 else 0.0
     metrics["seconds"] = seconds
@@ -80,13 +92,15 @@ def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], label
     return metrics
 
 
-def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int) -> list[dict[str, Any]]:
+def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int,
+                     label_names: Sequence[str] = LABELS) -> list[dict[str, Any]]:
     """The ``n`` misclassified examples with the highest probability on the wrong label.
 
     Args:
-        logits: ``(num_examples, 2)`` logits.
-        labels: true labels (0 negative, 1 positive), same length.
+        logits: ``(num_examples, num_labels)`` logits.
+        labels: true label ids, same length.
         n: how many to return (fewer if there are fewer mistakes).
+        label_names: the class names, by id.
 
     Returns:
         Most confident first: ``{"index", "label", "probability", "true_label"}``
@@ -95,13 +109,13 @@ def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int) -> lis
     """
     if n <= 0 or len(labels) == 0:
         return []
-    probs = torch.softmax(logits.float(), dim=-1)                      # (num_examples, 2)
+    probs = torch.softmax(logits.float(), dim=-1)                      # (num_examples, num_labels)
     confidence, predicted = probs.max(dim=1)                           # (num_examples,) each
     target = torch.as_tensor(list(labels), dtype=torch.long)
     wrong = torch.nonzero(predicted != target).flatten()
     order = wrong[torch.argsort(confidence[wrong], descending=True, stable=True)][:n]
-    return [{"index": int(i), "label": LABELS[int(predicted[i])], "probability": float(confidence[i]),
-             "true_label": LABELS[int(target[i])]} for i in order]
+    return [{"index": int(i), "label": label_names[int(predicted[i])], "probability": float(confidence[i]),
+             "true_label": label_names[int(target[i])]} for i in order]
 
 
 # ----------------------------------------------------------------------------- the eval use case
@@ -123,6 +137,7 @@ class EvalCallbacks:
 
 
 def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
+                        text_column: str | None = None, label_column: str | None = None,
                         batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
                         record: bool = True, callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
     """Score a checkpoint on a split: the ``sentiment eval`` use case.
@@ -137,7 +152,10 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
     Args:
         directory: the checkpoint folder.
         split: ``train``, ``validation`` or ``test``.
-        data: dataset to score (Hub id or folder); default: the one the checkpoint was trained on.
+        data: dataset to score (Hub id, folder or file; a file's ``test`` is all of it); default: the
+            one the checkpoint was trained on.
+        text_column, label_column: its columns; default: the checkpoint's ``[data]`` settings for its
+            own data, else found by name (see :func:`~sentiment_cli.data.resolve_column`).
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
         device: where to run the model.
         errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),
@@ -147,35 +165,39 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
 
     Returns:
         The ``eval --json`` object (see DESIGN.md's output contract): ``split``, ``num_examples``,
-        ``accuracy``, ``precision`` / ``recall`` / ``f1`` (per label and ``macro``),
-        ``confusion_matrix``, ``loss``, ``examples_per_second``, ``checkpoint``; the expected
-        calibration error (15 bins) after and before the checkpoint's temperature, ``ece`` and
-        ``ece_uncalibrated``, the ``temperature`` and both diagrams' bins, ``reliability``
-        (:func:`~sentiment_cli.calibration.calibration_report`); and ``errors`` when asked for.
+        ``accuracy``, ``labels`` (the class names by id), ``precision`` / ``recall`` / ``f1`` (per
+        label, ``macro`` and ``weighted``), ``support`` (true examples per label),
+        ``confusion_matrix`` (N x N, rows true, in ``labels`` order), ``loss``,
+        ``examples_per_second``, ``checkpoint``; the expected calibration error (15 bins) after and
+        before the checkpoint's temperature, ``ece`` and ``ece_uncalibrated``, the ``temperature``
+        and both diagrams' bins, ``reliability`` (:func:`~sentiment_cli.calibration.calibration_report`);
+        and ``errors`` when asked for.
 
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
-        UsageError: unknown split, or ``validation`` of a run trained without a hold-out.
-        DataError: the dataset cannot be loaded.
+        UsageError: unknown split, ``validation`` of a run trained without a hold-out, or ``test``
+            of a run trained on a single file (it has none), or a named column is missing.
+        DataError: the dataset cannot be loaded or is unusable, or holds a label the model never saw.
     """
     cb = callbacks or EvalCallbacks()
     device = torch.device(device)
     ckpt = load_checkpoint(directory, device)
     cfg = ckpt.config
-    source = data or cfg.data.source
+    spec = _eval_spec(cfg, split, data, text_column, label_column)
     cb.on_stage(f"loading the {split} split")
-    s = load_split(source, split, cfg.data.validation_fraction, cfg.training.seed, cfg.data.validation_split)
+    s = load_split(spec, split, label_names=ckpt.labels)
     ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
     cb.on_start(len(ids))
-    m = evaluate_ids(ckpt.model, ids, s.labels, device=device, bf16=cfg.training.autocast_bf16,
+    m = evaluate_ids(ckpt.model, ids, s.labels, ckpt.labels, device=device, bf16=cfg.training.autocast_bf16,
                      batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
                      on_batch=cb.on_batch, return_logits=True)
     result = {"split": split, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
-              "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
-              "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
+              "labels": list(ckpt.labels), "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
+              "support": m["support"], "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
               "examples_per_second": m["examples_per_second"], "checkpoint": str(directory)}
     if len(ids):
         result.update(calibration_report(m["logits"].numpy(), s.labels, ckpt.temperature))
+    source = spec.source
     if record:
         try:   # for `sentiment info` and the card; a read-only folder only loses that
             record_eval(directory, result, source)
@@ -183,6 +205,26 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         except OSError as exc:
             cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")
     if errors:
-        mistakes = confident_errors(m["logits"] / ckpt.temperature, s.labels, errors)   # probabilities as predict's
+        mistakes = confident_errors(m["logits"] / ckpt.temperature, s.labels, errors, ckpt.labels)   # as predict's
         result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
     return result
+
+
+def _eval_spec(cfg, split: str, data: str | None, text_column: str | None, label_column: str | None) -> DataSpec:
+    """What to score: the checkpoint's own data (its columns, its hold-out) or ``data``.
+
+    Raises:
+        UsageError: ``test`` of the single file the checkpoint was trained on (it would score training data).
+    """
+    own = data is None or Path(data).expanduser().resolve() == Path(cfg.data.source).expanduser().resolve() \
+        or data == cfg.data.source
+    spec = DataSpec.from_config(cfg, source=data)
+    if not own:   # other data: its own column names, unless told
+        spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split)
+    if text_column or label_column:
+        spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split,
+                        text_column or (spec.text_column if own else ""), label_column or (spec.label_column if own else ""))
+    if own and split == "test" and is_single_file(spec.source):
+        raise UsageError(f"the checkpoint was trained on the single file {spec.source}, which has no test split; "
+                         "score other data with --data FILE (all of it), or use --split validation")
+    return spec

@@ -3,24 +3,32 @@
 The classifier ends in a masked max-pool and a linear head (``model.py``)::
 
     pooled[f] = hidden[argmax[f], f]          one winning token per feature f
-    logits    = W @ pooled + b                W: (2, d_model), b: (2,)
+    logits    = W @ pooled + b                W: (num_labels, d_model), b: (num_labels,)
 
-so the logit margin (positive minus negative, the log-odds of "positive")
-splits exactly over the tokens that won the pool. With
-``w = W[1] - W[0]`` (``(d_model,)``)::
+so any fixed linear combination of the logits splits exactly over the tokens
+that won the pool. The one explained is the *margin* of a target class ``k``:
+its logit minus the mean of the other classes' logits. With
+``w = W[k] - mean_{j != k} W[j]`` (``(d_model,)``)::
 
-    logits[1] - logits[0] = (b[1] - b[0]) + sum_j score[j]
-    score[j]              = sum_f [argmax[f] == j] * pooled[f] * w[f]
+    logits[k] - mean_{j != k} logits[j] = (b[k] - mean_{j != k} b[j]) + sum_t score[t]
+    score[t]                            = sum_f [argmax[f] == t] * pooled[f] * w[f]
+
+The target is the predicted class when there are three or more classes. With
+two it is always the second label (``positive`` for IMDB), so the margin is
+``logits[1] - logits[0]``, the log-odds of that label, for every review: a
+score's sign says which of the two labels a token pushed towards. (The margin
+of the predicted class would flip that sign on reviews predicted as the first
+label.)
 
 A token that won no feature scores exactly 0; padding never wins a feature
 (the pool runs over real tokens only), so it never receives a score. The
-scores are in logit units: a score of +1 multiplies the odds of "positive"
-by e. It is the exact decomposition of a linear function into weight times
-input (the "gradient x input" attribution of Shrikumar et al. 2017, which
-is exact for linear functions), applied to the features the max-pool
-selected. It explains the head given the encoder's token states; those
-states mix context through attention, so a token's score is that of the
-word in its context, not of the word alone.
+scores are in logit units: with two classes a score of +1 multiplies the odds
+of the second label by e. It is the exact decomposition of a linear function
+into weight times input (the "gradient x input" attribution of Shrikumar et
+al. 2017, which is exact for linear functions), applied to the features the
+max-pool selected. It explains the head given the encoder's token states;
+those states mix context through attention, so a token's score is that of
+the word in its context, not of the word alone.
 
 Computed in float32 without autocast, so that the decomposition is exact to
 float rounding; head dropout is the identity in eval mode.
@@ -38,6 +46,7 @@ from .batching import collate
 from .config import DataConfig
 from .data import LABELS
 from .model import SentimentClassifier, masked_max_pool
+from .predict import prediction
 from .runtime import inference_attention
 from .tokenizer import UNK_ID, UNK_TOKEN, truncate
 
@@ -47,20 +56,60 @@ class TokenScores:
     """Scores for one padded batch.
 
     Attributes:
-        scores: ``(batch, seq_len)`` float32, each token's share of the logit
-            margin; exactly 0 at padding and at tokens that won no feature.
-        bias: ``b[1] - b[0]``, the part of the margin no token carries.
-        logits: ``(batch, 2)`` float32, the model's logits from the same pass.
+        scores: ``(batch, seq_len)`` float32, each token's share of its row's margin; exactly 0 at
+            padding and at tokens that won no feature.
+        bias: ``(batch,)`` float32, ``b[k] - mean_{j != k} b[j]`` for each row's target ``k``: the
+            part of the margin no token carries.
+        logits: ``(batch, num_labels)`` float32, the model's logits from the same pass.
+        targets: ``(batch,)`` int64, each row's target class (see the module docstring).
     """
 
     scores: Tensor
-    bias: float
+    bias: Tensor
     logits: Tensor
+    targets: Tensor
+
+
+def target_classes(logits: Tensor) -> Tensor:
+    """Each row's target class: the second label with two classes, else the predicted (argmax) class.
+
+    Args:
+        logits: ``(batch, num_labels)``.
+
+    Returns:
+        ``(batch,)`` int64.
+    """
+    if logits.shape[1] == 2:
+        return torch.ones(logits.shape[0], dtype=torch.long, device=logits.device)
+    return logits.argmax(dim=1)
+
+
+def contrast(values: Tensor, targets: Tensor) -> Tensor:
+    """``values[k] - mean_{j != k} values[j]`` for each row's target ``k``, over the class dimension.
+
+    The others are summed with a 0/1 mask, so with two classes this is ``values[k] - values[other]``
+    exactly (no rounding from adding and removing the target).
+
+    Args:
+        values: ``(num_labels, ...)`` (the head's weight or bias).
+        targets: ``(batch,)`` class ids.
+
+    Returns:
+        ``(batch, ...)``.
+    """
+    n = values.shape[0]
+    others = torch.ones(targets.shape[0], n, dtype=values.dtype, device=values.device)
+    others[torch.arange(targets.shape[0]), targets] = 0.0                       # (batch, num_labels)
+    shape = (targets.shape[0], n) + (1,) * (values.dim() - 1)
+    rest = (values.unsqueeze(0) * others.view(shape)).sum(dim=1) / (n - 1)       # (batch, ...)
+    return values[targets] - rest
 
 
 @torch.inference_mode()
 def token_scores(model: SentimentClassifier, input_ids: Tensor, padding_mask: Tensor) -> TokenScores:
-    """Split each review's logit margin over its tokens (see the module docstring).
+    """Split each review's margin (its target class's logit against the others') over its tokens.
+
+    See the module docstring for the target and the formula.
 
     Args:
         model: the classifier; put in eval mode here (dropout off).
@@ -69,20 +118,22 @@ def token_scores(model: SentimentClassifier, input_ids: Tensor, padding_mask: Te
             needs at least one real token.
 
     Returns:
-        :class:`TokenScores` on the CPU; for every row ``i``,
-        ``scores[i].sum() + bias == logits[i, 1] - logits[i, 0]`` up to float rounding.
+        :class:`TokenScores` on the CPU; for every row ``i`` with target ``k = targets[i]``,
+        ``scores[i].sum() + bias[i] == logits[i, k] - mean_{j != k} logits[i, j]`` up to float
+        rounding (``logits[i, 1] - logits[i, 0]`` with two classes).
     """
     model.eval()
     with inference_attention(input_ids.device):   # the attention path of batched_logits: the same logits
         hidden = model.hidden_states(input_ids, padding_mask).float()    # (batch, seq_len, d_model)
     pooled, argmax = masked_max_pool(hidden, padding_mask)            # (batch, d_model) each
-    logits = model.head(model.head_dropout(pooled))                   # (batch, 2)
-    weight, bias = model.head.weight.float(), model.head.bias.float()  # (2, d_model), (2,)
-    w = weight[1] - weight[0]                                         # (d_model,)
+    logits = model.head(model.head_dropout(pooled))                   # (batch, num_labels)
+    weight, bias = model.head.weight.float(), model.head.bias.float()  # (num_labels, d_model), (num_labels,)
+    targets = target_classes(logits)                                  # (batch,)
+    w = contrast(weight, targets)                                     # (batch, d_model)
     contributions = pooled * w                                        # (batch, d_model)
     scores = torch.zeros(hidden.shape[:2], dtype=torch.float32, device=hidden.device)  # (batch, seq_len)
     scores.scatter_add_(1, argmax, contributions)
-    return TokenScores(scores.cpu(), float(bias[1] - bias[0]), logits.float().cpu())
+    return TokenScores(scores.cpu(), contrast(bias, targets).cpu(), logits.float().cpu(), targets.cpu())
 
 
 @dataclass
@@ -92,10 +143,12 @@ class Explanation:
     Attributes:
         text: the review as given.
         label, probability, probabilities: as in :class:`~sentiment_cli.predict.Prediction`.
+        target: the class whose margin the scores split (the second label with two classes, else
+            ``label``); a positive score pushed towards it, a negative one towards the others.
         tokens: the surface text of each token the model saw, in order (the
             original spelling, also for words outside the vocabulary).
-        scores: each token's share of the logit margin (logit units), same length as ``tokens``.
-        bias: the head's bias margin; ``sum(scores) + bias`` is the logit margin.
+        scores: each token's share of the margin (logit units), same length as ``tokens``.
+        bias: the head's bias margin; ``sum(scores) + bias`` is the margin.
         ids: the token ids the model saw (``1`` = ``<unk>``).
         spans: ``(start, end)`` character offsets of each token in ``text``.
         positions: index of each token in the full tokenization (before
@@ -114,20 +167,22 @@ class Explanation:
     spans: list[tuple[int, int]] = field(repr=False)
     positions: list[int] = field(repr=False)
     num_tokens: int = 0
+    target: str = LABELS[1]
 
     @property
     def margin(self) -> float:
-        """The logit margin ``logit(positive) - logit(negative)`` = ``bias + sum(scores)``."""
+        """The margin ``logit(target) - mean of the other logits`` = ``bias + sum(scores)``
+        (``logit(positive) - logit(negative)`` for IMDB)."""
         return self.bias + sum(self.scores)
 
     def to_dict(self) -> dict:
-        """The ``predict --explain --json`` object: the prediction plus ``tokens``, ``scores`` and ``bias``."""
+        """The ``predict --explain --json`` object: the prediction plus ``tokens``, ``scores``, ``bias`` and ``target``."""
         return {"text": self.text, "label": self.label, "probability": self.probability,
                 "probabilities": self.probabilities, "tokens": self.tokens, "scores": self.scores,
-                "bias": self.bias}
+                "bias": self.bias, "target": self.target}
 
     def top(self, k: int, positive: bool = True) -> list[tuple[str, float]]:
-        """The ``k`` tokens that pushed hardest towards positive (or negative), strongest first.
+        """The ``k`` tokens that pushed hardest towards the target (or away from it), strongest first.
 
         Tokens with a zero score, or a score of the other sign, are left out.
         """
@@ -160,7 +215,7 @@ class Explanation:
 
 def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, texts: Sequence[str], *,
                   batch_size: int = 64, device: torch.device | str = "cpu",
-                  temperature: float = 1.0) -> list[Explanation]:
+                  labels: Sequence[str] = LABELS, temperature: float = 1.0) -> list[Explanation]:
     """Explain each review: its prediction and one score per token it was classified on.
 
     The token ids are those :func:`~sentiment_cli.tokenizer.encode_texts` gives
@@ -174,6 +229,7 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
         texts: the reviews.
         batch_size: reviews per forward pass (results do not depend on it).
         device: where the model lives.
+        labels: the class names, by id (``model.num_labels`` of them).
         temperature: the checkpoint's temperature; the probabilities are ``softmax(logits / temperature)``
             (the scores explain the logits, which it does not change).
 
@@ -200,10 +256,10 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
         probs = torch.softmax(ts.logits / temperature, dim=-1).tolist()
         for i, (ids, spans, positions, n) in enumerate(chunk):
             text = texts[lo + i]
-            p = probs[i]
-            k = int(p[1] > p[0])
+            p = prediction(text, probs[i], labels)
             out.append(Explanation(
-                text=text, label=LABELS[k], probability=p[k], probabilities=dict(zip(LABELS, p)),
+                text=text, label=p.label, probability=p.probability, probabilities=p.probabilities,
                 tokens=[text[a:b] or UNK_TOKEN for a, b in spans], scores=ts.scores[i, :len(ids)].tolist(),
-                bias=ts.bias, ids=ids, spans=spans, positions=positions, num_tokens=n))
+                bias=float(ts.bias[i]), ids=ids, spans=spans, positions=positions, num_tokens=n,
+                target=labels[int(ts.targets[i])]))
     return out

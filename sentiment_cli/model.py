@@ -21,7 +21,6 @@ import torch
 from torch import Tensor, nn
 
 from .config import Config, ModelConfig
-from .data import NUM_LABELS
 from .tokenizer import PAD_ID, UNK_ID
 
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
@@ -101,18 +100,22 @@ class SentimentClassifier(nn.Module):
         config: layer sizes and switches (:class:`ModelConfig`).
         vocab_size: rows of the token embedding (the tokenizer's vocabulary size).
         max_length: longest input, in tokens; sizes the positional-encoding buffer.
+        num_labels: classes, one output of the dense head each (2 or more).
 
     Raises:
-        ValueError: ``d_model`` is odd or not divisible by ``n_heads``.
+        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, or ``num_labels`` is below 2.
     """
 
-    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int):
+    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2):
         super().__init__()
         if config.d_model % config.n_heads:
             raise ValueError(f"n_heads ({config.n_heads}) must divide d_model ({config.d_model})")
+        if num_labels < 2:
+            raise ValueError(f"num_labels must be at least 2, got {num_labels}")
         self.config = config
         self.vocab_size = vocab_size
         self.max_length = max_length
+        self.num_labels = num_labels
         d = config.d_model
         self.embed_scale = math.sqrt(d) if config.scale_embedding else 1.0
         self.token_embedding = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)
@@ -144,10 +147,10 @@ class SentimentClassifier(nn.Module):
             norm=nn.LayerNorm(d) if config.norm_first else None,
         )
         self.head_dropout = nn.Dropout(config.head_dropout)
-        self.head = nn.Linear(d, NUM_LABELS)
+        self.head = nn.Linear(d, num_labels)
 
     @classmethod
-    def from_config(cls, config: Config, vocab_size: int) -> "SentimentClassifier":
+    def from_config(cls, config: Config, vocab_size: int, num_labels: int = 2) -> "SentimentClassifier":
         """The classifier a run configuration describes, freshly initialised.
 
         The config holds every setting the model needs (``[model]``, and ``[data] max_length``
@@ -156,11 +159,12 @@ class SentimentClassifier(nn.Module):
         Args:
             config: the whole run configuration.
             vocab_size: the tokenizer's vocabulary size (rows of the token embedding).
+            num_labels: classes (the label set's size; 2 for checkpoints that predate label sets).
 
         Raises:
-            ValueError: ``d_model`` is odd or not divisible by ``n_heads``.
+            ValueError: ``d_model`` is odd or not divisible by ``n_heads``, or ``num_labels`` is below 2.
         """
-        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length)
+        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels)
 
     def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
@@ -193,7 +197,7 @@ class SentimentClassifier(nn.Module):
         return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
 
     def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
-        """Logits for (negative, positive).
+        """Logits, one per class in label-id order.
 
         Args:
             input_ids: ``(batch, seq_len)`` int64 token ids.
@@ -202,11 +206,11 @@ class SentimentClassifier(nn.Module):
             embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
 
         Returns:
-            ``(batch, 2)`` logits.
+            ``(batch, num_labels)`` logits.
         """
         hidden = self.hidden_states(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
-        return self.head(self.head_dropout(pooled))                         # (batch, 2)
+        return self.head(self.head_dropout(pooled))                         # (batch, num_labels)
 
     def num_parameters(self) -> dict[str, int]:
         """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram)."""

@@ -102,29 +102,38 @@ def curves_png(history: list[dict[str, Any]], best_epoch: int | None = None, tit
     return _png(fig, Canvas)
 
 
-def confusion_png(confusion_matrix: list[list[int]], title: str = "") -> bytes:
+def confusion_png(confusion_matrix: list[list[int]], labels: list[str] | tuple[str, ...] = LABELS,
+                  title: str = "") -> bytes:
     """A confusion matrix as PNG bytes: rows true label, columns predicted, counts and row shares.
 
     Args:
-        confusion_matrix: ``[[tn, fp], [fn, tp]]`` (rows true, columns predicted).
+        confusion_matrix: N x N counts, rows true label, columns predicted, in ``labels`` order.
+        labels: the N class names.
         title: figure title.
 
     Raises:
         PlotUnavailable: matplotlib is not installed.
+        ValueError: the matrix is not ``len(labels)`` square.
     """
+    n = len(labels)
+    if len(confusion_matrix) != n or any(len(row) != n for row in confusion_matrix):
+        raise ValueError(f"confusion matrix is not {n} x {n}")
     Figure, Canvas = require_matplotlib()
     cm = torch.tensor(confusion_matrix, dtype=torch.float64)
     rows = cm.sum(dim=1, keepdim=True).clamp(min=1)
     share = (cm / rows).tolist()                                        # row-normalised: recall per class
-    fig = Figure(figsize=(4.8, 4.2))
+    side = max(4.2, 0.85 * n + 2.2)   # cells stay readable as classes are added
+    fig = Figure(figsize=(side + 0.6, side))
     ax = fig.subplots()
     ax.imshow(share, cmap="Blues", vmin=0.0, vmax=1.0)
-    for i in range(len(LABELS)):
-        for j in range(len(LABELS)):
-            ax.text(j, i, f"{int(cm[i, j]):,}\n{share[i][j]:.1%}", ha="center", va="center",
+    size = 10 if n <= 6 else 8 if n <= 12 else 6
+    for i in range(n):
+        for j in range(n):
+            ax.text(j, i, f"{int(cm[i, j]):,}\n{share[i][j]:.1%}", ha="center", va="center", fontsize=size,
                     color="white" if share[i][j] > 0.5 else "black")
-    ax.set_xticks(range(len(LABELS)), LABELS)
-    ax.set_yticks(range(len(LABELS)), LABELS)
+    ax.set_xticks(range(n), labels, rotation=30 if any(len(x) > 8 for x in labels) else 0, ha="right"
+                  if any(len(x) > 8 for x in labels) else "center")
+    ax.set_yticks(range(n), labels)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true label")
     if title:

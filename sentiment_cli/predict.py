@@ -16,7 +16,6 @@ import torch
 
 from .batching import collate, make_batches
 from .checkpoint import load_checkpoint
-from .data import LABELS
 from .errors import UsageError
 from .model import SentimentClassifier
 from .runtime import autocast, inference_attention
@@ -44,7 +43,7 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
         ``(len(ids), num_labels)`` float32 logits on the CPU.
     """
     model.eval()
-    out = torch.empty(len(ids), model.head.out_features)   # (n, num_labels)
+    out = torch.empty(len(ids), model.num_labels)
     with inference_attention(device):
         for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
             input_ids, padding_mask = collate(ids, batch)
@@ -58,7 +57,8 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
 
 @dataclass
 class Prediction:
-    """One review's result. ``probabilities`` maps each label to its softmax probability."""
+    """One review's result: the predicted ``label``, its ``probability``, and ``probabilities`` mapping
+    every label of the model (in label-id order) to its softmax probability."""
 
     text: str
     label: str
@@ -69,6 +69,12 @@ class Prediction:
         """The ``predict --json`` object (see DESIGN.md's output contract)."""
         return {"text": self.text, "label": self.label, "probability": self.probability,
                 "probabilities": self.probabilities}
+
+
+def prediction(text: str, probabilities: Sequence[float], labels: Sequence[str]) -> Prediction:
+    """The :class:`Prediction` for one text: the most probable label (the first of equals) and every class's probability."""
+    k = max(range(len(probabilities)), key=probabilities.__getitem__)
+    return Prediction(text, labels[k], probabilities[k], dict(zip(labels, probabilities)))
 
 
 class Predictor:
@@ -95,6 +101,11 @@ class Predictor:
     def config(self):
         return self.checkpoint.config
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The class names, by id: the model's outputs, in order."""
+        return self.checkpoint.labels
+
     def logits(self, texts: Sequence[str], *, first: int = 1) -> torch.Tensor:
         """``(len(texts), num_labels)`` logits, in input order (before the temperature).
 
@@ -120,11 +131,11 @@ class Predictor:
         if not texts:
             return []
         logits = self.logits(texts, first=first)                          # (n, num_labels)
-        probs = self.probabilities(logits)                                # (n, num_labels)
-        out = []
-        for text, p, k in zip(texts, probs.tolist(), logits.argmax(dim=-1).tolist()):
-            out.append(Prediction(text, LABELS[k], p[k], dict(zip(LABELS, p))))
-        return out
+        probs = self.probabilities(logits).tolist()                       # (n, num_labels)
+        labels = self.labels
+        # the label is the logits' argmax, which the temperature never changes
+        return [Prediction(text, labels[k], p[k], dict(zip(labels, p)))
+                for text, p, k in zip(texts, probs, logits.argmax(dim=-1).tolist())]
 
     @property
     def temperature(self) -> float:
@@ -156,7 +167,8 @@ class Predictor:
 
         check_texts(texts, first)
         return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
-                             batch_size=self.batch_size, device=self.device, temperature=self.temperature)
+                             batch_size=self.batch_size, device=self.device, labels=self.labels,
+                             temperature=self.temperature)
 
     def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""

@@ -50,7 +50,7 @@ from .batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
 from .checkpoint import check_writable, load_checkpoint, save_checkpoint
 from .config import Config
-from .data import absolute_source, load_pretraining_texts
+from .data import DataSpec, absolute_source, load_pretraining_texts
 from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import SentimentClassifier
@@ -177,8 +177,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     source = absolute_source(config.data.source)
 
     cb.on_stage(f"loading {source}")
-    texts = load_pretraining_texts(source, p.splits, config.data.validation_fraction, t.seed,
-                                   config.data.validation_split)
+    texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
     tokenizer_json = save_tokenizer(tokenizer)

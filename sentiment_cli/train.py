@@ -30,7 +30,7 @@ from .card import write_training_report
 from .checkpoint import (METRICS_FILE, WEIGHTS_FILE, check_writable, load_weights, save_checkpoint, write_json,
                          write_temperature)
 from .config import Config
-from .data import Split, absolute_source, load_train_validation
+from .data import DataSpec, Split, absolute_source, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import evaluate_ids
 from .interrupts import StopFlag
@@ -244,6 +244,7 @@ class _Run:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     tokenizer_json: str
+    labels: tuple[str, ...]
     train_ids: list[list[int]]
     train_labels: torch.Tensor
     lengths: np.ndarray
@@ -294,7 +295,7 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
-    model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
+    model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size(), len(train_split.label_names))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     elif pretrained is not None:
@@ -316,7 +317,8 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
         if info.enabled else model
     return _Run(config=config, output=output, cb=cb, stop=stop, info=info, device=device, model=model, net=net,
-                optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json, train_ids=train_ids,
+                optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json,
+                labels=train_split.label_names, train_ids=train_ids,
                 train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]), val_ids=val_ids,
                 val_labels=val_split.labels, validated=bool(len(val_split)), local_batch=local_batch, state=state,
                 start=start, wall_before=state.metrics.get("wall_time_seconds") or 0.0)
@@ -333,8 +335,7 @@ def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved:
     t = config.training
     cb.on_stage(f"loading {config.data.source}")
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
-        train_split, val_split = load_train_validation(config.data.source, config.data.validation_fraction, t.seed,
-                                                       config.data.validation_split)
+        train_split, val_split = load_train_validation(DataSpec.from_config(config))
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
         _check_same_data(saved, train_split, val_split, config.data.source)
@@ -356,7 +357,10 @@ def _fresh_state(config: Config, model: SentimentClassifier, train_split: Split,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
         "num_parameters": model.num_parameters(),
         "data": {"source": config.data.source, "train_examples": len(train_split),
-                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint()},
+                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint(),
+                 "labels": list(train_split.label_names),
+                 "class_counts": {"train": train_split.class_counts(), "validation": val_split.class_counts()},
+                 "validation_from": val_split.where if val_split.where != train_split.where else None},
         "config": config.to_dict(),
         "pretrained": None if pretrained is None else {
             "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
@@ -472,8 +476,8 @@ def _validate(run: _Run) -> tuple[float | None, float | None]:
     val = [0.0, 0.0]
     if run.info.is_main:
         run.cb.on_validation_start(len(run.val_ids))
-        m = evaluate_ids(run.model, run.val_ids, run.val_labels, batch_size=t.eval_batch_size, device=run.device,
-                         bf16=t.autocast_bf16, on_batch=run.cb.on_validation_step)
+        m = evaluate_ids(run.model, run.val_ids, run.val_labels, run.labels, batch_size=t.eval_batch_size,
+                         device=run.device, bf16=t.autocast_bf16, on_batch=run.cb.on_validation_step)
         val = [m["loss"], m["accuracy"]]
     val_loss, val_acc = distributed.broadcast_floats(run.info, val, 2, run.device)
     return val_loss, val_acc
@@ -511,7 +515,7 @@ def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple
         # checkpoint, and resuming re-runs that epoch identically; the other order could not.
         if improved:
             save_checkpoint(run.output, config=run.config, model=run.model, tokenizer_json=run.tokenizer_json,
-                            metrics=state.metrics)
+                            metrics=state.metrics, labels=run.labels)
         else:
             write_json(run.output / METRICS_FILE, state.metrics)
         save_trainer_state(run.output, TrainerState(
@@ -554,7 +558,7 @@ def _calibrate(run: _Run) -> dict[str, Any]:
         return {"temperature": 1.0}
     t = run.config.training
     run.cb.on_stage("fitting the temperature on the validation split")
-    best = SentimentClassifier.from_config(run.config, run.model.vocab_size)
+    best = SentimentClassifier.from_config(run.config, run.model.vocab_size, len(run.labels))
     weights = run.output / WEIGHTS_FILE
     load_weights(best, st_load(weights.read_bytes()), weights)
     logits = batched_logits(best.to(run.device), run.val_ids, batch_size=t.eval_batch_size, device=run.device,
@@ -584,6 +588,10 @@ def _check_same_data(saved: TrainerState, train_split, val_split, source: str) -
     if want != (len(train_split), len(val_split)):
         raise DataError(f"{source}: now {len(train_split)} training / {len(val_split)} validation reviews, "
                         f"but the saved run had {want[0]} / {want[1]}; the data changed since the run started")
+    labels = tuple(data.get("labels") or ("negative", "positive"))   # runs saved before label sets: IMDB's
+    if labels != train_split.label_names:
+        raise DataError(f"{source}: now labels {', '.join(train_split.label_names)}, but the saved run had "
+                        f"{', '.join(labels)}; the data changed since the run started")
 
 
 def _restore_optimizer(optimizer: torch.optim.Optimizer, scheduler, saved: TrainerState, where: Path) -> None:

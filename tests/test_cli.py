@@ -44,10 +44,11 @@ def test_eval_json_follows_the_output_contract(cli_checkpoint):
     r = invoke("eval", "--split", "test", "--checkpoint", cli_checkpoint, "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert out["split"] == "test" and out["num_examples"] == 500
+    assert out["split"] == "test" and out["num_examples"] == 500 and out["labels"] == ["negative", "positive"]
     assert 0.0 <= out["accuracy"] <= 1.0
     for key in ("precision", "recall", "f1"):
-        assert set(out[key]) == {"negative", "positive", "macro"}
+        assert set(out[key]) == {"negative", "positive", "macro", "weighted"}
+    assert out["support"] == {"negative": 250, "positive": 250}
     cm = out["confusion_matrix"]
     assert sum(map(sum, cm)) == 500 and sum(cm[0]) == 250
     assert out["accuracy"] == pytest.approx((cm[0][0] + cm[1][1]) / 500)

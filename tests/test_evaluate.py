@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
 from sentiment_cli.batching import make_batches
@@ -19,6 +20,28 @@ def test_metrics_agree_with_scikit_learn():
             assert np.isclose(m["recall"][name], rec[i])
             assert np.isclose(m["f1"][name], f1[i])
         assert np.isclose(m["f1"]["macro"], f1.mean())
+
+
+@pytest.mark.parametrize("n", [3, 5, 7])
+def test_n_class_metrics_agree_with_scikit_learn(n):
+    rng = np.random.default_rng(n)
+    names = [f"class {c}" for c in range(n)]
+    for _ in range(10):
+        y = rng.integers(0, n, 300)
+        p = np.where(rng.random(300) < 0.5, y, rng.integers(0, n, 300))
+        p[p == n - 1] = 0          # a class never predicted: its precision is 0, not NaN
+        m = classification_metrics(y, p, names)
+        assert m["accuracy"] == accuracy_score(y, p)
+        assert m["confusion_matrix"] == confusion_matrix(y, p, labels=list(range(n))).tolist()
+        assert m["support"] == {name: int((y == c).sum()) for c, name in enumerate(names)}
+        for avg in (None, "macro", "weighted"):
+            prec, rec, f1, _ = precision_recall_fscore_support(y, p, labels=list(range(n)), average=avg,
+                                                               zero_division=0)
+            keys = names if avg is None else [avg]
+            for i, key in enumerate(keys):
+                got = [m["precision"][key], m["recall"][key], m["f1"][key]]
+                want = [prec[i], rec[i], f1[i]] if avg is None else [prec, rec, f1]
+                assert np.allclose(got, want), (avg, key)
 
 
 def test_metrics_when_a_class_is_never_predicted():

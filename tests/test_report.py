@@ -96,7 +96,7 @@ def test_predict_explain_json_has_tokens_and_scores(ckpt, tmp_path):
     assert [x["text"] for x in lines] == reviews
     plain = [json.loads(line) for line in invoke("predict", *reviews, "--json", "--checkpoint", ckpt).stdout.splitlines()]
     for x, p in zip(lines, plain):
-        assert set(x) == {"text", "label", "probability", "probabilities", "tokens", "scores", "bias"}
+        assert set(x) == {"text", "label", "probability", "probabilities", "tokens", "scores", "bias", "target"}
         assert x["text"] == p["text"] and x["label"] == p["label"]
         assert x["probabilities"]["positive"] == pytest.approx(p["probabilities"]["positive"], abs=1e-5)
         assert len(x["tokens"]) == len(x["scores"]) > 0
@@ -114,7 +114,7 @@ def test_predict_explain_renders_the_review_and_the_top_tokens(ckpt):
     r = invoke("predict", "--explain", "The plot was thin, but the acting was superb.", "--checkpoint", ckpt)
     assert r.exit_code == 0, r.output
     assert "The plot was thin, but the acting was superb." in r.stdout
-    assert "▲ positive:" in r.stdout and "▼ negative:" in r.stdout and "logit margin" in r.stdout
+    assert "▲ positive:" in r.stdout and "▼ negative:" in r.stdout and "logit(positive) - logit(negative)" in r.stdout
 
 
 # ----------------------------------------------------------------------------- CLI: eval --errors, --plot

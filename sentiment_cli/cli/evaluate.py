@@ -25,7 +25,15 @@ class SplitName(str, Enum):
 def eval_(
     split: Annotated[SplitName, typer.Option(help="Which split to score.")] = SplitName.test,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
-    data: Annotated[Optional[str], typer.Option(help="Dataset to score; default: the one the checkpoint was trained on.")] = None,
+    data: Annotated[Optional[str], typer.Option(
+        help="Dataset to score: Hub id, folder or file (a file is scored whole); default: the one the checkpoint "
+             "was trained on.")] = None,
+    text_column: Annotated[Optional[str], typer.Option(
+        help="Column of --data holding the texts; default: the checkpoint's for its own data, else the one "
+             "named text, review, sentence or content.")] = None,
+    label_column: Annotated[Optional[str], typer.Option(
+        help="Column of --data holding the labels; default: the checkpoint's for its own data, else the one "
+             "named label, sentiment, rating, stars or class.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(
         min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.auto,
@@ -36,8 +44,8 @@ def eval_(
                                                  help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
                                                       "diagram beside it as PATH's name + '-reliability.png'.")] = None,
 ) -> None:
-    """Score a split: accuracy, precision, recall, F1 per class and macro, confusion matrix, and
-    expected calibration error (ECE, 15 bins) before and after the checkpoint's temperature.
+    """Score a split: accuracy; precision, recall, F1 per class, macro and weighted; the confusion matrix;
+    the expected calibration error (ECE, 15 bins) before and after the checkpoint's temperature.
 
     The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
     """
@@ -53,13 +61,14 @@ def eval_(
         out, err = consoles()
         callbacks = RichEvalCallbacks(err, f"eval {split.value}")
         try:
-            result = evaluate_checkpoint(checkpoint, split.value, data=data, batch_size=batch_size,
+            result = evaluate_checkpoint(checkpoint, split.value, data=data, text_column=text_column,
+                                         label_column=label_column, batch_size=batch_size,
                                          device=resolve_device(device.value), errors=errors, callbacks=callbacks)
         finally:
             callbacks.close()
         if plot is not None:
             plots.write_png(plot, plots.confusion_png(
-                result["confusion_matrix"], title=f"{split.value}: accuracy {result['accuracy']:.2%}"))
+                result["confusion_matrix"], result["labels"], title=f"{split.value}: accuracy {result['accuracy']:.2%}"))
             reliability_plot = plots.reliability_path(plot)
             plots.write_png(reliability_plot, plots.reliability_png(
                 result["reliability"]["calibrated"], result["reliability"]["uncalibrated"], result["temperature"],
@@ -70,7 +79,7 @@ def eval_(
             render_eval(out, result)
             render_calibration(out, result)
             if errors:
-                render_errors(out, result["errors"], errors)
+                render_errors(out, result["errors"], errors, result["labels"])
             if plot is not None:
                 from rich.markup import escape
                 out.print(f"[dim]confusion matrix written to {escape(str(plot))}, reliability diagram to "

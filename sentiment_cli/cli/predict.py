@@ -135,4 +135,4 @@ def predict(
             for i, e in enumerate(stream, 1):
                 render_explanation(out, i, e)
             return
-        render_predictions(out, stream)
+        render_predictions(out, stream, predictor.labels)

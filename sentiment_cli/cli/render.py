@@ -74,27 +74,46 @@ def render_pretrain_summary(console, result) -> None:
 
 # ----------------------------------------------------------------------------- eval
 
+def label_style(label: str, labels) -> str | None:
+    """How to colour a label: with two classes the first red and the second green (IMDB's
+    negative / positive); with more, bold (their order need not mean anything)."""
+    labels = list(labels)
+    if len(labels) == 2 and label in labels:
+        return "red" if label == labels[0] else "green"
+    return "bold"
+
+
 def render_eval(console, r: dict) -> None:
-    """An ``eval`` result: the headline, per-class precision / recall / F1, and the confusion matrix."""
+    """An ``eval`` result: the headline, per-class precision / recall / F1 with the macro and weighted
+    averages, and the N x N confusion matrix (rows true, columns predicted)."""
+    from rich.markup import escape
     from rich.table import Table
 
-    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  accuracy [bold]{r['accuracy']:.2%}[/]"
+    labels = r.get("labels") or ["negative", "positive"]
+    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  {len(labels)} classes  ·  "
+                  f"accuracy [bold]{r['accuracy']:.2%}[/]  ·  macro F1 {r['f1']['macro']:.4f}"
                   f"  ·  loss {r['loss']:.4f}  ·  {r['examples_per_second']:,.0f} reviews/s", highlight=False)
     cm = r["confusion_matrix"]
+    support = r.get("support") or {name: sum(row) for name, row in zip(labels, cm)}
     per = Table(title="per class", title_justify="left")
     for col in ("class", "precision", "recall", "F1", "support"):
         per.add_column(col, justify="right" if col != "class" else "left")
-    support = {"negative": sum(cm[0]), "positive": sum(cm[1])}
-    for name in ("negative", "positive", "macro"):
-        per.add_row(name, f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
-                    f"{support.get(name, r['num_examples']):,}", style="bold" if name == "macro" else None)
+    for name in labels:
+        per.add_row(escape(name), f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
+                    f"{support[name]:,}")
+    per.add_section()
+    for avg in ("macro", "weighted"):
+        if avg in r["precision"]:   # records written before weighted averages have only macro
+            per.add_row(f"{avg} avg", f"{r['precision'][avg]:.4f}", f"{r['recall'][avg]:.4f}", f"{r['f1'][avg]:.4f}",
+                        f"{r['num_examples']:,}", style="bold" if avg == "macro" else None)
     console.print(per)
-    conf = Table(title="confusion matrix", title_justify="left", caption="rows: true label · columns: predicted")
+    conf = Table(title="confusion matrix", title_justify="left",
+                 caption="rows: true label · columns: predicted · bold: correct")
     conf.add_column("")
-    conf.add_column("negative", justify="right")
-    conf.add_column("positive", justify="right")
-    conf.add_row("negative", f"{cm[0][0]:,}", f"{cm[0][1]:,}")
-    conf.add_row("positive", f"{cm[1][0]:,}", f"{cm[1][1]:,}")
+    for name in labels:
+        conf.add_column(escape(name), justify="right")
+    for i, name in enumerate(labels):
+        conf.add_row(escape(name), *(f"[bold]{n:,}[/]" if i == j else f"{n:,}" for j, n in enumerate(cm[i])))
     console.print(conf)
 
 
@@ -116,8 +135,8 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1].rstrip() + "…"
 
 
-def render_errors(console, errors: list[dict], asked: int) -> None:
-    """The most confident mistakes of an ``eval`` (``asked``: how many were asked for)."""
+def render_errors(console, errors: list[dict], asked: int, labels=("negative", "positive")) -> None:
+    """The most confident mistakes of an ``eval`` (``asked``: how many were asked for; ``labels``: the model's classes)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -131,7 +150,7 @@ def render_errors(console, errors: list[dict], asked: int) -> None:
     table.add_column("true")
     table.add_column("review", ratio=1)
     for i, e in enumerate(errors, 1):
-        color = "green" if e["label"] == "positive" else "red"
+        color = label_style(e["label"], labels)
         table.add_row(str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color),
                       e["true_label"], Text(_shorten(e["text"], 240)))
     console.print(table)
@@ -154,8 +173,8 @@ def _printable(text: str) -> str:
                    else f"\\u{ord(c):04x}" if ord(c) in _BIDI_CONTROLS else c for c in text)
 
 
-def render_predictions(console, predictions) -> None:
-    """A table of :class:`~sentiment_cli.predict.Prediction` objects, numbered from 1."""
+def render_predictions(console, predictions, labels=("negative", "positive")) -> None:
+    """A table of :class:`~sentiment_cli.predict.Prediction` objects, numbered from 1 (``labels``: the model's classes)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -166,8 +185,8 @@ def render_predictions(console, predictions) -> None:
     # what the other columns and the borders leave, so that a long review cannot squeeze them away
     table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, console.width - 40)))
     for i, p in enumerate(predictions, 1):
-        color = "green" if p.label == "positive" else "red"
-        table.add_row(str(i), Text(p.label, style=color), f"{p.probability:.3f}", Text(_printable(p.text[:1000])))
+        table.add_row(str(i), Text(_printable(p.label), style=label_style(p.label, labels)), f"{p.probability:.3f}",
+                      Text(_printable(p.text[:1000])))
     console.print(table)
 
 
@@ -213,7 +232,12 @@ def render_explanation(console, number: int, e) -> None:
         else:
             body.append(piece, style=_score_style(score, scale, kind == "unknown", gradient))
     body.append("\n")
-    for positive, arrow, color in ((True, "▲ positive", "green"), (False, "▼ negative", "red")):
+    labels = list(e.probabilities)
+    if len(labels) == 2:   # the scores split logit(second) - logit(first): + towards the second label
+        towards, away = labels[1], labels[0]
+    else:
+        towards, away = e.target, "the others"
+    for positive, arrow, color in ((True, f"▲ {towards}", "green"), (False, f"▼ {away}", "red")):
         top = e.top(_EXPLAIN_TOP, positive)
         body.append(f"\n{arrow}: ", style=f"bold {color}")
         if not top:
@@ -221,11 +245,13 @@ def render_explanation(console, number: int, e) -> None:
         for j, (tok, score) in enumerate(top):
             body.append((" · " if j else "") + tok, style=color)
             body.append(f" {score:+.2f}", style="dim")
-    body.append(f"\nlogit margin {e.margin:+.2f} = tokens {sum(e.scores):+.2f} + bias {e.bias:+.2f}", style="dim")
+    what = (f"logit({labels[1]}) - logit({labels[0]})" if len(labels) == 2
+            else f"logit({e.target}) - mean of the other {len(labels) - 1} logits")
+    body.append(f"\n{what} {e.margin:+.2f} = tokens {sum(e.scores):+.2f} + bias {e.bias:+.2f}", style="dim")
     if any(kind == "unknown" for _, kind, _ in segments):
         body.append("  ·  underlined: not in the vocabulary", style="dim")
-    color = "green" if e.label == "positive" else "red"
-    title = Text.assemble((f"{number} ", "bold"), (e.label, f"bold {color}"), f" {e.probability:.3f}")
+    color = label_style(e.label, labels) or ""
+    title = Text.assemble((f"{number} ", "bold"), (_printable(e.label), f"bold {color}".strip()), f" {e.probability:.3f}")
     console.print(Panel(body, title=title, title_align="left", expand=False))
 
 

@@ -18,8 +18,16 @@ from .render import consoles, render_pretrain_summary, render_report_note, rende
 def train(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file.",
                                                    show_default="configs/default.toml")] = None,
-    data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
-                                                show_default="stanfordnlp/imdb")] = None,
+    data: Annotated[Optional[str], typer.Option(
+        help="Hub dataset id; folder (files named train, validation or dev, test; Hub layout; aclImdb); or one "
+             "CSV, TSV, JSON, JSON Lines or Parquet file (validation held out from it).",
+        show_default="stanfordnlp/imdb")] = None,
+    text_column: Annotated[Optional[str], typer.Option(
+        help="Override \\[data] text_column: the column holding the texts (default: the one named text, review, "
+             "sentence or content).")] = None,
+    label_column: Annotated[Optional[str], typer.Option(
+        help="Override \\[data] label_column: the column holding the labels (default: the one named label, "
+             "sentiment, rating, stars or class).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Checkpoint folder to write.",
                                                    show_default=str(DEFAULT_CHECKPOINT))] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Override \\[training] epochs.")] = None,
@@ -46,7 +54,8 @@ def train(
 
         if resume is not None:
             folder = _resume_folder(resume, output)
-            changed = [flag for flag, value in (("--config", config), ("--data", data), ("--batch-size", batch_size),
+            changed = [flag for flag, value in (("--config", config), ("--data", data), ("--text-column", text_column),
+                                                ("--label-column", label_column), ("--batch-size", batch_size),
                                                 ("--lr", lr), ("--seed", seed), ("--init", init))
                        if value is not None]
             if changed:
@@ -56,7 +65,7 @@ def train(
             from ..config import load_config
 
             cfg = load_config(config)
-            cfg = cfg.override("data", source=data)
+            cfg = cfg.override("data", source=data, text_column=text_column, label_column=label_column)
             cfg = cfg.override("training", epochs=epochs, batch_size=batch_size, lr=lr,
                                device=device.value if device else None, seed=seed,
                                init_from=str(init) if init is not None else None)
@@ -85,7 +94,7 @@ def train(
 def pretrain(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file (\\[model], \\[data], "
                                                    "\\[pretrain]).", show_default="configs/default.toml")] = None,
-    data: Annotated[Optional[str], typer.Option(help="Hub dataset id or local folder (Hub layout or aclImdb).",
+    data: Annotated[Optional[str], typer.Option(help="Hub dataset id, local folder or file (as for train).",
                                                 show_default="stanfordnlp/imdb")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for the pretrained encoder.",
                                                    show_default=str(DEFAULT_PRETRAINED))] = None,
