@@ -41,10 +41,17 @@ def _merge(*parts: dict) -> dict:
     return out
 
 
+# The tokenizer settings the IMDB word2vec folder was made with (its tokenizer replaces SST-5's own).
+W2V_TOKENS = {"vocab_size": 50000, "min_frequency": 2, "pre_tokenizer": "punctuation"}
+
 # (label, {section: {key: value}}) on top of configs/sst5.toml + START; "{init}" is replaced by --init.
 ROWS = [(label, _merge(START, delta)) for label, delta in [
     ("start: d_model 64, lr 1e-3, 10 epochs", {}),
     ("lr 2e-3", {"training": {"lr": 2e-3}}),
+    ("lr 2e-3, word bigrams (131,072 buckets)", {"model": {"bigram_buckets": 131072}, "training": {"lr": 2e-3}}),
+    ("lr 2e-3, adversarial training (epsilon 2)", {"training": {"lr": 2e-3, "adversarial_epsilon": 2.0}}),
+    ("lr 1e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"init_from": "{init}"}}),
+    ("lr 2e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"lr": 2e-3, "init_from": "{init}"}}),
 ]]
 
 
