@@ -2,6 +2,11 @@
 NB-SVM, fastText), side by side.
 
     python -m bench [--quick] [--data PATH] [--configs configs/seed.toml configs/default.toml]
+    python -m bench --suites sst5 [--sst5-data PATH]   # only SST-5: the sst5 preset and TF-IDF + LR
+
+SST-5 (five classes) runs first: ``configs/sst5.toml`` trained with dev as
+validation and scored once on test, against TF-IDF + logistic regression
+with ``C`` chosen on dev, in a table of its own.
 
 Every system runs in its own subprocess (``python -m bench.run --job ...``),
 one after another, on the same split, so that peak memory (max RSS of that
@@ -184,6 +189,118 @@ def job_coldstart(args) -> dict:
 PEER_JOBS = ("tfidf", "nbsvm", "fasttext")   # bench/peers.py's PEERS, in the order they run and print
 JOBS = {"peak": job_peak, "notebook": job_notebook, "ours": job_ours, **dict.fromkeys(PEER_JOBS, job_peer),
         "coldstart": job_coldstart}
+
+
+# ----------------------------------------------------------------------------- SST-5 (five classes)
+
+SST5 = ROOT.parent / "shared" / "data" / "sst5"
+SST5_SMALL = ROOT / "tests" / "data" / "sst5_small"
+SST5_CONFIG = ROOT / "configs" / "sst5.toml"
+
+
+def _sst5_splits(data: str, cfg=None):
+    """SST-5's train, dev (its validation split) and test, labelled as the config (or the data) names them."""
+    from sentiment_cli.data import DataSpec, load_split, load_train_validation
+
+    spec = DataSpec.from_config(cfg.override("data", source=data)) if cfg is not None else data
+    train, dev = load_train_validation(spec)
+    test = load_split(spec, "test", label_names=train.label_names)
+    return train, dev, test
+
+
+def job_sst5(args) -> dict:
+    """The sst5 preset on SST-5: trained with dev as validation, scored once on test."""
+    from sentiment_cli.config import load_config
+    from sentiment_cli.evaluate import evaluate_checkpoint
+    from sentiment_cli.train import train
+
+    cfg = load_config(SST5_CONFIG).override("data", source=args.data)
+    if args.epochs:   # --quick
+        cfg = cfg.override("training", epochs=args.epochs).override("pretrain", epochs=1, splits="train")
+    pretrain_seconds = 0.0
+    if cfg.training.init_from:   # a preset that starts from pretrained vectors pretrains them here, on the clock
+        from sentiment_cli.pretrain import pretrain
+
+        encoder = f"{args.output}-pretrained"
+        pretrain_seconds = pretrain(cfg.override("data", source=args.pretrain_data or args.data),
+                                    encoder).metrics["wall_time_seconds"]
+        cfg = cfg.override("training", init_from=encoder)
+    result = train(cfg, args.output)
+    runs = [evaluate_checkpoint(args.output, "test", data=args.data, device="cpu", record=False)
+            for _ in range(EVAL_REPEATS)]
+    m, hist = runs[0], result.metrics["history"]
+    return {"epochs_run": len(hist), "best_epoch": result.metrics["best_epoch"],
+            "validation_accuracy": result.metrics["best_validation_accuracy"],
+            "test_accuracy": m["accuracy"], "test_f1_macro": m["f1"]["macro"],
+            "ece": m["ece"], "ece_uncalibrated": m["ece_uncalibrated"], "temperature": m["temperature"],
+            "train_seconds": pretrain_seconds + result.metrics["wall_time_seconds"],
+            "pretrain_seconds": pretrain_seconds,
+            "eval_reviews_per_second": statistics.median(r["examples_per_second"] for r in runs),
+            "train_examples": result.metrics["data"]["train_examples"], "checkpoint": str(args.output)}
+
+
+def job_sst5_tfidf(args) -> dict:
+    import numpy as np
+
+    from bench.peers import tfidf_logreg_dev
+
+    train, dev, test = _sst5_splits(args.data)
+    return {**tfidf_logreg_dev(train.texts, np.array(train.labels), dev.texts, np.array(dev.labels),
+                               test.texts, np.array(test.labels)), "train_examples": len(train)}
+
+
+JOBS.update(sst5=job_sst5, sst5_tfidf=job_sst5_tfidf)
+
+
+def sst5_rows(sst5: dict) -> list[tuple[str, ...]]:
+    """The SST-5 table's rows: system, dev accuracy, test accuracy, test macro F1, ECE after / before the
+    temperature, training time, and accuracy against the peer."""
+    ours, peer = sst5["ours"], sst5["tfidf"]
+    return [
+        ("ours: configs/sst5.toml" + (f" ({ours['epochs_run']} ep.)"), f"{ours['validation_accuracy']:.2%}",
+         f"{ours['test_accuracy']:.2%}", f"{ours['test_f1_macro']:.2%}",
+         f"{ours['ece']:.2%} / {ours['ece_uncalibrated']:.2%} (T {ours['temperature']:.2f})",
+         _fmt_s(ours["train_seconds"]), f"{(ours['test_accuracy'] - peer['test_accuracy']) * 100:+.2f} pt"),
+        (f"TF-IDF 1-2-grams + LR (C {peer['C']:g}, chosen on dev)", f"{peer['validation_accuracy']:.2%}",
+         f"{peer['test_accuracy']:.2%}", f"{peer['test_f1_macro']:.2%}", "–", _fmt_s(peer["train_seconds"]), "–"),
+    ]
+
+
+SST5_COLUMNS = ("system", "dev acc", "test acc", "test macro F1", "ECE after / before T", "train time", "acc − peer")
+
+
+def render_sst5(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)
+    table = Table(title=f"SST-5 (five classes) · {results['sst5']['data']}", title_justify="left")
+    for col in SST5_COLUMNS:
+        table.add_column(col, justify="left" if col == "system" else "right")
+    for row in sst5_rows(results["sst5"]):
+        table.add_row(*row)
+    console.print(table)
+    console.print("dev: SST-5's dev.csv (settings chosen on it); test scored once; ECE: 15 bins, on test",
+                  highlight=False)
+
+
+def sst5_markdown(results: dict) -> str:
+    lines = ["", f"SST-5 (five classes, `{results['sst5']['data']}`), same run:", "",
+             "| " + " | ".join(SST5_COLUMNS) + " |", "|---|" + "---:|" * (len(SST5_COLUMNS) - 1)]
+    lines += ["| " + " | ".join(row) + " |" for row in sst5_rows(results["sst5"])]
+    lines.append("")
+    lines.append("Dev: SST-5's `dev.csv` (every setting chosen on it); test scored once; ECE with 15 bins, on test.")
+    return "\n".join(lines) + "\n"
+
+
+def run_sst5(data: str, out: Path, epochs: list[str], pretrain_data: str) -> dict:
+    """Both SST-5 jobs, one after the other."""
+    return {"data": data,
+            "ours": run_job("sst5", "--data", data, "--output", str(out / "sst5"), "--pretrain-data", pretrain_data,
+                            *epochs),
+            "tfidf": run_job("sst5_tfidf", "--data", data)}
 
 
 def run_job(name: str, *extra: str) -> dict:
@@ -372,6 +489,10 @@ def main(argv=None) -> None:
     ap.add_argument("--configs", nargs="+", default=["configs/seed.toml", "configs/default.toml"])
     ap.add_argument("--notebook-epochs", type=int, default=2, help="epochs of the notebook loop to time")
     ap.add_argument("--output", default=None, help="folder for checkpoints and results.json (default: temp)")
+    ap.add_argument("--suites", nargs="+", choices=("imdb", "sst5"), default=["imdb", "sst5"],
+                    help="which benchmarks to run (default: both)")
+    ap.add_argument("--sst5-data", default=None, help=f"SST-5 folder (default {SST5}; --quick: {SST5_SMALL.name})")
+    ap.add_argument("--pretrain-data", default=str(FULL), help=argparse.SUPPRESS)
     ap.add_argument("--job", choices=sorted(JOBS), help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--epochs", type=int, default=0, help=argparse.SUPPRESS)
@@ -391,6 +512,15 @@ def main(argv=None) -> None:
                "hardware": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, "
                            f"{'CUDA' if torch.cuda.is_available() else 'no GPU'}",
                "data": data, "quick": args.quick}
+    if "sst5" in args.suites:
+        results["sst5"] = run_sst5(args.sst5_data or str(SST5_SMALL if args.quick else SST5), out, epochs,
+                                   data if args.quick else str(FULL))
+    if "imdb" not in args.suites:
+        (out / "results.json").write_text(json.dumps(results, indent=2))
+        (out / "results.md").write_text(sst5_markdown(results).lstrip("\n"))
+        render_sst5(results)
+        print(f"results: {out / 'results.json'}", file=sys.stderr)
+        return
     results["peak"] = run_job("peak")
     results["notebook"] = run_job("notebook", "--data", data, "--epochs", "1" if args.quick else str(args.notebook_epochs))
     results["ours"] = {}
@@ -402,8 +532,10 @@ def main(argv=None) -> None:
     first = next(iter(results["ours"].values()))
     results["coldstart"] = run_job("coldstart", "--output", first["checkpoint"], "--repeats", "3" if args.quick else "7")
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(markdown(results))
+    (out / "results.md").write_text(markdown(results) + (sst5_markdown(results) if "sst5" in results else ""))
     render(results)
+    if "sst5" in results:
+        render_sst5(results)
     print(f"results: {out / 'results.json'}", file=sys.stderr)
 
 

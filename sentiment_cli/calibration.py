@@ -156,3 +156,26 @@ def fit_temperature(logits: np.ndarray, labels: Sequence[int], tol: float = 1e-6
             d = a + invphi * (b - a)
             fd = nll(z, labels, math.exp(d))
     return math.exp((a + b) / 2)
+
+
+def calibration_report(logits: np.ndarray, labels: Sequence[int], temperature: float = 1.0,
+                       bins: int = ECE_BINS) -> dict:
+    """ECE after and before the temperature, with both reliability diagrams' bins (``eval --json``'s keys).
+
+    Args:
+        logits: ``(n, num_labels)``.
+        labels: ``n`` true class ids.
+        temperature: the checkpoint's ``T`` (1.0: none fitted; then both diagrams are the same).
+        bins: equal-width confidence bins.
+
+    Returns:
+        ``{"ece", "ece_uncalibrated", "temperature", "reliability": {"calibrated", "uncalibrated"}}``,
+        each reliability entry as :meth:`Reliability.to_dict`.
+
+    Raises:
+        ValueError: no examples.
+    """
+    after = reliability(softmax(logits, temperature), labels, bins)
+    before = reliability(softmax(logits), labels, bins)
+    return {"ece": after.ece, "ece_uncalibrated": before.ece, "temperature": float(temperature),
+            "reliability": {"calibrated": after.to_dict(), "uncalibrated": before.to_dict()}}

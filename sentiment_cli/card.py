@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import METRICS_FILE, atomic_write, read_checkpoint_config, read_evals
+from .checkpoint import METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_temperature
 from .errors import CheckpointError
 from .model import SentimentClassifier
 from .plots import PlotUnavailable, curves_png, write_png
@@ -55,7 +55,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     SHA-256 of the training split, ``"unknown"`` for checkpoints that predate
     it), ``training`` (epochs, best epoch, device, wall time...), ``metrics``
     by split (``validation`` from the training history; other splits from
-    ``sentiment eval``), ``versions``, ``files`` (``curves``: the picture's
+    ``sentiment eval``), ``calibration`` (``temperature``, ``fitted``, ``ece`` by
+    split: after and before the temperature), ``versions``, ``files`` (``curves``: the picture's
     file name, or ``None``).
 
     Raises:
@@ -77,7 +78,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                                   "loss": best_record.get("validation_loss"), "f1_macro": None,
                                   "source": f"training, epoch {best}"}
     balance = {split: counts_ for split, counts_ in (data.get("class_counts") or {}).items() if counts_}
-    for split, r in read_evals(directory).items():
+    evals = read_evals(directory)
+    for split, r in evals.items():
         balance[split] = _eval_balance(r, labels)
         by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
                            "loss": r.get("loss"), "f1_macro": (r.get("f1") or {}).get("macro"),
@@ -104,10 +106,25 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                      "device": metrics.get("device", UNKNOWN), "device_name": metrics.get("device_name"),
                      "wall_time_seconds": metrics.get("wall_time_seconds")},
         "metrics": by_split,
+        "calibration": _calibration(directory, metrics, evals),
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
+
+
+def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The card's ``calibration``: the ``temperature`` in ``config.json`` (1.0: none fitted), whether it was
+    ``fitted`` (on the validation split at the end of training), and the ECE after / before it by split
+    (``validation`` from training, other splits from ``sentiment eval``)."""
+    fitted = metrics.get("calibration") or {}
+    ece: dict[str, dict[str, float]] = {}
+    if "ece" in fitted:
+        ece["validation"] = {"ece": fitted["ece"], "ece_uncalibrated": fitted["ece_uncalibrated"]}
+    for split, r in evals.items():
+        if "ece" in r:
+            ece[split] = {"ece": r["ece"], "ece_uncalibrated": r.get("ece_uncalibrated")}
+    return {"temperature": read_temperature(directory), "fitted": "ece" in fitted, "ece": ece}
 
 
 def _eval_balance(record: dict[str, Any], labels: tuple[str, ...]) -> dict[str, int]:
@@ -192,6 +209,16 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
                                                      ("attention", "attention_dropout"),
                                                      ("before the head", "head_dropout")) if m[key]]
     dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
+    calibration = []
+    cal = card.get("calibration")
+    if cal and card.get("kind") != "pretrained":
+        how = ("fitted on the validation split at the end of training (Guo et al. 2017)" if cal["fitted"]
+               else "none fitted (no validation split, or trained before temperatures were fitted)")
+        calibration = [("Calibration", [
+            ("temperature", f"{cal['temperature']:.4g}: probabilities are softmax(logits / T); {how}"),
+            *((f"ECE, {split}", f"{r['ece']:.2%} with the temperature, {_num(r.get('ece_uncalibrated'), '.2%')} "
+                                f"without (15 bins)") for split, r in cal["ece"].items()),
+        ])]
     return [
         ("Model", [
             ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
@@ -223,6 +250,7 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
             ("created", str(card["created"])),
             ("versions", ", ".join(f"{k} {v}" for k, v in card["versions"].items()) or UNKNOWN),
         ]),
+        *calibration,
     ]
 
 

@@ -2,7 +2,9 @@
 
 A checkpoint is a self-describing folder, in the manner of Hugging Face's::
 
-    config.json        all settings, the vocabulary size, labels, format_version
+    config.json        all settings, the vocabulary size, labels, format_version, and the
+                       ``temperature`` fitted on the validation split (1.0 = none; absent
+                       in checkpoints written before it existed)
     model.safetensors  the weights (never pickle)
     tokenizer.json     the ``tokenizers`` tokenizer
     metrics.json       per-epoch history, device, wall time, seed, versions
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -165,6 +168,7 @@ class Checkpoint:
     tokenizer: Any  # tokenizers.Tokenizer
     metrics: dict[str, Any]
     labels: tuple[str, ...] = LABELS   # class names by id: the model's outputs, in order
+    temperature: float = 1.0   # softmax(logits / temperature); see calibration.py
 
 
 def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,
@@ -282,7 +286,36 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
                               f"fine-tune it first: sentiment train --init {directory}")
     model.to(device).eval()
-    return Checkpoint(directory, config, model, tokenizer, metrics, labels)
+    return Checkpoint(directory, config, model, tokenizer, metrics, labels, read_temperature(directory))
+
+
+def read_temperature(directory: str | Path) -> float:
+    """The temperature in ``config.json`` (Guo et al. 2017): 1.0 when absent (a checkpoint written before it).
+
+    Raises:
+        CheckpointError: ``config.json`` is missing or invalid, or the temperature is not a finite number > 0.
+    """
+    path = Path(directory) / CONFIG_FILE
+    value = _read_json(path).get("temperature", 1.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise CheckpointError(f"{path}: temperature must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def write_temperature(directory: str | Path, temperature: float) -> None:
+    """Store ``temperature`` as ``config.json``'s top-level ``"temperature"``, atomically; the rest is kept.
+
+    Raises:
+        CheckpointError: ``config.json`` is missing or invalid.
+        ValueError: ``temperature`` is not a finite number > 0.
+        OSError: the folder is not writable (``config.json`` is then unchanged).
+    """
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    path = Path(directory) / CONFIG_FILE
+    raw = _read_json(path)
+    raw["temperature"] = float(temperature)
+    write_json(path, raw)
 
 
 # ----------------------------------------------------------------------------- eval records

@@ -31,6 +31,7 @@ from .errors import ConfigError
 PRESETS = {
     "default": "the main job: word2vec on the unlabelled reviews, then the tuned encoder with word bigrams",
     "seed": "the course notebook's small model, trained from scratch in minutes",
+    "sst5": "five-class sentences (SST-5, ../shared/data/sst5), from scratch, settings chosen on its dev split",
 }
 DEFAULT_PRESET = "default"
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .calibration import calibration_report
 from .card import write_card
 from .checkpoint import load_checkpoint, record_eval
 from .data import LABELS, DataSpec, is_single_file, load_split
@@ -167,7 +168,10 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         ``accuracy``, ``labels`` (the class names by id), ``precision`` / ``recall`` / ``f1`` (per
         label, ``macro`` and ``weighted``), ``support`` (true examples per label),
         ``confusion_matrix`` (N x N, rows true, in ``labels`` order), ``loss``,
-        ``examples_per_second``, ``checkpoint``, and ``errors`` when asked for.
+        ``examples_per_second``, ``checkpoint``; the expected calibration error (15 bins) after and
+        before the checkpoint's temperature, ``ece`` and ``ece_uncalibrated``, the ``temperature``
+        and both diagrams' bins, ``reliability`` (:func:`~sentiment_cli.calibration.calibration_report`);
+        and ``errors`` when asked for.
 
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
@@ -186,11 +190,13 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
     cb.on_start(len(ids))
     m = evaluate_ids(ckpt.model, ids, s.labels, ckpt.labels, device=device, bf16=cfg.training.autocast_bf16,
                      batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
-                     on_batch=cb.on_batch, return_logits=errors > 0)
+                     on_batch=cb.on_batch, return_logits=True)
     result = {"split": split, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
               "labels": list(ckpt.labels), "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
               "support": m["support"], "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
               "examples_per_second": m["examples_per_second"], "checkpoint": str(directory)}
+    if len(ids):
+        result.update(calibration_report(m["logits"].numpy(), s.labels, ckpt.temperature))
     source = spec.source
     if record:
         try:   # for `sentiment info` and the card; a read-only folder only loses that
@@ -199,8 +205,8 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         except OSError as exc:
             cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")
     if errors:
-        result["errors"] = [{**e, "text": s.texts[e["index"]]}
-                            for e in confident_errors(m["logits"], s.labels, errors, ckpt.labels)]
+        mistakes = confident_errors(m["logits"] / ckpt.temperature, s.labels, errors, ckpt.labels)   # as predict's
+        result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
     return result
 
 

@@ -215,7 +215,7 @@ class Explanation:
 
 def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, texts: Sequence[str], *,
                   batch_size: int = 64, device: torch.device | str = "cpu",
-                  labels: Sequence[str] = LABELS) -> list[Explanation]:
+                  labels: Sequence[str] = LABELS, temperature: float = 1.0) -> list[Explanation]:
     """Explain each review: its prediction and one score per token it was classified on.
 
     The token ids are those :func:`~sentiment_cli.tokenizer.encode_texts` gives
@@ -230,6 +230,8 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
         batch_size: reviews per forward pass (results do not depend on it).
         device: where the model lives.
         labels: the class names, by id (``model.num_labels`` of them).
+        temperature: the checkpoint's temperature; the probabilities are ``softmax(logits / temperature)``
+            (the scores explain the logits, which it does not change).
 
     Returns:
         One :class:`Explanation` per text, in input order.
@@ -251,7 +253,7 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
         chunk = rows[lo:lo + batch_size]
         input_ids, padding_mask = collate([r[0] for r in chunk])
         ts = token_scores(model, input_ids.to(device), padding_mask.to(device))
-        probs = torch.softmax(ts.logits, dim=-1).tolist()
+        probs = torch.softmax(ts.logits / temperature, dim=-1).tolist()
         for i, (ids, spans, positions, n) in enumerate(chunk):
             text = texts[lo + i]
             p = prediction(text, probs[i], labels)

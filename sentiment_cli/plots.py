@@ -1,4 +1,4 @@
-"""Pictures: training curves and confusion matrices, as PNG bytes.
+"""Pictures: training curves, confusion matrices and reliability diagrams, as PNG bytes.
 
 They need matplotlib, an optional extra (``pip install
 "sentiment-cli[plot]"``); they are drawn on a bare ``Figure`` with the
@@ -138,6 +138,74 @@ def confusion_png(confusion_matrix: list[list[int]], labels: list[str] | tuple[s
     ax.set_ylabel("true label")
     if title:
         ax.set_title(title)
+    return _png(fig, Canvas)
+
+
+def reliability_path(path: str | Path) -> Path:
+    """Where ``eval --plot PATH`` puts the reliability diagram: beside ``PATH``, ``<stem>-reliability.png``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-reliability.png")
+
+
+def reliability_png(calibrated: dict[str, Any], uncalibrated: dict[str, Any], temperature: float,
+                    title: str = "") -> bytes:
+    """Reliability diagrams before and after temperature scaling, as PNG bytes (Guo et al. 2017, figure 1).
+
+    Two columns (left: the model's own probabilities; right: divided by the temperature). Top row:
+    accuracy per equal-width confidence bin, with the gap to the diagonal (perfect calibration) shaded
+    and the ECE in the corner. Bottom row: the share of predictions in each bin, so a large gap in a
+    bin with few predictions reads as what it is.
+
+    Args:
+        calibrated, uncalibrated: :meth:`~sentiment_cli.calibration.Reliability.to_dict` of the
+            probabilities after and before the temperature (``edges``, ``counts``, ``accuracy``,
+            ``confidence``, ``ece``).
+        temperature: the temperature ``T`` applied on the right.
+        title: figure title.
+
+    Raises:
+        PlotUnavailable: matplotlib is not installed.
+    """
+    Figure, Canvas = require_matplotlib()
+    from matplotlib.ticker import PercentFormatter
+
+    fig = Figure(figsize=(9.6, 5.6), layout="constrained")
+    axes = fig.subplots(2, 2, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    panels = ((uncalibrated, "before: softmax(logits)"),
+              (calibrated, f"after: softmax(logits / T), T = {temperature:.3g}"))
+    top = max(max(r["counts"]) / max(sum(r["counts"]), 1) for r, _ in panels) * 100
+    for col, (r, name) in enumerate(panels):
+        ax, ax_n = axes[0, col], axes[1, col]
+        edges = r["edges"]
+        width = [hi - lo for lo, hi in zip(edges[:-1], edges[1:])]
+        mids = [(lo + hi) / 2 for lo, hi in zip(edges[:-1], edges[1:])]
+        filled = [n > 0 for n in r["counts"]]
+        acc = [a if f else 0.0 for a, f in zip(r["accuracy"], filled)]
+        conf = [c if f else 0.0 for c, f in zip(r["confidence"], filled)]
+        ax.bar(mids, acc, width=width, color="tab:blue", edgecolor="navy", linewidth=0.6, label="accuracy")
+        gap_lo = [min(a, c) for a, c in zip(acc, conf)]
+        gap_h = [abs(c - a) for a, c in zip(acc, conf)]
+        ax.bar(mids, gap_h, bottom=gap_lo, width=width, color="tab:red", alpha=0.3, edgecolor="tab:red",
+               hatch="//", linewidth=0.6, label="gap to mean confidence")
+        ax.plot([0, 1], [0, 1], "--", color="grey", linewidth=1.2, label="perfect calibration")
+        ax.text(0.04, 0.95, f"ECE {r['ece']:.2%}", transform=ax.transAxes, va="top", fontsize=11,
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "lightgrey"})
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_title(name)
+        ax.set_ylabel("accuracy in bin")
+        ax.grid(alpha=0.3)
+        share = [100 * n / max(sum(r["counts"]), 1) for n in r["counts"]]
+        ax_n.bar(mids, share, width=width, color="grey", edgecolor="dimgrey", linewidth=0.6)
+        ax_n.set_ylim(0, top * 1.1 or 1)
+        ax_n.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+        ax_n.set_xlabel("confidence (probability of the predicted label)")
+        ax_n.set_ylabel("predictions")
+        ax_n.grid(alpha=0.3)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    if title:
+        fig.suptitle(title)
     return _png(fig, Canvas)
 
 

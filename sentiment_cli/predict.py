@@ -107,7 +107,7 @@ class Predictor:
         return self.checkpoint.labels
 
     def logits(self, texts: Sequence[str], *, first: int = 1) -> torch.Tensor:
-        """``(len(texts), num_labels)`` logits, in input order.
+        """``(len(texts), num_labels)`` logits, in input order (before the temperature).
 
         Args:
             texts: the reviews.
@@ -130,8 +130,24 @@ class Predictor:
         """
         if not texts:
             return []
-        probs = torch.softmax(self.logits(texts, first=first), dim=-1)   # (n, num_labels)
-        return [prediction(text, p, self.labels) for text, p in zip(texts, probs.tolist())]
+        logits = self.logits(texts, first=first)                          # (n, num_labels)
+        probs = self.probabilities(logits).tolist()                       # (n, num_labels)
+        labels = self.labels
+        # the label is the logits' argmax, which the temperature never changes
+        return [Prediction(text, labels[k], p[k], dict(zip(labels, p)))
+                for text, p, k in zip(texts, probs, logits.argmax(dim=-1).tolist())]
+
+    @property
+    def temperature(self) -> float:
+        """The checkpoint's temperature (1.0 when it has none); see :mod:`sentiment_cli.calibration`."""
+        return self.checkpoint.temperature
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """``softmax(logits / temperature)`` (Guo et al. 2017): ``(n, num_labels)`` logits to probabilities.
+
+        The temperature never changes which label is the most probable (the argmax of the logits).
+        """
+        return torch.softmax(logits / self.temperature, dim=-1)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
         """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.
@@ -151,7 +167,8 @@ class Predictor:
 
         check_texts(texts, first)
         return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
-                             batch_size=self.batch_size, device=self.device, labels=self.labels)
+                             batch_size=self.batch_size, device=self.device, labels=self.labels,
+                             temperature=self.temperature)
 
     def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""

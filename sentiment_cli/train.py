@@ -26,12 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load as st_load
 
-from . import distributed
+from . import calibration, distributed
 from .batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
 from .card import write_training_report
-from .checkpoint import METRICS_FILE, check_writable, load_weights, save_checkpoint, write_json
+from .checkpoint import (METRICS_FILE, WEIGHTS_FILE, check_writable, load_weights, save_checkpoint, write_json,
+                         write_temperature)
 from .config import Config
 from .data import DataSpec, Split, absolute_source, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
@@ -39,6 +41,7 @@ from .evaluate import evaluate_ids
 from .interrupts import StopFlag
 from .model import SentimentClassifier
 from .optim import lr_lambda, make_optimizer, optimizer_step
+from .predict import batched_logits
 from .pretrain import ensure_pretrained, pretrained_weights
 from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
@@ -533,13 +536,48 @@ def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple
 
 
 def _finish(run: _Run) -> TrainResult:
-    """Write the final ``metrics.json`` (wall time), then the curves and the model card (rank 0)."""
+    """Fit the temperature, write the final ``metrics.json`` (wall time), then the curves and the model
+    card (rank 0)."""
+    if run.info.is_main:
+        run.state.metrics["calibration"] = _calibrate(run)
     run.state.metrics["wall_time_seconds"] = run.wall_before + time.perf_counter() - run.start
     if run.info.is_main:
         write_json(run.output / METRICS_FILE, run.state.metrics)
     report = write_training_report(run.output) if run.info.is_main else None
     distributed.barrier(run.info)
     return TrainResult(run.output, run.state.metrics, run.info.is_main, report)
+
+
+def _calibrate(run: _Run) -> dict[str, Any]:
+    """Fit the temperature on the kept epoch's validation logits and store it in ``config.json`` (rank 0).
+
+    Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural Networks", section 4.2): the
+    ``T`` minimising the validation NLL of ``softmax(logits / T)``. The folder holds the best epoch's
+    weights, not necessarily the last epoch's in ``run.model``, so they are read back from disk. It runs
+    once, after the last epoch, so it changes nothing a resumed run replays. Without a validation split
+    the temperature is 1.0.
+
+    Returns:
+        ``metrics.json``'s ``calibration``: ``temperature``, and with validation ``bins`` and the
+        validation ``ece`` / ``nll`` after and ``ece_uncalibrated`` / ``nll_uncalibrated`` before it.
+    """
+    if not run.validated or not run.val_ids:
+        write_temperature(run.output, 1.0)
+        return {"temperature": 1.0}
+    t = run.config.training
+    run.cb.on_stage("fitting the temperature on the validation split")
+    best = SentimentClassifier.from_config(run.config, run.model.vocab_size, len(run.labels))
+    weights = run.output / WEIGHTS_FILE
+    load_weights(best, st_load(weights.read_bytes()), weights)
+    logits = batched_logits(best.to(run.device), run.val_ids, batch_size=t.eval_batch_size, device=run.device,
+                            bf16=t.autocast_bf16).numpy()
+    labels = list(run.val_labels)
+    temperature = calibration.fit_temperature(logits, labels)
+    write_temperature(run.output, temperature)
+    return {"temperature": temperature, "bins": calibration.ECE_BINS,
+            "ece": calibration.expected_calibration_error(calibration.softmax(logits, temperature), labels),
+            "ece_uncalibrated": calibration.expected_calibration_error(calibration.softmax(logits), labels),
+            "nll": calibration.nll(logits, labels, temperature), "nll_uncalibrated": calibration.nll(logits, labels)}
 
 
 def _interrupted(stop: StopFlag, epoch: int, epochs: int, completed: int, output: Path) -> Interrupted:

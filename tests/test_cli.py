@@ -28,6 +28,7 @@ def cli_checkpoint(tmp_path_factory):
                "--epochs", 2, "--batch-size", 64, "--device", "cpu", "--seed", 7)
     assert r.exit_code == 0, r.output
     assert "training summary" in r.stdout and "best epoch" in r.stdout
+    assert "fitted on the validation split: ECE" in r.stdout   # the temperature, at the end of training
     return out
 
 

@@ -104,7 +104,8 @@ def test_predictor_explain_agrees_with_predict(trained_checkpoint):
     for e, p in zip(predictor.explain(texts), predictor.predict(texts)):
         assert e.label == p.label
         assert e.probabilities["positive"] == pytest.approx(p.probabilities["positive"], abs=1e-5)
+        # the scores add up to the logit margin; the probabilities' log-odds are that margin / temperature
         assert sum(e.scores) + e.bias == pytest.approx(
-            math.log(p.probabilities["positive"] / p.probabilities["negative"]), abs=1e-4)
+            predictor.temperature * math.log(p.probabilities["positive"] / p.probabilities["negative"]), abs=1e-3)
     top = predictor.explain(texts[:1])[0].top(3, positive=True)
     assert all(s > 0 for _, s in top) and [s for _, s in top] == sorted((s for _, s in top), reverse=True)

@@ -101,8 +101,10 @@ def test_predict_explain_json_has_tokens_and_scores(ckpt, tmp_path):
         assert x["probabilities"]["positive"] == pytest.approx(p["probabilities"]["positive"], abs=1e-5)
         assert len(x["tokens"]) == len(x["scores"]) > 0
         assert all(isinstance(t, str) for t in x["tokens"]) and all(isinstance(s, float) for s in x["scores"])
-        margin = math.log(x["probabilities"]["positive"] / x["probabilities"]["negative"])
-        assert sum(x["scores"]) + x["bias"] == pytest.approx(margin, abs=1e-4)
+        # the scores add up to the logit margin; the probabilities' log-odds are that margin / temperature
+        temperature = json.loads((ckpt / "config.json").read_text())["temperature"]
+        margin = temperature * math.log(x["probabilities"]["positive"] / x["probabilities"]["negative"])
+        assert sum(x["scores"]) + x["bias"] == pytest.approx(margin, abs=1e-3)
     assert lines[0]["tokens"] == ["The", "plot", "was", "thin,", "but", "the", "acting", "was", "superb."]
     assert lines[1]["tokens"] == ["Zyxwvq", "qwerty!"]
     assert len(lines[2]["tokens"]) == 200                           # max_length: the tokens the model saw

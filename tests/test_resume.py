@@ -70,6 +70,13 @@ def test_resumed_run_has_the_same_history_and_bit_identical_weights(runs):
             assert torch.equal(a[key], b[key]), key
 
 
+def test_resumed_run_fits_the_same_temperature(runs):
+    full, resumed, _, _, root = runs
+    temperature = [json.loads((root / r / "config.json").read_text())["temperature"] for r in ("full", "split")]
+    assert temperature[0] == temperature[1]
+    assert resumed.metrics["calibration"] == full.metrics["calibration"]
+
+
 def test_the_stop_came_mid_run_and_said_how_to_resume(runs):
     _, resumed, err, stopped_state, root = runs
     assert stopped_state["epoch"] == 1   # the state on disk when the run stopped was epoch 1's

@@ -12,7 +12,7 @@ import typer
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .progress import RichEvalCallbacks
-from .render import consoles, render_errors, render_eval
+from .render import consoles, render_calibration, render_errors, render_eval
 
 
 class SplitName(str, Enum):
@@ -41,9 +41,11 @@ def eval_(
     errors: Annotated[int, typer.Option("--errors", min=0, metavar="N",
                                         help="Also list the N reviews the model got most confidently wrong.")] = 0,
     plot: Annotated[Optional[Path], typer.Option("--plot", metavar="PATH",
-                                                 help="Write the confusion matrix as a PNG (needs matplotlib).")] = None,
+                                                 help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
+                                                      "diagram beside it as PATH's name + '-reliability.png'.")] = None,
 ) -> None:
-    """Score a split: accuracy; precision, recall, F1 per class, macro and weighted; the confusion matrix.
+    """Score a split: accuracy; precision, recall, F1 per class, macro and weighted; the confusion matrix;
+    the expected calibration error (ECE, 15 bins) before and after the checkpoint's temperature.
 
     The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
     """
@@ -67,12 +69,18 @@ def eval_(
         if plot is not None:
             plots.write_png(plot, plots.confusion_png(
                 result["confusion_matrix"], result["labels"], title=f"{split.value}: accuracy {result['accuracy']:.2%}"))
+            reliability_plot = plots.reliability_path(plot)
+            plots.write_png(reliability_plot, plots.reliability_png(
+                result["reliability"]["calibrated"], result["reliability"]["uncalibrated"], result["temperature"],
+                title=f"{split.value}: reliability diagram ({result['num_examples']:,} reviews, 15 bins)"))
         if as_json:
             typer.echo(json.dumps(result, ensure_ascii=False))
         else:
             render_eval(out, result)
+            render_calibration(out, result)
             if errors:
                 render_errors(out, result["errors"], errors, result["labels"])
             if plot is not None:
                 from rich.markup import escape
-                out.print(f"[dim]confusion matrix written to {escape(str(plot))}[/]", highlight=False, soft_wrap=True)
+                out.print(f"[dim]confusion matrix written to {escape(str(plot))}, reliability diagram to "
+                          f"{escape(str(reliability_plot))}[/]", highlight=False, soft_wrap=True)

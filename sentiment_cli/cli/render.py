@@ -39,6 +39,10 @@ def render_train_summary(console, result) -> None:
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
     console.print(f"{kept} saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
+    cal = m.get("calibration") or {}
+    if "ece" in cal:
+        console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
+                      f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
 
 
 def render_report_note(console, report) -> None:
@@ -111,6 +115,19 @@ def render_eval(console, r: dict) -> None:
     for i, name in enumerate(labels):
         conf.add_row(escape(name), *(f"[bold]{n:,}[/]" if i == j else f"{n:,}" for j, n in enumerate(cm[i])))
     console.print(conf)
+
+
+def render_calibration(console, r: dict) -> None:
+    """An ``eval`` result's calibration: ECE before and after the temperature (one line)."""
+    if "ece" not in r:
+        return
+    t = r["temperature"]
+    if t == 1.0:
+        line = f"calibration: ECE [bold]{r['ece']:.2%}[/] (15 bins; no temperature fitted, T = 1)"
+    else:
+        line = (f"calibration: ECE [bold]{r['ece']:.2%}[/] with temperature {t:.3f}, "
+                f"{r['ece_uncalibrated']:.2%} without (15 bins)")
+    console.print(line, highlight=False)
 
 
 def _shorten(text: str, width: int) -> str:
