@@ -21,11 +21,10 @@ import torch
 from torch import Tensor, nn
 
 from .config import ModelConfig
+from .tokenizer import PAD_ID, UNK_ID  # noqa: F401  (re-exported: other modules import them from here)
 
 NUM_LABELS = 2
 LABELS = ("negative", "positive")
-PAD_ID = 0
-UNK_ID = 1
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 
 

@@ -7,31 +7,16 @@ review's result does not depend on the other reviews in its batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .checkpoint import load_checkpoint
-from .errors import UsageError
 from .evaluate import batched_logits
 from .model import LABELS
+# torch-free, shared with the ONNX Runtime path (re-exported here)
+from .prediction import Prediction, check_texts, chunked as _chunked  # noqa: F401
 from .tokenizer import encode
-
-
-@dataclass
-class Prediction:
-    """One review's result. ``probabilities`` maps each label to its softmax probability."""
-
-    text: str
-    label: str
-    probability: float
-    probabilities: dict[str, float]
-
-    def to_dict(self) -> dict:
-        """The ``predict --json`` object (see DESIGN.md's output contract)."""
-        return {"text": self.text, "label": self.label, "probability": self.probability,
-                "probabilities": self.probabilities}
 
 
 class Predictor:
@@ -57,6 +42,11 @@ class Predictor:
     @property
     def config(self):
         return self.checkpoint.config
+
+    @property
+    def labels(self) -> list[str]:
+        """The label names by id (the one place callers such as ``serve`` read them from)."""
+        return list(LABELS)
 
     def logits(self, texts: Sequence[str], *, first: int = 1) -> torch.Tensor:
         """``(len(texts), 2)`` logits, in input order.
@@ -112,32 +102,3 @@ class Predictor:
     def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
         return _chunked(texts, chunk, self.explain)
-
-
-def _chunked(texts: Iterable[str], chunk: int, score) -> Iterator:
-    """Apply ``score(batch, first=n)`` to consecutive chunks of ``texts``; yield its results in order."""
-    buf: list[str] = []
-    done = 0
-    for text in texts:
-        buf.append(text)
-        if len(buf) >= chunk:
-            yield from score(buf, first=done + 1)
-            done += len(buf)
-            buf = []
-    if buf:
-        yield from score(buf, first=done + 1)
-
-
-def check_texts(texts: Sequence[str], first: int = 1) -> None:
-    """Raise :class:`UsageError` for an empty or whitespace-only text, or one that is not valid Unicode.
-
-    ``first`` is the number of ``texts[0]`` in the message.
-    """
-    for i, text in enumerate(texts, first):
-        if not text.strip():
-            raise UsageError(f"review {i} is empty; give some text to classify")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise UsageError(f"review {i} is not valid Unicode text (unpaired surrogate at character "
-                             f"{exc.start})") from None

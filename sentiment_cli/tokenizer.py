@@ -18,8 +18,10 @@ from tokenizers.trainers import WordLevelTrainer
 
 from .config import DataConfig
 from .errors import CheckpointError
-from .model import PAD_ID, UNK_ID
 
+# Defined here, not in model.py, so that tokenizing never imports torch (the ONNX Runtime path).
+PAD_ID = 0
+UNK_ID = 1
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
 
