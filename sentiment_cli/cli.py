@@ -759,6 +759,9 @@ def _render_card(console, card: dict) -> None:
         console.print(f"[dim]in the folder: {escape(files)}[/]", highlight=False)
 
 
+from . import cli_deploy  # noqa: E402,F401  (registers `serve` and `export` on app)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -1,0 +1,145 @@
+"""``sentiment serve`` and ``sentiment export``: put a trained checkpoint behind an HTTP API, or into ONNX.
+
+Registered on the main Typer ``app`` of :mod:`sentiment_cli.cli` (which imports this module last).
+The commands parse options, call :mod:`~sentiment_cli.serve` / :mod:`~sentiment_cli.export`, and render.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .cli import DEFAULT_CHECKPOINT, Device, _consoles, _errors, app
+from .errors import CheckpointError, SentimentError, UsageError
+
+
+SERVE_INSTALL = 'pip install "sentiment-cli[serve]"'
+
+
+class ServeUnavailable(SentimentError):
+    """fastapi / uvicorn / prometheus-client are not installed (exit 1); the message names the install command."""
+
+
+def _require_serve_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ServeUnavailable(f"sentiment serve needs the serve extra ({exc.name} is missing): "
+                               f"{SERVE_INSTALL}") from None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _api_key(var: Optional[str]) -> Optional[str]:
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise UsageError(f"--api-key-env {var}: the environment variable {var} is not set or empty")
+    return value
+
+
+@app.command()
+def serve(
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder (with --onnx: the folder or a .onnx file).")] = DEFAULT_CHECKPOINT,
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 makes the API reachable from other machines.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free port, printed at start).")] = 8000,
+    onnx: Annotated[bool, typer.Option("--onnx", help="Run the model exported by `sentiment export` on ONNX Runtime "
+                                                      "(no torch in the process).")] = False,
+    device: Annotated[Device, typer.Option(help="Where to run the PyTorch model.")] = Device.cpu,
+    max_batch_size: Annotated[int, typer.Option(min=1, help="Most reviews merged into one model batch.")] = 64,
+    max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 5.0,
+    max_texts: Annotated[int, typer.Option(min=1, help="Most reviews in one request (more: 413).")] = 128,
+    max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body in MiB (more: 413).")] = 4.0,
+    read_timeout: Annotated[float, typer.Option(min=0.01, help="Seconds a client has to send its request body (slower: 408).")] = 30.0,
+    max_queue: Annotated[int, typer.Option(min=1, help="Most reviews waiting for the model (more: 503, retry).")] = 2048,
+    api_key_env: Annotated[Optional[str], typer.Option(
+        metavar="VAR", help="Require `Authorization: Bearer <key>` on /v1/* and /metrics, the key read from "
+                            "environment variable VAR (never from the command line, where `ps` shows it).")] = None,
+    cors_origin: Annotated[Optional[list[str]], typer.Option(
+        metavar="ORIGIN", help="Allow browser pages from ORIGIN (e.g. https://app.example.com) to call the API; "
+                               "repeatable. Default: CORS off.")] = None,
+    graceful_timeout: Annotated[float, typer.Option(min=0.0, help="On SIGTERM / Ctrl-C, seconds to finish requests in flight.")] = 30.0,
+    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log one line per request.")] = True,
+) -> None:
+    """Serve the model over HTTP: a page to try it at /, the JSON API at /v1/predict, docs at /docs.
+
+    Micro-batches concurrent requests. SIGTERM or Ctrl-C stops accepting, finishes the requests in flight and exits 0.
+    Needs the serve extra: pip install "sentiment-cli\\[serve]" (without it: one error line, exit 1).
+    """
+    with _errors():
+        _require_serve_extra()
+        import logging
+
+        from uvicorn.logging import DefaultFormatter
+
+        from .serve import Loaded, ServeSettings, create_app, listen, run
+
+        key = _api_key(api_key_env)
+        load = _onnx_loader(checkpoint) if onnx else _torch_loader(checkpoint, device.value)
+        settings = ServeSettings(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_texts=max_texts,
+                                 max_body_bytes=int(max_body_mb * 2**20), read_timeout=read_timeout,
+                                 max_queue=max_queue, api_key=key, cors_origins=list(cors_origin or []))
+        handler = logging.StreamHandler()
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+        logger = logging.getLogger("sentiment")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+        _, err = _consoles()
+        sock = listen(host, port)
+        bound_port = sock.getsockname()[1]
+        if not _loopback(host):
+            typer.echo(f"warning: listening on {host}: the API is reachable from other machines"
+                       f"{'' if key else ' without a key (see --api-key-env)'}; put a TLS reverse proxy in front "
+                       "(docs/serving.md)", err=True)
+        shown = f"[{host}]" if ":" in host else host
+        runtime = "ONNX Runtime" if onnx else f"PyTorch ({device.value})"
+        typer.echo(f"serving {checkpoint} on http://{shown}:{bound_port} with {runtime}  ·  page /  ·  "
+                   f"API docs /docs  ·  Ctrl-C stops", err=True)
+        del err
+        run(create_app(lambda: Loaded(*load()), settings), sock, graceful_timeout=graceful_timeout,
+            access_log=access_log)
+
+
+def _torch_loader(checkpoint: Path, device: str):
+    """Check the folder now (fast, no torch); load it later, in the server's loading thread."""
+    if not (checkpoint / "config.json").is_file():
+        raise CheckpointError(f"no trained model at {checkpoint}; run `sentiment train` first")
+
+    def load():
+        from .predict import Predictor
+        from .report import model_card
+        from .train import resolve_device
+
+        return Predictor(checkpoint, resolve_device(device)), model_card(checkpoint)
+    return load
+
+
+def _onnx_loader(checkpoint: Path):
+    from .onnx_predict import onnx_path
+
+    path = onnx_path(checkpoint)   # raises CheckpointError now if there is no exported model
+
+    def load():
+        from .onnx_predict import OnnxPredictor
+
+        predictor = OnnxPredictor(path)
+        return predictor, predictor.card
+    return load
