@@ -289,6 +289,11 @@ class _Guard:
             except asyncio.CancelledError:
                 if not gone.is_set():
                     raise            # we are being cancelled ourselves
+            except Exception:        # a fault of the server, never of the client's input
+                rid = scope["state"]["request_id"]
+                log.exception("request %s: %s %s failed", rid, scope.get("method"), scope.get("path"))
+                if not state["status"]:
+                    await _send_json(send, 500, {"error": f"internal error (request id {rid}); see the server log"})
         finally:
             watcher.cancel()
             if not app_task.done():
@@ -398,12 +403,6 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
     @app.exception_handler(UsageError)
     async def _usage(request: Request, exc: UsageError):
         return JSONResponse({"error": str(exc)}, status_code=422)
-
-    @app.exception_handler(Exception)
-    async def _fault(request: Request, exc: Exception):
-        rid = request.scope.get("state", {}).get("request_id", "-")
-        log.error("request %s: %s %s failed", rid, request.method, request.url.path, exc_info=exc)
-        return JSONResponse({"error": f"internal error (request id {rid}); see the server log"}, status_code=500)
 
     page = _page()
 
