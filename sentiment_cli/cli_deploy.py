@@ -143,3 +143,75 @@ def _onnx_loader(checkpoint: Path):
         predictor = OnnxPredictor(path)
         return predictor, predictor.card
     return load
+
+
+# ----------------------------------------------------------------------------- export
+
+class ExportFormat(str, Enum):
+    onnx = "onnx"
+
+
+class Quantization(str, Enum):
+    int8 = "int8"
+
+
+@app.command()
+def export(
+    format: Annotated[ExportFormat, typer.Option("--format", help="Export format.")],
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write.",
+                                                   show_default="CHECKPOINT/model.onnx, or model.int8.onnx")] = None,
+    quantize: Annotated[Optional[Quantization], typer.Option(
+        help="Also quantize: int8 (ONNX Runtime dynamic quantization); reports test accuracy before and after.")] = None,
+    data: Annotated[Optional[str], typer.Option(help="Dataset for the held-out reviews; default: the one the "
+                                                     "checkpoint was trained on.")] = None,
+    parity_reviews: Annotated[int, typer.Option(min=1, help="Held-out (test) reviews scored by both PyTorch and "
+                                                            "ONNX Runtime.")] = 2000,
+    max_accuracy_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="With --quantize: refuse if test accuracy "
+                                                     "falls by more than this (0.01 = 1 point).")] = 0.01,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the export record as one JSON object.")] = False,
+) -> None:
+    """Export a checkpoint to one self-contained ONNX file (graph, tokenizer, config, model card) for ONNX Runtime.
+
+    The export is checked against PyTorch on held-out reviews and refused (exit 1, nothing written) if labels agree
+    on fewer than 99.9% or a logit differs by more than 1e-3. Use it with `predict --onnx` or `serve --onnx`.
+    Needs the onnx extra: pip install "sentiment-cli\\[onnx]".
+    """
+    with _errors():
+        from .export import export_onnx
+
+        _, err = _consoles()
+        with err.status("exporting") as status:
+            result = export_onnx(checkpoint, output, quantize=quantize.value if quantize else None, data=data,
+                                 parity_reviews=parity_reviews, max_accuracy_drop=max_accuracy_drop,
+                                 on_stage=lambda text: status.update(text))
+        if as_json:
+            typer.echo(json.dumps(result.record, ensure_ascii=False))
+        else:
+            _render_export(_consoles()[0], result)
+        if result.note:
+            typer.echo(f"note: {result.note}", err=True)
+
+
+def _render_export(console, result) -> None:
+    from rich.markup import escape
+
+    r = result.record
+    p, b = r["parity"], r["bytes"]
+    mib = 2**20
+    size = b.get("onnx_int8", b["onnx"])
+    console.print(f"wrote [bold]{escape(str(result.path))}[/] ({size / mib:.1f} MiB; PyTorch weights "
+                  f"{b['pytorch_weights'] / mib:.1f} MiB, float32 ONNX {b['onnx'] / mib:.1f} MiB; opset {r['opset']})",
+                  highlight=False, soft_wrap=True)
+    console.print(f"parity with PyTorch on {p['reviews']:,} held-out reviews: label agreement "
+                  f"[bold]{p['label_agreement']:.2%}[/] (needs ≥ {p['min_agreement']:.1%}), max logit difference "
+                  f"[bold]{p['max_logit_difference']:.1e}[/] (needs ≤ {p['max_allowed_difference']:.0e})  [green]passed[/]",
+                  highlight=False, soft_wrap=True)
+    if r.get("int8"):
+        q = r["int8"]
+        console.print(f"int8: test accuracy {q['accuracy_before']:.2%} → [bold]{q['accuracy_after']:.2%}[/] "
+                      f"({q['test_reviews']:,} reviews; {q['accuracy_after'] - q['accuracy_before']:+.2%}), "
+                      f"size {b['onnx'] / mib:.1f} → {b['onnx_int8'] / mib:.1f} MiB; agreement with PyTorch "
+                      f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
+    console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "
+                  f"sentiment serve --onnx --checkpoint {escape(str(result.path))}[/]", highlight=False, soft_wrap=True)

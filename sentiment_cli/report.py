@@ -211,6 +211,21 @@ def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def read_exports(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The ``sentiment export`` records (``export_<name>.json``) of the weights now in ``directory``, by name."""
+    directory = Path(directory)
+    current = weights_digest(directory)
+    out = {}
+    for path in sorted(directory.glob("export_*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("weights") == current and "parity" in record:
+            out[path.stem.removeprefix("export_")] = record
+    return out
+
+
 # ----------------------------------------------------------------------------- model card
 
 def _read_metrics(directory: Path) -> dict[str, Any]:
@@ -280,6 +295,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                      "device": metrics.get("device", UNKNOWN), "device_name": metrics.get("device_name"),
                      "wall_time_seconds": metrics.get("wall_time_seconds")},
         "metrics": by_split,
+        "exports": read_exports(directory),   # sentiment export: parity with PyTorch, int8 accuracy
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
@@ -385,6 +401,23 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     ]
 
 
+def _exports_markdown(exports: dict[str, dict[str, Any]]) -> list[str]:
+    """The card's "Exports" section: each ONNX file with its parity check against PyTorch."""
+    if not exports:
+        return []
+    lines = ["", "## Exports", "", "| file | held-out reviews | label agreement with PyTorch | max logit difference "
+             "| size | test accuracy before → after |", "|---|---:|---:|---:|---:|---|"]
+    for name, r in exports.items():
+        p, q = r["parity"], r.get("int8") or {}
+        size = r["bytes"].get("onnx_int8" if q else "onnx")
+        acc = f"{q['accuracy_before']:.2%} → {q['accuracy_after']:.2%}" if q else "–"
+        agreement = q.get("label_agreement_with_pytorch", p["label_agreement"])
+        diff = q.get("max_logit_difference_to_pytorch", p["max_logit_difference"])
+        lines.append(f"| {_md(Path(r['file']).name)} ({name}) | {p['reviews']:,} | {agreement:.2%} | {diff:.1e} | "
+                     f"{size / 2**20:.1f} MiB | {acc} |")
+    return lines
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -433,6 +466,7 @@ def card_markdown(card: dict[str, Any]) -> str:
     for title, facts in card_sections(card):
         lines += ["", f"## {title}", "", "| | |", "|---|---|"]
         lines += [f"| {key} | {_md(value)} |" for key, value in facts]
+    lines += _exports_markdown(card.get("exports") or {})
     if card["files"]["curves"]:
         lines += ["", f"![training curves: loss and accuracy per epoch]({card['files']['curves']})"]
     lines += [
