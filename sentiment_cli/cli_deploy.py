@@ -62,8 +62,10 @@ def serve(
     onnx: Annotated[bool, typer.Option("--onnx", help="Run the model exported by `sentiment export` on ONNX Runtime "
                                                       "(no torch in the process).")] = False,
     device: Annotated[Device, typer.Option(help="Where to run the PyTorch model.")] = Device.cpu,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for the model (default: the runtime's "
+                                                              "choice, one per core).")] = None,
     max_batch_size: Annotated[int, typer.Option(min=1, help="Most reviews merged into one model batch.")] = 64,
-    max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 5.0,
+    max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 2.0,
     max_texts: Annotated[int, typer.Option(min=1, help="Most reviews in one request (more: 413).")] = 128,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body in MiB (more: 413).")] = 4.0,
     read_timeout: Annotated[float, typer.Option(min=0.01, help="Seconds a client has to send its request body (slower: 408).")] = 30.0,
@@ -91,7 +93,7 @@ def serve(
         from .serve import Loaded, ServeSettings, create_app, listen, run
 
         key = _api_key(api_key_env)
-        load = _onnx_loader(checkpoint) if onnx else _torch_loader(checkpoint, device.value)
+        load = _onnx_loader(checkpoint, threads) if onnx else _torch_loader(checkpoint, device.value, threads)
         settings = ServeSettings(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_texts=max_texts,
                                  max_body_bytes=int(max_body_mb * 2**20), read_timeout=read_timeout,
                                  max_queue=max_queue, api_key=key, cors_origins=list(cors_origin or []))
@@ -118,13 +120,17 @@ def serve(
             access_log=access_log)
 
 
-def _torch_loader(checkpoint: Path, device: str):
+def _torch_loader(checkpoint: Path, device: str, threads: Optional[int]):
     """Check the folder now (fast, no torch); load it later, in the server's loading thread."""
     if not (checkpoint / "config.json").is_file():
         raise CheckpointError(f"no trained model at {checkpoint}; run `sentiment train` first")
 
     def load():
+        import torch
+
         from .predict import Predictor
+        if threads:
+            torch.set_num_threads(threads)
         from .report import model_card
         from .train import resolve_device
 
@@ -132,7 +138,7 @@ def _torch_loader(checkpoint: Path, device: str):
     return load
 
 
-def _onnx_loader(checkpoint: Path):
+def _onnx_loader(checkpoint: Path, threads: Optional[int]):
     from .onnx_predict import onnx_path
 
     path = onnx_path(checkpoint)   # raises CheckpointError now if there is no exported model
@@ -140,7 +146,7 @@ def _onnx_loader(checkpoint: Path):
     def load():
         from .onnx_predict import OnnxPredictor
 
-        predictor = OnnxPredictor(path)
+        predictor = OnnxPredictor(path, threads=threads)
         return predictor, predictor.card
     return load
 
