@@ -167,10 +167,11 @@ def main(argv: list[str] | None = None) -> None:
 
     sys.path.insert(0, str(ROOT))
     from sentiment_cli.checkpoint import read_config
-    from sentiment_cli.data import load_split
+    from sentiment_cli.data import DataSpec, load_split
 
     cfg, _ = read_config(args.checkpoint)
-    test = load_split(args.data or cfg.data.source, "test", 0.0, cfg.training.seed)
+    # the checkpoint's own data is read with its columns; other data with the usual column names
+    test = load_split(DataSpec.from_config(cfg) if args.data is None else args.data, "test")
     import random
     rng = random.Random(0)
     reviews = [" ".join(t.split()) for t in rng.sample(list(test.texts), min(args.reviews, len(test.texts)))]
