@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from .checkpoint import METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_temperature
+from .checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_exports,
+                         read_temperature)
 from .errors import CheckpointError
 from .model import SentimentClassifier
 from .plots import PlotUnavailable, curves_png, write_png
@@ -56,7 +57,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     it), ``training`` (epochs, best epoch, device, wall time...), ``metrics``
     by split (``validation`` from the training history; other splits from
     ``sentiment eval``), ``calibration`` (``temperature``, ``fitted``, ``ece`` by
-    split: after and before the temperature), ``versions``, ``files`` (``curves``: the picture's
+    split: after and before the temperature), ``exports`` (``sentiment export`` records by name: parity
+    with PyTorch, sizes, int8 accuracy), ``versions``, ``files`` (``curves``: the picture's
     file name, or ``None``).
 
     Raises:
@@ -107,6 +109,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                      "wall_time_seconds": metrics.get("wall_time_seconds")},
         "metrics": by_split,
         "calibration": _calibration(directory, metrics, evals),
+        "exports": read_exports(directory),   # sentiment export: parity with PyTorch, int8 accuracy
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
@@ -282,6 +285,23 @@ def config_toml(config: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _exports_markdown(exports: dict[str, dict[str, Any]]) -> list[str]:
+    """The card's "Exports" section: each ONNX file with its parity check against PyTorch."""
+    if not exports:
+        return []
+    lines = ["", "## Exports", "", "| file | held-out reviews | label agreement with PyTorch | max logit difference "
+             "| size | test accuracy before → after |", "|---|---:|---:|---:|---:|---|"]
+    for name, r in exports.items():
+        p, q = r["parity"], r.get("int8") or {}
+        size = r["bytes"].get("onnx_int8" if q else "onnx")
+        acc = f"{q['accuracy_before']:.2%} → {q['accuracy_after']:.2%}" if q else "–"
+        agreement = q.get("label_agreement_with_pytorch", p["label_agreement"])
+        diff = q.get("max_logit_difference_to_pytorch", p["max_logit_difference"])
+        lines.append(f"| {_md(Path(r['file']).name)} ({name}) | {p['reviews']:,} | {agreement:.2%} | {diff:.1e} | "
+                     f"{size / 2**20:.1f} MiB | {acc} |")
+    return lines
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -310,6 +330,7 @@ def card_markdown(card: dict[str, Any]) -> str:
     for title, facts in card_sections(card):
         lines += ["", f"## {title}", "", "| | |", "|---|---|"]
         lines += [f"| {key} | {_md(value)} |" for key, value in facts]
+    lines += _exports_markdown(card.get("exports") or {})
     if card["files"]["curves"]:
         lines += ["", f"![training curves: loss and accuracy per epoch]({card['files']['curves']})"]
     lines += [

@@ -10,6 +10,8 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
     metrics.json       per-epoch history, device, wall time, seed, versions
     eval_<split>.json  the last ``sentiment eval`` result per split, tagged with the
                        SHA-256 of the weights it scored (:func:`record_eval`)
+    export_<name>.json the last ``sentiment export`` of each kind (``onnx``, ``onnx-int8``): its
+                       parity check against PyTorch, sizes, same tag (:func:`read_exports`)
 
 Every file is written to a temporary file in the same folder and moved into
 place with ``os.replace``, so a crash leaves either the old or the new file,
@@ -371,4 +373,23 @@ def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
             continue
         if isinstance(record, dict) and record.get("weights") == current and "split" in record:
             out[record["split"]] = record
+    return out
+
+
+EXPORT_PREFIX = "export_"
+
+
+def read_exports(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The ``sentiment export`` records (``export_<name>.json``) of the weights now in ``directory``, by name
+    (stale or unreadable ones are skipped)."""
+    directory = Path(directory)
+    current = weights_digest(directory)
+    out = {}
+    for path in sorted(directory.glob(f"{EXPORT_PREFIX}*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("weights") == current and "parity" in record:
+            out[path.stem.removeprefix(EXPORT_PREFIX)] = record
     return out

@@ -37,7 +37,7 @@ float rounding; head dropout is the identity in eval mode.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -46,9 +46,10 @@ from .batching import collate
 from .config import DataConfig
 from .data import LABELS
 from .model import SentimentClassifier, masked_max_pool
-from .predict import prediction
+# torch-free, shared with the ONNX Runtime path (Explanation re-exported here)
+from .prediction import Explanation, prediction, token_rows
 from .runtime import inference_attention
-from .tokenizer import UNK_ID, UNK_TOKEN, truncate
+from .tokenizer import UNK_TOKEN
 
 
 @dataclass
@@ -136,83 +137,6 @@ def token_scores(model: SentimentClassifier, input_ids: Tensor, padding_mask: Te
     return TokenScores(scores.cpu(), contrast(bias, targets).cpu(), logits.float().cpu(), targets.cpu())
 
 
-@dataclass
-class Explanation:
-    """One review's prediction and the score of every token the model saw.
-
-    Attributes:
-        text: the review as given.
-        label, probability, probabilities: as in :class:`~sentiment_cli.predict.Prediction`.
-        target: the class whose margin the scores split (the second label with two classes, else
-            ``label``); a positive score pushed towards it, a negative one towards the others.
-        tokens: the surface text of each token the model saw, in order (the
-            original spelling, also for words outside the vocabulary).
-        scores: each token's share of the margin (logit units), same length as ``tokens``.
-        bias: the head's bias margin; ``sum(scores) + bias`` is the margin.
-        ids: the token ids the model saw (``1`` = ``<unk>``).
-        spans: ``(start, end)`` character offsets of each token in ``text``.
-        positions: index of each token in the full tokenization (before
-            truncation); a jump means tokens were dropped there.
-        num_tokens: tokens in the full tokenization.
-    """
-
-    text: str
-    label: str
-    probability: float
-    probabilities: dict[str, float]
-    tokens: list[str]
-    scores: list[float]
-    bias: float
-    ids: list[int] = field(repr=False)
-    spans: list[tuple[int, int]] = field(repr=False)
-    positions: list[int] = field(repr=False)
-    num_tokens: int = 0
-    target: str = LABELS[1]
-
-    @property
-    def margin(self) -> float:
-        """The margin ``logit(target) - mean of the other logits`` = ``bias + sum(scores)``
-        (``logit(positive) - logit(negative)`` for IMDB)."""
-        return self.bias + sum(self.scores)
-
-    def to_dict(self) -> dict:
-        """The ``predict --explain --json`` object: the prediction plus ``tokens``, ``scores``, ``bias`` and ``target``."""
-        return {"text": self.text, "label": self.label, "probability": self.probability,
-                "probabilities": self.probabilities, "tokens": self.tokens, "scores": self.scores,
-                "bias": self.bias, "target": self.target}
-
-    def top(self, k: int, positive: bool = True) -> list[tuple[str, float]]:
-        """The ``k`` tokens that pushed hardest towards the target (or away from it), strongest first.
-
-        Tokens with a zero score, or a score of the other sign, are left out.
-        """
-        pairs = [(t, s) for t, s in zip(self.tokens, self.scores) if (s > 0 if positive else s < 0)]
-        return sorted(pairs, key=lambda p: -abs(p[1]))[:k]
-
-    def segments(self) -> list[tuple[str, str, float | None]]:
-        """The review cut into pieces for display: ``(text, kind, score)`` in order.
-
-        ``kind`` is ``"token"`` (a token the model saw, with its score),
-        ``"unknown"`` (the same, for a word outside the vocabulary),
-        ``"space"`` (text between two seen tokens, score ``None``) or
-        ``"omitted"`` (text the model never saw because of truncation, score ``None``).
-        """
-        out: list[tuple[str, str, float | None]] = []
-        cursor = 0
-        prev = -1
-        for tok_id, (start, end), pos, score in zip(self.ids, self.spans, self.positions, self.scores):
-            if start < cursor:  # no span (empty tokenization) or overlapping offsets: show the token alone
-                start, end = cursor, cursor
-            if start > cursor:
-                out.append((self.text[cursor:start], "omitted" if pos != prev + 1 else "space", None))
-            kind = "unknown" if tok_id == UNK_ID else "token"
-            out.append((self.text[start:end] or UNK_TOKEN, kind, score))
-            cursor, prev = end, pos
-        if cursor < len(self.text):
-            out.append((self.text[cursor:], "omitted" if prev + 1 < self.num_tokens else "space", None))
-        return out
-
-
 def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, texts: Sequence[str], *,
                   batch_size: int = 64, device: torch.device | str = "cpu",
                   labels: Sequence[str] = LABELS, temperature: float = 1.0) -> list[Explanation]:
@@ -237,17 +161,7 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
         One :class:`Explanation` per text, in input order.
     """
     device = torch.device(device)
-    # encode_batch (not encode_batch_fast): the offsets map each token back to the original text
-    encodings = tokenizer.encode_batch(list(texts))
-    rows = []
-    for enc in encodings:
-        n = len(enc.ids)
-        # truncate() applied to positions keeps exactly the tokens it keeps of the ids
-        positions = truncate(list(range(n)), config.max_length, config.truncation, config.head_fraction) if n else []
-        if positions:
-            rows.append(([enc.ids[p] for p in positions], [tuple(enc.offsets[p]) for p in positions], positions, n))
-        else:  # nothing left after normalisation: the model sees one <unk>, as encode_texts() gives
-            rows.append(([UNK_ID], [(0, 0)], [0], 0))
+    rows = token_rows(tokenizer, config, texts)
     out: list[Explanation] = []
     for lo in range(0, len(rows), batch_size):
         chunk = rows[lo:lo + batch_size]

@@ -9,15 +9,15 @@ reviews in its batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .batching import collate, make_batches
 from .checkpoint import load_checkpoint
-from .errors import UsageError
 from .model import SentimentClassifier
+# torch-free, shared with the ONNX Runtime path (re-exported here)
+from .prediction import Prediction, check_texts, chunked as _chunked, prediction  # noqa: F401
 from .runtime import autocast, inference_attention
 from .tokenizer import encode_texts
 
@@ -53,28 +53,6 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
             if on_batch is not None:
                 on_batch(len(batch))
     return out
-
-
-@dataclass
-class Prediction:
-    """One review's result: the predicted ``label``, its ``probability``, and ``probabilities`` mapping
-    every label of the model (in label-id order) to its softmax probability."""
-
-    text: str
-    label: str
-    probability: float
-    probabilities: dict[str, float]
-
-    def to_dict(self) -> dict:
-        """The ``predict --json`` object (see DESIGN.md's output contract)."""
-        return {"text": self.text, "label": self.label, "probability": self.probability,
-                "probabilities": self.probabilities}
-
-
-def prediction(text: str, probabilities: Sequence[float], labels: Sequence[str]) -> Prediction:
-    """The :class:`Prediction` for one text: the most probable label (the first of equals) and every class's probability."""
-    k = max(range(len(probabilities)), key=probabilities.__getitem__)
-    return Prediction(text, labels[k], probabilities[k], dict(zip(labels, probabilities)))
 
 
 class Predictor:
@@ -174,31 +152,3 @@ class Predictor:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
         return _chunked(texts, chunk, self.explain)
 
-
-def _chunked(texts: Iterable[str], chunk: int, score) -> Iterator:
-    """Apply ``score(batch, first=n)`` to consecutive chunks of ``texts``; yield its results in order."""
-    buf: list[str] = []
-    done = 0
-    for text in texts:
-        buf.append(text)
-        if len(buf) >= chunk:
-            yield from score(buf, first=done + 1)
-            done += len(buf)
-            buf = []
-    if buf:
-        yield from score(buf, first=done + 1)
-
-
-def check_texts(texts: Sequence[str], first: int = 1) -> None:
-    """Raise :class:`UsageError` for an empty or whitespace-only text, or one that is not valid Unicode.
-
-    ``first`` is the number of ``texts[0]`` in the message.
-    """
-    for i, text in enumerate(texts, first):
-        if not text.strip():
-            raise UsageError(f"review {i} is empty; give some text to classify")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise UsageError(f"review {i} is not valid Unicode text (unpaired surrogate at character "
-                             f"{exc.start})") from None

@@ -105,6 +105,8 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show how much each word moved the prediction "
                                                              "(with --json: adds tokens and scores).")] = False,
+    onnx: Annotated[bool, typer.Option("--onnx", help="Run the model `sentiment export` wrote (--checkpoint: the "
+                                                       "folder or the .onnx file) on ONNX Runtime, without torch.")] = False,
 ) -> None:
     """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin).
 
@@ -115,14 +117,19 @@ def predict(
             raise UsageError("give reviews as arguments or with --file, not both")
         if not texts and file is None:
             raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
-        from ..predict import Predictor, check_texts
-        from ..runtime import resolve_device
+        from ..prediction import check_texts
 
         if texts:   # checked before the checkpoint loads, so bad input fails at once
             texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
             check_texts(texts)
         source = None if texts else _open_reviews(file)
-        predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
+        if onnx:   # never imports torch: a cold start without its import time
+            from ..onnx_predict import OnnxPredictor
+            predictor = OnnxPredictor(checkpoint, batch_size=batch_size)
+        else:
+            from ..predict import Predictor
+            from ..runtime import resolve_device
+            predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
         reviews = texts if texts else _read_lines(*source, errors.value)
         stream = predictor.explain_stream(reviews) if explain else predictor.predict_stream(reviews)
         if as_json:

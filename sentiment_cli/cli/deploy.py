@@ -1,0 +1,201 @@
+"""``sentiment serve`` and ``sentiment export``: put a trained checkpoint behind an HTTP API, or into ONNX.
+
+Registered on the Typer ``app`` (:mod:`sentiment_cli.cli.app`) when :mod:`sentiment_cli.cli` imports this module.
+The commands parse options, call :mod:`~sentiment_cli.serve` / :mod:`~sentiment_cli.export`, and render
+(:func:`~sentiment_cli.cli.render.render_export`). Neither imports torch for ``--onnx``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import CheckpointError, SentimentError, UsageError
+from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
+from .render import consoles, render_export
+
+
+SERVE_INSTALL = 'pip install "sentiment-cli[serve]"'
+
+
+class ServeUnavailable(SentimentError):
+    """fastapi / uvicorn / prometheus-client are not installed (exit 1); the message names the install command."""
+
+
+def _require_serve_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ServeUnavailable(f"sentiment serve needs the serve extra ({exc.name} is missing): "
+                               f"{SERVE_INSTALL}") from None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _api_key(var: Optional[str]) -> Optional[str]:
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise UsageError(f"--api-key-env {var}: the environment variable {var} is not set or empty")
+    return value
+
+
+@app.command()
+def serve(
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder (with --onnx: the folder or a .onnx file).")] = DEFAULT_CHECKPOINT,
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 makes the API reachable from other machines.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free port, printed at start).")] = 8000,
+    onnx: Annotated[bool, typer.Option("--onnx", help="Run the model exported by `sentiment export` on ONNX Runtime "
+                                                      "(no torch in the process).")] = False,
+    device: Annotated[Device, typer.Option(help="Where to run the PyTorch model.")] = Device.cpu,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for the model (default: the runtime's "
+                                                              "choice, one per core).")] = None,
+    max_batch_size: Annotated[int, typer.Option(min=1, help="Most reviews merged into one model batch.")] = 64,
+    max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 2.0,
+    max_texts: Annotated[int, typer.Option(min=1, help="Most reviews in one request (more: 413).")] = 128,
+    max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body in MiB (more: 413).")] = 4.0,
+    read_timeout: Annotated[float, typer.Option(min=0.01, help="Seconds a client has to send its request body (slower: 408).")] = 30.0,
+    max_queue: Annotated[int, typer.Option(min=1, help="Most reviews waiting for the model (more: 503, retry).")] = 2048,
+    api_key_env: Annotated[Optional[str], typer.Option(
+        metavar="VAR", help="Require `Authorization: Bearer <key>` on /v1/* and /metrics, the key read from "
+                            "environment variable VAR (never from the command line, where `ps` shows it).")] = None,
+    cors_origin: Annotated[Optional[list[str]], typer.Option(
+        metavar="ORIGIN", help="Allow browser pages from ORIGIN (e.g. https://app.example.com) to call the API; "
+                               "repeatable. Default: CORS off.")] = None,
+    graceful_timeout: Annotated[float, typer.Option(min=0.0, help="On SIGTERM / Ctrl-C, seconds to finish requests in flight.")] = 30.0,
+    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log one line per request.")] = True,
+) -> None:
+    """Serve the model over HTTP: a page to try it at /, the JSON API at /v1/predict, docs at /docs.
+
+    Micro-batches concurrent requests. SIGTERM or Ctrl-C stops accepting, finishes the requests in flight and exits 0.
+    Needs the serve extra: pip install "sentiment-cli\\[serve]" (without it: one error line, exit 1).
+    """
+    with handle_errors():
+        _require_serve_extra()
+        import logging
+
+        from uvicorn.logging import DefaultFormatter
+
+        from ..serve import Loaded, ServeSettings, create_app, listen, run
+
+        key = _api_key(api_key_env)
+        load = _onnx_loader(checkpoint, threads) if onnx else _torch_loader(checkpoint, device.value, threads)
+        settings = ServeSettings(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_texts=max_texts,
+                                 max_body_bytes=int(max_body_mb * 2**20), read_timeout=read_timeout,
+                                 max_queue=max_queue, api_key=key, cors_origins=list(cors_origin or []))
+        handler = logging.StreamHandler()
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+        logger = logging.getLogger("sentiment")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+        sock = listen(host, port)
+        bound_port = sock.getsockname()[1]
+        if not _loopback(host):
+            typer.echo(f"warning: listening on {host}: the API is reachable from other machines"
+                       f"{'' if key else ' without a key (see --api-key-env)'}; put a TLS reverse proxy in front "
+                       "(docs/serving.md)", err=True)
+        shown = f"[{host}]" if ":" in host else host
+        runtime = "ONNX Runtime" if onnx else f"PyTorch ({device.value})"
+        typer.echo(f"serving {checkpoint} on http://{shown}:{bound_port} with {runtime}  ·  page /  ·  "
+                   f"API docs /docs  ·  Ctrl-C stops", err=True)
+        run(create_app(lambda: Loaded(*load()), settings), sock, graceful_timeout=graceful_timeout,
+            access_log=access_log)
+
+
+def _torch_loader(checkpoint: Path, device: str, threads: Optional[int]):
+    """Check the folder now (fast, no torch); load it later, in the server's loading thread."""
+    if not (checkpoint / "config.json").is_file():
+        raise CheckpointError(f"no trained model at {checkpoint}; run `sentiment train` first")
+
+    def load():
+        import torch
+
+        from ..card import model_card
+        from ..predict import Predictor
+        from ..runtime import resolve_device
+
+        if threads:
+            torch.set_num_threads(threads)
+
+        return Predictor(checkpoint, resolve_device(device)), model_card(checkpoint)
+    return load
+
+
+def _onnx_loader(checkpoint: Path, threads: Optional[int]):
+    from ..onnx_predict import onnx_path
+
+    path = onnx_path(checkpoint)   # raises CheckpointError now if there is no exported model
+
+    def load():
+        from ..onnx_predict import OnnxPredictor
+
+        predictor = OnnxPredictor(path, threads=threads)
+        return predictor, predictor.card
+    return load
+
+
+# ----------------------------------------------------------------------------- export
+
+class ExportFormat(str, Enum):
+    onnx = "onnx"
+
+
+class Quantization(str, Enum):
+    int8 = "int8"
+
+
+@app.command()
+def export(
+    format: Annotated[ExportFormat, typer.Option("--format", help="Export format.")],
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write.",
+                                                   show_default="CHECKPOINT/model.onnx, or model.int8.onnx")] = None,
+    quantize: Annotated[Optional[Quantization], typer.Option(
+        help="Also quantize: int8 (ONNX Runtime dynamic quantization); reports test accuracy before and after.")] = None,
+    data: Annotated[Optional[str], typer.Option(help="Dataset for the held-out reviews; default: the one the "
+                                                     "checkpoint was trained on.")] = None,
+    parity_reviews: Annotated[int, typer.Option(min=1, help="Held-out (test) reviews scored by both PyTorch and "
+                                                            "ONNX Runtime.")] = 2000,
+    max_accuracy_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="With --quantize: refuse if test accuracy "
+                                                     "falls by more than this (0.01 = 1 point).")] = 0.01,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the export record as one JSON object.")] = False,
+) -> None:
+    """Export a checkpoint to one self-contained ONNX file (graph, tokenizer, config, model card) for ONNX Runtime.
+
+    The export is checked against PyTorch on held-out reviews and refused (exit 1, nothing written) if labels agree
+    on fewer than 99.9% or a logit differs by more than 1e-3. Use it with `predict --onnx` or `serve --onnx`.
+    Needs the onnx extra: pip install "sentiment-cli\\[onnx]".
+    """
+    with handle_errors():
+        from ..export import export_onnx
+
+        out, err = consoles()
+        with err.status("exporting") as status:
+            result = export_onnx(checkpoint, output, quantize=quantize.value if quantize else None, data=data,
+                                 parity_reviews=parity_reviews, max_accuracy_drop=max_accuracy_drop,
+                                 on_stage=lambda text: status.update(text))
+        if as_json:
+            typer.echo(json.dumps(result.record, ensure_ascii=False))
+        else:
+            render_export(out, result)
+        if result.note:
+            typer.echo(f"note: {result.note}", err=True)
+

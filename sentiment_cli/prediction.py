@@ -1,0 +1,173 @@
+"""What a prediction is, torch-free: results, input checks, and the tokens an explanation is about.
+
+Shared by the PyTorch :class:`~sentiment_cli.predict.Predictor` and the ONNX
+Runtime :class:`~sentiment_cli.onnx_predict.OnnxPredictor`, which must not import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .config import DataConfig
+from .data import LABELS
+from .errors import UsageError
+from .tokenizer import UNK_ID, UNK_TOKEN, truncate
+
+
+@dataclass
+class Prediction:
+    """One review's result: the predicted ``label``, its ``probability``, and ``probabilities`` mapping
+    every label of the model (in label-id order) to its softmax probability."""
+
+    text: str
+    label: str
+    probability: float
+    probabilities: dict[str, float]
+
+    def to_dict(self) -> dict:
+        """The ``predict --json`` object (see DESIGN.md's output contract)."""
+        return {"text": self.text, "label": self.label, "probability": self.probability,
+                "probabilities": self.probabilities}
+
+
+def prediction(text: str, probabilities: Sequence[float], labels: Sequence[str]) -> Prediction:
+    """The :class:`Prediction` for one text: the most probable label (the first of equals) and every class's probability."""
+    k = max(range(len(probabilities)), key=probabilities.__getitem__)
+    return Prediction(text, labels[k], probabilities[k], dict(zip(labels, probabilities)))
+
+
+@dataclass
+class Explanation:
+    """One review's prediction and the score of every token the model saw.
+
+    Attributes:
+        text: the review as given.
+        label, probability, probabilities: as in :class:`~sentiment_cli.predict.Prediction`.
+        target: the class whose margin the scores split (the second label with two classes, else
+            ``label``); a positive score pushed towards it, a negative one towards the others.
+        tokens: the surface text of each token the model saw, in order (the
+            original spelling, also for words outside the vocabulary).
+        scores: each token's share of the margin (logit units), same length as ``tokens``.
+        bias: the head's bias margin; ``sum(scores) + bias`` is the margin.
+        ids: the token ids the model saw (``1`` = ``<unk>``).
+        spans: ``(start, end)`` character offsets of each token in ``text``.
+        positions: index of each token in the full tokenization (before
+            truncation); a jump means tokens were dropped there.
+        num_tokens: tokens in the full tokenization.
+    """
+
+    text: str
+    label: str
+    probability: float
+    probabilities: dict[str, float]
+    tokens: list[str]
+    scores: list[float]
+    bias: float
+    ids: list[int] = field(repr=False)
+    spans: list[tuple[int, int]] = field(repr=False)
+    positions: list[int] = field(repr=False)
+    num_tokens: int = 0
+    target: str = LABELS[1]
+
+    @property
+    def margin(self) -> float:
+        """The margin ``logit(target) - mean of the other logits`` = ``bias + sum(scores)``
+        (``logit(positive) - logit(negative)`` for IMDB)."""
+        return self.bias + sum(self.scores)
+
+    def to_dict(self) -> dict:
+        """The ``predict --explain --json`` object: the prediction plus ``tokens``, ``scores``, ``bias`` and ``target``."""
+        return {"text": self.text, "label": self.label, "probability": self.probability,
+                "probabilities": self.probabilities, "tokens": self.tokens, "scores": self.scores,
+                "bias": self.bias, "target": self.target}
+
+    def top(self, k: int, positive: bool = True) -> list[tuple[str, float]]:
+        """The ``k`` tokens that pushed hardest towards the target (or away from it), strongest first.
+
+        Tokens with a zero score, or a score of the other sign, are left out.
+        """
+        pairs = [(t, s) for t, s in zip(self.tokens, self.scores) if (s > 0 if positive else s < 0)]
+        return sorted(pairs, key=lambda p: -abs(p[1]))[:k]
+
+    def segments(self) -> list[tuple[str, str, float | None]]:
+        """The review cut into pieces for display: ``(text, kind, score)`` in order.
+
+        ``kind`` is ``"token"`` (a token the model saw, with its score),
+        ``"unknown"`` (the same, for a word outside the vocabulary),
+        ``"space"`` (text between two seen tokens, score ``None``) or
+        ``"omitted"`` (text the model never saw because of truncation, score ``None``).
+        """
+        out: list[tuple[str, str, float | None]] = []
+        cursor = 0
+        prev = -1
+        for tok_id, (start, end), pos, score in zip(self.ids, self.spans, self.positions, self.scores):
+            if start < cursor:  # no span (empty tokenization) or overlapping offsets: show the token alone
+                start, end = cursor, cursor
+            if start > cursor:
+                out.append((self.text[cursor:start], "omitted" if pos != prev + 1 else "space", None))
+            kind = "unknown" if tok_id == UNK_ID else "token"
+            out.append((self.text[start:end] or UNK_TOKEN, kind, score))
+            cursor, prev = end, pos
+        if cursor < len(self.text):
+            out.append((self.text[cursor:], "omitted" if prev + 1 < self.num_tokens else "space", None))
+        return out
+
+
+def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tuple[list[int], list[tuple[int, int]], list[int], int]]:
+    """The tokens the model sees for each text, with where they came from.
+
+    The ids are those :func:`~sentiment_cli.tokenizer.encode_texts` gives (same
+    normalisation and truncation, including ``head_tail``).
+
+    Args:
+        tokenizer: the checkpoint's ``tokenizers.Tokenizer``.
+        config: its data settings (``max_length``, ``truncation``, ``head_fraction``).
+        texts: the reviews.
+
+    Returns:
+        Per text ``(ids, spans, positions, num_tokens)``: token ids, ``(start, end)``
+        character offsets in the text, index of each token in the full tokenization,
+        and the length of the full tokenization.
+    """
+    # encode_batch (not encode_batch_fast): the offsets map each token back to the original text
+    encodings = tokenizer.encode_batch(list(texts))
+    rows = []
+    for enc in encodings:
+        n = len(enc.ids)
+        # truncate() applied to positions keeps exactly the tokens it keeps of the ids
+        positions = truncate(list(range(n)), config.max_length, config.truncation, config.head_fraction) if n else []
+        if positions:
+            rows.append(([enc.ids[p] for p in positions], [tuple(enc.offsets[p]) for p in positions], positions, n))
+        else:  # nothing left after normalisation: the model sees one <unk>, as encode_texts() gives
+            rows.append(([UNK_ID], [(0, 0)], [0], 0))
+    return rows
+
+
+def chunked(texts: Iterable[str], chunk: int, score) -> Iterator:
+    """Apply ``score(batch, first=n)`` to consecutive chunks of ``texts``; yield its results in order."""
+    buf: list[str] = []
+    done = 0
+    for text in texts:
+        buf.append(text)
+        if len(buf) >= chunk:
+            yield from score(buf, first=done + 1)
+            done += len(buf)
+            buf = []
+    if buf:
+        yield from score(buf, first=done + 1)
+
+
+def check_texts(texts: Sequence[str], first: int = 1) -> None:
+    """Raise :class:`UsageError` for an empty or whitespace-only text, or one that is not valid Unicode.
+
+    ``first`` is the number of ``texts[0]`` in the message.
+    """
+    for i, text in enumerate(texts, first):
+        if not text.strip():
+            raise UsageError(f"review {i} is empty; give some text to classify")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(f"review {i} is not valid Unicode text (unpaired surrogate at character "
+                             f"{exc.start})") from None
