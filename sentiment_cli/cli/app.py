@@ -64,7 +64,7 @@ def _bare_resume(args: list[str]) -> list[str]:
 app = typer.Typer(
     cls=_OneLineErrors,
     name="sentiment",
-    help="Train, evaluate and serve a small Transformer sentiment classifier for IMDB movie reviews.",
+    help="Train, evaluate and serve a small Transformer text classifier (sentiment of reviews, any labels), from scratch.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -119,5 +119,5 @@ def _main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    """Train, evaluate and serve a small Transformer sentiment classifier for IMDB movie reviews."""
+    """Train, evaluate and serve a small Transformer text classifier (sentiment of reviews, any labels), from scratch."""
     _state["debug"] = debug
