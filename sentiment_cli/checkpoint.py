@@ -37,7 +37,7 @@ from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError, UsageError
-from .data import LABELS
+from .labels import LABELS
 from .model import SentimentClassifier
 from .tokenizer import load_tokenizer
 

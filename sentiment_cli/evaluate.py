@@ -21,10 +21,12 @@ import torch
 from .calibration import calibration_report
 from .card import write_card
 from .checkpoint import load_checkpoint, record_eval
-from .data import LABELS, DataSpec, is_single_file, load_split
+from .data import DataSpec, load_split
 from .errors import UsageError
+from .labels import LABELS
 from .model import SentimentClassifier
 from .predict import batched_logits
+from .sources import is_single_file
 from .tokenizer import encode_texts
 
 
@@ -155,7 +157,7 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         data: dataset to score (Hub id, folder or file; a file's ``test`` is all of it); default: the
             one the checkpoint was trained on.
         text_column, label_column: its columns; default: the checkpoint's ``[data]`` settings for its
-            own data, else found by name (see :func:`~sentiment_cli.data.resolve_column`).
+            own data, else found by name (see :func:`~sentiment_cli.columns.resolve_column`).
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
         device: where to run the model.
         errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),

@@ -44,7 +44,7 @@ from torch import Tensor
 
 from .batching import collate
 from .config import DataConfig
-from .data import LABELS
+from .labels import LABELS
 from .model import SentimentClassifier, masked_max_pool
 # torch-free, shared with the ONNX Runtime path (Explanation re-exported here)
 from .prediction import Explanation, prediction, token_rows

@@ -310,7 +310,8 @@ def _held_out_spec(cfg, data: str | None):
     Raises:
         UsageError: the checkpoint was trained on a single file, which has no test split, and no ``data`` was given.
     """
-    from .data import DataSpec, is_single_file
+    from .data import DataSpec
+    from .sources import is_single_file
 
     if data is None or data == cfg.data.source:
         if is_single_file(cfg.data.source):

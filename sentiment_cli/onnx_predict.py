@@ -31,7 +31,7 @@ import numpy as np
 
 from .config import stored_config_from_dict
 from .errors import CheckpointError, ConfigError, SentimentError
-from .data import LABELS
+from .labels import LABELS
 from .prediction import Explanation, Prediction, check_texts, chunked, prediction, token_rows
 from .tokenizer import PAD_ID, UNK_TOKEN, encode_texts, tokenizer_from_str
 

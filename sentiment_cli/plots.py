@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .checkpoint import atomic_write
-from .data import LABELS
+from .labels import LABELS
 from .errors import SentimentError
 
 PLOT_INSTALL = 'pip install "sentiment-cli[plot]"'

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .config import DataConfig
-from .data import LABELS
+from .labels import LABELS
 from .errors import UsageError
 from .tokenizer import UNK_ID, UNK_TOKEN, truncate
 

@@ -53,12 +53,13 @@ from .batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
 from .checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
 from .config import Config
-from .data import DataSpec, absolute_source, load_pretraining_texts
+from .data import DataSpec, load_pretraining_texts
 from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import SentimentClassifier
 from .optim import decay_groups, lr_lambda, optimizer_step
 from .runtime import device_name, resolve_device, seed_everything, versions
+from .sources import absolute_source
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
 
 MASK_ID = UNK_ID

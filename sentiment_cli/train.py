@@ -35,7 +35,7 @@ from .card import write_training_report
 from .checkpoint import (METRICS_FILE, WEIGHTS_FILE, check_writable, load_weights, save_checkpoint, write_json,
                          write_temperature)
 from .config import Config
-from .data import DataSpec, Split, absolute_source, load_train_validation
+from .data import DataSpec, Split, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import evaluate_ids
 from .interrupts import StopFlag
@@ -44,6 +44,7 @@ from .optim import lr_lambda, make_optimizer, optimizer_step
 from .predict import batched_logits
 from .pretrain import ensure_pretrained, pretrained_weights
 from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
+from .sources import absolute_source
 from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from sentiment_cli import batching, data
+from sentiment_cli import batching, data, sources
 from sentiment_cli.errors import DataError, UsageError
 
 from .conftest import FULL_DATA, SMALL_DATA
@@ -119,7 +119,7 @@ def test_aclimdb_files_are_read_in_review_id_order(tmp_path):
         folder.mkdir(parents=True)
         for i in range(12):
             (folder / f"{i}_7.txt").write_text(f"{label} {i}")
-    ds = data.load_dataset_dict(str(tmp_path / "aclImdb"))
+    ds = sources.load_dataset_dict(str(tmp_path / "aclImdb"))
     assert ds["test"]["text"][:12] == [f"neg {i}" for i in range(12)]
 
 
@@ -135,7 +135,7 @@ def test_folder_name_with_glob_characters_gets_a_clear_error(tmp_path):
     folder = tmp_path / "imdb[small]"
     shutil.copytree(SMALL_DATA, folder)
     with pytest.raises(DataError, match=r"glob character .* rename the folder"):
-        data.load_dataset_dict(str(folder))
+        sources.load_dataset_dict(str(folder))
 
 
 def test_unreachable_hub_names_the_offline_way(monkeypatch):
@@ -145,7 +145,7 @@ def test_unreachable_hub_names_the_offline_way(monkeypatch):
         raise ConnectionError("Couldn't reach 'stanfordnlp/imdb' on the Hub (LocalEntryNotFoundError)")
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(DataError) as err:
-        data.load_dataset_dict("stanfordnlp/imdb")
+        sources.load_dataset_dict("stanfordnlp/imdb")
     assert "cannot reach the Hugging Face Hub" in str(err.value) and "--data PATH" in str(err.value)
 
 
@@ -157,7 +157,7 @@ def test_collate_builds_the_mask_from_lengths():
 
 @pytest.mark.skipif(not FULL_DATA.exists(), reason=f"the full IMDB set is not at {FULL_DATA}")
 def test_full_imdb_from_shared():
-    ds = data.load_dataset_dict(str(FULL_DATA))
+    ds = sources.load_dataset_dict(str(FULL_DATA))
     assert (len(ds["train"]), len(ds["test"])) == (25000, 25000)
     train, val = data.load_train_validation(str(FULL_DATA), 0.1, seed=1234)
     assert (len(train), len(val)) == (22500, 2500)

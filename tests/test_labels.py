@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sentiment_cli import data
+from sentiment_cli import columns, data
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.cli import app
 from sentiment_cli.config import load_config
@@ -132,9 +132,9 @@ def test_a_folder_of_files_named_by_split_in_mixed_formats(tmp_path):
 
 
 def test_columns_are_found_by_their_usual_names_or_named():
-    assert data.resolve_column(["id", "Review", "stars"], "", data.TEXT_COLUMNS, "text", "f") == "Review"
-    assert data.resolve_column(["id", "Review", "stars"], "", data.LABEL_COLUMNS, "label", "f") == "stars"
-    assert data.resolve_column(["body", "stars"], "body", data.TEXT_COLUMNS, "text", "f") == "body"
+    assert columns.resolve_column(["id", "Review", "stars"], "", columns.TEXT_COLUMNS, "text", "f") == "Review"
+    assert columns.resolve_column(["id", "Review", "stars"], "", columns.LABEL_COLUMNS, "label", "f") == "stars"
+    assert columns.resolve_column(["body", "stars"], "body", columns.TEXT_COLUMNS, "text", "f") == "body"
 
 
 def test_integer_labels_sort_by_value_and_labels_fix_the_order(tmp_path):
