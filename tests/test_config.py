@@ -38,7 +38,7 @@ def test_an_existing_file_wins_over_a_preset_of_the_same_name(tmp_path, monkeypa
 
 
 def test_an_unknown_name_lists_the_presets():
-    with pytest.raises(ConfigError, match=r"^nope: no such preset or config file \(presets: default, seed"):
+    with pytest.raises(ConfigError, match=r"^nope: no such preset or config file \(presets: default, seed, sst5"):
         load_config("nope")
 
 
