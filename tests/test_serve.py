@@ -121,8 +121,9 @@ def test_concurrent_clients_share_batches_and_get_their_own_exact_results(server
         assert [p["text"] for p in got] == texts   # each client got its own reviews, in order
         for text, p in zip(texts, got):
             alone = predictor.logits([text])[0]   # (2,) scored on its own
+            # the probabilities are softmax(logits / T): their log-odds is the logit margin over T
             margin = math.log(p["probabilities"]["positive"]) - math.log(p["probabilities"]["negative"])
-            assert margin == pytest.approx(float(alone[1] - alone[0]), abs=1e-5)
+            assert margin == pytest.approx(float(alone[1] - alone[0]) / predictor.temperature, abs=1e-5)
 
 
 def test_health_answers_while_the_model_is_busy():
