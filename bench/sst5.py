@@ -52,6 +52,8 @@ ROWS = [(label, _merge(START, delta)) for label, delta in [
     ("lr 2e-3, adversarial training (epsilon 2)", {"training": {"lr": 2e-3, "adversarial_epsilon": 2.0}}),
     ("lr 1e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"init_from": "{init}"}}),
     ("lr 2e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"lr": 2e-3, "init_from": "{init}"}}),
+    ("lr 2e-3, word2vec on SST-5's own training sentences (no other data; --init from `sentiment pretrain "
+     "--config sst5 --data SST5 --splits train --epochs 20`)", {"training": {"lr": 2e-3, "init_from": "{init}"}}),
 ]]
 
 
