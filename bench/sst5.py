@@ -1,6 +1,7 @@
 """SST-5 settings, chosen on dev: each row trains ``configs/sst5.toml`` with its overrides, once per seed.
 
     python -m bench.sst5 [--rows 0 3] [--seeds 1234 4321] [--init DIR] [--output DIR]
+    python -m bench.sst5 --rows 7 --seeds 1234 --init DIR --test   # a final config: test, scored once
 
 Only dev accuracy (SST-5's ``dev.csv``, the run's validation split) is
 reported: the test split is never used to choose anything. Rows marked with
@@ -52,6 +53,8 @@ ROWS = [(label, _merge(START, delta)) for label, delta in [
     ("lr 2e-3, adversarial training (epsilon 2)", {"training": {"lr": 2e-3, "adversarial_epsilon": 2.0}}),
     ("lr 1e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"init_from": "{init}"}}),
     ("lr 2e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"lr": 2e-3, "init_from": "{init}"}}),
+    ("lr 2e-3, word2vec on SST-5's own training sentences (no other data; --init from `sentiment pretrain "
+     "--config sst5 --data SST5 --splits train --epochs 20`)", {"training": {"lr": 2e-3, "init_from": "{init}"}}),
 ]]
 
 
@@ -72,7 +75,14 @@ def job(args) -> dict:
     result = train(_config(overrides, args.init, args.seed, args.data), args.output)
     m = result.metrics
     cal = m.get("calibration") or {}
-    return {"row": args.row, "label": label, "seed": args.seed, "dev_accuracy": m["best_validation_accuracy"],
+    test = {}
+    if args.test:   # a final config only: scored once, never used to choose
+        from sentiment_cli.evaluate import evaluate_checkpoint
+
+        r = evaluate_checkpoint(args.output, "test", data=args.data, device="cpu", record=False)
+        test = {"test_accuracy": r["accuracy"], "test_f1_macro": r["f1"]["macro"], "test_ece": r["ece"],
+                "test_ece_uncalibrated": r["ece_uncalibrated"]}
+    return {**test, "row": args.row, "label": label, "seed": args.seed, "dev_accuracy": m["best_validation_accuracy"],
             "best_epoch": m["best_epoch"], "epochs_run": len(m["history"]),
             "dev_accuracy_by_epoch": [r["validation_accuracy"] for r in m["history"]],
             "temperature": cal.get("temperature"), "dev_ece": cal.get("ece"),
@@ -101,6 +111,8 @@ def main(argv=None) -> None:
     ap.add_argument("--init", default="", help="`sentiment pretrain` folder for the rows that start from one")
     ap.add_argument("--data", default=str(SST5), help=f"SST-5 folder (default {SST5})")
     ap.add_argument("--output", default=None, help="folder for the runs and dev.jsonl (default: temp)")
+    ap.add_argument("--test", action="store_true",
+                    help="also score test, once per run: only for a final config, never to choose one")
     ap.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
@@ -122,7 +134,8 @@ def main(argv=None) -> None:
         for seed in args.seeds:
             print(f"· row {row} ({ROWS[row][0]}), seed {seed}", file=sys.stderr, flush=True)
             cmd = [sys.executable, str(Path(__file__).resolve()), "--job", "--row", str(row), "--seed", str(seed),
-                   "--init", args.init, "--data", args.data, "--output", str(out / f"row{row}-seed{seed}")]
+                   "--init", args.init, "--data", args.data, "--output", str(out / f"row{row}-seed{seed}"),
+                   *(["--test"] if args.test else [])]
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, env=env, cwd=out)
             if proc.returncode != 0:
                 raise SystemExit(f"row {row}, seed {seed} failed (exit {proc.returncode})")
@@ -130,8 +143,10 @@ def main(argv=None) -> None:
             results.append(r)
             with open(log, "a") as fh:
                 fh.write(json.dumps(r) + "\n")
+            test = (f", test {r['test_accuracy']:.2%} (macro F1 {r['test_f1_macro']:.2%}, ECE {r['test_ece']:.2%} "
+                    f"with T, {r['test_ece_uncalibrated']:.2%} without)") if args.test else ""
             print(f"  dev {r['dev_accuracy']:.2%} (epoch {r['best_epoch']} of {r['epochs_run']}), "
-                  f"T {r['temperature']}, {r['seconds']:.0f} s", file=sys.stderr, flush=True)
+                  f"T {r['temperature']}, {r['seconds']:.0f} s{test}", file=sys.stderr, flush=True)
     print("\n".join(table(results)))
     print(f"results: {log}", file=sys.stderr)
 
