@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.ablation import _merge   # {section: {key: value}} overrides, later parts win
+
 ROOT = Path(__file__).resolve().parent.parent
 SST5 = ROOT.parent / "shared" / "data" / "sst5"
 CONFIG = ROOT / "configs" / "sst5.toml"
@@ -32,14 +34,6 @@ CONFIG = ROOT / "configs" / "sst5.toml"
 # same settings whatever configs/sst5.toml (the final choice) says.
 START = {"model": {"d_model": 64, "n_heads": 4, "d_ff": 256, "bigram_buckets": 0},
          "training": {"lr": 1e-3, "epochs": 10, "adversarial_epsilon": 0.0, "init_from": ""}}
-
-
-def _merge(*parts: dict) -> dict:
-    out: dict = {}
-    for part in parts:
-        for section, values in part.items():
-            out[section] = {**out.get(section, {}), **values}
-    return out
 
 
 # The tokenizer settings the IMDB word2vec folder was made with (its tokenizer replaces SST-5's own).
