@@ -44,8 +44,9 @@ def eval_(
                                                  help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
                                                       "diagram beside it as PATH's name + '-reliability.png'.")] = None,
 ) -> None:
-    """Score a split: accuracy; precision, recall, F1 per class, macro and weighted; the confusion matrix;
-    the expected calibration error (ECE, 15 bins) before and after the checkpoint's temperature.
+    """Score a split: accuracy, per-class and averaged precision/recall/F1, confusion matrix, calibration (ECE).
+
+    ECE (15 bins) is shown with and without the checkpoint's temperature.
 
     The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
     """
