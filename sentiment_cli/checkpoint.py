@@ -361,19 +361,22 @@ def record_eval(directory: str | Path, result: dict[str, Any], data_source: str)
     return path
 
 
-def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
-    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped)."""
-    directory = Path(directory)
+def _current_records(directory: Path, prefix: str, required: str):
+    """``(path, record)`` of each ``<prefix>*.json`` in ``directory`` that belongs to the weights now there
+    and holds ``required``; stale, unreadable or malformed records are skipped."""
     current = weights_digest(directory)
-    out = {}
-    for path in sorted(directory.glob(f"{EVAL_PREFIX}*.json")):
+    for path in sorted(directory.glob(f"{prefix}*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(record, dict) and record.get("weights") == current and "split" in record:
-            out[record["split"]] = record
-    return out
+        if isinstance(record, dict) and record.get("weights") == current and required in record:
+            yield path, record
+
+
+def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped)."""
+    return {record["split"]: record for _, record in _current_records(Path(directory), EVAL_PREFIX, "split")}
 
 
 EXPORT_PREFIX = "export_"
@@ -382,14 +385,5 @@ EXPORT_PREFIX = "export_"
 def read_exports(directory: str | Path) -> dict[str, dict[str, Any]]:
     """The ``sentiment export`` records (``export_<name>.json``) of the weights now in ``directory``, by name
     (stale or unreadable ones are skipped)."""
-    directory = Path(directory)
-    current = weights_digest(directory)
-    out = {}
-    for path in sorted(directory.glob(f"{EXPORT_PREFIX}*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("weights") == current and "parity" in record:
-            out[path.stem.removeprefix(EXPORT_PREFIX)] = record
-    return out
+    return {path.stem.removeprefix(EXPORT_PREFIX): record
+            for path, record in _current_records(Path(directory), EXPORT_PREFIX, "parity")}
