@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_exports,
-                         read_temperature)
+                         read_temperature, weights_digest)
 from .errors import CheckpointError
 from .model import SentimentClassifier
 from .plots import PlotUnavailable, curves_png, write_png
@@ -80,7 +80,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                                   "loss": best_record.get("validation_loss"), "f1_macro": None,
                                   "source": f"training, epoch {best}"}
     balance = {split: counts_ for split, counts_ in (data.get("class_counts") or {}).items() if counts_}
-    evals = read_evals(directory)
+    weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
+    evals = read_evals(directory, weights)
     for split, r in evals.items():
         balance[split] = _eval_balance(r, labels)
         by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
@@ -109,7 +110,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                      "wall_time_seconds": metrics.get("wall_time_seconds")},
         "metrics": by_split,
         "calibration": _calibration(directory, metrics, evals),
-        "exports": read_exports(directory),   # sentiment export: parity with PyTorch, int8 accuracy
+        "exports": read_exports(directory, weights),   # sentiment export: parity with PyTorch, int8 accuracy
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},

@@ -361,10 +361,11 @@ def record_eval(directory: str | Path, result: dict[str, Any], data_source: str)
     return path
 
 
-def _current_records(directory: Path, prefix: str, required: str):
+def _current_records(directory: Path, prefix: str, required: str, weights: str | None):
     """``(path, record)`` of each ``<prefix>*.json`` in ``directory`` that belongs to the weights now there
-    and holds ``required``; stale, unreadable or malformed records are skipped."""
-    current = weights_digest(directory)
+    (``weights``: their :func:`weights_digest`, computed here when not given) and holds ``required``; stale,
+    unreadable or malformed records are skipped."""
+    current = weights or weights_digest(directory)
     for path in sorted(directory.glob(f"{prefix}*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
@@ -374,16 +375,20 @@ def _current_records(directory: Path, prefix: str, required: str):
             yield path, record
 
 
-def read_evals(directory: str | Path) -> dict[str, dict[str, Any]]:
-    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped)."""
-    return {record["split"]: record for _, record in _current_records(Path(directory), EVAL_PREFIX, "split")}
+def read_evals(directory: str | Path, weights: str | None = None) -> dict[str, dict[str, Any]]:
+    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped).
+
+    ``weights`` is their :func:`weights_digest` when the caller has it already (it hashes the whole file).
+    """
+    return {record["split"]: record
+            for _, record in _current_records(Path(directory), EVAL_PREFIX, "split", weights)}
 
 
 EXPORT_PREFIX = "export_"
 
 
-def read_exports(directory: str | Path) -> dict[str, dict[str, Any]]:
+def read_exports(directory: str | Path, weights: str | None = None) -> dict[str, dict[str, Any]]:
     """The ``sentiment export`` records (``export_<name>.json``) of the weights now in ``directory``, by name
-    (stale or unreadable ones are skipped)."""
+    (stale or unreadable ones are skipped); ``weights`` as for :func:`read_evals`."""
     return {path.stem.removeprefix(EXPORT_PREFIX): record
-            for path, record in _current_records(Path(directory), EXPORT_PREFIX, "parity")}
+            for path, record in _current_records(Path(directory), EXPORT_PREFIX, "parity", weights)}
