@@ -26,16 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-# Words, and each run of "!" / "?" as its own token: both carry sentiment ("!!!", "?!") that the
-# scikit-learn default pattern (\b\w\w+\b) throws away, as it does one-letter words like "a" and "i".
-# Apostrophes stay inside words ("don't", "isn't").
-NGRAM_TOKEN_PATTERN = r"[\w']+|[!?]+"
-_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+from sentiment_cli.teacher import NGRAM_TOKEN_PATTERN, TEACHER_C, TEACHER_MAX_N, fit_teacher, log_count_ratio
+from sentiment_cli.teacher import clean_text as _clean
 
-
-def _clean(text: str) -> str:
-    """Lowercase, HTML line breaks to spaces (IMDB reviews are full of ``<br />``)."""
-    return _BR.sub(" ", text).lower()
+__all__ = ["NGRAM_TOKEN_PATTERN", "log_count_ratio", "nbsvm", "tfidf_logreg", "fasttext_bigrams", "PEERS"]
 
 
 def _score(fit: Callable[[], Callable[[Sequence[str]], np.ndarray]], n_train: int, test_texts, test_labels,
@@ -80,51 +74,19 @@ def tfidf_logreg(train_texts, train_labels, test_texts, test_labels, val_texts=N
 
 # ----------------------------------------------------------------------------- NB-SVM (NB-LR)
 
-def log_count_ratio(x, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    """NB log-count ratio per feature, ``r = log((p / |p|_1) / (q / |q|_1))`` (Wang & Manning 2012, eq. 2).
-
-    Args:
-        x: binarised feature counts, a (n_reviews, n_features) scipy sparse matrix of 0/1.
-        y: (n_reviews,) labels, 1 positive, 0 negative.
-        alpha: additive smoothing: ``p = alpha + sum of x over positive reviews``, ``q`` likewise.
-
-    Returns:
-        (n_features,) float64 array: positive where a feature is more common in positive reviews.
-    """
-    y = np.asarray(y)
-    p = alpha + np.asarray(x[y == 1].sum(axis=0)).ravel()
-    q = alpha + np.asarray(x[y == 0].sum(axis=0)).ravel()
-    return np.log((p / p.sum()) / (q / q.sum()))
-
-
-NBSVM_C = 0.1        # chosen on the hold-out: 89.75% validation; C 0.03-1 within 0.1 pt (docs/experiments-peers.md)
+NBSVM_C = TEACHER_C  # chosen on the hold-out (docs/experiments-peers.md); the training teacher's too
 NBSVM_MIN_DF = 1
 
 
 def nbsvm(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
-          repeats: int = 1, C: float = NBSVM_C, min_df: int = NBSVM_MIN_DF, max_n: int = 3) -> dict:
-    """NB-SVM-style classifier: binarised word 1-``max_n``-gram counts ``x``, log-count ratios ``r``
-    (:func:`log_count_ratio`, alpha 1), logistic regression (L2, inverse strength ``C``) on ``x * r``.
-
-    This is the NB-LR form of Wang & Manning's (2012) NBSVM-uni/bi: the ratios scale the
-    features, the linear model is logistic rather than a hinge-loss SVM, and there is no
-    interpolation with the mean weight. Returns the peer dict (module docstring).
+          repeats: int = 1, C: float = NBSVM_C, min_df: int = NBSVM_MIN_DF, max_n: int = TEACHER_MAX_N) -> dict:
+    """NB-SVM-style classifier: :func:`sentiment_cli.teacher.fit_teacher` (binarised word 1-``max_n``-gram
+    counts scaled by their log-count ratios, L2 logistic regression with inverse strength ``C``),
+    the model that ``[training] distill_reviews`` distils into the encoder. Returns the peer dict
+    (module docstring).
     """
-    import scipy.sparse as sp
-    from sklearn.feature_extraction.text import CountVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    vec = CountVectorizer(ngram_range=(1, max_n), min_df=min_df, binary=True, preprocessor=_clean,
-                          token_pattern=NGRAM_TOKEN_PATTERN, dtype=np.float32)
-    # liblinear's dual solver: the fast one when features (millions of n-grams) far outnumber reviews
-    clf = LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=1000)
-
     def fit():
-        y = np.asarray(train_labels)
-        x = vec.fit_transform(train_texts)
-        scale = sp.diags(log_count_ratio(x, y).astype(np.float32))
-        clf.fit(x @ scale, y)
-        return lambda texts: clf.predict(vec.transform(texts) @ scale)
+        return fit_teacher(train_texts, train_labels, C=C, max_n=max_n, min_df=min_df).predict
 
     return _score(fit, len(train_texts), test_texts, test_labels, val_texts, val_labels, repeats)
 

@@ -191,6 +191,9 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     regularisation = [f"{name} {tr[key]:g}" for name, key in (
         ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
         ("adversarial training (Miyato et al. 2017), epsilon", "adversarial_epsilon")) if tr.get(key)]
+    if tr.get("distill_reviews"):
+        regularisation.append(f"distillation from an NB-LR 1-3-gram teacher (Hinton et al. 2015) on "
+                              f"{tr['distill_reviews']:,} unlabelled reviews per epoch, weight {tr['distill_weight']:g}")
     if regularisation:
         optimizer += "; " + ", ".join(regularisation)
     if card.get("kind") == "pretrained":

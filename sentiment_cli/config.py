@@ -131,6 +131,13 @@ class TrainingConfig:
     adversarial_epsilon: float = _spec(0.0, lo=0.0, help="adversarial training (Miyato et al. 2017): a second loss on "
                                                          "token embeddings moved by this L2 norm per review in the "
                                                          "direction that raises the loss; 0 = off; ~2x the step time")
+    distill_reviews: int = _spec(0, lo=0, help="distillation (Hinton et al. 2015): unlabelled reviews per epoch, "
+                                               "drawn from the source's `unsupervised` split, that learn the "
+                                               "probabilities of an n-gram teacher fitted on the training split "
+                                               "(NB-LR over word 1-3-grams, Wang & Manning 2012); two classes; "
+                                               "0 = off")
+    distill_weight: float = _spec(1.0, lo=0.0, help="weight of an unlabelled review's loss against the teacher, "
+                                                    "relative to a labelled review's 1")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

@@ -245,7 +245,9 @@ def load_split(source: str | DataSpec, name: str, validation_fraction: float = 0
 
 
 def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fraction: float = 0.1, seed: int = 1234,
-                           validation_split: str = "random") -> list[str]:
+                           validation_split: str = "random",
+                           missing_hint: str = "pretrain on the training reviews alone with --set pretrain.splits=train"
+                           ) -> list[str]:
     """Unlabelled texts for pretraining (``sentiment pretrain``), shuffled with ``seed``.
 
     ``splits`` is ``unsupervised`` (e.g. IMDB's 50,000 unlabelled reviews), ``train`` (the training
@@ -253,7 +255,8 @@ def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fract
     all of it when the fraction is 0) or ``unsupervised+train``. The ``test`` split is never read.
 
     Raises:
-        DataError: see :func:`load_source`; also no ``unsupervised`` split when one is asked for.
+        DataError: see :func:`load_source`; also no ``unsupervised`` split when one is asked for (the
+            message ends with ``missing_hint``).
     """
     spec = source if isinstance(source, DataSpec) else DataSpec(source, validation_fraction, seed, validation_split)
     src = load_source(spec.source)
@@ -262,7 +265,7 @@ def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fract
     if "unsupervised" in parts:
         if "unsupervised" not in src.splits:
             raise DataError(f"{spec.source} has no 'unsupervised' split (it has: {', '.join(src.splits)}); "
-                            "pretrain on the training reviews alone with --set pretrain.splits=train")
+                            f"{missing_hint}")
         ds = src.splits["unsupervised"]
         column = resolve_column(ds.column_names, spec.text_column, TEXT_COLUMNS, "text", src.where("unsupervised"))
         texts += list(ds[column])

@@ -35,7 +35,7 @@ from .card import write_training_report
 from .checkpoint import (METRICS_FILE, WEIGHTS_FILE, check_writable, load_weights, save_checkpoint, write_json,
                          write_temperature)
 from .config import Config
-from .data import DataSpec, Split, load_train_validation
+from .data import DataSpec, Split, load_pretraining_texts, load_train_validation
 from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
 from .evaluate import evaluate_ids
 from .interrupts import StopFlag
@@ -232,8 +232,11 @@ class _Run:
     Attributes:
         net: ``model``, or its ``DistributedDataParallel`` wrapper under torchrun (forward and backward
             go through it; saving and validation use ``model``).
-        train_ids, train_labels, lengths: this process's view of the training split (token ids,
-            ``(num_examples,)`` int64 labels, token counts).
+        train_ids, train_labels, lengths: the training split (token ids, ``(num_examples,)`` int64
+            labels, token counts); with distillation, ``train_ids`` and ``lengths`` go on with the
+            unlabelled reviews (``num_labelled`` onwards).
+        num_labelled: how many of ``train_ids`` are labelled reviews.
+        distill: the soft targets and loss weights of distillation, or ``None`` without it.
         val_ids, val_labels: the validation split, on rank 0 only (other ranks: empty).
         validated: whether there is a validation split at all (``validation_fraction`` > 0).
         local_batch: reviews per step on this rank (``batch_size`` is the global batch).
@@ -256,6 +259,8 @@ class _Run:
     train_ids: list[list[int]]
     train_labels: torch.Tensor
     lengths: np.ndarray
+    num_labelled: int
+    distill: "_Distillation | None"
     val_ids: list[list[int]]
     val_labels: list[int]
     validated: bool
@@ -303,6 +308,11 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
+    distill = _distillation(config, train_split, val_split, tokenizer, cb) if t.distill_reviews else None
+    num_labelled = len(train_ids)
+    if distill is not None:
+        train_ids = train_ids + distill.ids
+
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size(), len(train_split.label_names))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
@@ -311,7 +321,8 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
-    steps_per_epoch = math.ceil(math.ceil(len(train_ids) / info.world_size) / local_batch)
+    per_epoch = num_labelled + (t.distill_reviews if distill is not None else 0)
+    steps_per_epoch = math.ceil(math.ceil(per_epoch / info.world_size) / local_batch)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
                                                                             steps_per_epoch * t.epochs))
     if saved is not None:
@@ -320,6 +331,8 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
         if info.enabled:
             torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
         state = _fresh_state(config, model, train_split, val_split, pretrained)
+        if distill is not None:
+            state.metrics["teacher"] = distill.report
     state.metrics.update({"device": str(device), "device_name": device_name(device),
                           "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
@@ -327,7 +340,8 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     return _Run(config=config, output=output, cb=cb, stop=stop, info=info, device=device, model=model, net=net,
                 optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json,
                 labels=train_split.label_names, train_ids=train_ids,
-                train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]), val_ids=val_ids,
+                train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]),
+                num_labelled=num_labelled, distill=distill, val_ids=val_ids,
                 val_labels=val_split.labels, validated=bool(len(val_split)), local_batch=local_batch, state=state,
                 start=start, wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
@@ -355,6 +369,74 @@ def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved:
             if info.is_main else ""
         tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
     return train_split, val_split, tokenizer_json
+
+
+@dataclass
+class _Distillation:
+    """The unlabelled reviews of distillation and every training review's soft target.
+
+    Attributes:
+        ids: the unlabelled reviews' token ids (they follow the labelled ones in ``_Run.train_ids``).
+        targets: ``(num_labelled + len(ids), num_classes)`` float32 target distributions: the label,
+            smoothed by ``label_smoothing``, for a labelled review; the teacher's probabilities for an
+            unlabelled one.
+        weights: ``(num_labelled + len(ids),)`` float32 loss weights: 1, or ``distill_weight``.
+        report: what ``metrics.json`` says about the teacher (``"teacher"``).
+    """
+
+    ids: list[list[int]]
+    targets: torch.Tensor
+    weights: torch.Tensor
+    report: dict[str, Any]
+
+
+def _distillation(config: Config, train_split: Split, val_split: Split, tokenizer, cb: TrainCallbacks) -> _Distillation:
+    """Fit the n-gram teacher on the training split and label the source's unlabelled reviews with it.
+
+    Every rank does this itself (the teacher is deterministic), so no process waits on another's data.
+
+    Raises:
+        DataError: the source has no ``unsupervised`` split, fewer unlabelled reviews than
+            ``distill_reviews``, or labels other than two classes.
+    """
+    from .teacher import fit_teacher
+
+    t = config.training
+    start = time.perf_counter()
+    texts = load_pretraining_texts(DataSpec.from_config(config), "unsupervised",
+                                   missing_hint="distillation needs unlabelled reviews; set "
+                                                "training.distill_reviews=0")
+    if len(texts) < t.distill_reviews:
+        raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
+                        f"{len(texts):,} unlabelled reviews; lower it")
+    cb.on_stage(f"fitting the n-gram teacher (NB-LR, 1-3-grams) on {len(train_split):,} training reviews")
+    teacher = fit_teacher(train_split.texts, train_split.labels)
+    report: dict[str, Any] = {"model": "NB-LR, word 1-3-grams (Wang & Manning 2012)",
+                              "unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews,
+                              "weight": t.distill_weight}
+    if len(val_split):
+        report["validation_accuracy"] = float((teacher.predict(val_split.texts) == np.asarray(val_split.labels)).mean())
+    cb.on_stage(f"labelling {len(texts):,} unlabelled reviews with the teacher")
+    soft = torch.softmax(torch.from_numpy(teacher.logits(texts)), 1)              # (n_unlabelled, 2)
+    ids = encode_texts(tokenizer, texts, config.data)
+    eps, n = t.label_smoothing, len(train_split)
+    hard = F.one_hot(torch.tensor(train_split.labels, dtype=torch.long), 2).float() * (1 - eps) + eps / 2
+    report["seconds"] = time.perf_counter() - start
+    return _Distillation(ids=ids, targets=torch.cat([hard, soft]),
+                         weights=torch.cat([torch.ones(n), torch.full((len(texts),), t.distill_weight)]),
+                         report=report)
+
+
+def _epoch_reviews(run: _Run, epoch: int) -> np.ndarray:
+    """The indices into ``run.train_ids`` that ``epoch`` trains on: every labelled review, plus, with
+    distillation, ``distill_reviews`` unlabelled ones drawn afresh for each epoch (seeded by the
+    run's seed and the epoch, so a resumed run draws the same)."""
+    pool = np.arange(run.num_labelled)
+    if run.distill is None:
+        return pool
+    rng = np.random.default_rng([run.config.training.seed, epoch])
+    drawn = rng.choice(len(run.distill.ids), run.config.training.distill_reviews, replace=False)
+    return np.concatenate([pool, run.num_labelled + np.sort(drawn)])
 
 
 def _fresh_state(config: Config, model: SentimentClassifier, train_split: Split, val_split: Split,
@@ -403,11 +485,13 @@ def _resumed_state(config: Config, output: Path, cb: TrainCallbacks, saved: Trai
 
 @dataclass
 class _EpochTotals:
-    """One epoch's training figures, summed over all ranks: loss x examples, correct predictions, examples."""
+    """One epoch's training figures, summed over all ranks: loss x examples, correct predictions (of
+    labelled reviews), examples, labelled examples."""
 
     loss_sum: float
     correct: float
     seen: float
+    labelled: float
     seconds: float
 
 
@@ -420,30 +504,34 @@ def _train_epoch(run: _Run, epoch: int) -> _EpochTotals:
     """
     t = run.config.training
     run.net.train()
-    shard = distributed.shard(len(run.train_ids), run.info, seed=t.seed, epoch=epoch)
+    reviews = _epoch_reviews(run, epoch)
+    shard = reviews[distributed.shard(len(reviews), run.info, seed=t.seed, epoch=epoch)]
     run.cb.on_epoch_start(epoch, t.epochs, len(shard))
     epoch_start = time.perf_counter()
-    loss_sum, correct, seen = 0.0, 0, 0
+    loss_sum, correct, seen, labelled = 0.0, 0, 0, 0
     for local in make_batches(run.lengths[shard], run.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
                               bucket=t.bucket_batches):
         batch = shard[local]
-        loss, right = _step(run, epoch, batch)
+        loss, right, with_label = _step(run, epoch, batch)
         n = len(batch)
         loss_sum += loss * n
         correct += right
         seen += n
-        run.cb.on_step(n, loss_sum / seen, correct / seen, seen / (time.perf_counter() - epoch_start))
-    loss_sum, correct, seen = distributed.all_reduce(run.info, [loss_sum, correct, seen], run.device)
-    return _EpochTotals(loss_sum, correct, seen, time.perf_counter() - epoch_start)
+        labelled += with_label
+        run.cb.on_step(n, loss_sum / seen, correct / max(labelled, 1), seen / (time.perf_counter() - epoch_start))
+    loss_sum, correct, seen, labelled = distributed.all_reduce(run.info, [loss_sum, correct, seen, labelled],
+                                                               run.device)
+    return _EpochTotals(loss_sum, correct, seen, labelled, time.perf_counter() - epoch_start)
 
 
-def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int]:
+def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     """One optimizer step on the reviews ``batch`` indexes: forward, loss, backward (twice with
     adversarial training), clip and step.
 
     Returns:
-        ``(loss, correct)``: the batch's mean cross-entropy (before the step) and how many of its
-        reviews the model got right.
+        ``(loss, correct, labelled)``: the batch's mean cross-entropy (before the step; weighted, and
+        against the teacher's probabilities for unlabelled reviews, with distillation), how many of
+        its labelled reviews the model got right, and how many it has.
 
     Raises:
         Interrupted: a stop was requested; the step is dropped (the last completed epoch is on disk).
@@ -453,14 +541,17 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int]:
     input_ids, padding_mask = collate(run.train_ids, batch)
     if t.token_dropout > 0:
         input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
-    target = run.train_labels[torch.as_tensor(batch)].to(device)
+    index = torch.as_tensor(batch)
+    loss_of = _loss_function(run, index)
+    with_label = index < run.num_labelled
+    target = run.train_labels[index[with_label]].to(device)
     input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
     # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
     delta = torch.zeros(*input_ids.shape, run.config.model.d_model, device=device, requires_grad=True) \
         if t.adversarial_epsilon > 0 else None
     with autocast(device, t.autocast_bf16):
         logits = run.net(input_ids, padding_mask, delta)
-    loss = F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
+    loss = loss_of(logits)
     stop_now, diverged = distributed.all_reduce(
         run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
     if diverged:
@@ -471,9 +562,22 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int]:
     if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
         with autocast(device, t.autocast_bf16):
             adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
-        F.cross_entropy(adv_logits.float(), target, label_smoothing=t.label_smoothing).backward()
+        loss_of(adv_logits).backward()
     optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
-    return loss.item(), int((logits.argmax(1) == target).sum())
+    right = int((logits.argmax(1)[with_label.to(device)] == target).sum())
+    return loss.item(), right, int(with_label.sum())
+
+
+def _loss_function(run: _Run, index: torch.Tensor):
+    """The loss of a batch's ``(batch, num_classes)`` logits for the reviews ``index`` names: cross-entropy
+    with label smoothing; with distillation, the weighted cross-entropy against each review's target
+    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1)."""
+    t, device = run.config.training, run.device
+    if run.distill is None:
+        target = run.train_labels[index].to(device)
+        return lambda logits: F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
+    q, w = run.distill.targets[index].to(device), run.distill.weights[index].to(device)
+    return lambda logits: (w * -(q * F.log_softmax(logits.float(), 1)).sum(1)).sum() / w.sum()
 
 
 def _validate(run: _Run) -> tuple[float | None, float | None]:
@@ -503,7 +607,7 @@ def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple
     t, state = run.config.training, run.state
     val_loss, val_acc = validation
     record = {"epoch": epoch, "train_loss": totals.loss_sum / totals.seen,
-              "train_accuracy": totals.correct / totals.seen,
+              "train_accuracy": totals.correct / max(totals.labelled, 1),
               "validation_loss": val_loss, "validation_accuracy": val_acc,
               "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,
               "learning_rate": run.scheduler.get_last_lr()[0], "train_examples": int(totals.seen)}

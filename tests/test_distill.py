@@ -1,0 +1,135 @@
+"""Distillation from the n-gram teacher (``[training] distill_reviews``) on the committed IMDB slice."""
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from sentiment_cli.cli import app
+from sentiment_cli.data import load_split
+from sentiment_cli.errors import DataError, Interrupted
+from sentiment_cli.interrupts import StopFlag
+from sentiment_cli.teacher import fit_teacher
+from sentiment_cli.train import resume, train
+
+from .conftest import SMALL_DATA, small_config
+from .test_resume import TIMING, StopAfter
+
+SST5_SMALL = SMALL_DATA.parent / "sst5_small"
+
+
+@pytest.fixture(scope="module")
+def with_unlabelled(tmp_path_factory):
+    """The committed slice in the Hub layout plus an ``unsupervised`` split: the slice's 500 test
+    reviews with their labels replaced by -1, as the Hub marks unlabelled reviews (a plumbing
+    fixture: nothing here is scored on them)."""
+    root = tmp_path_factory.mktemp("unlabelled") / "imdb"
+    shutil.copytree(SMALL_DATA, root)
+    test = pd.read_parquet(root / "plain_text" / "test-00000-of-00001.parquet")
+    test.assign(label=-1).to_parquet(root / "plain_text" / "unsupervised-00000-of-00001.parquet")
+    (root / "README.md").write_text("---\nconfigs:\n- config_name: plain_text\n  data_files:\n"
+                                    "  - split: train\n    path: plain_text/train-*\n"
+                                    "  - split: test\n    path: plain_text/test-*\n"
+                                    "  - split: unsupervised\n    path: plain_text/unsupervised-*\n---\n")
+    return root
+
+
+def distill_config(source, **training):
+    cfg = small_config(distill_reviews=200, **training)
+    return cfg.override("data", source=str(source))
+
+
+def _history(metrics):
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in metrics["history"]]
+
+
+def test_teacher_learns_the_slice():
+    """NB-LR on 900 training reviews of the slice: well above chance on the 500 test reviews,
+    and its logits are the two-class form whose softmax is its probability."""
+    train_split, test = load_split(str(SMALL_DATA), "train"), load_split(str(SMALL_DATA), "test")
+    teacher = fit_teacher(train_split.texts, train_split.labels)
+    logits = teacher.logits(test.texts)
+    assert logits.shape == (500, 2) and logits.dtype == np.float32 and (logits[:, 0] == 0).all()
+    assert np.array_equal(teacher.predict(test.texts), logits.argmax(1))
+    assert (teacher.predict(test.texts) == np.asarray(test.labels)).mean() > 0.75
+    again = fit_teacher(train_split.texts, train_split.labels).logits(test.texts)
+    assert np.array_equal(logits, again)   # deterministic: a resumed run refits the same teacher
+
+
+def test_teacher_needs_two_classes():
+    sst5 = load_split(str(SST5_SMALL), "train")
+    with pytest.raises(DataError, match="the n-gram teacher needs two classes"):
+        fit_teacher(sst5.texts, sst5.labels)
+
+
+def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabelled, tmp_path):
+    cfg = distill_config(with_unlabelled)
+    a = train(cfg, tmp_path / "a")
+    teacher = a.metrics["teacher"]
+    assert teacher["unlabelled_reviews"] == 500 and teacher["reviews_per_epoch"] == 200
+    assert 0.6 < teacher["validation_accuracy"] <= 1.0
+    # each epoch: the 900 labelled reviews and 200 unlabelled ones; accuracy counts labelled reviews only
+    assert [r["train_examples"] for r in a.metrics["history"]] == [1100, 1100]
+    assert all(0.0 <= r["train_accuracy"] <= 1.0 for r in a.metrics["history"])
+    b = train(cfg, tmp_path / "b")
+    assert _history(a.metrics) == _history(b.metrics)
+    wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    plain = train(cfg.override("training", distill_reviews=0), tmp_path / "plain")
+    assert "teacher" not in plain.metrics
+    assert plain.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
+
+
+def test_distillation_resumes_where_it_stopped(with_unlabelled, tmp_path):
+    """The unlabelled draw is seeded by epoch and the teacher is refitted the same: a resumed run
+    ends exactly as an uninterrupted one."""
+    cfg = distill_config(with_unlabelled, epochs=3, patience=0)
+    full = train(cfg, tmp_path / "full")
+    stop = StopFlag()
+    with pytest.raises(Interrupted):
+        train(cfg, tmp_path / "split", StopAfter(1, stop), stop=stop)
+    resumed = resume(tmp_path / "split")
+    assert _history(resumed.metrics) == _history(full.metrics)
+    wf, wr = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "split" / "model.safetensors")
+    assert all(torch.equal(wf[k], wr[k]) for k in wf)
+
+
+def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabelled):
+    from sentiment_cli.callbacks import TrainCallbacks
+    from sentiment_cli.data import DataSpec, load_train_validation
+    from sentiment_cli.tokenizer import build_tokenizer
+    from sentiment_cli.train import _distillation
+
+    cfg = distill_config(with_unlabelled, label_smoothing=0.1, distill_weight=0.5)
+    train_split, val_split = load_train_validation(DataSpec.from_config(cfg))
+    d = _distillation(cfg, train_split, val_split, build_tokenizer(train_split.texts, cfg.data), TrainCallbacks())
+    n = len(train_split)
+    assert d.targets.shape == (n + 500, 2) and len(d.ids) == 500
+    labels = torch.tensor(train_split.labels)
+    assert torch.allclose(d.targets[torch.arange(n), labels], torch.full((n,), 0.95))
+    assert torch.allclose(d.targets.sum(1), torch.ones(n + 500))
+    teacher_side = d.targets[n:, 1]
+    assert (teacher_side > 0).all() and (teacher_side < 1).all() and teacher_side.std() > 0.1
+    assert d.weights[:n].eq(1).all() and d.weights[n:].eq(0.5).all()
+
+
+def test_distillation_without_unlabelled_reviews_is_one_line(tmp_path):
+    r = CliRunner().invoke(app, ["train", "--config", "seed", "--data", str(SMALL_DATA), "--epochs", "1",
+                                 "--output", str(tmp_path / "out"), "--set", "training.distill_reviews=10"])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.strip().splitlines()[-1] == (
+        f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test); distillation needs unlabelled "
+        "reviews; set training.distill_reviews=0")
+
+
+def test_more_distill_reviews_than_unlabelled_ones_is_one_line(with_unlabelled, tmp_path):
+    r = CliRunner().invoke(app, ["train", "--config", "seed", "--data", str(with_unlabelled), "--epochs", "1",
+                                 "--output", str(tmp_path / "out"), "--set", "training.distill_reviews=501"])
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines()[-1] == (
+        f"error: [training] distill_reviews is 501 but {with_unlabelled} has 500 unlabelled reviews; lower it")
