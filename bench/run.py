@@ -119,8 +119,9 @@ def job_ours(args) -> dict:
     from sentiment_cli.train import train
 
     cfg = load_config(args.config).override("data", source=args.data)
-    if args.epochs:   # --quick: one epoch; the committed slice has no unsupervised split
-        cfg = cfg.override("training", epochs=args.epochs).override("pretrain", epochs=1, splits="train")
+    if args.epochs:   # --quick: one epoch; the committed slice has no unsupervised split (nor distillation)
+        cfg = cfg.override("training", epochs=args.epochs, distill_reviews=0).override("pretrain", epochs=1,
+                                                                                        splits="train")
     pretrain_seconds = 0.0
     if cfg.training.init_from:   # the config starts from a pretrained encoder: pretrain it here, on the clock
         from sentiment_cli.pretrain import pretrain
