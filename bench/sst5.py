@@ -49,6 +49,12 @@ ROWS = [(label, _merge(START, delta)) for label, delta in [
     ("lr 2e-3, IMDB word2vec", {"data": W2V_TOKENS, "training": {"lr": 2e-3, "init_from": "{init}"}}),
     ("lr 2e-3, word2vec on SST-5's own training sentences (no other data; --init from `sentiment pretrain "
      "--config sst5 --data SST5 --splits train --epochs 20`)", {"training": {"lr": 2e-3, "init_from": "{init}"}}),
+    ("lr 2e-3, d_model 128, d_ff 512", {"model": {"d_model": 128, "d_ff": 512}, "training": {"lr": 2e-3}}),
+    ("lr 2e-3, 2 layers", {"model": {"n_layers": 2}, "training": {"lr": 2e-3}}),
+    ("lr 2e-3, head dropout 0.5, word dropout 0.3 (Kim 2014's dropout)",
+     {"model": {"head_dropout": 0.5}, "training": {"lr": 2e-3, "token_dropout": 0.3}}),
+    ("lr 2e-3, no label smoothing", {"training": {"lr": 2e-3, "label_smoothing": 0.0}}),
+    ("lr 2e-3, batch 16, 20 epochs", {"training": {"lr": 2e-3, "batch_size": 16, "epochs": 20}}),
 ]]
 
 

@@ -416,7 +416,7 @@ def _distillation(config: Config, train_split: Split, val_split: Split, tokenize
                               "weight": t.distill_weight}
     if len(val_split):
         report["validation_accuracy"] = float((teacher.predict(val_split.texts) == np.asarray(val_split.labels)).mean())
-    cb.on_stage(f"labelling {len(texts):,} unlabelled reviews with the teacher")
+    cb.on_stage(f"labelling {len(texts):,} unlabelled reviews with the teacher, and tokenizing them")
     soft = torch.softmax(torch.from_numpy(teacher.logits(texts)), 1)              # (n_unlabelled, 2)
     ids = encode_texts(tokenizer, texts, config.data)
     eps, n = t.label_smoothing, len(train_split)
@@ -496,7 +496,8 @@ class _EpochTotals:
 
 
 def _train_epoch(run: _Run, epoch: int) -> _EpochTotals:
-    """One pass over this rank's shard of the training split, in length-bucketed batches.
+    """One pass over this rank's shard of the training split (and, with distillation, of the epoch's
+    draw of unlabelled reviews: :func:`_epoch_reviews`), in length-bucketed batches.
 
     Raises:
         Interrupted: a stop was requested (checked at every step, on every rank).
