@@ -181,7 +181,10 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     source = absolute_source(config.data.source)
 
     cb.on_stage(f"loading {source}")
-    texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits)
+    hint = ("learn from the labelled reviews alone with --set pretrain.splits=train "   # distillation would stop next
+            "--set training.distill_reviews=0" if config.training.distill_reviews else
+            "pretrain on the training reviews alone with --set pretrain.splits=train")
+    texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))
     tokenizer_json = save_tokenizer(tokenizer)

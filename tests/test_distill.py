@@ -133,3 +133,19 @@ def test_more_distill_reviews_than_unlabelled_ones_is_one_line(with_unlabelled, 
     assert r.exit_code == 1
     assert r.output.strip().splitlines()[-1] == (
         f"error: [training] distill_reviews is 501 but {with_unlabelled} has 500 unlabelled reviews; lower it")
+
+
+def test_the_default_on_a_file_without_unlabelled_reviews_names_both_settings(tmp_path):
+    """The default pretrains on, and distils through, an unsupervised split: one line names both ways out,
+    and with them the default trains on the file."""
+    data = str(SMALL_DATA.parent / "reviews_small" / "reviews.csv")
+    base = ["train", "--data", data, "--epochs", "1", "--output", str(tmp_path / "out"),
+            "--set", f"training.init_from={tmp_path / 'pre'}", "--set", "pretrain.epochs=1"]
+    r = CliRunner().invoke(app, base)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.strip().splitlines()[-1] == (
+        f"error: {data} has no 'unsupervised' split (it has: train); learn from the labelled reviews alone with "
+        "--set pretrain.splits=train --set training.distill_reviews=0")
+    r = CliRunner().invoke(app, [*base, "--set", "pretrain.splits=train", "--set", "training.distill_reviews=0"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["training"]["distill_reviews"] == 0
