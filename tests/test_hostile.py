@@ -281,7 +281,8 @@ def test_default_config_pretrains_first_and_says_what_to_change_when_the_data_ca
     monkeypatch.chdir(tmp_path)   # no checkpoints/pretrained here: train runs the pretraining stage itself
     r = invoke("train", "--data", SMALL_DATA, "--output", tmp_path / "out", "--device", "cpu")
     # the default pretrains on the unlabelled split, which the committed slice lacks
-    assert_one_error_line(r, 1, f"{SMALL_DATA} has no 'unsupervised' split (it has: train, test); pretrain on the "
-                                "training reviews alone with --set pretrain.splits=train")
+    assert_one_error_line(r, 1, f"{SMALL_DATA} has no 'unsupervised' split (it has: train, test); learn from the "
+                                "labelled reviews alone with --set pretrain.splits=train "
+                                "--set training.distill_reviews=0")
     assert "no pretrained encoder in checkpoints/pretrained: pretraining one first" in r.stderr
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
