@@ -354,7 +354,6 @@ def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved:
     Raises:
         DataError: the dataset cannot be loaded, or (resuming) its size changed since the run started.
     """
-    t = config.training
     cb.on_stage(f"loading {config.data.source}")
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
         train_split, val_split = load_train_validation(DataSpec.from_config(config))
