@@ -149,3 +149,17 @@ def test_the_default_on_a_file_without_unlabelled_reviews_names_both_settings(tm
     r = CliRunner().invoke(app, [*base, "--set", "pretrain.splits=train", "--set", "training.distill_reviews=0"])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "out" / "config.json").read_text())["training"]["distill_reviews"] == 0
+
+
+def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled, tmp_path, monkeypatch):
+    """The default's whole path, as `sentiment train` runs it: the word2vec stage on unsupervised+train, the
+    teacher, then fine-tuning on the labelled reviews and a draw of the unlabelled ones (shrunk to seconds)."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["train", "--data", str(with_unlabelled), "--epochs", "1", "--device", "cpu",
+                                 "--set", "pretrain.epochs=1", "--set", "training.distill_reviews=200"])
+    assert r.exit_code == 0, r.output
+    pretrained = json.loads((tmp_path / "checkpoints" / "pretrained" / "metrics.json").read_text())
+    assert pretrained["kind"] == "pretrained" and pretrained["data"]["reviews"] == 500 + 1000   # unsupervised + train
+    metrics = json.loads((tmp_path / "checkpoints" / "default" / "metrics.json").read_text())
+    assert metrics["pretrained"]["made_by_this_run"] is True
+    assert metrics["teacher"]["reviews_per_epoch"] == 200 and metrics["history"][0]["train_examples"] == 1000 + 200
