@@ -244,10 +244,12 @@ def load_split(source: str | DataSpec, name: str, validation_fraction: float = 0
     return _split(val if val is not None else train, "validation", names, val_rows)
 
 
+# What to do when pretraining asks for an ``unsupervised`` split the source lacks.
+PRETRAIN_ALONE_HINT = "pretrain on the training reviews alone with --set pretrain.splits=train"
+
+
 def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fraction: float = 0.1, seed: int = 1234,
-                           validation_split: str = "random",
-                           missing_hint: str = "pretrain on the training reviews alone with --set pretrain.splits=train"
-                           ) -> list[str]:
+                           validation_split: str = "random", missing_hint: str = PRETRAIN_ALONE_HINT) -> list[str]:
     """Unlabelled texts for pretraining (``sentiment pretrain``), shuffled with ``seed``.
 
     ``splits`` is ``unsupervised`` (e.g. IMDB's 50,000 unlabelled reviews), ``train`` (the training

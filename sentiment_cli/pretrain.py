@@ -53,7 +53,7 @@ from .batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
 from .checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
 from .config import Config
-from .data import DataSpec, load_pretraining_texts
+from .data import PRETRAIN_ALONE_HINT, DataSpec, load_pretraining_texts
 from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .model import SentimentClassifier
@@ -182,8 +182,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
 
     cb.on_stage(f"loading {source}")
     hint = ("learn from the labelled reviews alone with --set pretrain.splits=train "   # distillation would stop next
-            "--set training.distill_reviews=0" if config.training.distill_reviews else
-            "pretrain on the training reviews alone with --set pretrain.splits=train")
+            "--set training.distill_reviews=0" if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
     texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     tokenizer = build_tokenizer(texts, config.data, length=len(texts))

@@ -321,7 +321,7 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
-    per_epoch = num_labelled + (t.distill_reviews if distill is not None else 0)
+    per_epoch = num_labelled + t.distill_reviews   # distill_reviews is 0 without distillation
     steps_per_epoch = math.ceil(math.ceil(per_epoch / info.world_size) / local_batch)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
                                                                             steps_per_epoch * t.epochs))
