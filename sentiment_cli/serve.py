@@ -440,7 +440,6 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
             raise HTTPException(413, f"{len(body.texts)} texts in one request; the limit is {settings.max_texts}")
         check_texts(body.texts)   # UsageError -> 422, naming the review
         try:
-            metrics.queued.set(batcher.queued)
             results = await batcher.submit(body.texts, body.explain)
         except Overloaded as exc:
             raise HTTPException(503, f"server busy: {exc}", headers={"Retry-After": "1"}) from None
