@@ -174,12 +174,12 @@ def tfidf_logreg_dev(train_texts, train_labels, dev_texts, dev_labels, test_text
         pipe.fit(train_texts, train_labels)
         return pipe, time.perf_counter() - start
 
-    dev = {}
+    dev, fitted = {}, {}
     for c in c_grid:
-        pipe, _ = fit(c)
-        dev[c] = float((pipe.predict(dev_texts) == dev_labels).mean())
+        fitted[c] = fit(c)
+        dev[c] = float((fitted[c][0].predict(dev_texts) == dev_labels).mean())
     best = max(c_grid, key=lambda c: (dev[c], -c))
-    pipe, fit_seconds = fit(best)
+    pipe, fit_seconds = fitted[best]   # the grid's own fit of the chosen C (lbfgs is deterministic)
     start = time.perf_counter()
     pred = pipe.predict(test_texts)
     seconds = time.perf_counter() - start

@@ -199,13 +199,12 @@ SST5_SMALL = ROOT / "tests" / "data" / "sst5_small"
 SST5_CONFIG = ROOT / "configs" / "sst5.toml"
 
 
-def _sst5_splits(data: str, cfg=None):
-    """SST-5's train, dev (its validation split) and test, labelled as the config (or the data) names them."""
-    from sentiment_cli.data import DataSpec, load_split, load_train_validation
+def _sst5_splits(data: str):
+    """SST-5's train, dev (its validation split) and test, labelled as the data names them."""
+    from sentiment_cli.data import load_split, load_train_validation
 
-    spec = DataSpec.from_config(cfg.override("data", source=data)) if cfg is not None else data
-    train, dev = load_train_validation(spec)
-    test = load_split(spec, "test", label_names=train.label_names)
+    train, dev = load_train_validation(data)
+    test = load_split(data, "test", label_names=train.label_names)
     return train, dev, test
 
 
@@ -223,7 +222,7 @@ def job_sst5(args) -> dict:
         from sentiment_cli.pretrain import pretrain
 
         encoder = f"{args.output}-pretrained"
-        pretrain_seconds = pretrain(cfg.override("data", source=args.pretrain_data or args.data),
+        pretrain_seconds = pretrain(cfg.override("data", source=args.pretrain_data),
                                     encoder).metrics["wall_time_seconds"]
         cfg = cfg.override("training", init_from=encoder)
     result = train(cfg, args.output)
