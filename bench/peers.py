@@ -74,16 +74,16 @@ def tfidf_logreg(train_texts, train_labels, test_texts, test_labels, val_texts=N
 
 # ----------------------------------------------------------------------------- NB-SVM (NB-LR)
 
-NBSVM_C = TEACHER_C  # chosen on the hold-out (docs/experiments-peers.md); the training teacher's too
+NBSVM_C = TEACHER_C  # chosen on the hold-out (docs/experiments-peers.md); the model's n-gram score's too
 NBSVM_MIN_DF = 1
 
 
 def nbsvm(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
           repeats: int = 1, C: float = NBSVM_C, min_df: int = NBSVM_MIN_DF, max_n: int = TEACHER_MAX_N) -> dict:
     """NB-SVM-style classifier: :func:`sentiment_cli.teacher.fit_teacher` (binarised word 1-``max_n``-gram
-    counts scaled by their log-count ratios, L2 logistic regression with inverse strength ``C``),
-    the model that ``[training] distill_reviews`` distils into the encoder. Returns the peer dict
-    (module docstring).
+    counts scaled by their log-count ratios, L2 logistic regression with inverse strength ``C``) on
+    the raw text: the same fit as the model's n-gram score, which reads the model's token ids
+    instead. Returns the peer dict (module docstring).
     """
     def fit():
         return fit_teacher(train_texts, train_labels, C=C, max_n=max_n, min_df=min_df).predict

@@ -149,12 +149,38 @@ def job_ours(args) -> dict:
         flops_per_example *= 2
     return {"config": str(args.config), "epochs_run": len(hist), "best_epoch": result.metrics["best_epoch"],
             "validation_accuracy": result.metrics["best_validation_accuracy"],
-            "test_accuracy": metrics["accuracy"],
+            "test_accuracy": metrics["accuracy"], **_parts_accuracy(args.output, args.data, cfg),
             "train_seconds": pretrain_seconds + result.metrics["wall_time_seconds"],
             "pretrain_seconds": pretrain_seconds, "finetune_seconds": result.metrics["wall_time_seconds"],
             "train_examples_per_second": ex_per_s, "eval_reviews_per_second": metrics["examples_per_second"],
             "train_gflops": flops_per_example * ex_per_s / 1e9, "bf16": cfg.training.autocast_bf16,
             "mean_train_tokens": sum(lengths) / len(lengths), "checkpoint": str(args.output)}
+
+
+def _parts_accuracy(folder, data: str, cfg) -> dict:
+    """With an n-gram score: the test accuracy of each part of the model alone, the encoder's logits
+    without the score and the score without the encoder (what each adds; the model is their sum)."""
+    if not cfg.model.ngram_buckets:
+        return {}
+    import torch
+
+    from sentiment_cli.batching import collate
+    from sentiment_cli.checkpoint import load_checkpoint
+    from sentiment_cli.data import load_split
+    from sentiment_cli.tokenizer import encode_texts
+
+    ckpt = load_checkpoint(folder)
+    model = ckpt.model.eval()
+    test = load_split(data, "test")
+    ids, labels = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data), torch.tensor(test.labels)
+    encoder, score = [], []
+    with torch.inference_mode():
+        for lo in range(0, len(ids), 64):
+            input_ids, padding_mask = collate(ids[lo:lo + 64])
+            encoder.append(model(input_ids, padding_mask, ngram_score=False).argmax(1))
+            score.append(model.ngram_token_logits(input_ids).sum(1)[:, 1] + model.ngram_logit_bias()[1] > 0)
+    return {"test_accuracy_encoder_alone": float((torch.cat(encoder) == labels).float().mean()),
+            "test_accuracy_ngram_score_alone": float((torch.cat(score).long() == labels).float().mean())}
 
 
 def job_peer(args) -> dict:
@@ -436,6 +462,9 @@ def _notes(results: dict) -> list[str]:
         if r.get("pretrain_seconds"):
             lines.append(f"{key}: training time = pretraining {_fmt_s(r['pretrain_seconds'])} + fine-tuning "
                          f"{_fmt_s(r['finetune_seconds'])}")
+        if "test_accuracy_encoder_alone" in r:
+            lines.append(f"{key}: its parts alone on test: the encoder {r['test_accuracy_encoder_alone']:.2%}, "
+                         f"the n-gram score {r['test_accuracy_ngram_score_alone']:.2%} (the model adds their logits)")
     cs = results.get("coldstart")
     if cs:
         lines.append(f"cold start (median of {cs['repeats']}): python -c 'import torch' "

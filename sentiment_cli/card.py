@@ -192,7 +192,7 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
         ("adversarial training (Miyato et al. 2017), epsilon", "adversarial_epsilon")) if tr.get(key)]
     if tr.get("distill_reviews"):
-        regularisation.append(f"distillation from an NB-LR 1-3-gram teacher (Hinton et al. 2015) on "
+        regularisation.append(f"distillation from the NB-LR 1-3-gram teacher (Hinton et al. 2015) on "
                               f"{tr['distill_reviews']:,} unlabelled reviews per epoch, weight {tr['distill_weight']:g}")
     if regularisation:
         optimizer += "; " + ", ".join(regularisation)
@@ -229,7 +229,10 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     return [
         ("Model", [
             ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
-                             f"({m['activation']}), {dropout}; masked max-pool; dense head"),
+                             f"({m['activation']}), {dropout}; masked max-pool; dense head"
+                             + (f"; plus {m.get('ngram_scale', 1):g} x an n-gram score (NB-LR over token 1-3-grams "
+                                f"hashed into {m['ngram_buckets']:,} buckets, Wang & Manning 2012)"
+                                if m.get("ngram_buckets") else "")),
             ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
             ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
                            + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")

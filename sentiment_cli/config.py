@@ -68,6 +68,11 @@ class ModelConfig:
     bigram_buckets: int = _spec(0, lo=0, hi=1 << 22,
                                 help="rows of a hashed word-bigram embedding added to each token's embedding "
                                      "(fastText's hashing trick, Joulin et al. 2017); 0: words only")
+    ngram_buckets: int = _spec(0, lo=0, hi=1 << 22,
+                               help="rows of the n-gram score: an NB-LR model over hashed token 1-3-grams (Wang & "
+                                    "Manning 2012) that train fits on the training split; its score joins the "
+                                    "head's logits and teaches distillation (two classes only); 0: none")
+    ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits")
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,8 @@ class TrainingConfig:
     distill_reviews: int = _spec(0, lo=0, help="distillation (Hinton et al. 2015): unlabelled reviews per epoch, "
                                                "drawn from the source's `unsupervised` split, that learn the "
                                                "probabilities of an n-gram teacher fitted on the training split "
-                                               "(NB-LR over word 1-3-grams, Wang & Manning 2012); two classes; "
+                                               "(NB-LR over hashed token 1-3-grams, Wang & Manning 2012: the "
+                                               "model's n-gram score when ngram_buckets > 0); two classes; "
                                                "0 = off")
     distill_weight: float = _spec(1.0, lo=0.0, help="weight of an unlabelled review's loss against the teacher, "
                                                     "relative to a labelled review's 1")

@@ -30,6 +30,11 @@ max-pool selected. It explains the head given the encoder's token states;
 those states mix context through attention, so a token's score is that of
 the word in its context, not of the word alone.
 
+A model with an n-gram score (``[model] ngram_buckets``) adds a linear term
+to the positive logit: ``ngram_scale * (sum of its distinct n-grams' weights +
+intercept)``. Each n-gram's share goes to the token that ends it and the
+intercept to the bias, so the decomposition stays exact.
+
 Computed in float32 without autocast, so that the decomposition is exact to
 float rounding; head dropout is the identity in eval mode.
 """
@@ -129,12 +134,22 @@ def token_scores(model: SentimentClassifier, input_ids: Tensor, padding_mask: Te
     pooled, argmax = masked_max_pool(hidden, padding_mask)            # (batch, d_model) each
     logits = model.head(model.head_dropout(pooled))                   # (batch, num_labels)
     weight, bias = model.head.weight.float(), model.head.bias.float()  # (num_labels, d_model), (num_labels,)
+    ngram = None
+    if model.config.ngram_buckets:   # the n-gram score's share: each n-gram's weight on the token that ends it
+        ngram = model.ngram_token_logits(input_ids).float()           # (batch, seq_len, 2)
+        logits = logits + ngram.sum(1) + model.ngram_logit_bias()
     targets = target_classes(logits)                                  # (batch,)
     w = contrast(weight, targets)                                     # (batch, d_model)
     contributions = pooled * w                                        # (batch, d_model)
     scores = torch.zeros(hidden.shape[:2], dtype=torch.float32, device=hidden.device)  # (batch, seq_len)
     scores.scatter_add_(1, argmax, contributions)
-    return TokenScores(scores.cpu(), contrast(bias, targets).cpu(), logits.float().cpu(), targets.cpu())
+    bias = contrast(bias, targets)                                    # (batch,)
+    if ngram is not None:   # two classes: the target's contrast is +-(positive - negative)
+        sign = targets.float() * 2 - 1                                # (batch,)
+        scores = scores + sign.unsqueeze(1) * (ngram[..., 1] - ngram[..., 0])
+        b = model.ngram_logit_bias().float()
+        bias = bias + sign * (b[1] - b[0])
+    return TokenScores(scores.cpu(), bias.cpu(), logits.float().cpu(), targets.cpu())
 
 
 def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, texts: Sequence[str], *,

@@ -83,7 +83,8 @@ class ExportGraph(nn.Module):
 
         ``token_logits[i, t, c]`` is token ``t``'s share of ``logits[i, c]`` without the bias: the sum of
         ``pooled[f] * W[c, f]`` over the features ``f`` that token won in the max-pool (0 at padding), so
-        ``token_logits[i].sum(0) + b == logits[i]``.
+        ``token_logits[i].sum(0) + b == logits[i]``. With an n-gram score, each token's share of it
+        (``SentimentClassifier.ngram_token_logits``) joins its token logits and the score's intercept ``b``.
         """
         m = self.model
         x = m.token_embedding(input_ids)                                            # (batch, seq_len, d_model)
@@ -100,6 +101,10 @@ class ExportGraph(nn.Module):
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)       # (seq_len,)
         won = (argmax.unsqueeze(1) == positions.view(1, -1, 1)).to(pooled.dtype)    # (batch, seq_len, d_model)
         token_logits = (won * pooled.unsqueeze(1)) @ m.head.weight.T                # (batch, seq_len, num_labels)
+        if m.config.ngram_buckets:   # the n-gram score: its token shares, and its intercept in the logits
+            ngram = m.ngram_token_logits(input_ids)                                 # (batch, seq_len, 2)
+            token_logits = token_logits + ngram
+            logits = logits + ngram.sum(1) + m.ngram_logit_bias()
         return logits, token_logits
 
 
@@ -239,7 +244,9 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         timings["export_seconds"] = time.perf_counter() - start
         config_json = (checkpoint / CONFIG_FILE).read_text(encoding="utf-8")
         tokenizer_json = (checkpoint / TOKENIZER_FILE).read_text(encoding="utf-8")
-        bias = ckpt.model.head.bias.detach()
+        bias = ckpt.model.head.bias.detach()   # the constant that token_logits leave out of the logits
+        if ckpt.model.config.ngram_buckets:
+            bias = bias + ckpt.model.ngram_logit_bias().detach()
         meta = {META_CONFIG: config_json, META_TOKENIZER: tokenizer_json, META_LABELS: json.dumps(list(ckpt.labels)),
                 META_BIAS: json.dumps(bias.float().tolist())}
         _set_metadata(fp32, meta)

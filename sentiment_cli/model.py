@@ -24,6 +24,8 @@ from .config import Config, ModelConfig
 from .tokenizer import PAD_ID, UNK_ID
 
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
+NGRAM_MAX_N = 3                      # the n-gram score reads word 1-3-grams
+_POSITION_BASE = 1 << 32             # more entries than any review has n-grams
 
 
 def sinusoidal_encoding(max_length: int, d_model: int) -> Tensor:
@@ -74,6 +76,56 @@ def bigram_buckets(input_ids: Tensor, buckets: int) -> Tensor:
     real = (previous > UNK_ID) & (input_ids > UNK_ID)                         # (batch, seq_len)
     hashed = (previous * BIGRAM_HASH_MULTIPLIER + input_ids) % buckets + 1   # (batch, seq_len)
     return torch.where(real, hashed, torch.zeros_like(hashed))
+
+
+def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = NGRAM_MAX_N) -> Tensor:
+    """The hashed bucket of each word n-gram ending at each token, for n = 1 .. ``max_n``.
+
+    The same hashing trick as :func:`bigram_buckets`, one order at a time:
+    ``h_1 = id mod buckets`` and ``h_n[t] = (h_(n-1)[t-1] * 1_000_003 + id[t]) mod buckets``,
+    stored as ``h + 1``. Bucket 0 means "no n-gram": where any of its tokens is ``<pad>`` or
+    ``<unk>``, or the review starts within it. Unigrams and longer n-grams share one bucket space.
+
+    Args:
+        input_ids: ``(batch, seq_len)`` int64 token ids.
+        buckets: number of hashed buckets, at least 1.
+        max_n: longest n-gram.
+
+    Returns:
+        ``(batch, seq_len, max_n)`` int64 in ``[0, buckets]``; ``[..., n - 1]`` holds the n-grams.
+    """
+    token_real = input_ids > UNK_ID                                           # (batch, seq_len)
+    hashed, real = input_ids % buckets, token_real                            # the unigrams
+    orders = [torch.where(real, hashed + 1, torch.zeros_like(hashed))]
+    for _ in range(2, max_n + 1):
+        hashed = (nn.functional.pad(hashed[:, :-1], (1, 0)) * BIGRAM_HASH_MULTIPLIER + input_ids) % buckets
+        real = nn.functional.pad(real[:, :-1], (1, 0), value=False) & token_real
+        orders.append(torch.where(real, hashed + 1, torch.zeros_like(hashed)))
+    return torch.stack(orders, dim=-1)                                       # (batch, seq_len, max_n)
+
+
+def first_occurrences(buckets: Tensor) -> Tensor:
+    """Which entries are the first (leftmost) of their bucket in their row, bucket 0 never.
+
+    The n-gram score reads binarised counts (an n-gram present or not, as NB-LR is fitted), so
+    a repeated n-gram counts once.
+
+    Args:
+        buckets: ``(batch, k)`` int64, e.g. :func:`ngram_buckets` flattened to ``(batch, seq_len * max_n)``.
+
+    Returns:
+        ``(batch, k)`` bool.
+    """
+    # Sorting (bucket, position) pairs, all distinct, puts each bucket's leftmost entry first without
+    # a stable sort (which ONNX export lacks). The base is a constant, not k, so that an exported
+    # graph does not freeze the traced length into it; buckets < 2**22 keep the key below 2**63.
+    key = buckets * _POSITION_BASE + torch.arange(buckets.shape[1], device=buckets.device)   # (batch, k)
+    ordered_key, order = torch.sort(key, dim=1)                              # (batch, k) each
+    ordered = torch.div(ordered_key, _POSITION_BASE, rounding_mode="floor")  # (batch, k) buckets, ascending
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first = first & (ordered > 0)
+    return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
 
 
 def masked_max_pool(hidden: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -148,6 +200,13 @@ class SentimentClassifier(nn.Module):
         )
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, num_labels)
+        if config.ngram_buckets:
+            if num_labels != 2:
+                raise ValueError(f"the n-gram score needs two classes, got num_labels {num_labels}")
+            # Buffers, not parameters: fitted by NB-LR (teacher.fit_ngram_score), never by the
+            # optimizer, yet saved with the weights. Row 0 (no n-gram) stays zero.
+            self.register_buffer("ngram_weight", torch.zeros(config.ngram_buckets + 1))
+            self.register_buffer("ngram_bias", torch.zeros(()))
 
     @classmethod
     def from_config(cls, config: Config, vocab_size: int, num_labels: int = 2) -> "SentimentClassifier":
@@ -196,7 +255,8 @@ class SentimentClassifier(nn.Module):
         # explain.token_scores), so that attention takes the same path as in training.
         return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
 
-    def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
+    def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None,
+                ngram_score: bool = True) -> Tensor:
         """Logits, one per class in label-id order.
 
         Args:
@@ -204,13 +264,46 @@ class SentimentClassifier(nn.Module):
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
                 row needs at least one real token.
             embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
+            ngram_score: add the n-gram score (when the model has one). Training leaves it out:
+                on the reviews it was fitted on, the score is near-certain and would leave the
+                encoder little to learn.
 
         Returns:
             ``(batch, num_labels)`` logits.
         """
         hidden = self.hidden_states(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
         pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
-        return self.head(self.head_dropout(pooled))                         # (batch, num_labels)
+        logits = self.head(self.head_dropout(pooled))                       # (batch, num_labels)
+        if ngram_score and self.config.ngram_buckets:
+            logits = logits + self.ngram_token_logits(input_ids).sum(1) + self.ngram_logit_bias()
+        return logits
+
+    def ngram_token_logits(self, input_ids: Tensor) -> Tensor:
+        """Each token's share of the n-gram score's logits: the scaled NB-LR weights of the distinct
+        n-grams that end at it (a repeated n-gram counts at its first occurrence only).
+
+        The score is a product of experts with the encoder: ``ngram_scale * (w . x + b)`` joins the
+        positive class's logit, where ``x`` are the review's binarised hashed 1-3-grams and ``w``, ``b``
+        an NB-LR model (Wang & Manning 2012) fitted on the training split.
+
+        Args:
+            input_ids: ``(batch, seq_len)`` int64 token ids (the model must have ``ngram_buckets`` > 0).
+
+        Returns:
+            ``(batch, seq_len, 2)``: 0 for the negative class, the share of the positive one; summed
+            over tokens and added to :meth:`ngram_logit_bias`, the score's logits.
+        """
+        buckets = ngram_buckets(input_ids, self.config.ngram_buckets)       # (batch, seq_len, max_n)
+        flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
+        present = first_occurrences(flat).to(self.ngram_weight.dtype)       # (batch, seq_len * max_n)
+        share = (self.ngram_weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
+        share = share * self.config.ngram_scale
+        return torch.stack([torch.zeros_like(share), share], dim=-1)        # (batch, seq_len, 2)
+
+    def ngram_logit_bias(self) -> Tensor:
+        """``(2,)``: the n-gram score's intercept, scaled, on the positive class's logit."""
+        b = self.ngram_bias * self.config.ngram_scale
+        return torch.stack([torch.zeros_like(b), b])
 
     def num_parameters(self) -> dict[str, int]:
         """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram)."""

@@ -7,7 +7,8 @@ stops the loop between steps; under ``torchrun`` the same loop runs
 data-parallel (``distributed.py``).
 
 The loop reads top to bottom, as nanoGPT's does: ``_setup`` (data,
-tokenizer, model, optimizer, schedule, loop state), then for each epoch
+tokenizer, model, the n-gram teacher and distillation's targets, optimizer,
+schedule, loop state), then for each epoch
 ``_train_epoch`` (one ``_step`` per batch), ``_validate`` and
 ``_end_of_epoch`` (history, best epoch, saving), and ``_finish``.
 """
@@ -153,10 +154,15 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     initialised dense head. When the folder is missing, the run makes it
     first (the pretraining stage, :func:`~.pretrain.ensure_pretrained`).
 
+    With ``[model] ngram_buckets`` > 0 (or distillation), the run first fits the n-gram teacher
+    (NB-LR, ``teacher.fit_ngram_score``) on the training split; it becomes the model's n-gram
+    score. The encoder's loss leaves the score out: it is added to the logits in validation,
+    evaluation and prediction.
+
     Raises:
         UsageError: unusable device or output folder.
         CheckpointError, ConfigError: ``init_from`` is damaged, incomplete or does not fit the config.
-        DataError: the dataset cannot be loaded.
+        DataError: the dataset cannot be loaded, or an n-gram teacher meets other than two classes.
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
@@ -308,16 +314,20 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
-    distill = _distillation(config, train_split, val_split, tokenizer, cb) if t.distill_reviews else None
-    num_labelled = len(train_ids)
-    if distill is not None:
-        train_ids = train_ids + distill.ids
-
+    if config.model.ngram_buckets and len(train_split.label_names) != 2:
+        raise DataError(f"[model] ngram_buckets needs two classes (the n-gram score is NB-LR), but "
+                        f"{config.data.source} has {len(train_split.label_names)}; set model.ngram_buckets=0")
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size(), len(train_split.label_names))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     elif pretrained is not None:
         model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
+    teacher = _ngram_teacher(config, model, train_ids, train_split, val_ids, val_split, cb) \
+        if config.model.ngram_buckets or t.distill_reviews else None
+    distill = _distillation(config, tokenizer, teacher, train_split, cb) if t.distill_reviews else None
+    num_labelled = len(train_ids)
+    if distill is not None:
+        train_ids = train_ids + distill.ids
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
@@ -331,8 +341,8 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
         if info.enabled:
             torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
         state = _fresh_state(config, model, train_split, val_split, pretrained)
-        if distill is not None:
-            state.metrics["teacher"] = distill.report
+        if teacher is not None:
+            state.metrics["teacher"] = {**teacher.report, **(distill.report if distill is not None else {})}
     state.metrics.update({"device": str(device), "device_name": device_name(device),
                           "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
@@ -371,6 +381,53 @@ def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved:
 
 
 @dataclass
+class _Teacher:
+    """The n-gram teacher: NB-LR over the training split's hashed token 1-3-grams (``teacher.fit_ngram_score``).
+
+    Attributes:
+        weight, bias: ``(buckets + 1,)`` float32 per-n-gram weights and the intercept; a review's
+            score (the logit of the positive class against the negative) is ``weight . x + bias``.
+        buckets: ``[model] ngram_buckets``, or ``TEACHER_BUCKETS`` for a teacher of distillation alone.
+        report: what ``metrics.json`` says about it (``"teacher"``).
+    """
+
+    weight: np.ndarray
+    bias: float
+    buckets: int
+    report: dict[str, Any]
+
+
+def _ngram_teacher(config: Config, model: SentimentClassifier, train_ids: list[list[int]], train_split: Split,
+                   val_ids: list[list[int]], val_split: Split, cb: TrainCallbacks) -> _Teacher:
+    """Fit the n-gram teacher on the training split and, with ``ngram_buckets`` > 0, make it the model's
+    n-gram score.
+
+    Every rank fits it itself, and a resumed run fits it again: the fit is deterministic, so the
+    result equals the score saved with the weights.
+
+    Raises:
+        DataError: labels other than two classes.
+    """
+    from .teacher import TEACHER_BUCKETS, fit_ngram_score, ngram_scores
+
+    start = time.perf_counter()
+    buckets = config.model.ngram_buckets or TEACHER_BUCKETS
+    cb.on_stage(f"fitting the n-gram teacher (NB-LR, token 1-3-grams) on {len(train_ids):,} training reviews")
+    weight, bias = fit_ngram_score(train_ids, train_split.labels, buckets)
+    if config.model.ngram_buckets:
+        with torch.no_grad():
+            model.ngram_weight.copy_(torch.from_numpy(weight))
+            model.ngram_bias.fill_(bias)
+    report: dict[str, Any] = {"model": "NB-LR, hashed token 1-3-grams (Wang & Manning 2012)", "buckets": buckets,
+                              "in_logits": bool(config.model.ngram_buckets)}
+    if val_ids:
+        scores = ngram_scores(val_ids, weight, bias, buckets)
+        report["validation_accuracy"] = float(((scores > 0) == np.asarray(val_split.labels)).mean())
+    report["seconds"] = time.perf_counter() - start
+    return _Teacher(weight, bias, buckets, report)
+
+
+@dataclass
 class _Distillation:
     """The unlabelled reviews of distillation and every training review's soft target.
 
@@ -380,7 +437,7 @@ class _Distillation:
             smoothed by ``label_smoothing``, for a labelled review; the teacher's probabilities for an
             unlabelled one.
         weights: ``(num_labelled + len(ids),)`` float32 loss weights: 1, or ``distill_weight``.
-        report: what ``metrics.json`` says about the teacher (``"teacher"``).
+        report: what ``metrics.json`` adds about distillation to ``"teacher"``.
     """
 
     ids: list[list[int]]
@@ -389,16 +446,15 @@ class _Distillation:
     report: dict[str, Any]
 
 
-def _distillation(config: Config, train_split: Split, val_split: Split, tokenizer, cb: TrainCallbacks) -> _Distillation:
-    """Fit the n-gram teacher on the training split and label the source's unlabelled reviews with it.
-
-    Every rank does this itself (the teacher is deterministic), so no process waits on another's data.
+def _distillation(config: Config, tokenizer, teacher: _Teacher, train_split: Split, cb: TrainCallbacks
+                  ) -> _Distillation:
+    """Label the source's unlabelled reviews with the n-gram teacher's probabilities.
 
     Raises:
-        DataError: the source has no ``unsupervised`` split, fewer unlabelled reviews than
-            ``distill_reviews``, or labels other than two classes.
+        DataError: the source has no ``unsupervised`` split, or fewer unlabelled reviews than
+            ``distill_reviews``.
     """
-    from .teacher import fit_teacher
+    from .teacher import ngram_scores
 
     t = config.training
     start = time.perf_counter()
@@ -408,19 +464,14 @@ def _distillation(config: Config, train_split: Split, val_split: Split, tokenize
     if len(texts) < t.distill_reviews:
         raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
                         f"{len(texts):,} unlabelled reviews; lower it")
-    cb.on_stage(f"fitting the n-gram teacher (NB-LR, 1-3-grams) on {len(train_split):,} training reviews")
-    teacher = fit_teacher(train_split.texts, train_split.labels)
-    report: dict[str, Any] = {"model": "NB-LR, word 1-3-grams (Wang & Manning 2012)",
-                              "unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews,
-                              "weight": t.distill_weight}
-    if len(val_split):
-        report["validation_accuracy"] = float((teacher.predict(val_split.texts) == np.asarray(val_split.labels)).mean())
-    cb.on_stage(f"labelling {len(texts):,} unlabelled reviews with the teacher, and tokenizing them")
-    soft = torch.softmax(torch.from_numpy(teacher.logits(texts)), 1)              # (n_unlabelled, 2)
+    cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
     ids = encode_texts(tokenizer, texts, config.data)
+    p = torch.sigmoid(torch.from_numpy(ngram_scores(ids, teacher.weight, teacher.bias, teacher.buckets)))
+    soft = torch.stack([1 - p, p], 1).float()                                     # (n_unlabelled, 2)
     eps, n = t.label_smoothing, len(train_split)
     hard = F.one_hot(torch.tensor(train_split.labels, dtype=torch.long), 2).float() * (1 - eps) + eps / 2
-    report["seconds"] = time.perf_counter() - start
+    report = {"unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews, "weight": t.distill_weight,
+              "labelling_seconds": time.perf_counter() - start}
     return _Distillation(ids=ids, targets=torch.cat([hard, soft]),
                          weights=torch.cat([torch.ones(n), torch.full((len(texts),), t.distill_weight)]),
                          report=report)
@@ -550,7 +601,7 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     delta = torch.zeros(*input_ids.shape, run.config.model.d_model, device=device, requires_grad=True) \
         if t.adversarial_epsilon > 0 else None
     with autocast(device, t.autocast_bf16):
-        logits = run.net(input_ids, padding_mask, delta)
+        logits = run.net(input_ids, padding_mask, delta, ngram_score=False)   # the encoder learns alone
     loss = loss_of(logits)
     stop_now, diverged = distributed.all_reduce(
         run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
@@ -561,7 +612,8 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     loss.backward()
     if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
         with autocast(device, t.autocast_bf16):
-            adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon))
+            adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon),
+                                 ngram_score=False)
         loss_of(adv_logits).backward()
     optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
     right = int((logits.argmax(1)[with_label.to(device)] == target).sum())

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
+from sentiment_cli.batching import collate
 from sentiment_cli.cli import app
 from sentiment_cli.data import load_split
 from sentiment_cli.errors import DataError, Interrupted
@@ -41,7 +42,7 @@ def with_unlabelled(tmp_path_factory):
 
 def distill_config(source, **training):
     cfg = small_config(distill_reviews=200, **training)
-    return cfg.override("data", source=str(source))
+    return cfg.override("data", source=str(source)).override("model", ngram_buckets=65_537)
 
 
 def _history(metrics):
@@ -81,7 +82,7 @@ def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabell
     wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     plain = train(cfg.override("training", distill_reviews=0), tmp_path / "plain")
-    assert "teacher" not in plain.metrics
+    assert plain.metrics["teacher"]["in_logits"] and "unlabelled_reviews" not in plain.metrics["teacher"]
     assert plain.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
 
 
@@ -102,12 +103,19 @@ def test_distillation_resumes_where_it_stopped(with_unlabelled, tmp_path):
 def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabelled):
     from sentiment_cli.callbacks import TrainCallbacks
     from sentiment_cli.data import DataSpec, load_train_validation
-    from sentiment_cli.tokenizer import build_tokenizer
-    from sentiment_cli.train import _distillation
+    from sentiment_cli.model import SentimentClassifier
+    from sentiment_cli.tokenizer import build_tokenizer, encode_texts
+    from sentiment_cli.train import _distillation, _ngram_teacher
 
     cfg = distill_config(with_unlabelled, label_smoothing=0.1, distill_weight=0.5)
     train_split, val_split = load_train_validation(DataSpec.from_config(cfg))
-    d = _distillation(cfg, train_split, val_split, build_tokenizer(train_split.texts, cfg.data), TrainCallbacks())
+    tok = build_tokenizer(train_split.texts, cfg.data)
+    train_ids, val_ids = encode_texts(tok, train_split.texts, cfg.data), encode_texts(tok, val_split.texts, cfg.data)
+    model = SentimentClassifier.from_config(cfg, tok.get_vocab_size())
+    teacher = _ngram_teacher(cfg, model, train_ids, train_split, val_ids, val_split, TrainCallbacks())
+    assert 0.6 < teacher.report["validation_accuracy"] <= 1.0
+    assert torch.equal(model.ngram_weight, torch.from_numpy(teacher.weight))   # the teacher is the model's score
+    d = _distillation(cfg, tok, teacher, train_split, TrainCallbacks())
     n = len(train_split)
     assert d.targets.shape == (n + 500, 2) and len(d.ids) == 500
     labels = torch.tensor(train_split.labels)
@@ -115,6 +123,10 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     assert torch.allclose(d.targets.sum(1), torch.ones(n + 500))
     teacher_side = d.targets[n:, 1]
     assert (teacher_side > 0).all() and (teacher_side < 1).all() and teacher_side.std() > 0.1
+    # the probabilities are the model's own n-gram score on those reviews
+    input_ids, _ = collate(d.ids[:64])
+    score = (model.ngram_token_logits(input_ids).sum(1) + model.ngram_logit_bias())[:, 1]
+    assert torch.allclose(torch.sigmoid(score), teacher_side[:64], atol=1e-5)
     assert d.weights[:n].eq(1).all() and d.weights[n:].eq(0.5).all()
 
 

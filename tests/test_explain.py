@@ -23,6 +23,10 @@ def _model(vocab_size=50, max_length=64, **kw):
     if model.bigram_embedding is not None:   # it starts at zero: give it weights that matter
         with torch.no_grad():
             model.bigram_embedding.weight[1:].normal_()
+    if cfg.ngram_buckets:   # fitted by train; here any weights, so that the n-gram shares matter
+        with torch.no_grad():
+            model.ngram_weight[1:].normal_()
+            model.ngram_bias.fill_(0.3)
     return model
 
 
@@ -36,11 +40,26 @@ def _brute_force_scores(model, review):
             column = hidden[:, f].tolist()
             j = column.index(max(column))
             scores[j] += column[j] * w[f].item()
+    if model.config.ngram_buckets:   # each distinct n-gram's weight on the token that ends its first occurrence
+        buckets, seen, m = model.config.ngram_buckets, set(), 1_000_003
+        for j in range(len(review)):
+            for n in (1, 2, 3):
+                gram = review[j - n + 1:j + 1] if j >= n - 1 else []
+                if len(gram) < n or min(gram) <= UNK_ID:
+                    continue
+                h = 0
+                for token in gram:
+                    h = h * m + token
+                bucket = h % buckets + 1
+                if bucket not in seen:
+                    seen.add(bucket)
+                    scores[j] += model.config.ngram_scale * model.ngram_weight[bucket].item()
     return scores
 
 
 @pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu", "scale_embedding": True},
-                                {"head_dropout": 0.5, "dropout": 0.3}, {"bigram_buckets": 7}])
+                                {"head_dropout": 0.5, "dropout": 0.3}, {"bigram_buckets": 7},
+                                {"ngram_buckets": 31, "ngram_scale": 0.5}])
 def test_scores_plus_bias_equal_the_logit_margin_in_a_padded_batch(kw):
     model = _model(**kw)
     model.train()   # token_scores must switch dropout off itself
@@ -50,7 +69,7 @@ def test_scores_plus_bias_equal_the_logit_margin_in_a_padded_batch(kw):
     with torch.no_grad():
         logits = model(ids, mask)                                  # a separate, ordinary forward pass
     margin = logits[:, 1] - logits[:, 0]
-    head_bias = (model.head.bias[1] - model.head.bias[0]).item()
+    head_bias = (model.head.bias[1] - model.head.bias[0]).item() + (0.3 * 0.5 if kw.get("ngram_buckets") else 0)
     assert ts.bias == pytest.approx(head_bias)
     torch.testing.assert_close(ts.logits, logits, atol=1e-6, rtol=0)
     for i, review in enumerate(REVIEWS):

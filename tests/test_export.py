@@ -42,11 +42,11 @@ def exported(trained_checkpoint, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bigram_checkpoint(tmp_path_factory):
-    """A tiny model with hashed word bigrams, trained for 2 epochs (seconds)."""
+    """A tiny model with hashed word bigrams and an n-gram score, trained for 2 epochs (seconds)."""
     from sentiment_cli.train import train
 
     out = tmp_path_factory.mktemp("bigram") / "ckpt"
-    train(small_config(epochs=2).override("model", bigram_buckets=997), out)
+    train(small_config(epochs=2).override("model", bigram_buckets=997, ngram_buckets=65_537), out)
     return out
 
 
@@ -159,6 +159,24 @@ def test_bigram_hashing_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_pa
     with_bigrams = torch_p.logits(reviews[:50])
     weight.data.zero_()
     assert float((torch_p.logits(reviews[:50]) - with_bigrams).abs().max()) > 1e-3
+
+
+def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_path):
+    from sentiment_cli.predict import Predictor
+
+    torch_p = Predictor(bigram_checkpoint)
+    model = torch_p.checkpoint.model
+    assert float(model.ngram_weight.abs().sum()) > 0            # train fitted the score: it matters
+    result = export_onnx(bigram_checkpoint, tmp_path / "ngram.onnx", parity_reviews=200)
+    _, onnx_p = _agree(bigram_checkpoint, result.path, reviews)
+    # its explanations add up as the checkpoint's do: token scores + bias = the logit margin
+    logits = onnx_p.logits(reviews[:5])
+    for e, row in zip(onnx_p.explain(reviews[:5]), logits):
+        assert sum(e.scores) + e.bias == pytest.approx(float(row[1] - row[0]), abs=1e-3)
+    with_score = torch_p.logits(reviews[:50])
+    model.ngram_weight.zero_()
+    model.ngram_bias.zero_()
+    assert float((torch_p.logits(reviews[:50]) - with_score).abs().max()) > 1e-2
 
 
 def test_a_failed_parity_check_writes_nothing(trained_checkpoint, tmp_path, monkeypatch):
