@@ -144,6 +144,9 @@ class TrainingConfig:
                                                "0 = off")
     distill_weight: float = _spec(1.0, lo=0.0, help="weight of an unlabelled review's loss against the teacher, "
                                                     "relative to a labelled review's 1")
+    ngram_residual: bool = _spec(False, help="the encoder learns what the n-gram score leaves: its training logits "
+                                             "include the score, cross-fitted over 5 folds of the training split "
+                                             "(stacking, Wolpert 1992); needs ngram_buckets > 0")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 
@@ -310,6 +313,9 @@ def _check_cross(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: [model] d_model must be even for the sinusoidal encoding, got {m.d_model}")
     if m.d_model % m.n_heads:
         raise ConfigError(f"{origin}: [model] n_heads ({m.n_heads}) must divide d_model ({m.d_model})")
+    if cfg.training.ngram_residual and not m.ngram_buckets:
+        raise ConfigError(f"{origin}: [training] ngram_residual learns beside the n-gram score, but [model] "
+                          "ngram_buckets is 0; set ngram_buckets or ngram_residual = false")
     if cfg.data.validation_fraction == 0 and cfg.training.patience:
         raise ConfigError(f"{origin}: [training] patience ({cfg.training.patience}) stops on validation accuracy, "
                           "but [data] validation_fraction is 0 (no validation); set patience = 0")

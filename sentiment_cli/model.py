@@ -266,7 +266,7 @@ class SentimentClassifier(nn.Module):
             embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
             ngram_score: add the n-gram score (when the model has one). Training leaves it out:
                 on the reviews it was fitted on, the score is near-certain and would leave the
-                encoder little to learn.
+                encoder little to learn (``[training] ngram_residual`` adds a cross-fitted one instead).
 
         Returns:
             ``(batch, num_labels)`` logits.

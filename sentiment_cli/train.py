@@ -50,6 +50,8 @@ from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, to
 from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)
 
+RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted n-gram scores
+
 
 def adversarial_perturbation(grad: torch.Tensor, epsilon: float) -> torch.Tensor:
     """The worst-case perturbation of a review's token embeddings to first order (Miyato et al. 2017,
@@ -156,8 +158,9 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
 
     With ``[model] ngram_buckets`` > 0 (or distillation), the run first fits the n-gram teacher
     (NB-LR, ``teacher.fit_ngram_score``) on the training split; it becomes the model's n-gram
-    score. The encoder's loss leaves the score out: it is added to the logits in validation,
-    evaluation and prediction.
+    score. The encoder's loss leaves the score out (or, with ``ngram_residual``, adds each training
+    review's score from a teacher fitted on the other folds): the full fit's score is added to the
+    logits in validation, evaluation and prediction.
 
     Raises:
         UsageError: unusable device or output folder.
@@ -267,6 +270,7 @@ class _Run:
     lengths: np.ndarray
     num_labelled: int
     distill: "_Distillation | None"
+    residual: torch.Tensor | None
     val_ids: list[list[int]]
     val_labels: list[int]
     validated: bool
@@ -351,7 +355,8 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
                 optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json,
                 labels=train_split.label_names, train_ids=train_ids,
                 train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]),
-                num_labelled=num_labelled, distill=distill, val_ids=val_ids,
+                num_labelled=num_labelled, distill=distill,
+                residual=teacher.cross_fitted if teacher is not None else None, val_ids=val_ids,
                 val_labels=val_split.labels, validated=bool(len(val_split)), local_batch=local_batch, state=state,
                 start=start, wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
@@ -389,12 +394,15 @@ class _Teacher:
             score (the logit of the positive class against the negative) is ``weight . x + bias``.
         buckets: ``[model] ngram_buckets``, or ``TEACHER_BUCKETS`` for a teacher of distillation alone.
         report: what ``metrics.json`` says about it (``"teacher"``).
+        cross_fitted: with ``ngram_residual``, ``(num_labelled,)`` float32: each training review's
+            score from the teacher fitted on the other folds (:data:`RESIDUAL_FOLDS`); else ``None``.
     """
 
     weight: np.ndarray
     bias: float
     buckets: int
     report: dict[str, Any]
+    cross_fitted: torch.Tensor | None = None
 
 
 def _ngram_teacher(config: Config, model: SentimentClassifier, train_ids: list[list[int]], train_split: Split,
@@ -423,8 +431,30 @@ def _ngram_teacher(config: Config, model: SentimentClassifier, train_ids: list[l
     if val_ids:
         scores = ngram_scores(val_ids, weight, bias, buckets)
         report["validation_accuracy"] = float(((scores > 0) == np.asarray(val_split.labels)).mean())
+    cross_fitted = None
+    if config.training.ngram_residual:
+        # On its own training reviews the score is near-certain; the encoder must see it as on new reviews
+        cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
+        cross_fitted = torch.from_numpy(_cross_fitted_scores(train_ids, train_split.labels, buckets,
+                                                             config.training.seed))
+        report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
-    return _Teacher(weight, bias, buckets, report)
+    return _Teacher(weight, bias, buckets, report, cross_fitted)
+
+
+def _cross_fitted_scores(ids: list[list[int]], labels: list[int], buckets: int, seed: int) -> np.ndarray:
+    """``(len(ids),)`` float32: each review's n-gram score from an NB-LR fitted on the other folds
+    (:data:`RESIDUAL_FOLDS` seeded random folds)."""
+    from .teacher import fit_ngram_score, ngram_scores
+
+    fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
+    out = np.zeros(len(ids), np.float32)
+    y = np.asarray(labels)
+    for k in range(RESIDUAL_FOLDS):
+        inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
+        weight, bias = fit_ngram_score([ids[i] for i in inside], y[inside], buckets)
+        out[outside] = ngram_scores([ids[i] for i in outside], weight, bias, buckets)
+    return out
 
 
 @dataclass
@@ -600,8 +630,9 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
     delta = torch.zeros(*input_ids.shape, run.config.model.d_model, device=device, requires_grad=True) \
         if t.adversarial_epsilon > 0 else None
+    offset = _residual_offset(run, index)
     with autocast(device, t.autocast_bf16):
-        logits = run.net(input_ids, padding_mask, delta, ngram_score=False)   # the encoder learns alone
+        logits = run.net(input_ids, padding_mask, delta, ngram_score=False) + offset   # the score: cross-fitted
     loss = loss_of(logits)
     stop_now, diverged = distributed.all_reduce(
         run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
@@ -613,11 +644,23 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
         with autocast(device, t.autocast_bf16):
             adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon),
-                                 ngram_score=False)
+                                 ngram_score=False) + offset
         loss_of(adv_logits).backward()
     optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
     right = int((logits.argmax(1)[with_label.to(device)] == target).sum())
     return loss.item(), right, int(with_label.sum())
+
+
+def _residual_offset(run: _Run, index: torch.Tensor) -> torch.Tensor | float:
+    """What the training logits add for the n-gram score: nothing (0.0) unless ``ngram_residual``;
+    then ``(batch, 2)``, the cross-fitted score times ``ngram_scale`` on the positive class (0 for
+    unlabelled reviews, whose distillation target is the score itself)."""
+    if run.residual is None:
+        return 0.0
+    labelled = index < run.num_labelled
+    score = torch.zeros(len(index))
+    score[labelled] = run.residual[index[labelled]] * run.config.model.ngram_scale
+    return torch.stack([torch.zeros_like(score), score], 1).to(run.device)
 
 
 def _loss_function(run: _Run, index: torch.Tensor):

@@ -175,3 +175,33 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
     metrics = json.loads((tmp_path / "checkpoints" / "default" / "metrics.json").read_text())
     assert metrics["pretrained"]["made_by_this_run"] is True
     assert metrics["teacher"]["reviews_per_epoch"] == 200 and metrics["history"][0]["train_examples"] == 1000 + 200
+
+
+def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
+    """ngram_residual: the training logits carry each review's score from a teacher that never saw it, which
+    is far less sure of the training reviews than the teacher fitted on all of them."""
+    from sentiment_cli.tokenizer import build_tokenizer, encode_texts
+    from sentiment_cli.teacher import fit_ngram_score, ngram_scores
+    from sentiment_cli.train import RESIDUAL_FOLDS, _cross_fitted_scores
+
+    train_split = load_split(str(SMALL_DATA), "train")
+    cfg = small_config()
+    ids = encode_texts(build_tokenizer(train_split.texts, cfg.data), train_split.texts, cfg.data)
+    y = np.asarray(train_split.labels)
+    crossed = _cross_fitted_scores(ids, train_split.labels, 65_537, seed=1)
+    weight, bias = fit_ngram_score(ids, train_split.labels, 65_537)
+    full = ngram_scores(ids, weight, bias, 65_537)
+    assert ((full > 0) == y).mean() > 0.99                       # the full fit has learnt its training reviews
+    assert 0.6 < ((crossed > 0) == y).mean() < 0.95              # the cross-fitted score is as on new reviews
+    assert np.array_equal(crossed, _cross_fitted_scores(ids, train_split.labels, 65_537, seed=1))
+    result = train(small_config(epochs=1).override("model", ngram_buckets=65_537)
+                   .override("training", ngram_residual=True), tmp_path / "out")
+    assert result.metrics["teacher"]["cross_fitted_folds"] == RESIDUAL_FOLDS
+
+
+def test_residual_training_needs_the_ngram_score():
+    from sentiment_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"ngram_residual learns beside the n-gram score, but \[model\] "
+                                          r"ngram_buckets is 0"):
+        small_config().override("training", ngram_residual=True)
