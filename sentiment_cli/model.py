@@ -2,6 +2,10 @@
 
 A token's embedding is its word's row of the token embedding, plus (with
 ``bigram_buckets`` > 0) a hashed row for the pair (previous word, this word).
+With ``ngram_buckets`` > 0 the logits also get an n-gram score: a linear model
+over the review's hashed word 1-3-grams (NB-LR, Wang & Manning 2012) that
+``train`` fits on the training split (``teacher.fit_ngram_score``) rather
+than learns by gradient.
 
 Shapes use ``batch`` (reviews), ``seq_len`` (tokens in the longest review of
 the batch, at most ``max_length``) and ``d_model``. Token id 0 is ``<pad>``;
@@ -155,7 +159,8 @@ class SentimentClassifier(nn.Module):
         num_labels: classes, one output of the dense head each (2 or more).
 
     Raises:
-        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, or ``num_labels`` is below 2.
+        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, ``num_labels`` is below 2, or
+            the model has an n-gram score (``ngram_buckets`` > 0) and ``num_labels`` is not 2.
     """
 
     def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2):

@@ -632,7 +632,8 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
         if t.adversarial_epsilon > 0 else None
     offset = _residual_offset(run, index)
     with autocast(device, t.autocast_bf16):
-        logits = run.net(input_ids, padding_mask, delta, ngram_score=False) + offset   # the score: cross-fitted
+        # the encoder's logits; with ngram_residual, plus the cross-fitted n-gram score
+        logits = run.net(input_ids, padding_mask, delta, ngram_score=False) + offset
     loss = loss_of(logits)
     stop_now, diverged = distributed.all_reduce(
         run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
