@@ -162,25 +162,27 @@ def _parts_accuracy(folder, data: str, cfg) -> dict:
     without the score and the score without the encoder (what each adds; the model is their sum)."""
     if not cfg.model.ngram_buckets:
         return {}
+    import numpy as np
     import torch
 
     from sentiment_cli.batching import collate
     from sentiment_cli.checkpoint import load_checkpoint
     from sentiment_cli.data import load_split
+    from sentiment_cli.teacher import ngram_scores
     from sentiment_cli.tokenizer import encode_texts
 
     ckpt = load_checkpoint(folder)
     model = ckpt.model.eval()
     test = load_split(data, "test")
-    ids, labels = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data), torch.tensor(test.labels)
-    encoder, score = [], []
+    ids, labels = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data), np.asarray(test.labels)
+    encoder = []
     with torch.inference_mode():
         for lo in range(0, len(ids), 64):
             input_ids, padding_mask = collate(ids[lo:lo + 64])
             encoder.append(model(input_ids, padding_mask, ngram_score=False).argmax(1))
-            score.append(model.ngram_token_logits(input_ids).sum(1)[:, 1] + model.ngram_logit_bias()[1] > 0)
-    return {"test_accuracy_encoder_alone": float((torch.cat(encoder) == labels).float().mean()),
-            "test_accuracy_ngram_score_alone": float((torch.cat(score).long() == labels).float().mean())}
+    score = ngram_scores(ids, model.ngram_weight.numpy(), float(model.ngram_bias), cfg.model.ngram_buckets)
+    return {"test_accuracy_encoder_alone": float((torch.cat(encoder).numpy() == labels).mean()),
+            "test_accuracy_ngram_score_alone": float(((score > 0) == labels).mean())}
 
 
 def job_peer(args) -> dict:
