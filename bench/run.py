@@ -74,7 +74,7 @@ EVAL_REPEATS = 3   # every system's test-set pass is timed this many times; tabl
 
 
 def _splits(data: str, cfg):
-    from sentiment_cli.data import load_split, load_train_validation
+    from sentiment_cli.data.splits import load_split, load_train_validation
 
     train, val = load_train_validation(data, cfg.data.validation_fraction, cfg.training.seed,
                                        cfg.data.validation_split)
@@ -87,7 +87,7 @@ def job_notebook(args) -> dict:
 
     from bench.notebook import NotebookClassifier, evaluate, pad_fixed, train_epochs
     from sentiment_cli.config import load_config
-    from sentiment_cli.tokenizer import build_tokenizer
+    from sentiment_cli.data.tokenizer import build_tokenizer
 
     cfg = load_config(ROOT / "configs" / "seed.toml")
     train, _, test = _splits(args.data, cfg)
@@ -114,9 +114,9 @@ def job_notebook(args) -> dict:
 def job_ours(args) -> dict:
     from sentiment_cli.checkpoint import TOKENIZER_FILE
     from sentiment_cli.config import load_config
-    from sentiment_cli.evaluate import evaluate_checkpoint
-    from sentiment_cli.tokenizer import encode_texts, load_tokenizer
-    from sentiment_cli.train import train
+    from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
+    from sentiment_cli.data.tokenizer import encode_texts, load_tokenizer
+    from sentiment_cli.training.loop import train
 
     cfg = load_config(args.config).override("data", source=args.data)
     if args.epochs:   # --quick: one epoch; the committed slice has no unsupervised split (nor distillation)
@@ -124,7 +124,7 @@ def job_ours(args) -> dict:
                                                                                         splits="train")
     pretrain_seconds = 0.0
     if cfg.training.init_from:   # the config starts from a pretrained encoder: pretrain it here, on the clock
-        from sentiment_cli.pretrain import pretrain
+        from sentiment_cli.training.pretrain import pretrain
 
         encoder = f"{args.output}-pretrained"
         pretrain_seconds = pretrain(cfg, encoder).metrics["wall_time_seconds"]
@@ -138,7 +138,7 @@ def job_ours(args) -> dict:
     hist = result.metrics["history"]
     ex_per_s = statistics.median(r["train_examples_per_second"] for r in hist)
     # FLOPs of one epoch over the real (unpadded) training lengths
-    from sentiment_cli.data import load_train_validation
+    from sentiment_cli.data.splits import load_train_validation
     tr, _ = load_train_validation(args.data, cfg.data.validation_fraction, cfg.training.seed,
                                   cfg.data.validation_split)
     tokenizer = load_tokenizer(Path(args.output) / TOKENIZER_FILE)
@@ -165,11 +165,11 @@ def _parts_accuracy(folder, data: str, cfg) -> dict:
     import numpy as np
     import torch
 
-    from sentiment_cli.batching import collate
+    from sentiment_cli.data.batching import collate
     from sentiment_cli.checkpoint import load_checkpoint
-    from sentiment_cli.data import load_split
-    from sentiment_cli.teacher import ngram_scores
-    from sentiment_cli.tokenizer import encode_texts
+    from sentiment_cli.data.splits import load_split
+    from sentiment_cli.model.teacher import ngram_scores
+    from sentiment_cli.data.tokenizer import encode_texts
 
     ckpt = load_checkpoint(folder)
     model = ckpt.model.eval()
@@ -229,7 +229,7 @@ SST5_CONFIG = ROOT / "configs" / "sst5.toml"
 
 def _sst5_splits(data: str):
     """SST-5's train, dev (its validation split) and test, labelled as the data names them."""
-    from sentiment_cli.data import load_split, load_train_validation
+    from sentiment_cli.data.splits import load_split, load_train_validation
 
     train, dev = load_train_validation(data)
     test = load_split(data, "test", label_names=train.label_names)
@@ -239,15 +239,15 @@ def _sst5_splits(data: str):
 def job_sst5(args) -> dict:
     """The sst5 preset on SST-5: trained with dev as validation, scored once on test."""
     from sentiment_cli.config import load_config
-    from sentiment_cli.evaluate import evaluate_checkpoint
-    from sentiment_cli.train import train
+    from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
+    from sentiment_cli.training.loop import train
 
     cfg = load_config(SST5_CONFIG).override("data", source=args.data)
     if args.epochs:   # --quick
         cfg = cfg.override("training", epochs=args.epochs).override("pretrain", epochs=1, splits="train")
     pretrain_seconds = 0.0
     if cfg.training.init_from:   # a preset that starts from pretrained vectors pretrains them here, on the clock
-        from sentiment_cli.pretrain import pretrain
+        from sentiment_cli.training.pretrain import pretrain
 
         encoder = f"{args.output}-pretrained"
         pretrain_seconds = pretrain(cfg.override("data", source=args.pretrain_data),

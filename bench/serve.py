@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
 
     sys.path.insert(0, str(ROOT))
     from sentiment_cli.checkpoint import read_config
-    from sentiment_cli.data import DataSpec, load_split
+    from sentiment_cli.data.splits import DataSpec, load_split
 
     cfg, _ = read_config(args.checkpoint)
     # the checkpoint's own data is read with its columns; other data with the usual column names

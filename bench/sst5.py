@@ -69,7 +69,7 @@ def _config(overrides: dict, init: str, seed: int, data: str):
 
 def job(args) -> dict:
     """Train one row with one seed; its dev figures."""
-    from sentiment_cli.train import train
+    from sentiment_cli.training.loop import train
 
     label, overrides = ROWS[args.row]
     result = train(_config(overrides, args.init, args.seed, args.data), args.output)
@@ -77,7 +77,7 @@ def job(args) -> dict:
     cal = m.get("calibration") or {}
     test = {}
     if args.test:   # a final config only: scored once, never used to choose
-        from sentiment_cli.evaluate import evaluate_checkpoint
+        from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
 
         r = evaluate_checkpoint(args.output, "test", data=args.data, device="cpu", record=False)
         test = {"test_accuracy": r["accuracy"], "test_f1_macro": r["f1"]["macro"], "test_ece": r["ece"],

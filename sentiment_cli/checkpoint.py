@@ -37,9 +37,9 @@ from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError, UsageError
-from .labels import LABELS
-from .model import SentimentClassifier
-from .tokenizer import load_tokenizer
+from .data.labels import LABELS
+from .model.classifier import SentimentClassifier
+from .data.tokenizer import load_tokenizer
 
 CHECKPOINT_FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
@@ -339,7 +339,7 @@ def record_eval(directory: str | Path, result: dict[str, Any], data_source: str)
     """Keep ``sentiment eval``'s result for its split in ``eval_<split>.json``.
 
     The model card (``README.md``) is not rewritten here; the caller does that
-    (see :func:`~sentiment_cli.evaluate.evaluate_checkpoint`).
+    (see :func:`~sentiment_cli.evaluation.evaluate.evaluate_checkpoint`).
 
     Args:
         directory: the checkpoint folder that was evaluated.

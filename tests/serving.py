@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from sentiment_cli.prediction import Explanation, Prediction
+from sentiment_cli.inference.prediction import Explanation, Prediction
 
 from .conftest import PYTHON, ROOT, SUBPROCESS_ENV
 
@@ -20,7 +20,7 @@ class ServerThread:
     def __init__(self, app):
         import uvicorn
 
-        from sentiment_cli.serve import listen
+        from sentiment_cli.serving.app import listen
 
         self.app = app
         self.sock = listen("127.0.0.1", 0)

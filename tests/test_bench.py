@@ -50,7 +50,7 @@ def test_ablation_table_deltas():
 def _slice():
     import numpy as np
 
-    from sentiment_cli.data import load_split
+    from sentiment_cli.data.splits import load_split
 
     from .conftest import SMALL_DATA
 

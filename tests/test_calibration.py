@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from sentiment_cli.calibration import (expected_calibration_error, fit_temperature, nll, reliability,
+from sentiment_cli.evaluation.calibration import (expected_calibration_error, fit_temperature, nll, reliability,
                                        softmax)
 
 

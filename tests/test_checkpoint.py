@@ -7,7 +7,7 @@ import torch
 
 from sentiment_cli import checkpoint as ck
 from sentiment_cli.errors import CheckpointError
-from sentiment_cli.predict import Predictor
+from sentiment_cli.inference.predictor import Predictor
 
 PROBE = ["A moving, beautifully acted film.", "Dull and far too long.", "ok"]
 

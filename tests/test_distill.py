@@ -10,13 +10,13 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from sentiment_cli.batching import collate
+from sentiment_cli.data.batching import collate
 from sentiment_cli.cli import app
-from sentiment_cli.data import load_split
+from sentiment_cli.data.splits import load_split
 from sentiment_cli.errors import DataError, Interrupted
-from sentiment_cli.interrupts import StopFlag
-from sentiment_cli.teacher import fit_teacher
-from sentiment_cli.train import resume, train
+from sentiment_cli.training.interrupts import StopFlag
+from sentiment_cli.model.teacher import fit_teacher
+from sentiment_cli.training.loop import resume, train
 
 from .conftest import SMALL_DATA, small_config
 from .test_resume import TIMING, StopAfter
@@ -101,11 +101,11 @@ def test_distillation_resumes_where_it_stopped(with_unlabelled, tmp_path):
 
 
 def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabelled):
-    from sentiment_cli.callbacks import TrainCallbacks
-    from sentiment_cli.data import DataSpec, load_train_validation
-    from sentiment_cli.model import SentimentClassifier
-    from sentiment_cli.tokenizer import build_tokenizer, encode_texts
-    from sentiment_cli.train import _distillation, _ngram_teacher
+    from sentiment_cli.training.callbacks import TrainCallbacks
+    from sentiment_cli.data.splits import DataSpec, load_train_validation
+    from sentiment_cli.model.classifier import SentimentClassifier
+    from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
+    from sentiment_cli.training.loop import _distillation, _ngram_teacher
 
     cfg = distill_config(with_unlabelled, label_smoothing=0.1, distill_weight=0.5)
     train_split, val_split = load_train_validation(DataSpec.from_config(cfg))
@@ -180,9 +180,9 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
 def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
     """ngram_residual: the training logits carry each review's score from a teacher that never saw it, which
     is far less sure of the training reviews than the teacher fitted on all of them."""
-    from sentiment_cli.tokenizer import build_tokenizer, encode_texts
-    from sentiment_cli.teacher import fit_ngram_score, ngram_scores
-    from sentiment_cli.train import RESIDUAL_FOLDS, _cross_fitted_scores
+    from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
+    from sentiment_cli.model.teacher import fit_ngram_score, ngram_scores
+    from sentiment_cli.training.loop import RESIDUAL_FOLDS, _cross_fitted_scores
 
     train_split = load_split(str(SMALL_DATA), "train")
     cfg = small_config()

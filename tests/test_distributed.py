@@ -10,11 +10,11 @@ from safetensors.torch import load_file
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import ModelConfig
-from sentiment_cli.batching import collate
-from sentiment_cli.distributed import DistInfo, from_env, shard
+from sentiment_cli.data.batching import collate
+from sentiment_cli.training.distributed import DistInfo, from_env, shard
 from sentiment_cli.errors import UsageError
-from sentiment_cli.model import SentimentClassifier
-from sentiment_cli.predict import Predictor
+from sentiment_cli.model.classifier import SentimentClassifier
+from sentiment_cli.inference.predictor import Predictor
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
-from sentiment_cli.batching import make_batches
-from sentiment_cli.evaluate import classification_metrics
+from sentiment_cli.data.batching import make_batches
+from sentiment_cli.evaluation.evaluate import classification_metrics
 
 
 def test_metrics_agree_with_scikit_learn():

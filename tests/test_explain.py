@@ -7,11 +7,11 @@ import torch
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import DataConfig, ModelConfig
-from sentiment_cli.batching import collate
-from sentiment_cli.explain import explain_texts, token_scores
-from sentiment_cli.model import SentimentClassifier
-from sentiment_cli.predict import Predictor
-from sentiment_cli.tokenizer import UNK_ID, encode_texts
+from sentiment_cli.data.batching import collate
+from sentiment_cli.inference.explain import explain_texts, token_scores
+from sentiment_cli.model.classifier import SentimentClassifier
+from sentiment_cli.inference.predictor import Predictor
+from sentiment_cli.data.tokenizer import UNK_ID, encode_texts
 
 REVIEWS = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30)), [4, 4, 4, 4]]
 

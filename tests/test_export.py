@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is part of the test extra; install .[test]")
 
-from sentiment_cli.export import ParityError, export_onnx  # noqa: E402
-from sentiment_cli.onnx_predict import OnnxPredictor  # noqa: E402
+from sentiment_cli.inference.export import ParityError, export_onnx  # noqa: E402
+from sentiment_cli.inference.onnx_backend import OnnxPredictor  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config  # noqa: E402
 
@@ -26,7 +26,7 @@ EDGE = ["A moving, beautifully acted film.", "bad", "Ünïcödé ✓ — fine �
 
 @pytest.fixture(scope="module")
 def reviews():
-    from sentiment_cli.data import load_split
+    from sentiment_cli.data.splits import load_split
 
     return load_split(str(SMALL_DATA), "test", 0.0, 0).texts[:120] + EDGE
 
@@ -43,7 +43,7 @@ def exported(trained_checkpoint, tmp_path_factory):
 @pytest.fixture(scope="module")
 def bigram_checkpoint(tmp_path_factory):
     """A tiny model with hashed word bigrams and an n-gram score, trained for 2 epochs (seconds)."""
-    from sentiment_cli.train import train
+    from sentiment_cli.training.loop import train
 
     out = tmp_path_factory.mktemp("bigram") / "ckpt"
     train(small_config(epochs=2).override("model", bigram_buckets=997, ngram_buckets=65_537), out)
@@ -51,7 +51,7 @@ def bigram_checkpoint(tmp_path_factory):
 
 
 def _agree(folder: Path, onnx_file: Path, texts, tol=1e-5):
-    from sentiment_cli.predict import Predictor
+    from sentiment_cli.inference.predictor import Predictor
 
     torch_p, onnx_p = Predictor(folder), OnnxPredictor(onnx_file)
     ref, got = torch_p.logits(texts).numpy(), onnx_p.logits(texts)
@@ -74,7 +74,7 @@ def test_export_matches_pytorch_on_any_batch_and_length(exported, reviews):
 
 
 def _same_explanations(folder: Path, onnx_file: Path, texts):
-    from sentiment_cli.predict import Predictor
+    from sentiment_cli.inference.predictor import Predictor
 
     ref = Predictor(folder).explain(texts)
     got = OnnxPredictor(onnx_file).explain(texts)
@@ -99,7 +99,7 @@ def test_explanations_match_pytorch(exported, reviews):
 def sst5_export(tmp_path_factory):
     """A tiny five-class model trained on the committed SST-5 slice for one epoch (seconds), and its export."""
     from sentiment_cli.config import load_config
-    from sentiment_cli.train import train
+    from sentiment_cli.training.loop import train
 
     cfg = load_config(ROOT / "configs" / "seed.toml").override("model", d_model=16, d_ff=32)
     cfg = cfg.override("data", source=str(SST5), vocab_size=2000, max_length=64)
@@ -109,7 +109,7 @@ def sst5_export(tmp_path_factory):
 
 
 def test_n_classes_export_with_their_names_logits_and_explanations(sst5_export):
-    from sentiment_cli.data import load_split
+    from sentiment_cli.data.splits import load_split
 
     folder, result = sst5_export
     texts = load_split(str(SST5), "test").texts[:60] + EDGE
@@ -125,7 +125,7 @@ def test_n_classes_export_with_their_names_logits_and_explanations(sst5_export):
 
 def test_the_checkpoints_temperature_scales_the_probabilities(exported, reviews, tmp_path):
     """config.json's top-level temperature (fitted after training; absent = 1.0): softmax(logits / T)."""
-    from sentiment_cli.onnx_predict import softmax
+    from sentiment_cli.inference.onnx_backend import softmax
 
     folder, result = exported
     texts = reviews[:20]
@@ -148,7 +148,7 @@ def test_the_checkpoints_temperature_scales_the_probabilities(exported, reviews,
 
 
 def test_bigram_hashing_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_path):
-    from sentiment_cli.predict import Predictor
+    from sentiment_cli.inference.predictor import Predictor
 
     torch_p = Predictor(bigram_checkpoint)
     weight = torch_p.checkpoint.model.bigram_embedding.weight
@@ -162,7 +162,7 @@ def test_bigram_hashing_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_pa
 
 
 def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_path):
-    from sentiment_cli.predict import Predictor
+    from sentiment_cli.inference.predictor import Predictor
 
     torch_p = Predictor(bigram_checkpoint)
     model = torch_p.checkpoint.model
@@ -180,7 +180,7 @@ def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_p
 
 
 def test_a_failed_parity_check_writes_nothing(trained_checkpoint, tmp_path, monkeypatch):
-    import sentiment_cli.export as export
+    import sentiment_cli.inference.export as export
 
     real = export._onnx_logits_unsorted
     monkeypatch.setattr(export, "_onnx_logits_unsorted", lambda *a, **k: real(*a, **k) + np.float32(0.01))
@@ -203,7 +203,7 @@ def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     preds = OnnxPredictor(result.path).predict(reviews[:10])
     assert all(p.label in ("negative", "positive") for p in preds)
     # the figures are in the model card, the folder's README and the exported file's own card
-    from sentiment_cli.card import model_card
+    from sentiment_cli.evaluation.card import model_card
 
     card = model_card(folder)
     assert set(card["exports"]) == {"onnx", "onnx-int8"}

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sentiment_cli.interrupts import stop_on_signals
+from sentiment_cli.training.interrupts import stop_on_signals
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV
 

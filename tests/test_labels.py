@@ -17,11 +17,11 @@ from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.cli import app
 from sentiment_cli.config import load_config
 from sentiment_cli.errors import ConfigError
-from sentiment_cli.evaluate import evaluate_checkpoint
-from sentiment_cli.explain import token_scores
-from sentiment_cli.batching import collate
-from sentiment_cli.predict import Predictor
-from sentiment_cli.train import resume, train
+from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
+from sentiment_cli.inference.explain import token_scores
+from sentiment_cli.data.batching import collate
+from sentiment_cli.inference.predictor import Predictor
+from sentiment_cli.training.loop import resume, train
 
 from .conftest import ROOT, SMALL_DATA
 
@@ -185,7 +185,7 @@ def test_a_model_trained_on_n_labels_only_ever_predicts_those(sst5_model):
 def test_n_class_explanations_add_up_to_the_predicted_class_margin(sst5_model):
     ckpt = load_checkpoint(sst5_model)
     texts = data.load_split(str(SST5), "test").texts[:20]
-    from sentiment_cli.tokenizer import encode_texts
+    from sentiment_cli.data.tokenizer import encode_texts
     ids, mask = collate(encode_texts(ckpt.tokenizer, texts, ckpt.config.data))
     ts = token_scores(ckpt.model, ids, mask)
     assert torch.equal(ts.targets, ts.logits.argmax(1))                   # the predicted class

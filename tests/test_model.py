@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from sentiment_cli.config import ModelConfig
-from sentiment_cli.batching import collate
-from sentiment_cli.model import (SentimentClassifier, bigram_buckets, masked_max_pool, ngram_buckets,
+from sentiment_cli.data.batching import collate
+from sentiment_cli.model.classifier import (SentimentClassifier, bigram_buckets, masked_max_pool, ngram_buckets,
                                   sinusoidal_encoding)
 
 
@@ -104,7 +104,7 @@ def test_bigram_embedding_starts_at_zero_so_the_model_starts_as_the_word_only_mo
 
 
 def test_ngram_buckets_hash_each_order_and_skip_pad_unk_and_the_start():
-    from sentiment_cli.model import BIGRAM_HASH_MULTIPLIER as M
+    from sentiment_cli.model.classifier import BIGRAM_HASH_MULTIPLIER as M
 
     ids = torch.tensor([[5, 6, 7, 1, 8, 0]])             # ... <unk> ... <pad>
     b = ngram_buckets(ids, 1009)                         # (1, 6, 3)
@@ -115,7 +115,7 @@ def test_ngram_buckets_hash_each_order_and_skip_pad_unk_and_the_start():
 
 
 def test_a_repeated_ngram_counts_once_at_its_first_occurrence():
-    from sentiment_cli.model import first_occurrences
+    from sentiment_cli.model.classifier import first_occurrences
 
     buckets = torch.tensor([[4, 2, 4, 0, 2, 9, 0], [3, 3, 3, 3, 3, 3, 3]])
     assert first_occurrences(buckets).tolist() == [[True, True, False, False, False, True, False],
@@ -125,7 +125,7 @@ def test_a_repeated_ngram_counts_once_at_its_first_occurrence():
 def test_the_ngram_score_joins_the_logits_and_equals_the_sparse_form():
     """logits = the encoder's + ngram_scale * (weight . x + bias) on the positive class, x the review's
     distinct n-grams; the same as teacher.ngram_scores computes with a sparse matrix."""
-    from sentiment_cli.teacher import ngram_scores
+    from sentiment_cli.model.teacher import ngram_scores
 
     cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, ngram_buckets=1009, ngram_scale=0.5)
     torch.manual_seed(0)

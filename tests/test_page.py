@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra is part of the test extra; install .[test]")
 
-from sentiment_cli.serve import Loaded, create_app  # noqa: E402
+from sentiment_cli.serving.app import Loaded, create_app  # noqa: E402
 
 from .serving import ServerThread  # noqa: E402
 
@@ -49,8 +49,8 @@ def browser(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page_server(trained_checkpoint):
-    from sentiment_cli.predict import Predictor
-    from sentiment_cli.card import model_card
+    from sentiment_cli.inference.predictor import Predictor
+    from sentiment_cli.evaluation.card import model_card
 
     checkpoint = Path(os.environ.get("SERVE_PAGE_CHECKPOINT", trained_checkpoint))
     app = create_app(lambda: Loaded(Predictor(checkpoint), model_card(checkpoint)))

@@ -12,9 +12,9 @@ import torch
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.errors import CheckpointError, ConfigError
-from sentiment_cli.pretrain import FIRST_WORD_ID, MASK_ID, mask_tokens, pretrain, sampled_candidates
-from sentiment_cli.callbacks import TrainCallbacks
-from sentiment_cli.train import train
+from sentiment_cli.training.pretrain import FIRST_WORD_ID, MASK_ID, mask_tokens, pretrain, sampled_candidates
+from sentiment_cli.training.callbacks import TrainCallbacks
+from sentiment_cli.training.loop import train
 
 from .conftest import PYTHON, SUBPROCESS_ENV, small_config
 
@@ -215,8 +215,8 @@ def test_word2vec_standardisation_does_not_depend_on_the_word_order():
     from gensim.models import KeyedVectors
 
     from sentiment_cli.config import ModelConfig
-    from sentiment_cli.model import SentimentClassifier
-    from sentiment_cli.pretrain import _embed
+    from sentiment_cli.model.classifier import SentimentClassifier
+    from sentiment_cli.training.pretrain import _embed
 
     words = [f"w{i}" for i in range(3000)]
     kv = KeyedVectors(vector_size=16)
@@ -232,7 +232,7 @@ def test_word2vec_standardisation_does_not_depend_on_the_word_order():
 
 
 def test_model_card_names_the_pretraining_objective(tmp_path):
-    from sentiment_cli.card import card_sections, model_card
+    from sentiment_cli.evaluation.card import card_sections, model_card
 
     pretrain(pretrain_config(objective="word2vec", epochs=1), tmp_path / "w2v")
     training = dict(dict(card_sections(model_card(tmp_path / "w2v")))["Training"])

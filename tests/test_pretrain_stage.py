@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from sentiment_cli.errors import CheckpointError, ConfigError
-from sentiment_cli.train import TrainCallbacks, train
+from sentiment_cli.training.loop import TrainCallbacks, train
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config
 

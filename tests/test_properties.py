@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sentiment_cli.errors import UsageError
-from sentiment_cli.labels import LABELS
-from sentiment_cli.predict import Predictor
+from sentiment_cli.data.labels import LABELS
+from sentiment_cli.inference.predictor import Predictor
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

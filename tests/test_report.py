@@ -11,11 +11,11 @@ import torch
 from typer.testing import CliRunner
 
 from sentiment_cli import checkpoint, plots
-from sentiment_cli.card import card_sections, config_toml, model_card
+from sentiment_cli.evaluation.card import card_sections, config_toml, model_card
 from sentiment_cli.cli import app
 from sentiment_cli.config import config_from_dict
-from sentiment_cli.data import Split, load_split, load_train_validation
-from sentiment_cli.evaluate import confident_errors
+from sentiment_cli.data.splits import Split, load_split, load_train_validation
+from sentiment_cli.evaluation.evaluate import confident_errors
 
 from .conftest import ROOT, SMALL_DATA, small_config
 

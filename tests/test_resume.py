@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from sentiment_cli import trainer_state as ts
 from sentiment_cli.cli import app
 from sentiment_cli.errors import CheckpointError, Interrupted
-from sentiment_cli.interrupts import StopFlag
-from sentiment_cli.callbacks import TrainCallbacks
-from sentiment_cli.train import resume, train
+from sentiment_cli.training.interrupts import StopFlag
+from sentiment_cli.training.callbacks import TrainCallbacks
+from sentiment_cli.training.loop import resume, train
 
 from .conftest import small_config
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra is part of the test extra; install .[test]")
 
-from sentiment_cli.serve import Loaded, ServeSettings, create_app  # noqa: E402
+from sentiment_cli.serving.app import Loaded, ServeSettings, create_app  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV  # noqa: E402
 from .serving import FakePredictor, ServerThread, metric, start_cli_server  # noqa: E402
@@ -25,7 +25,7 @@ from .serving import FakePredictor, ServerThread, metric, start_cli_server  # no
 
 @pytest.fixture(scope="module")
 def reviews():
-    from sentiment_cli.data import load_split
+    from sentiment_cli.data.splits import load_split
 
     texts = load_split(str(SMALL_DATA), "test", 0.0, 0).texts
     return [t for t in texts[:200]]
@@ -33,7 +33,7 @@ def reviews():
 
 @pytest.fixture(scope="module")
 def predictor(trained_checkpoint):
-    from sentiment_cli.predict import Predictor
+    from sentiment_cli.inference.predictor import Predictor
 
     return Predictor(trained_checkpoint)
 
@@ -41,7 +41,7 @@ def predictor(trained_checkpoint):
 @pytest.fixture(scope="module")
 def server(trained_checkpoint, predictor):
     """The real model behind a real server; batches wait up to 30 ms so concurrent requests share them."""
-    from sentiment_cli.card import model_card
+    from sentiment_cli.evaluation.card import model_card
 
     app = create_app(lambda: Loaded(predictor, model_card(trained_checkpoint)),
                      ServeSettings(max_batch_size=32, max_wait_ms=30, max_texts=40, max_body_bytes=3 * 2**20,
@@ -159,7 +159,7 @@ def test_ready_is_503_until_the_model_is_loaded():
 
 
 def test_info_is_the_model_card(server, trained_checkpoint):
-    from sentiment_cli.card import model_card
+    from sentiment_cli.evaluation.card import model_card
 
     card = httpx.get(server.url + "/v1/info").json()
     assert card == json.loads(json.dumps(model_card(trained_checkpoint)))

@@ -9,14 +9,14 @@ import torch
 from typer.testing import CliRunner
 
 from sentiment_cli import calibration
-from sentiment_cli.card import card_sections, model_card
+from sentiment_cli.evaluation.card import card_sections, model_card
 from sentiment_cli.checkpoint import load_checkpoint, write_temperature
 from sentiment_cli.cli import app
-from sentiment_cli.data import load_split
+from sentiment_cli.data.splits import load_split
 from sentiment_cli.errors import CheckpointError
-from sentiment_cli.evaluate import evaluate_checkpoint
-from sentiment_cli.predict import Predictor
-from sentiment_cli.train import train
+from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
+from sentiment_cli.inference.predictor import Predictor
+from sentiment_cli.training.loop import train
 
 from .conftest import SMALL_DATA, small_config
 

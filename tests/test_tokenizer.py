@@ -1,5 +1,5 @@
 from sentiment_cli.config import DataConfig
-from sentiment_cli.tokenizer import PAD_ID, UNK_ID, build_tokenizer, encode_texts, load_tokenizer, save_tokenizer, truncate
+from sentiment_cli.data.tokenizer import PAD_ID, UNK_ID, build_tokenizer, encode_texts, load_tokenizer, save_tokenizer, truncate
 
 TEXTS = ["A great movie.<br /><br />Great acting!", "Terrible, TERRIBLE film", "great film"]
 

@@ -3,7 +3,7 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from sentiment_cli.train import train
+from sentiment_cli.training.loop import train
 
 from .conftest import small_config
 
@@ -32,8 +32,8 @@ def test_metrics_record_what_reproduces_the_run(tmp_path):
 def test_word_dropout_replaces_real_tokens_only():
     import torch
 
-    from sentiment_cli.tokenizer import UNK_ID
-    from sentiment_cli.train import word_dropout
+    from sentiment_cli.data.tokenizer import UNK_ID
+    from sentiment_cli.training.loop import word_dropout
 
     torch.manual_seed(0)
     ids = torch.randint(2, 1000, (32, 300))
@@ -51,8 +51,8 @@ def test_adversarial_perturbation_has_norm_epsilon_and_raises_the_loss():
     import torch.nn.functional as F
 
     from sentiment_cli.config import ModelConfig
-    from sentiment_cli.model import SentimentClassifier
-    from sentiment_cli.train import adversarial_perturbation
+    from sentiment_cli.model.classifier import SentimentClassifier
+    from sentiment_cli.training.loop import adversarial_perturbation
 
     torch.manual_seed(0)
     model = SentimentClassifier(ModelConfig(d_model=16, n_heads=2, d_ff=32), vocab_size=100, max_length=50).eval()
@@ -96,7 +96,7 @@ def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
 def test_bf16_on_a_cpu_without_bf16_instructions_trains_with_a_note(tmp_path, monkeypatch):
     # This machine's CPU has AVX512-BF16; a stand-in answers for one that has not.
     from sentiment_cli import train as train_module
-    from sentiment_cli.callbacks import TrainCallbacks
+    from sentiment_cli.training.callbacks import TrainCallbacks
 
     class Notes(TrainCallbacks):
         def __init__(self):
@@ -119,7 +119,7 @@ def test_validation_fraction_0_trains_on_all_of_train_and_keeps_the_last_epoch(t
     from typer.testing import CliRunner
 
     from sentiment_cli.cli import app
-    from sentiment_cli.trainer_state import load_trainer_state
+    from sentiment_cli.training.state import load_trainer_state
 
     from .conftest import SMALL_DATA
 

@@ -1,7 +1,7 @@
 """``sentiment serve`` and ``sentiment export``: put a trained checkpoint behind an HTTP API, or into ONNX.
 
 Registered on the Typer ``app`` (:mod:`sentiment_cli.cli.app`) when :mod:`sentiment_cli.cli` imports this module.
-The commands parse options, call :mod:`~sentiment_cli.serve` / :mod:`~sentiment_cli.export`, and render
+The commands parse options, call :mod:`~sentiment_cli.serving.app` / :mod:`~sentiment_cli.inference.export`, and render
 (:func:`~sentiment_cli.cli.render.render_export`). Neither imports torch for ``--onnx``.
 """
 
@@ -92,7 +92,7 @@ def serve(
 
         from uvicorn.logging import DefaultFormatter
 
-        from ..serve import Loaded, ServeSettings, create_app, listen, run
+        from ..serving.app import Loaded, ServeSettings, create_app, listen, run
 
         key = _api_key(api_key_env)
         load = _onnx_loader(checkpoint, threads) if onnx else _torch_loader(checkpoint, device.value, threads)
@@ -128,8 +128,8 @@ def _torch_loader(checkpoint: Path, device: str, threads: Optional[int]):
     def load():
         import torch
 
-        from ..card import model_card
-        from ..predict import Predictor
+        from ..evaluation.card import model_card
+        from ..inference.predictor import Predictor
         from ..runtime import resolve_device
 
         if threads:
@@ -140,12 +140,12 @@ def _torch_loader(checkpoint: Path, device: str, threads: Optional[int]):
 
 
 def _onnx_loader(checkpoint: Path, threads: Optional[int]):
-    from ..onnx_predict import onnx_path
+    from ..inference.onnx_backend import onnx_path
 
     path = onnx_path(checkpoint)   # raises CheckpointError now if there is no exported model
 
     def load():
-        from ..onnx_predict import OnnxPredictor
+        from ..inference.onnx_backend import OnnxPredictor
 
         predictor = OnnxPredictor(path, threads=threads)
         return predictor, predictor.card
@@ -185,7 +185,7 @@ def export(
     Needs the onnx extra: pip install "sentiment-cli\\[onnx]".
     """
     with handle_errors():
-        from ..export import export_onnx
+        from ..inference.export import export_onnx
 
         out, err = consoles()
         with err.status("exporting") as status:

@@ -51,8 +51,8 @@ def eval_(
     The result is also kept in the checkpoint folder (eval_<split>.json) for `sentiment info`.
     """
     with handle_errors():
-        from .. import plots
-        from ..evaluate import evaluate_checkpoint
+        from ..evaluation import plots
+        from ..evaluation.evaluate import evaluate_checkpoint
         from ..runtime import resolve_device
 
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing

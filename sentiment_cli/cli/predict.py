@@ -117,17 +117,17 @@ def predict(
             raise UsageError("give reviews as arguments or with --file, not both")
         if not texts and file is None:
             raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
-        from ..prediction import check_texts
+        from ..inference.prediction import check_texts
 
         if texts:   # checked before the checkpoint loads, so bad input fails at once
             texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
             check_texts(texts)
         source = None if texts else _open_reviews(file)
         if onnx:   # never imports torch: a cold start without its import time
-            from ..onnx_predict import OnnxPredictor
+            from ..inference.onnx_backend import OnnxPredictor
             predictor = OnnxPredictor(checkpoint, batch_size=batch_size)
         else:
-            from ..predict import Predictor
+            from ..inference.predictor import Predictor
             from ..runtime import resolve_device
             predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
         reviews = texts if texts else _read_lines(*source, errors.value)

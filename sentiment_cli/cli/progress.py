@@ -9,7 +9,7 @@ class RichTrainCallbacks:
     """Renders training progress: one progress bar per epoch, then a line per epoch."""
 
     def __init__(self, console):
-        from ..callbacks import TrainCallbacks  # noqa: F401  (documents the protocol implemented)
+        from ..training.callbacks import TrainCallbacks  # noqa: F401  (documents the protocol implemented)
         self.console = console
         self.progress = None
         self.task = None

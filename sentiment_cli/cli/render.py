@@ -174,7 +174,7 @@ def _printable(text: str) -> str:
 
 
 def render_predictions(console, predictions, labels=("negative", "positive")) -> None:
-    """A table of :class:`~sentiment_cli.predict.Prediction` objects, numbered from 1 (``labels``: the model's classes)."""
+    """A table of :class:`~sentiment_cli.inference.predictor.Prediction` objects, numbered from 1 (``labels``: the model's classes)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -216,7 +216,7 @@ def _score_style(score: float, scale: float, unknown: bool, gradient: bool):
 
 
 def render_explanation(console, number: int, e) -> None:
-    """One :class:`~sentiment_cli.explain.Explanation`: the review coloured by token score, the top tokens."""
+    """One :class:`~sentiment_cli.inference.explain.Explanation`: the review coloured by token score, the top tokens."""
     from rich.panel import Panel
     from rich.text import Text
 
@@ -264,7 +264,7 @@ def render_card(console, card: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..card import RESULT_COLUMNS, card_results, card_sections
+    from ..evaluation.card import RESULT_COLUMNS, card_results, card_sections
 
     console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
     rows = card_results(card)

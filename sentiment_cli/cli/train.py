@@ -54,9 +54,9 @@ def train(
     Ctrl-C or SIGTERM stops at the next step; the last completed epoch is kept and `--resume` continues it.
     """
     with handle_errors():
-        from ..interrupts import stop_on_signals
-        from ..train import resume as run_resume
-        from ..train import train as run_train
+        from ..training.interrupts import stop_on_signals
+        from ..training.loop import resume as run_resume
+        from ..training.loop import train as run_train
 
         if resume is not None:
             folder = _resume_folder(resume, output)
@@ -119,8 +119,8 @@ def pretrain(
     Ctrl-C or SIGTERM stops at the next step (word2vec: the next epoch); completed epochs stay saved.
     """
     with handle_errors():
-        from ..interrupts import stop_on_signals
-        from ..pretrain import pretrain as run_pretrain
+        from ..training.interrupts import stop_on_signals
+        from ..training.pretrain import pretrain as run_pretrain
 
         cfg = build_config(config, sets or (), {
             "data": {"source": data}, "pretrain": {"epochs": epochs, "splits": splits},

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from .checkpoint import atomic_write
-from .labels import LABELS
-from .errors import SentimentError
+from ..checkpoint import atomic_write
+from ..data.labels import LABELS
+from ..errors import SentimentError
 
 PLOT_INSTALL = 'pip install "sentiment-cli[plot]"'
 
@@ -157,7 +157,7 @@ def reliability_png(calibrated: dict[str, Any], uncalibrated: dict[str, Any], te
     bin with few predictions reads as what it is.
 
     Args:
-        calibrated, uncalibrated: :meth:`~sentiment_cli.calibration.Reliability.to_dict` of the
+        calibrated, uncalibrated: :meth:`~sentiment_cli.evaluation.calibration.Reliability.to_dict` of the
             probabilities after and before the temperature (``edges``, ``counts``, ``accuracy``,
             ``confidence``, ``ece``).
         temperature: the temperature ``T`` applied on the right.

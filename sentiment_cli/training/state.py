@@ -33,9 +33,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from .checkpoint import _read_json, atomic_write, write_json
-from .config import Config, stored_config_from_dict
-from .errors import CheckpointError, ConfigError
+from ..checkpoint import _read_json, atomic_write, write_json
+from ..config import Config, stored_config_from_dict
+from ..errors import CheckpointError, ConfigError
 
 TRAINER_STATE_FORMAT_VERSION = 1
 STATE_DIR = "trainer_state"

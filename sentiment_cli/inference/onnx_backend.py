@@ -8,16 +8,16 @@ share of each class's logit, the head's bias left out) plus, in its metadata, th
 checkpoint's ``config.json``, ``tokenizer.json``, label names, head bias and
 model card.
 
-An explanation (:mod:`sentiment_cli.explain`) splits the margin of a target class
+An explanation (:mod:`sentiment_cli.inference.explain`) splits the margin of a target class
 ``k`` (the second label with two classes, else the predicted class):
 ``logits[k] - mean_{j != k} logits[j]``. The head is linear, so that margin's
 per-token scores are the same combination of ``token_logits``, and its bias the same
 combination of the head's bias: :func:`contrast` computes both here, in numpy.
 Probabilities are ``softmax(logits / temperature)``, with ``temperature`` from
 ``config.json`` (1.0 when absent), as the PyTorch predictor. :class:`OnnxPredictor` needs only that file, ``onnxruntime``,
-``tokenizers`` and numpy; it gives the same :class:`~sentiment_cli.prediction.Prediction`
-and :class:`~sentiment_cli.prediction.Explanation` objects as the PyTorch
-:class:`~sentiment_cli.predict.Predictor` (logits equal to ~1e-6, checked at export).
+``tokenizers`` and numpy; it gives the same :class:`~sentiment_cli.inference.prediction.Prediction`
+and :class:`~sentiment_cli.inference.prediction.Explanation` objects as the PyTorch
+:class:`~sentiment_cli.inference.predictor.Predictor` (logits equal to ~1e-6, checked at export).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from .config import stored_config_from_dict
-from .errors import CheckpointError, ConfigError, SentimentError
-from .labels import LABELS
+from ..config import stored_config_from_dict
+from ..errors import CheckpointError, ConfigError, SentimentError
+from ..data.labels import LABELS
 from .prediction import Explanation, Prediction, check_texts, chunked, prediction, token_rows
-from .tokenizer import PAD_ID, UNK_TOKEN, encode_texts, tokenizer_from_str
+from ..data.tokenizer import PAD_ID, UNK_TOKEN, encode_texts, tokenizer_from_str
 
 ONNX_FILE = "model.onnx"
 ONNX_INSTALL = 'pip install "sentiment-cli[onnx]"'
-# metadata keys written by sentiment_cli.export
+# metadata keys written by sentiment_cli.inference.export
 META_CONFIG, META_TOKENIZER, META_LABELS = "sentiment.config", "sentiment.tokenizer", "sentiment.labels"
 META_BIAS, META_CARD = "sentiment.head_bias", "sentiment.card"
 
@@ -76,7 +76,7 @@ def target_classes(logits: np.ndarray) -> np.ndarray:
         logits: ``(n, num_labels)``.
 
     Returns:
-        ``(n,)`` int64 (as :func:`sentiment_cli.explain.target_classes`).
+        ``(n,)`` int64 (as :func:`sentiment_cli.inference.explain.target_classes`).
     """
     if logits.shape[1] == 2:
         return np.ones(len(logits), dtype=np.int64)
@@ -129,7 +129,7 @@ def _temperature(raw: dict[str, Any], path: Path) -> float:
 class OnnxPredictor:
     """Loads an exported ``.onnx`` file once; :meth:`predict` and :meth:`explain` score texts.
 
-    Results equal the PyTorch :class:`~sentiment_cli.predict.Predictor`'s (logits to about 1e-6, checked
+    Results equal the PyTorch :class:`~sentiment_cli.inference.predictor.Predictor`'s (logits to about 1e-6, checked
     at export): the same label names (``config.json``'s ``labels``; negative/positive for checkpoints
     that predate label sets), the same temperature, the same explanation target and margin.
 
@@ -218,7 +218,7 @@ class OnnxPredictor:
         """``(len(texts), num_labels)`` float32 logits, in input order.
 
         Raises:
-            UsageError: a text is empty or not valid Unicode (see :func:`~sentiment_cli.prediction.check_texts`).
+            UsageError: a text is empty or not valid Unicode (see :func:`~sentiment_cli.inference.prediction.check_texts`).
         """
         check_texts(texts, first)
         return self._run(encode_texts(self.tokenizer, texts, self.config.data))[0]
@@ -235,7 +235,7 @@ class OnnxPredictor:
         return [prediction(text, p, self._labels) for text, p in zip(texts, probs)]
 
     def explain(self, texts: Sequence[str], *, first: int = 1) -> list[Explanation]:
-        """Prediction and per-token scores for each text, as :meth:`Predictor.explain <sentiment_cli.predict.Predictor.explain>`.
+        """Prediction and per-token scores for each text, as :meth:`Predictor.explain <sentiment_cli.inference.predictor.Predictor.explain>`.
 
         Raises:
             UsageError: as :meth:`logits`.

@@ -16,8 +16,8 @@ JSON / types / empty review, 413 over a limit, 408 a body too slow to arrive,
 down, and 500 only for a fault of the server, logged with its request id.
 
 The predictor is anything with ``labels``, ``predict(texts)`` and
-``explain(texts)`` (the PyTorch :class:`~sentiment_cli.predict.Predictor` or
-the ONNX Runtime :class:`~sentiment_cli.onnx_predict.OnnxPredictor`); it is
+``explain(texts)`` (the PyTorch :class:`~sentiment_cli.inference.predictor.Predictor` or
+the ONNX Runtime :class:`~sentiment_cli.inference.onnx_backend.OnnxPredictor`); it is
 loaded in a background thread after the server starts, so ``/ready`` can say
 when it is there. This module never names a file a client chose: it reads
 only the checkpoint given at start-up and its own page.
@@ -50,8 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 from starlette.exceptions import HTTPException
 
 from .batcher import Closed, MicroBatcher, Overloaded
-from .errors import UsageError
-from .prediction import check_texts
+from ..errors import UsageError
+from ..inference.prediction import check_texts
 
 log = logging.getLogger("sentiment.serve")
 
@@ -462,7 +462,7 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
     return __version__
 
 

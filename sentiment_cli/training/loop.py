@@ -29,25 +29,26 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load as st_load
 
-from . import calibration, distributed
-from .batching import collate, make_batches
+from ..evaluation import calibration
+from . import distributed
+from ..data.batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
-from .card import write_training_report
-from .checkpoint import (METRICS_FILE, WEIGHTS_FILE, check_writable, load_weights, save_checkpoint, write_json,
+from ..evaluation.card import write_training_report
+from ..checkpoint import (METRICS_FILE, WEIGHTS_FILE, check_writable, load_weights, save_checkpoint, write_json,
                          write_temperature)
-from .config import Config
-from .data import DataSpec, Split, load_pretraining_texts, load_train_validation
-from .errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
-from .evaluate import evaluate_ids
+from ..config import Config
+from ..data.splits import DataSpec, Split, load_pretraining_texts, load_train_validation
+from ..errors import CheckpointError, DataError, Interrupted, SentimentError, UsageError
+from ..evaluation.evaluate import evaluate_ids
 from .interrupts import StopFlag
-from .model import SentimentClassifier
+from ..model.classifier import SentimentClassifier
 from .optim import lr_lambda, make_optimizer, optimizer_step
-from .predict import batched_logits
+from ..inference.predictor import batched_logits
 from .pretrain import ensure_pretrained, pretrained_weights
-from .runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
-from .sources import absolute_source
-from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
-from .trainer_state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
+from ..runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
+from ..data.sources import absolute_source
+from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
+from .state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)
 
 RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted n-gram scores
@@ -416,7 +417,7 @@ def _ngram_teacher(config: Config, model: SentimentClassifier, train_ids: list[l
     Raises:
         DataError: labels other than two classes.
     """
-    from .teacher import TEACHER_BUCKETS, fit_ngram_score, ngram_scores
+    from ..model.teacher import TEACHER_BUCKETS, fit_ngram_score, ngram_scores
 
     start = time.perf_counter()
     buckets = config.model.ngram_buckets or TEACHER_BUCKETS
@@ -445,7 +446,7 @@ def _ngram_teacher(config: Config, model: SentimentClassifier, train_ids: list[l
 def _cross_fitted_scores(ids: list[list[int]], labels: list[int], buckets: int, seed: int) -> np.ndarray:
     """``(len(ids),)`` float32: each review's n-gram score from an NB-LR fitted on the other folds
     (:data:`RESIDUAL_FOLDS` seeded random folds)."""
-    from .teacher import fit_ngram_score, ngram_scores
+    from ..model.teacher import fit_ngram_score, ngram_scores
 
     fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
     out = np.zeros(len(ids), np.float32)
@@ -484,7 +485,7 @@ def _distillation(config: Config, tokenizer, teacher: _Teacher, train_split: Spl
         DataError: the source has no ``unsupervised`` split, or fewer unlabelled reviews than
             ``distill_reviews``.
     """
-    from .teacher import ngram_scores
+    from ..model.teacher import ngram_scores
 
     t = config.training
     start = time.perf_counter()

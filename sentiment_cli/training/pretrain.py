@@ -49,18 +49,18 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import distributed
-from .batching import collate, make_batches
+from ..data.batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
-from .checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
-from .config import Config
-from .data import PRETRAIN_ALONE_HINT, DataSpec, load_pretraining_texts
-from .errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
+from ..checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
+from ..config import Config
+from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec, load_pretraining_texts
+from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
-from .model import SentimentClassifier
+from ..model.classifier import SentimentClassifier
 from .optim import decay_groups, lr_lambda, optimizer_step
-from .runtime import device_name, resolve_device, seed_everything, versions
-from .sources import absolute_source
-from .tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
+from ..runtime import device_name, resolve_device, seed_everything, versions
+from ..data.sources import absolute_source
+from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
 
 MASK_ID = UNK_ID
 FIRST_WORD_ID = 2   # ids below are <pad> and <unk>: never drawn as random words or negatives

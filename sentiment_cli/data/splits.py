@@ -5,8 +5,8 @@ A run reads its splits through :class:`DataSpec` (the ``[data]`` keys and the se
 Validation is the source's own ``validation`` (or ``dev``) split when it has one, else a part of
 ``train`` held out at random (stratified by label) or in blocks (:func:`block_validation_indices`).
 
-Sources are loaded by :mod:`sentiment_cli.sources`, their columns found by :mod:`sentiment_cli.columns`
-and their labels mapped to ids by :mod:`sentiment_cli.labels`.
+Sources are loaded by :mod:`sentiment_cli.data.sources`, their columns found by :mod:`sentiment_cli.data.columns`
+and their labels mapped to ids by :mod:`sentiment_cli.data.labels`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .columns import LABEL_COLUMNS, TEXT_COLUMNS, check_text_column, resolve_column
-from .errors import DataError, UsageError
+from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
 from .sources import Source, load_source
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import torch
 
-from .batching import collate, make_batches
-from .checkpoint import load_checkpoint
-from .model import SentimentClassifier
+from ..data.batching import collate, make_batches
+from ..checkpoint import load_checkpoint
+from ..model.classifier import SentimentClassifier
 # torch-free, shared with the ONNX Runtime path (re-exported here)
 from .prediction import Prediction, check_texts, chunked as _chunked, prediction  # noqa: F401
-from .runtime import autocast, inference_attention
-from .tokenizer import encode_texts
+from ..runtime import autocast, inference_attention
+from ..data.tokenizer import encode_texts
 
 
 @torch.inference_mode()
@@ -117,7 +117,7 @@ class Predictor:
 
     @property
     def temperature(self) -> float:
-        """The checkpoint's temperature (1.0 when it has none); see :mod:`sentiment_cli.calibration`."""
+        """The checkpoint's temperature (1.0 when it has none); see :mod:`sentiment_cli.evaluation.calibration`."""
         return self.checkpoint.temperature
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
@@ -136,7 +136,7 @@ class Predictor:
         return _chunked(texts, chunk, self.predict)
 
     def explain(self, texts: Sequence[str], *, first: int = 1) -> list["Explanation"]:
-        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.explain`).
+        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`).
 
         Raises:
             UsageError: as :meth:`logits`.

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from .checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_exports,
+from ..checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, read_evals, read_exports,
                          read_temperature, weights_digest)
-from .errors import CheckpointError
-from .model import SentimentClassifier
+from ..errors import CheckpointError
+from ..model.classifier import SentimentClassifier
 from .plots import PlotUnavailable, curves_png, write_png
 
 CURVES_FILE = "curves.png"

@@ -16,8 +16,8 @@ from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 from tokenizers.trainers import WordLevelTrainer
 
-from .config import DataConfig
-from .errors import CheckpointError
+from ..config import DataConfig
+from ..errors import CheckpointError
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"

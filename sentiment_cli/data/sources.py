@@ -11,8 +11,8 @@ A source (``[data] source``, ``--data``) is one of:
 
 Files are read by ``datasets`` into its Arrow cache, which is memory-mapped, so a large file is
 never held in memory twice; only the texts of the splits a run uses become Python strings
-(:mod:`sentiment_cli.data`). A malformed file is a :class:`~sentiment_cli.errors.DataError`
-naming the file and line. Columns are not resolved here (:mod:`sentiment_cli.columns`).
+(:mod:`sentiment_cli.data.splits`). A malformed file is a :class:`~sentiment_cli.errors.DataError`
+naming the file and line. Columns are not resolved here (:mod:`sentiment_cli.data.columns`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError, UsageError
+from ..errors import DataError, UsageError
 from .labels import LABELS
 
 # File suffix -> (datasets builder, its options).

@@ -1,7 +1,7 @@
 """What a prediction is, torch-free: results, input checks, and the tokens an explanation is about.
 
-Shared by the PyTorch :class:`~sentiment_cli.predict.Predictor` and the ONNX
-Runtime :class:`~sentiment_cli.onnx_predict.OnnxPredictor`, which must not import torch.
+Shared by the PyTorch :class:`~sentiment_cli.inference.predictor.Predictor` and the ONNX
+Runtime :class:`~sentiment_cli.inference.onnx_backend.OnnxPredictor`, which must not import torch.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .config import DataConfig
-from .labels import LABELS
-from .errors import UsageError
-from .tokenizer import UNK_ID, UNK_TOKEN, truncate
+from ..config import DataConfig
+from ..data.labels import LABELS
+from ..errors import UsageError
+from ..data.tokenizer import UNK_ID, UNK_TOKEN, truncate
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Explanation:
 
     Attributes:
         text: the review as given.
-        label, probability, probabilities: as in :class:`~sentiment_cli.predict.Prediction`.
+        label, probability, probabilities: as in :class:`~sentiment_cli.inference.predictor.Prediction`.
         target: the class whose margin the scores split (the second label with two classes, else
             ``label``); a positive score pushed towards it, a negative one towards the others.
         tokens: the surface text of each token the model saw, in order (the
@@ -117,7 +117,7 @@ class Explanation:
 def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tuple[list[int], list[tuple[int, int]], list[int], int]]:
     """The tokens the model sees for each text, with where they came from.
 
-    The ids are those :func:`~sentiment_cli.tokenizer.encode_texts` gives (same
+    The ids are those :func:`~sentiment_cli.data.tokenizer.encode_texts` gives (same
     normalisation and truncation, including ``head_tail``).
 
     Args:

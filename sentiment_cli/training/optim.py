@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .config import Config
+from ..config import Config
 
 
 def lr_lambda(schedule: str, warmup_fraction: float, total_steps: int):

@@ -7,7 +7,7 @@ of Wang & Manning's NBSVM, "Baselines and Bigrams: Simple, Good Sentiment and
 Topic Classification", ACL 2012). Two forms share that fit:
 
 - :func:`fit_ngram_score` reads the model's own token ids, its n-grams hashed
-  as :func:`~sentiment_cli.model.ngram_buckets` hashes them. Training fits it
+  as :func:`~sentiment_cli.model.classifier.ngram_buckets` hashes them. Training fits it
   on the training split; it becomes the model's n-gram score
   (``[model] ngram_buckets``, added to the logits) and the teacher of
   distillation (``[training] distill_reviews``: the encoder learns its
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DataError
+from ..errors import DataError
 
 # Words, and each run of "!" / "?" as its own token: both carry sentiment ("!!!", "?!") that the
 # scikit-learn default pattern (\b\w\w+\b) throws away, as it does one-letter words like "a" and "i".
@@ -124,8 +124,8 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
     import scipy.sparse as sp
     import torch
 
-    from .batching import collate
-    from .model import ngram_buckets
+    from ..data.batching import collate
+    from .classifier import ngram_buckets
 
     blocks = []
     for lo in range(0, len(ids), batch_size):

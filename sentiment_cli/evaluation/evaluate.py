@@ -20,14 +20,14 @@ import torch
 
 from .calibration import calibration_report
 from .card import write_card
-from .checkpoint import load_checkpoint, record_eval
-from .data import DataSpec, load_split
-from .errors import UsageError
-from .labels import LABELS
-from .model import SentimentClassifier
-from .predict import batched_logits
-from .sources import is_single_file
-from .tokenizer import encode_texts
+from ..checkpoint import load_checkpoint, record_eval
+from ..data.splits import DataSpec, load_split
+from ..errors import UsageError
+from ..data.labels import LABELS
+from ..model.classifier import SentimentClassifier
+from ..inference.predictor import batched_logits
+from ..data.sources import is_single_file
+from ..data.tokenizer import encode_texts
 
 
 def classification_metrics(labels: Sequence[int], predictions: Sequence[int],
@@ -157,7 +157,7 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         data: dataset to score (Hub id, folder or file; a file's ``test`` is all of it); default: the
             one the checkpoint was trained on.
         text_column, label_column: its columns; default: the checkpoint's ``[data]`` settings for its
-            own data, else found by name (see :func:`~sentiment_cli.columns.resolve_column`).
+            own data, else found by name (see :func:`~sentiment_cli.data.columns.resolve_column`).
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
         device: where to run the model.
         errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),
@@ -172,7 +172,7 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         ``confusion_matrix`` (N x N, rows true, in ``labels`` order), ``loss``,
         ``examples_per_second``, ``checkpoint``; the expected calibration error (15 bins) after and
         before the checkpoint's temperature, ``ece`` and ``ece_uncalibrated``, the ``temperature``
-        and both diagrams' bins, ``reliability`` (:func:`~sentiment_cli.calibration.calibration_report`);
+        and both diagrams' bins, ``reliability`` (:func:`~sentiment_cli.evaluation.calibration.calibration_report`);
         and ``errors`` when asked for.
 
     Raises:

@@ -24,8 +24,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .config import Config, ModelConfig
-from .tokenizer import PAD_ID, UNK_ID
+from ..config import Config, ModelConfig
+from ..data.tokenizer import PAD_ID, UNK_ID
 
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 NGRAM_MAX_N = 3                      # the n-gram score reads word 1-3-grams

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError, DataError
+from ..errors import ConfigError, DataError
 
 LABELS = ("negative", "positive")   # IMDB's label names, by id; also those of checkpoints that predate label sets
 NUM_LABELS = len(LABELS)

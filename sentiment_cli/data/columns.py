@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import DataError, UsageError
+from ..errors import DataError, UsageError
 
 TEXT_COLUMNS = ("text", "review", "sentence", "content")
 LABEL_COLUMNS = ("label", "sentiment", "rating", "stars", "class")

@@ -7,13 +7,13 @@ file. Exporters that skip this check ship models that silently lose accuracy
 (transformers #21623: 70% to 17%). The figures go into the exported file, into
 ``export_<name>.json`` beside the checkpoint and so into its model card.
 
-The graph reproduces :meth:`SentimentClassifier.forward <sentiment_cli.model.SentimentClassifier.forward>`
+The graph reproduces :meth:`SentimentClassifier.forward <sentiment_cli.model.classifier.SentimentClassifier.forward>`
 exactly: word (+ hashed word-bigram) embeddings, sinusoidal positions, the
 encoder with its key-padding mask, the masked max-pool over real tokens only,
 and the dense head; batch and sequence axes are dynamic (``seq_len`` up to
 ``max_length``). It also returns each token's share of every class's logit
-(``token_logits``), from which :class:`~sentiment_cli.onnx_predict.OnnxPredictor`
-forms the same margin decomposition as :mod:`sentiment_cli.explain` (any target
+(``token_logits``), from which :class:`~sentiment_cli.inference.onnx_backend.OnnxPredictor`
+forms the same margin decomposition as :mod:`sentiment_cli.inference.explain` (any target
 class, any number of classes), so explanations need no torch either.
 
 ``int8`` uses ONNX Runtime's dynamic quantization (weights stored as int8,
@@ -43,10 +43,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
-from .errors import SentimentError, UsageError
-from .model import SentimentClassifier, bigram_buckets, masked_max_pool
-from .onnx_predict import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, ONNX_FILE,
+from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
+from ..errors import SentimentError, UsageError
+from ..model.classifier import SentimentClassifier, bigram_buckets, masked_max_pool
+from .onnx_backend import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, ONNX_FILE,
                            ONNX_INSTALL, OnnxPredictor)
 
 INT8_FILE = "model.int8.onnx"
@@ -162,14 +162,14 @@ def _set_metadata(path: Path, meta: dict[str, str]) -> None:
 
 
 def _torch_logits(model: SentimentClassifier, ids: list[list[int]], batch_size: int) -> np.ndarray:
-    from .predict import batched_logits
+    from .predictor import batched_logits
 
     return batched_logits(model, ids, batch_size=batch_size, device=torch.device("cpu")).numpy()
 
 
 def _onnx_logits_unsorted(predictor: OnnxPredictor, ids: list[list[int]], batch_size: int) -> np.ndarray:
     """ONNX logits in input order, batched as given (mixed lengths: much padding, which must not matter)."""
-    from .onnx_predict import pad
+    from .onnx_backend import pad
 
     out = []
     for lo in range(0, len(ids), batch_size):
@@ -215,10 +215,10 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
     if quantize not in (None, "int8"):
         raise UsageError(f"--quantize {quantize}: only int8 is supported")
     _require_onnx()
-    from .card import model_card
-    from .checkpoint import weights_digest
-    from .data import load_split
-    from .tokenizer import encode_texts
+    from ..evaluation.card import model_card
+    from ..checkpoint import weights_digest
+    from ..data.splits import load_split
+    from ..data.tokenizer import encode_texts
 
     checkpoint = Path(checkpoint)
     output = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
@@ -317,8 +317,8 @@ def _held_out_spec(cfg, data: str | None):
     Raises:
         UsageError: the checkpoint was trained on a single file, which has no test split, and no ``data`` was given.
     """
-    from .data import DataSpec
-    from .sources import is_single_file
+    from ..data.splits import DataSpec
+    from ..data.sources import is_single_file
 
     if data is None or data == cfg.data.source:
         if is_single_file(cfg.data.source):
@@ -339,7 +339,7 @@ def record_export(checkpoint: Path, record: dict[str, Any], quantize: str | None
     Raises:
         OSError: the folder is not writable.
     """
-    from .card import write_card
+    from ..evaluation.card import write_card
 
     path = checkpoint / f"{EXPORT_PREFIX}{_record_name(quantize)}.json"
     write_json(path, record)
@@ -377,6 +377,6 @@ def _versions() -> dict[str, str]:
     import onnx
     import onnxruntime
 
-    from . import __version__
+    from .. import __version__
     return {"sentiment_cli": __version__, "torch": torch.__version__, "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__}

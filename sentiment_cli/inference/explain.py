@@ -47,14 +47,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .batching import collate
-from .config import DataConfig
-from .labels import LABELS
-from .model import SentimentClassifier, masked_max_pool
+from ..data.batching import collate
+from ..config import DataConfig
+from ..data.labels import LABELS
+from ..model.classifier import SentimentClassifier, masked_max_pool
 # torch-free, shared with the ONNX Runtime path (Explanation re-exported here)
 from .prediction import Explanation, prediction, token_rows
-from .runtime import inference_attention
-from .tokenizer import UNK_TOKEN
+from ..runtime import inference_attention
+from ..data.tokenizer import UNK_TOKEN
 
 
 @dataclass
@@ -157,7 +157,7 @@ def explain_texts(model: SentimentClassifier, tokenizer, config: DataConfig, tex
                   labels: Sequence[str] = LABELS, temperature: float = 1.0) -> list[Explanation]:
     """Explain each review: its prediction and one score per token it was classified on.
 
-    The token ids are those :func:`~sentiment_cli.tokenizer.encode_texts` gives
+    The token ids are those :func:`~sentiment_cli.data.tokenizer.encode_texts` gives
     (same normalisation and truncation, including ``head_tail``), and each
     token keeps its character span in the review.
 
