@@ -26,8 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sentiment_cli.model.teacher import NGRAM_TOKEN_PATTERN, TEACHER_C, TEACHER_MAX_N, fit_teacher, log_count_ratio
-from sentiment_cli.model.teacher import clean_text as _clean
+from sentiment_cli.model.ngram import FIT_C, log_count_ratio
+
+from bench.nbsvm import MAX_N, NGRAM_TOKEN_PATTERN, fit_nbsvm
+from bench.nbsvm import clean_text as _clean
 
 __all__ = ["NGRAM_TOKEN_PATTERN", "log_count_ratio", "nbsvm", "tfidf_logreg", "fasttext_bigrams", "PEERS"]
 
@@ -74,19 +76,19 @@ def tfidf_logreg(train_texts, train_labels, test_texts, test_labels, val_texts=N
 
 # ----------------------------------------------------------------------------- NB-SVM (NB-LR)
 
-NBSVM_C = TEACHER_C  # chosen on the hold-out (docs/experiments-peers.md); the model's n-gram score's too
+NBSVM_C = FIT_C  # chosen on the hold-out (docs/experiments-peers.md); the model's n-gram score's too
 NBSVM_MIN_DF = 1
 
 
 def nbsvm(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
-          repeats: int = 1, C: float = NBSVM_C, min_df: int = NBSVM_MIN_DF, max_n: int = TEACHER_MAX_N) -> dict:
-    """NB-SVM-style classifier: :func:`sentiment_cli.model.teacher.fit_teacher` (binarised word 1-``max_n``-gram
+          repeats: int = 1, C: float = NBSVM_C, min_df: int = NBSVM_MIN_DF, max_n: int = MAX_N) -> dict:
+    """NB-SVM-style classifier: :func:`bench.nbsvm.fit_nbsvm` (binarised word 1-``max_n``-gram
     counts scaled by their log-count ratios, L2 logistic regression with inverse strength ``C``) on
     the raw text: the same fit as the model's n-gram score, which reads the model's token ids
     instead. Returns the peer dict (module docstring).
     """
     def fit():
-        return fit_teacher(train_texts, train_labels, C=C, max_n=max_n, min_df=min_df).predict
+        return fit_nbsvm(train_texts, train_labels, C=C, max_n=max_n, min_df=min_df).predict
 
     return _score(fit, len(train_texts), test_texts, test_labels, val_texts, val_labels, repeats)
 

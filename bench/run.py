@@ -168,7 +168,6 @@ def _parts_accuracy(folder, data: str, cfg) -> dict:
     from sentiment_cli.data.batching import collate
     from sentiment_cli.checkpoint import load_checkpoint
     from sentiment_cli.data.splits import load_split
-    from sentiment_cli.model.teacher import ngram_scores
     from sentiment_cli.data.tokenizer import encode_texts
 
     ckpt = load_checkpoint(folder)
@@ -179,8 +178,8 @@ def _parts_accuracy(folder, data: str, cfg) -> dict:
     with torch.inference_mode():
         for lo in range(0, len(ids), 64):
             input_ids, padding_mask = collate(ids[lo:lo + 64])
-            encoder.append(model(input_ids, padding_mask, ngram_score=False).argmax(1))
-    score = ngram_scores(ids, model.ngram_weight.numpy(), float(model.ngram_bias), cfg.model.ngram_buckets)
+            encoder.append(model(input_ids, padding_mask, encoder_only=True).logits.argmax(1))
+    score = model.logit_term.margins(ids)
     return {"test_accuracy_encoder_alone": float((torch.cat(encoder).numpy() == labels).mean()),
             "test_accuracy_ngram_score_alone": float(((score > 0) == labels).mean())}
 

@@ -25,7 +25,7 @@ def test_round_trip_gives_identical_ids_and_logits(trained_checkpoint, tmp_path)
 
 def test_predictor_batches_by_the_checkpoints_eval_batch_size(trained_checkpoint, tmp_path, monkeypatch):
     # `predict` (and Predictor) batch as `eval` does: the checkpoint's [training] eval_batch_size unless told.
-    from sentiment_cli import predict as predict_module
+    from sentiment_cli.inference import predictor as predict_module
 
     d = tmp_path / "ckpt"
     shutil.copytree(trained_checkpoint, d)

@@ -3,7 +3,8 @@ from collections import Counter
 
 import pytest
 
-from sentiment_cli import batching, data, sources
+from sentiment_cli.data import batching, sources
+from sentiment_cli.data import splits as data
 from sentiment_cli.errors import DataError, UsageError
 
 from .conftest import FULL_DATA, SMALL_DATA

@@ -15,8 +15,9 @@ from sentiment_cli.cli import app
 from sentiment_cli.data.splits import load_split
 from sentiment_cli.errors import DataError, Interrupted
 from sentiment_cli.training.interrupts import StopFlag
-from sentiment_cli.model.teacher import fit_teacher
 from sentiment_cli.training.loop import resume, train
+
+from bench.nbsvm import fit_nbsvm
 
 from .conftest import SMALL_DATA, small_config
 from .test_resume import TIMING, StopAfter
@@ -53,19 +54,19 @@ def test_teacher_learns_the_slice():
     """NB-LR on 900 training reviews of the slice: well above chance on the 500 test reviews,
     and its logits are the two-class form whose softmax is its probability."""
     train_split, test = load_split(str(SMALL_DATA), "train"), load_split(str(SMALL_DATA), "test")
-    teacher = fit_teacher(train_split.texts, train_split.labels)
+    teacher = fit_nbsvm(train_split.texts, train_split.labels)
     logits = teacher.logits(test.texts)
     assert logits.shape == (500, 2) and logits.dtype == np.float32 and (logits[:, 0] == 0).all()
     assert np.array_equal(teacher.predict(test.texts), logits.argmax(1))
     assert (teacher.predict(test.texts) == np.asarray(test.labels)).mean() > 0.75
-    again = fit_teacher(train_split.texts, train_split.labels).logits(test.texts)
+    again = fit_nbsvm(train_split.texts, train_split.labels).logits(test.texts)
     assert np.array_equal(logits, again)   # deterministic: a resumed run refits the same teacher
 
 
 def test_teacher_needs_two_classes():
     sst5 = load_split(str(SST5_SMALL), "train")
-    with pytest.raises(DataError, match="the n-gram teacher needs two classes"):
-        fit_teacher(sst5.texts, sst5.labels)
+    with pytest.raises(DataError, match="the n-gram score \\(NB-LR\\) needs two classes"):
+        fit_nbsvm(sst5.texts, sst5.labels)
 
 
 def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabelled, tmp_path):
@@ -105,17 +106,18 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     from sentiment_cli.data.splits import DataSpec, load_train_validation
     from sentiment_cli.model.classifier import SentimentClassifier
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
-    from sentiment_cli.training.loop import _distillation, _ngram_teacher
+    from sentiment_cli.training import distill
 
     cfg = distill_config(with_unlabelled, label_smoothing=0.1, distill_weight=0.5)
     train_split, val_split = load_train_validation(DataSpec.from_config(cfg))
     tok = build_tokenizer(train_split.texts, cfg.data)
     train_ids, val_ids = encode_texts(tok, train_split.texts, cfg.data), encode_texts(tok, val_split.texts, cfg.data)
     model = SentimentClassifier.from_config(cfg, tok.get_vocab_size())
-    teacher = _ngram_teacher(cfg, model, train_ids, train_split, val_ids, val_split, TrainCallbacks())
+    teacher = distill.fit_teacher(cfg, model, train_ids, train_split.labels, val_ids, val_split.labels,
+                                  TrainCallbacks())
     assert 0.6 < teacher.report["validation_accuracy"] <= 1.0
-    assert torch.equal(model.ngram_weight, torch.from_numpy(teacher.weight))   # the teacher is the model's score
-    d = _distillation(cfg, tok, teacher, train_split, TrainCallbacks())
+    assert teacher.score is model.logit_term and model.logit_term.weight.abs().sum() > 0   # the model's score
+    d = distill.distillation(cfg, tok, teacher, train_split.labels, TrainCallbacks())
     n = len(train_split)
     assert d.targets.shape == (n + 500, 2) and len(d.ids) == 500
     labels = torch.tensor(train_split.labels)
@@ -125,7 +127,8 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     assert (teacher_side > 0).all() and (teacher_side < 1).all() and teacher_side.std() > 0.1
     # the probabilities are the model's own n-gram score on those reviews
     input_ids, _ = collate(d.ids[:64])
-    score = (model.ngram_token_logits(input_ids).sum(1) + model.ngram_logit_bias())[:, 1]
+    token_logits, bias = model.logit_term(input_ids)
+    score = (token_logits.sum(1) + bias)[:, 1]
     assert torch.allclose(torch.sigmoid(score), teacher_side[:64], atol=1e-5)
     assert d.weights[:n].eq(1).all() and d.weights[n:].eq(0.5).all()
 
@@ -181,19 +184,20 @@ def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
     """ngram_residual: the training logits carry each review's score from a teacher that never saw it, which
     is far less sure of the training reviews than the teacher fitted on all of them."""
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
-    from sentiment_cli.model.teacher import fit_ngram_score, ngram_scores
-    from sentiment_cli.training.loop import RESIDUAL_FOLDS, _cross_fitted_scores
+    from sentiment_cli.model.ngram import NgramScore
+    from sentiment_cli.training.distill import RESIDUAL_FOLDS, cross_fitted_scores
 
     train_split = load_split(str(SMALL_DATA), "train")
     cfg = small_config()
     ids = encode_texts(build_tokenizer(train_split.texts, cfg.data), train_split.texts, cfg.data)
     y = np.asarray(train_split.labels)
-    crossed = _cross_fitted_scores(ids, train_split.labels, 65_537, seed=1)
-    weight, bias = fit_ngram_score(ids, train_split.labels, 65_537)
-    full = ngram_scores(ids, weight, bias, 65_537)
+    crossed = cross_fitted_scores(ids, train_split.labels, 65_537, seed=1)
+    score = NgramScore(65_537)
+    score.fit(ids, train_split.labels)
+    full = score.margins(ids)
     assert ((full > 0) == y).mean() > 0.99                       # the full fit has learnt its training reviews
     assert 0.6 < ((crossed > 0) == y).mean() < 0.95              # the cross-fitted score is as on new reviews
-    assert np.array_equal(crossed, _cross_fitted_scores(ids, train_split.labels, 65_537, seed=1))
+    assert np.array_equal(crossed, cross_fitted_scores(ids, train_split.labels, 65_537, seed=1))
     result = train(small_config(epochs=1).override("model", ngram_buckets=65_537)
                    .override("training", ngram_residual=True), tmp_path / "out")
     assert result.metrics["teacher"]["cross_fitted_folds"] == RESIDUAL_FOLDS

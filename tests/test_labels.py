@@ -12,7 +12,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sentiment_cli import columns, data
+from sentiment_cli.data import columns
+from sentiment_cli.data import splits as data
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.cli import app
 from sentiment_cli.config import load_config

@@ -10,7 +10,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sentiment_cli import checkpoint, plots
+from sentiment_cli import checkpoint
+from sentiment_cli.evaluation import plots
 from sentiment_cli.evaluation.card import card_sections, config_toml, model_card
 from sentiment_cli.cli import app
 from sentiment_cli.config import config_from_dict

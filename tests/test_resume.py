@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from sentiment_cli import trainer_state as ts
+from sentiment_cli.training import state as ts
 from sentiment_cli.cli import app
 from sentiment_cli.errors import CheckpointError, Interrupted
 from sentiment_cli.training.interrupts import StopFlag

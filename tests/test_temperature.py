@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sentiment_cli import calibration
+from sentiment_cli.evaluation import calibration
 from sentiment_cli.evaluation.card import card_sections, model_card
 from sentiment_cli.checkpoint import load_checkpoint, write_temperature
 from sentiment_cli.cli import app

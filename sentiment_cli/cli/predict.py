@@ -123,11 +123,11 @@ def predict(
             texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
             check_texts(texts)
         source = None if texts else _open_reviews(file)
+        from ..inference.predictor import Predictor
+
         if onnx:   # never imports torch: a cold start without its import time
-            from ..inference.onnx_backend import OnnxPredictor
-            predictor = OnnxPredictor(checkpoint, batch_size=batch_size)
+            predictor = Predictor(checkpoint, batch_size=batch_size, onnx=True)
         else:
-            from ..inference.predictor import Predictor
             from ..runtime import resolve_device
             predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
         reviews = texts if texts else _read_lines(*source, errors.value)

@@ -25,7 +25,7 @@ from ..data.splits import DataSpec, load_split
 from ..errors import UsageError
 from ..data.labels import LABELS
 from ..model.classifier import SentimentClassifier
-from ..inference.predictor import batched_logits
+from ..inference.torch_backend import batched_logits
 from ..data.sources import is_single_file
 from ..data.tokenizer import encode_texts
 

@@ -7,14 +7,14 @@ file. Exporters that skip this check ship models that silently lose accuracy
 (transformers #21623: 70% to 17%). The figures go into the exported file, into
 ``export_<name>.json`` beside the checkpoint and so into its model card.
 
-The graph reproduces :meth:`SentimentClassifier.forward <sentiment_cli.model.classifier.SentimentClassifier.forward>`
-exactly: word (+ hashed word-bigram) embeddings, sinusoidal positions, the
-encoder with its key-padding mask, the masked max-pool over real tokens only,
-and the dense head; batch and sequence axes are dynamic (``seq_len`` up to
-``max_length``). It also returns each token's share of every class's logit
-(``token_logits``), from which :class:`~sentiment_cli.inference.onnx_backend.OnnxPredictor`
-forms the same margin decomposition as :mod:`sentiment_cli.inference.explain` (any target
-class, any number of classes), so explanations need no torch either.
+The graph is :meth:`SentimentClassifier.forward <sentiment_cli.model.classifier.SentimentClassifier.forward>`
+itself, traced: word (+ hashed word-bigram) embeddings, sinusoidal positions,
+the encoder with its key-padding mask, the masked max-pool over real tokens
+only, the dense head, and any logit term; batch and sequence axes are dynamic
+(``seq_len`` up to ``max_length``). It also returns each token's share of every
+class's logit (``token_logits``), from which the predictor's ONNX backend
+forms the same explanation as the PyTorch one (:mod:`sentiment_cli.inference.explain`:
+any target class, any number of classes), so explanations need no torch either.
 
 ``int8`` uses ONNX Runtime's dynamic quantization (weights stored as int8,
 activations quantized on the fly); its test accuracy is measured before and
@@ -45,9 +45,9 @@ from torch import Tensor, nn
 
 from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
 from ..errors import SentimentError, UsageError
-from ..model.classifier import SentimentClassifier, bigram_buckets, masked_max_pool
+from ..model.classifier import SentimentClassifier
 from .onnx_backend import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, ONNX_FILE,
-                           ONNX_INSTALL, OnnxPredictor)
+                           ONNX_INSTALL, OnnxBackend, pad)
 
 INT8_FILE = "model.int8.onnx"
 MIN_AGREEMENT = 0.999
@@ -63,11 +63,13 @@ class ExportUnavailable(SentimentError):
 
 
 class ExportGraph(nn.Module):
-    """The classifier's inference path as one traceable graph, with token logits as a second output.
+    """The classifier's own forward pass (eval mode) as a traceable graph with two outputs.
 
-    The same computation as ``SentimentClassifier.forward`` in eval mode (dropout is the
-    identity), without its CPU shortcut that skips the mask when a batch has no padding:
-    a data-dependent branch cannot be exported, and the mask is exact either way.
+    ``(logits, token_logits)``: ``(batch, num_labels)`` and ``(batch, seq_len, num_labels)`` from
+    ``(batch, seq_len)`` int64 ids and a bool padding mask (``True`` at padding), as
+    :class:`~sentiment_cli.model.classifier.ClassifierOutput` holds them; a graph returns tensors, not
+    the record. ``token_logits[i].sum(0) + bias == logits[i]``, with ``bias`` stored in the file's
+    metadata. The forward's CPU shortcut (no mask when a batch has no padding) is off while exporting.
 
     Args:
         model: the trained classifier (put in eval mode here).
@@ -78,34 +80,9 @@ class ExportGraph(nn.Module):
         self.model = model.eval()
 
     def forward(self, input_ids: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """``(logits, token_logits)``: ``(batch, num_labels)`` and ``(batch, seq_len, num_labels)`` from
-        ``(batch, seq_len)`` int64 ids and bool padding mask (``True`` at padding).
-
-        ``token_logits[i, t, c]`` is token ``t``'s share of ``logits[i, c]`` without the bias: the sum of
-        ``pooled[f] * W[c, f]`` over the features ``f`` that token won in the max-pool (0 at padding), so
-        ``token_logits[i].sum(0) + b == logits[i]``. With an n-gram score, each token's share of it
-        (``SentimentClassifier.ngram_token_logits``) joins its token logits and the score's intercept ``b``.
-        """
-        m = self.model
-        x = m.token_embedding(input_ids)                                            # (batch, seq_len, d_model)
-        if m.bigram_embedding is not None:
-            x = x + m.bigram_embedding(bigram_buckets(input_ids, m.config.bigram_buckets))
-        x = x * m.embed_scale
-        x = x + m.positional_encoding[: input_ids.shape[1]]
-        x = m.embedding_norm(x)
-        hidden = m.encoder(x, src_key_padding_mask=padding_mask)                    # (batch, seq_len, d_model)
-        pooled, argmax = masked_max_pool(hidden, padding_mask)                      # (batch, d_model) each
-        logits = m.head(pooled)                                                     # (batch, num_labels)
-        # explain.token_scores without scatter_add, per class: the target's contrast is taken by the
-        # predictor (a linear combination), so one graph serves every target and any number of classes
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)       # (seq_len,)
-        won = (argmax.unsqueeze(1) == positions.view(1, -1, 1)).to(pooled.dtype)    # (batch, seq_len, d_model)
-        token_logits = (won * pooled.unsqueeze(1)) @ m.head.weight.T                # (batch, seq_len, num_labels)
-        if m.config.ngram_buckets:   # the n-gram score: its token shares, and its intercept in the logits
-            ngram = m.ngram_token_logits(input_ids)                                 # (batch, seq_len, 2)
-            token_logits = token_logits + ngram
-            logits = logits + ngram.sum(1) + m.ngram_logit_bias()
-        return logits, token_logits
+        """``(logits, token_logits)`` of :meth:`SentimentClassifier.forward` with ``token_logits=True``."""
+        out = self.model(input_ids, padding_mask, token_logits=True)
+        return out.logits, out.token_logits
 
 
 @dataclass
@@ -161,20 +138,12 @@ def _set_metadata(path: Path, meta: dict[str, str]) -> None:
     onnx.save(proto, str(path))
 
 
-def _torch_logits(model: SentimentClassifier, ids: list[list[int]], batch_size: int) -> np.ndarray:
-    from .predictor import batched_logits
-
-    return batched_logits(model, ids, batch_size=batch_size, device=torch.device("cpu")).numpy()
-
-
-def _onnx_logits_unsorted(predictor: OnnxPredictor, ids: list[list[int]], batch_size: int) -> np.ndarray:
+def _onnx_logits_unsorted(backend: OnnxBackend, ids: list[list[int]], batch_size: int) -> np.ndarray:
     """ONNX logits in input order, batched as given (mixed lengths: much padding, which must not matter)."""
-    from .onnx_backend import pad
-
     out = []
     for lo in range(0, len(ids), batch_size):
         input_ids, mask = pad(ids[lo:lo + batch_size])
-        out.append(predictor.session.run(["logits"], {"input_ids": input_ids, "padding_mask": mask})[0])
+        out.append(backend.session.run(["logits"], {"input_ids": input_ids, "padding_mask": mask})[0])
     return np.concatenate(out)
 
 
@@ -183,6 +152,16 @@ def parity(reference: np.ndarray, exported: np.ndarray) -> dict[str, Any]:
     return {"reviews": int(len(reference)),
             "max_logit_difference": float(np.abs(reference - exported).max()) if len(reference) else 0.0,
             "label_agreement": float((reference.argmax(1) == exported.argmax(1)).mean()) if len(reference) else 1.0}
+
+
+@dataclass
+class _HeldOut:
+    """The test split the export is checked on, and the seeded sample of it that both runtimes score."""
+
+    test: Any          # data.splits.Split
+    sample: list[int]  # indices into test
+    ids: list[list[int]]
+    source: str
 
 
 def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, quantize: str | None = None,
@@ -215,99 +194,137 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
     if quantize not in (None, "int8"):
         raise UsageError(f"--quantize {quantize}: only int8 is supported")
     _require_onnx()
-    from ..evaluation.card import model_card
-    from ..checkpoint import weights_digest
-    from ..data.splits import load_split
-    from ..data.tokenizer import encode_texts
-
     checkpoint = Path(checkpoint)
     output = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
     if not output.parent.is_dir():
         raise UsageError(f"--output {output}: folder {output.parent} does not exist")
-    timings: dict[str, float] = {}
     stage("loading the checkpoint")
     ckpt = load_checkpoint(checkpoint, "cpu")
-    cfg = ckpt.config
-    spec = _held_out_spec(cfg, data)
-    source = spec.source
-    stage(f"loading held-out reviews (test split of {source})")
-    test = load_split(spec, "test", label_names=ckpt.labels)
-    rng = np.random.default_rng(cfg.training.seed)
-    sample = sorted(rng.permutation(len(test.texts))[:parity_reviews].tolist())
-    ids = encode_texts(ckpt.tokenizer, [test.texts[i] for i in sample], cfg.data)
-
+    held_out = _held_out(ckpt, data, parity_reviews, stage)
+    timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(dir=output.parent, prefix=".export-") as tmp:
         fp32 = Path(tmp) / "model.onnx"
         stage("exporting with torch.onnx (dynamic batch and sequence axes)")
         start = time.perf_counter()
-        _trace(ckpt.model, fp32)
+        meta = _write_graph(ckpt, checkpoint, fp32)
         timings["export_seconds"] = time.perf_counter() - start
-        config_json = (checkpoint / CONFIG_FILE).read_text(encoding="utf-8")
-        tokenizer_json = (checkpoint / TOKENIZER_FILE).read_text(encoding="utf-8")
-        bias = ckpt.model.head.bias.detach()   # the constant that token_logits leave out of the logits
-        if ckpt.model.config.ngram_buckets:
-            bias = bias + ckpt.model.ngram_logit_bias().detach()
-        meta = {META_CONFIG: config_json, META_TOKENIZER: tokenizer_json, META_LABELS: json.dumps(list(ckpt.labels)),
-                META_BIAS: json.dumps(bias.float().tolist())}
-        _set_metadata(fp32, meta)
-
-        stage(f"parity check on {len(ids):,} held-out reviews: PyTorch against ONNX Runtime")
-        reference = _torch_logits(ckpt.model, ids, cfg.training.eval_batch_size)
-        fp32_predictor = OnnxPredictor(fp32)
-        check = parity(reference, _onnx_logits_unsorted(fp32_predictor, ids, batch_size))
+        stage(f"parity check on {len(held_out.ids):,} held-out reviews: PyTorch against ONNX Runtime")
+        reference = _torch_logits(ckpt.model, held_out.ids, ckpt.config.training.eval_batch_size)
+        check = parity(reference, _onnx_logits_unsorted(OnnxBackend(fp32), held_out.ids, batch_size))
         check.update(min_agreement=min_agreement, max_allowed_difference=max_logit_difference,
-                     data=f"{source} (test split, seeded sample)")
-        if check["label_agreement"] < min_agreement or check["max_logit_difference"] > max_logit_difference:
-            raise ParityError(
-                f"parity check failed on {check['reviews']:,} held-out reviews: label agreement "
-                f"{check['label_agreement']:.4%} (needs >= {min_agreement:.1%}), max logit difference "
-                f"{check['max_logit_difference']:.2e} (needs <= {max_logit_difference:.0e}); nothing written")
-        record: dict[str, Any] = {
-            "format": "onnx", "file": str(output), "quantization": quantize, "parity": check,
-            "opset": _opset(fp32), "bytes": {"pytorch_weights": (checkpoint / WEIGHTS_FILE).stat().st_size,
-                                             "onnx": fp32.stat().st_size},
-            "exported": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "weights": weights_digest(checkpoint),
-            "versions": _versions(),
-        }
+                     data=f"{held_out.source} (test split, seeded sample)")
+        _gate(check, min_agreement, max_logit_difference)
+        record = _record(checkpoint, output, quantize, check, fp32)
         final = fp32
         if quantize:
             final = Path(tmp) / "model.int8.onnx"
-            stage("quantizing to int8 (ONNX Runtime dynamic quantization)")
-            _quantize_int8(fp32, final)
-            _set_metadata(final, meta)
+            record["int8"] = _quantized(ckpt, fp32, final, meta, reference, held_out, max_accuracy_drop, stage)
             record["bytes"]["onnx_int8"] = final.stat().st_size
-            stage(f"test accuracy before and after quantization ({len(test.texts):,} reviews)")
-            all_ids = encode_texts(ckpt.tokenizer, test.texts, cfg.data)
-            labels = np.asarray(test.labels)
-            before = float((fp32_predictor._run(all_ids)[0].argmax(1) == labels).mean())
-            int8 = OnnxPredictor(final)
-            after_logits = int8._run(all_ids)[0]
-            after = float((after_logits.argmax(1) == labels).mean())
-            int8_parity = parity(reference, after_logits[sample])
-            record["int8"] = {"test_reviews": int(len(labels)), "accuracy_before": before, "accuracy_after": after,
-                              "label_agreement_with_pytorch": int8_parity["label_agreement"],
-                              "max_logit_difference_to_pytorch": int8_parity["max_logit_difference"],
-                              "max_accuracy_drop": max_accuracy_drop}
-            if before - after > max_accuracy_drop:
-                raise ParityError(f"int8 quantization costs {before - after:.2%} test accuracy ({before:.2%} -> "
-                                  f"{after:.2%}; accepted: {max_accuracy_drop:.2%}); nothing written")
-        card = model_card(checkpoint)
-        card.setdefault("exports", {})[_record_name(quantize)] = record
-        size_key = "onnx_int8" if quantize else "onnx"
-        for _ in range(4):   # the card holds the file's size, which holds the card: a few rounds settle it
-            _set_metadata(final, {**meta, META_CARD: json.dumps(card, ensure_ascii=False)})
-            if record["bytes"][size_key] == final.stat().st_size:
-                break
-            record["bytes"][size_key] = final.stat().st_size
+        _embed_card(final, meta, record, checkpoint, quantize)
         os.replace(final, output)
-
     result = ExportResult(output, record, timings=timings)
     try:   # the model card lists the export; a read-only checkpoint only loses that
         result.recorded = record_export(checkpoint, record, quantize)
     except OSError as exc:
         result.note = f"export not recorded in {checkpoint} ({exc.strerror or exc})"
     return result
+
+
+def _torch_logits(model: SentimentClassifier, ids: list[list[int]], batch_size: int) -> np.ndarray:
+    from .torch_backend import batched_logits
+
+    return batched_logits(model, ids, batch_size=batch_size, device=torch.device("cpu")).numpy()
+
+
+def _held_out(ckpt, data: str | None, parity_reviews: int, stage: Callable[[str], None]) -> _HeldOut:
+    """Load the test split (of the checkpoint's data, or ``data``) and tokenize a seeded sample of it."""
+    from ..data.splits import load_split
+    from ..data.tokenizer import encode_texts
+
+    spec = _held_out_spec(ckpt.config, data)
+    stage(f"loading held-out reviews (test split of {spec.source})")
+    test = load_split(spec, "test", label_names=ckpt.labels)
+    rng = np.random.default_rng(ckpt.config.training.seed)
+    sample = sorted(rng.permutation(len(test.texts))[:parity_reviews].tolist())
+    ids = encode_texts(ckpt.tokenizer, [test.texts[i] for i in sample], ckpt.config.data)
+    return _HeldOut(test, sample, ids, spec.source)
+
+
+def _write_graph(ckpt, checkpoint: Path, path: Path) -> dict[str, str]:
+    """Trace the model to ``path`` and store what a predictor needs in its metadata; returns that metadata."""
+    _trace(ckpt.model, path)
+    with torch.no_grad():   # the constant that token_logits leave out of the logits: the head's bias (+ a term's)
+        ids = torch.tensor([[2]])
+        bias = ckpt.model.eval()(ids, ids == 0, token_logits=True).bias
+    meta = {META_CONFIG: (checkpoint / CONFIG_FILE).read_text(encoding="utf-8"),
+            META_TOKENIZER: (checkpoint / TOKENIZER_FILE).read_text(encoding="utf-8"),
+            META_LABELS: json.dumps(list(ckpt.labels)), META_BIAS: json.dumps(bias.float().tolist())}
+    _set_metadata(path, meta)
+    return meta
+
+
+def _gate(check: dict[str, Any], min_agreement: float, max_logit_difference: float) -> None:
+    """Raise :class:`ParityError` when the parity figures miss the gate."""
+    if check["label_agreement"] < min_agreement or check["max_logit_difference"] > max_logit_difference:
+        raise ParityError(
+            f"parity check failed on {check['reviews']:,} held-out reviews: label agreement "
+            f"{check['label_agreement']:.4%} (needs >= {min_agreement:.1%}), max logit difference "
+            f"{check['max_logit_difference']:.2e} (needs <= {max_logit_difference:.0e}); nothing written")
+
+
+def _record(checkpoint: Path, output: Path, quantize: str | None, check: dict[str, Any], fp32: Path) -> dict[str, Any]:
+    """The export record the model card shows (sizes, parity, versions, the weights' digest)."""
+    from ..checkpoint import weights_digest
+
+    return {"format": "onnx", "file": str(output), "quantization": quantize, "parity": check,
+            "opset": _opset(fp32), "bytes": {"pytorch_weights": (checkpoint / WEIGHTS_FILE).stat().st_size,
+                                             "onnx": fp32.stat().st_size},
+            "exported": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "weights": weights_digest(checkpoint), "versions": _versions()}
+
+
+def _quantized(ckpt, fp32: Path, final: Path, meta: dict[str, str], reference: np.ndarray, held_out: _HeldOut,
+               max_accuracy_drop: float, stage: Callable[[str], None]) -> dict[str, Any]:
+    """Quantize ``fp32`` to int8 at ``final`` and measure the whole test split before and after.
+
+    Raises:
+        ParityError: int8 loses more than ``max_accuracy_drop`` test accuracy.
+    """
+    from ..data.tokenizer import encode_texts
+
+    stage("quantizing to int8 (ONNX Runtime dynamic quantization)")
+    _quantize_int8(fp32, final)
+    _set_metadata(final, meta)
+    test = held_out.test
+    stage(f"test accuracy before and after quantization ({len(test.texts):,} reviews)")
+    all_ids = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data)
+    labels = np.asarray(test.labels)
+    before = float((OnnxBackend(fp32).forward(all_ids)[0].argmax(1) == labels).mean())
+    after_logits = OnnxBackend(final).forward(all_ids)[0]
+    after = float((after_logits.argmax(1) == labels).mean())
+    int8_parity = parity(reference, after_logits[held_out.sample])
+    if before - after > max_accuracy_drop:
+        raise ParityError(f"int8 quantization costs {before - after:.2%} test accuracy ({before:.2%} -> "
+                          f"{after:.2%}; accepted: {max_accuracy_drop:.2%}); nothing written")
+    return {"test_reviews": int(len(labels)), "accuracy_before": before, "accuracy_after": after,
+            "label_agreement_with_pytorch": int8_parity["label_agreement"],
+            "max_logit_difference_to_pytorch": int8_parity["max_logit_difference"],
+            "max_accuracy_drop": max_accuracy_drop}
+
+
+def _embed_card(final: Path, meta: dict[str, str], record: dict[str, Any], checkpoint: Path,
+                quantize: str | None) -> None:
+    """Store the model card, with this export's record, in the file's metadata."""
+    from ..evaluation.card import model_card
+
+    card = model_card(checkpoint)
+    card.setdefault("exports", {})[_record_name(quantize)] = record
+    size_key = "onnx_int8" if quantize else "onnx"
+    for _ in range(4):   # the card holds the file's size, which holds the card: a few rounds settle it
+        _set_metadata(final, {**meta, META_CARD: json.dumps(card, ensure_ascii=False)})
+        if record["bytes"][size_key] == final.stat().st_size:
+            break
+        record["bytes"][size_key] = final.stat().st_size
 
 
 def _held_out_spec(cfg, data: str | None):

@@ -1,7 +1,8 @@
-"""What a prediction is, torch-free: results, input checks, and the tokens an explanation is about.
+"""What a prediction is, torch-free: results, the post-processing of logits, input checks, and the
+tokens an explanation is about.
 
-Shared by the PyTorch :class:`~sentiment_cli.inference.predictor.Predictor` and the ONNX
-Runtime :class:`~sentiment_cli.inference.onnx_backend.OnnxPredictor`, which must not import torch.
+Used by :class:`~sentiment_cli.inference.predictor.Predictor` whichever backend computes the
+logits (PyTorch or ONNX Runtime, which must not import torch).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..config import DataConfig
+from ..evaluation.calibration import softmax
 from ..data.labels import LABELS
 from ..errors import UsageError
 from ..data.tokenizer import UNK_ID, UNK_TOKEN, truncate
@@ -31,9 +35,26 @@ class Prediction:
                 "probabilities": self.probabilities}
 
 
-def prediction(text: str, probabilities: Sequence[float], labels: Sequence[str]) -> Prediction:
-    """The :class:`Prediction` for one text: the most probable label (the first of equals) and every class's probability."""
-    k = max(range(len(probabilities)), key=probabilities.__getitem__)
+def predictions(texts: Sequence[str], logits: np.ndarray, labels: Sequence[str],
+                temperature: float = 1.0) -> list[Prediction]:
+    """One :class:`Prediction` per text from its ``(num_labels,)`` row of ``logits``: the label is the
+    logits' argmax (the first of equals), the probabilities ``softmax(logits / temperature)``.
+
+    Args:
+        texts: the reviews, in the order of ``logits``' rows.
+        logits: ``(len(texts), num_labels)`` float32.
+        labels: the class names, by id.
+        temperature: the checkpoint's temperature (> 0).
+    """
+    probs = softmax(logits, temperature, np.float32).tolist()                     # (n, num_labels)
+    return [prediction(text, p, labels, k) for text, p, k in zip(texts, probs, logits.argmax(axis=1).tolist())]
+
+
+def prediction(text: str, probabilities: Sequence[float], labels: Sequence[str], k: int | None = None) -> Prediction:
+    """The :class:`Prediction` for one text: label ``k`` (default: the most probable, the first of
+    equals) and every class's probability."""
+    if k is None:
+        k = max(range(len(probabilities)), key=probabilities.__getitem__)
     return Prediction(text, labels[k], probabilities[k], dict(zip(labels, probabilities)))
 
 

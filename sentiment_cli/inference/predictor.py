@@ -1,91 +1,103 @@
-"""Score reviews with a trained checkpoint. Imports neither ``datasets`` nor the CLI.
+"""One predictor for every backend: preprocess (check, tokenize) -> forward (a backend) -> postprocess.
 
-:func:`batched_logits` runs the model over token ids in length-bucketed
-batches; a :class:`Predictor` loads a checkpoint once and turns texts into
-:class:`Prediction` objects. A review's result does not depend on the other
-reviews in its batch.
+The pipeline of Hugging Face transformers' ``pipelines/base.py``, in three steps:
+
+- preprocess: :func:`~sentiment_cli.inference.prediction.check_texts`, then the checkpoint's
+  tokenizer and truncation (:func:`~sentiment_cli.data.tokenizer.encode_texts`, or
+  :func:`~sentiment_cli.inference.prediction.token_rows` when an explanation needs each token's span);
+- forward: a backend's ``forward(rows, token_logits=...)`` gives logits ``(n, num_labels)``, and with
+  ``token_logits`` each token's share of them and the bias no token carries. Two backends implement
+  only this: :class:`~sentiment_cli.inference.torch_backend.TorchBackend` (a checkpoint folder, on
+  PyTorch) and :class:`~sentiment_cli.inference.onnx_backend.OnnxBackend` (an exported file, on ONNX
+  Runtime, no torch in the process);
+- postprocess, written once and torch-free: softmax with the checkpoint's temperature, the label,
+  and the explanation (:mod:`sentiment_cli.inference.explain`).
+
+This module does not import torch: the torch backend is imported only when asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
-import torch
+import numpy as np
 
-from ..data.batching import collate, make_batches
-from ..checkpoint import load_checkpoint
-from ..model.classifier import SentimentClassifier
-# torch-free, shared with the ONNX Runtime path (re-exported here)
-from .prediction import Prediction, check_texts, chunked as _chunked, prediction  # noqa: F401
-from ..runtime import autocast, inference_attention
+from ..config import Config
 from ..data.tokenizer import encode_texts
+from .explain import explanations
+from .prediction import Explanation, Prediction, check_texts, chunked, predictions, token_rows
 
 
-@torch.inference_mode()
-def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
-                   device: torch.device, bf16: bool = False,
-                   on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
-    """Logits for every example, in input order.
+class Backend(Protocol):
+    """What a backend provides: the checkpoint's settings and one forward pass."""
 
-    Examples are batched by length (little padding); thanks to the padding
-    mask, the result for one example does not depend on its batch.
+    config: Config
+    labels: tuple[str, ...]
+    temperature: float
+    tokenizer: Any
+    batch_size: int
 
-    Args:
-        model: the classifier (put in eval mode here).
-        ids: token ids per example (each 1 to ``max_length`` long).
-        batch_size: examples per forward pass.
-        device: where the model lives.
-        bf16: run the forward pass under bf16 autocast.
-        on_batch: called with the size of each finished batch (progress).
+    @property
+    def card(self) -> dict[str, Any]: ...
 
-    Returns:
-        ``(len(ids), num_labels)`` float32 logits on the CPU.
-    """
-    model.eval()
-    out = torch.empty(len(ids), model.num_labels)
-    with inference_attention(device):
-        for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
-            input_ids, padding_mask = collate(ids, batch)
-            with autocast(device, bf16):
-                logits = model(input_ids.to(device), padding_mask.to(device))
-            out[torch.as_tensor(batch)] = logits.float().cpu()
-            if on_batch is not None:
-                on_batch(len(batch))
-    return out
+    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False
+                ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]: ...
 
 
 class Predictor:
-    """Loads ``directory`` once; :meth:`predict` scores texts.
+    """Loads a model once; :meth:`predict` and :meth:`explain` score texts.
 
     Args:
-        directory: a checkpoint folder written by ``sentiment train``.
-        device: ``cpu``, ``cuda`` or a :class:`torch.device`.
+        path: a checkpoint folder written by ``sentiment train``; with ``onnx``, a ``.onnx`` file written
+            by ``sentiment export`` or a folder holding ``model.onnx``.
+        device: where the PyTorch model runs (``cpu``, ``cuda`` or a ``torch.device``); not with ``onnx``.
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
+        onnx: run the exported model on ONNX Runtime instead of PyTorch.
+        threads: ONNX Runtime intra-op threads (default: its own choice); only with ``onnx``.
 
     Raises:
-        CheckpointError: the checkpoint is missing or unusable.
+        CheckpointError: the checkpoint (or ONNX file) is missing or unusable.
+        OnnxUnavailable: ``onnx`` without onnxruntime installed.
         ValueError: ``batch_size`` is less than 1.
     """
 
-    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int | None = None):
+    def __init__(self, path: str | Path, device: Any = "cpu", batch_size: int | None = None, *,
+                 onnx: bool = False, threads: int | None = None):
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.device = torch.device(device)
-        self.checkpoint = load_checkpoint(directory, self.device)
-        self.batch_size = self.config.training.eval_batch_size if batch_size is None else batch_size
+        if onnx:
+            from .onnx_backend import OnnxBackend
+
+            self.backend: Backend = OnnxBackend(path, batch_size=batch_size, threads=threads)
+        else:
+            from .torch_backend import TorchBackend
+
+            self.backend = TorchBackend(path, device, batch_size=batch_size)
 
     @property
-    def config(self):
-        return self.checkpoint.config
+    def config(self) -> Config:
+        """The checkpoint's configuration."""
+        return self.backend.config
 
     @property
     def labels(self) -> tuple[str, ...]:
         """The class names, by id: the model's outputs, in order."""
-        return self.checkpoint.labels
+        return self.backend.labels
 
-    def logits(self, texts: Sequence[str], *, first: int = 1) -> torch.Tensor:
-        """``(len(texts), num_labels)`` logits, in input order (before the temperature).
+    @property
+    def temperature(self) -> float:
+        """The checkpoint's temperature (1.0 when it has none); see :mod:`sentiment_cli.evaluation.calibration`."""
+        return self.backend.temperature
+
+    @property
+    def card(self) -> dict[str, Any]:
+        """The model card (``sentiment info --json``)."""
+        return self.backend.card
+
+    def logits(self, texts: Sequence[str], *, first: int = 1) -> np.ndarray:
+        """``(len(texts), num_labels)`` float32 logits, in input order (before the temperature).
 
         Args:
             texts: the reviews.
@@ -96,9 +108,8 @@ class Predictor:
                 (an unpaired surrogate); the message gives its number.
         """
         check_texts(texts, first)
-        ids = encode_texts(self.checkpoint.tokenizer, texts, self.config.data)
-        return batched_logits(self.checkpoint.model, ids, batch_size=self.batch_size, device=self.device,
-                              bf16=self.config.training.autocast_bf16)
+        ids = encode_texts(self.backend.tokenizer, texts, self.config.data)
+        return self.backend.forward(ids)[0]
 
     def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction]:
         """Label and probabilities for each text, in input order.
@@ -108,24 +119,18 @@ class Predictor:
         """
         if not texts:
             return []
-        logits = self.logits(texts, first=first)                          # (n, num_labels)
-        probs = self.probabilities(logits).tolist()                       # (n, num_labels)
-        labels = self.labels
-        # the label is the logits' argmax, which the temperature never changes
-        return [Prediction(text, labels[k], p[k], dict(zip(labels, p)))
-                for text, p, k in zip(texts, probs, logits.argmax(dim=-1).tolist())]
+        return predictions(texts, self.logits(texts, first=first), self.labels, self.temperature)
 
-    @property
-    def temperature(self) -> float:
-        """The checkpoint's temperature (1.0 when it has none); see :mod:`sentiment_cli.evaluation.calibration`."""
-        return self.checkpoint.temperature
+    def explain(self, texts: Sequence[str], *, first: int = 1) -> list[Explanation]:
+        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`).
 
-    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
-        """``softmax(logits / temperature)`` (Guo et al. 2017): ``(n, num_labels)`` logits to probabilities.
-
-        The temperature never changes which label is the most probable (the argmax of the logits).
+        Raises:
+            UsageError: as :meth:`logits`.
         """
-        return torch.softmax(logits / self.temperature, dim=-1)
+        check_texts(texts, first)
+        rows = token_rows(self.backend.tokenizer, self.config.data, texts)
+        logits, token_logits, bias = self.backend.forward([r[0] for r in rows], token_logits=True)
+        return explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
         """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.
@@ -133,22 +138,8 @@ class Predictor:
         Raises:
             UsageError: as :meth:`logits`, numbering texts from the start of the stream.
         """
-        return _chunked(texts, chunk, self.predict)
+        return chunked(texts, chunk, self.predict)
 
-    def explain(self, texts: Sequence[str], *, first: int = 1) -> list["Explanation"]:
-        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`).
-
-        Raises:
-            UsageError: as :meth:`logits`.
-        """
-        from .explain import explain_texts
-
-        check_texts(texts, first)
-        return explain_texts(self.checkpoint.model, self.checkpoint.tokenizer, self.config.data, texts,
-                             batch_size=self.batch_size, device=self.device, labels=self.labels,
-                             temperature=self.temperature)
-
-    def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator["Explanation"]:
+    def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator[Explanation]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
-        return _chunked(texts, chunk, self.explain)
-
+        return chunked(texts, chunk, self.explain)

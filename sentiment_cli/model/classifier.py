@@ -2,10 +2,12 @@
 
 A token's embedding is its word's row of the token embedding, plus (with
 ``bigram_buckets`` > 0) a hashed row for the pair (previous word, this word).
-With ``ngram_buckets`` > 0 the logits also get an n-gram score: a linear model
-over the review's hashed word 1-3-grams (NB-LR, Wang & Manning 2012) that
-``train`` fits on the training split (``teacher.fit_ngram_score``) rather
-than learns by gradient.
+The logits may also get a *logit term*: a module fitted outside gradient
+descent that gives each token a share of the logits plus a constant
+(``model/ngram.py``'s n-gram score). The one :meth:`SentimentClassifier.forward`
+returns a :class:`ClassifierOutput`: the logits and, when asked, each token's
+share of them and the constant no token carries, which is what explanations
+and the ONNX export read.
 
 Shapes use ``batch`` (reviews), ``seq_len`` (tokens in the longest review of
 the batch, at most ``max_length``) and ``d_model``. Token id 0 is ``<pad>``;
@@ -20,6 +22,7 @@ a review's logits do not depend on what else is in its batch.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -28,8 +31,6 @@ from ..config import Config, ModelConfig
 from ..data.tokenizer import PAD_ID, UNK_ID
 
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
-NGRAM_MAX_N = 3                      # the n-gram score reads word 1-3-grams
-_POSITION_BASE = 1 << 32             # more entries than any review has n-grams
 
 
 def sinusoidal_encoding(max_length: int, d_model: int) -> Tensor:
@@ -82,56 +83,6 @@ def bigram_buckets(input_ids: Tensor, buckets: int) -> Tensor:
     return torch.where(real, hashed, torch.zeros_like(hashed))
 
 
-def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = NGRAM_MAX_N) -> Tensor:
-    """The hashed bucket of each word n-gram ending at each token, for n = 1 .. ``max_n``.
-
-    The same hashing trick as :func:`bigram_buckets`, one order at a time:
-    ``h_1 = id mod buckets`` and ``h_n[t] = (h_(n-1)[t-1] * 1_000_003 + id[t]) mod buckets``,
-    stored as ``h + 1``. Bucket 0 means "no n-gram": where any of its tokens is ``<pad>`` or
-    ``<unk>``, or the review starts within it. Unigrams and longer n-grams share one bucket space.
-
-    Args:
-        input_ids: ``(batch, seq_len)`` int64 token ids.
-        buckets: number of hashed buckets, at least 1.
-        max_n: longest n-gram.
-
-    Returns:
-        ``(batch, seq_len, max_n)`` int64 in ``[0, buckets]``; ``[..., n - 1]`` holds the n-grams.
-    """
-    token_real = input_ids > UNK_ID                                           # (batch, seq_len)
-    hashed, real = input_ids % buckets, token_real                            # the unigrams
-    orders = [torch.where(real, hashed + 1, torch.zeros_like(hashed))]
-    for _ in range(2, max_n + 1):
-        hashed = (nn.functional.pad(hashed[:, :-1], (1, 0)) * BIGRAM_HASH_MULTIPLIER + input_ids) % buckets
-        real = nn.functional.pad(real[:, :-1], (1, 0), value=False) & token_real
-        orders.append(torch.where(real, hashed + 1, torch.zeros_like(hashed)))
-    return torch.stack(orders, dim=-1)                                       # (batch, seq_len, max_n)
-
-
-def first_occurrences(buckets: Tensor) -> Tensor:
-    """Which entries are the first (leftmost) of their bucket in their row, bucket 0 never.
-
-    The n-gram score reads binarised counts (an n-gram present or not, as NB-LR is fitted), so
-    a repeated n-gram counts once.
-
-    Args:
-        buckets: ``(batch, k)`` int64, e.g. :func:`ngram_buckets` flattened to ``(batch, seq_len * max_n)``.
-
-    Returns:
-        ``(batch, k)`` bool.
-    """
-    # Sorting (bucket, position) pairs, all distinct, puts each bucket's leftmost entry first without
-    # a stable sort (which ONNX export lacks). The base is a constant, not k, so that an exported
-    # graph does not freeze the traced length into it; buckets < 2**22 keep the key below 2**63.
-    key = buckets * _POSITION_BASE + torch.arange(buckets.shape[1], device=buckets.device)   # (batch, k)
-    ordered_key, order = torch.sort(key, dim=1)                              # (batch, k) each
-    ordered = torch.div(ordered_key, _POSITION_BASE, rounding_mode="floor")  # (batch, k) buckets, ascending
-    first = torch.ones_like(ordered, dtype=torch.bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    first = first & (ordered > 0)
-    return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
-
-
 def masked_max_pool(hidden: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tensor]:
     """Max over real (non-padding) tokens, per feature.
 
@@ -149,21 +100,91 @@ def masked_max_pool(hidden: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tenso
     return pooled, argmax
 
 
+@dataclass
+class ClassifierOutput:
+    """What one forward pass gives (the ``SequenceClassifierOutput`` of Hugging Face transformers, with
+    the extras an exact explanation needs).
+
+    Attributes:
+        logits: ``(batch, num_labels)``, one per class in label-id order.
+        token_logits: with ``token_logits=True``, ``(batch, seq_len, num_labels)``: each token's share
+            of each class's logit (0 at padding and at tokens that won no pooled feature), so that
+            ``token_logits.sum(1) + bias == logits``; else ``None``.
+        bias: ``(num_labels,)``, the part of the logits no token carries (the head's bias, plus the
+            logit term's constant).
+    """
+
+    logits: Tensor
+    token_logits: Tensor | None
+    bias: Tensor
+
+
+def encoder_stack(config: ModelConfig) -> nn.TransformerEncoder:
+    """``n_layers`` post- or pre-norm Transformer encoder layers (Vaswani et al. 2017), batch first.
+
+    ``nn.TransformerEncoderLayer`` uses one dropout rate for the residual, feed-forward and attention
+    paths; here attention and the feed-forward hidden layer have rates of their own
+    (``attention_dropout``, ``activation_dropout``).
+    """
+    d = config.d_model
+    layer = nn.TransformerEncoderLayer(
+        d_model=d, nhead=config.n_heads, dim_feedforward=config.d_ff, dropout=config.dropout,
+        activation=config.activation, batch_first=True, norm_first=config.norm_first,
+    )
+    # Any attention dropout > 0 makes CPU attention leave the fused flash kernel for the unfused
+    # path, which materialises every attention matrix and is several times slower, so a model may
+    # want residual dropout without it.
+    layer.self_attn.dropout = config.attention_dropout
+    # The feed-forward hidden layer's mask (d_ff wide) is the largest one drawn, and drawing it is a
+    # noticeable share of a CPU training step.
+    layer.dropout = nn.Dropout(config.activation_dropout)
+    return nn.TransformerEncoder(
+        layer, num_layers=config.n_layers, enable_nested_tensor=False,
+        # pre-norm stacks need a final LayerNorm; post-norm layers already end with one
+        norm=nn.LayerNorm(d) if config.norm_first else None,
+    )
+
+
+def pooled_token_logits(pooled: Tensor, argmax: Tensor, seq_len: int, head: nn.Linear) -> Tensor:
+    """Each token's share of the head's logits, bias left out.
+
+    The head is linear and each pooled feature ``f`` comes from one token (``argmax[f]``), so
+    ``logits[c] = b[c] + sum_t sum_f [argmax[f] == t] * pooled[f] * W[c, f]``: an exact split
+    (the "gradient x input" attribution of Shrikumar et al. 2017, exact for linear functions).
+
+    Args:
+        pooled: ``(batch, d_model)`` max-pooled features.
+        argmax: ``(batch, d_model)`` the token index that won each feature.
+        seq_len: tokens per row.
+        head: the dense head, weight ``(num_labels, d_model)``.
+
+    Returns:
+        ``(batch, seq_len, num_labels)``.
+    """
+    positions = torch.arange(seq_len, device=pooled.device)                     # (seq_len,)
+    won = (argmax.unsqueeze(1) == positions.view(1, -1, 1)).to(pooled.dtype)    # (batch, seq_len, d_model)
+    return (won * pooled.unsqueeze(1)) @ head.weight.T                          # (batch, seq_len, num_labels)
+
+
 class SentimentClassifier(nn.Module):
-    """Transformer encoder sentiment classifier.
+    """Transformer encoder text classifier.
 
     Args:
         config: layer sizes and switches (:class:`ModelConfig`).
         vocab_size: rows of the token embedding (the tokenizer's vocabulary size).
         max_length: longest input, in tokens; sizes the positional-encoding buffer.
         num_labels: classes, one output of the dense head each (2 or more).
+        logit_term: an optional module mapping ``(batch, seq_len)`` token ids to ``(token_logits,
+            bias)``, ``(batch, seq_len, num_labels)`` and ``(num_labels,)``, added to the logits (the
+            n-gram score, ``model/ngram.py``). It may provide ``load_hook``, a load-state-dict
+            pre-hook for this module (how its tensors are named in a checkpoint).
 
     Raises:
-        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, ``num_labels`` is below 2, or
-            the model has an n-gram score (``ngram_buckets`` > 0) and ``num_labels`` is not 2.
+        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, or ``num_labels`` is below 2.
     """
 
-    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2):
+    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2,
+                 logit_term: nn.Module | None = None):
         super().__init__()
         if config.d_model % config.n_heads:
             raise ValueError(f"n_heads ({config.n_heads}) must divide d_model ({config.d_model})")
@@ -186,36 +207,16 @@ class SentimentClassifier(nn.Module):
         self.register_buffer("positional_encoding", sinusoidal_encoding(max_length, d), persistent=False)
         self.embedding_norm = nn.LayerNorm(d) if config.embedding_norm else nn.Identity()
         self.embedding_dropout = nn.Dropout(config.dropout)
-        layer = nn.TransformerEncoderLayer(
-            d_model=d, nhead=config.n_heads, dim_feedforward=config.d_ff, dropout=config.dropout,
-            activation=config.activation, batch_first=True, norm_first=config.norm_first,
-        )
-        # nn.TransformerEncoderLayer uses one rate for residual, feed-forward and attention dropout.
-        # Attention dropout has its own rate: any rate > 0 makes CPU attention leave the fused
-        # flash kernel for the unfused path, which materialises every attention matrix and is
-        # several times slower, so a model may want residual dropout without it.
-        layer.self_attn.dropout = config.attention_dropout
-        # So has the feed-forward hidden layer: its mask (d_ff wide) is the largest one drawn,
-        # and drawing it is a noticeable share of a CPU training step.
-        layer.dropout = nn.Dropout(config.activation_dropout)
-        self.encoder = nn.TransformerEncoder(
-            layer, num_layers=config.n_layers, enable_nested_tensor=False,
-            # pre-norm stacks need a final LayerNorm; post-norm layers already end with one
-            norm=nn.LayerNorm(d) if config.norm_first else None,
-        )
+        self.encoder = encoder_stack(config)
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, num_labels)
-        if config.ngram_buckets:
-            if num_labels != 2:
-                raise ValueError(f"the n-gram score needs two classes, got num_labels {num_labels}")
-            # Buffers, not parameters: fitted by NB-LR (teacher.fit_ngram_score), never by the
-            # optimizer, yet saved with the weights. Row 0 (no n-gram) stays zero.
-            self.register_buffer("ngram_weight", torch.zeros(config.ngram_buckets + 1))
-            self.register_buffer("ngram_bias", torch.zeros(()))
+        self.logit_term = logit_term
+        if logit_term is not None and hasattr(logit_term, "load_hook"):
+            self.register_load_state_dict_pre_hook(logit_term.load_hook)
 
     @classmethod
     def from_config(cls, config: Config, vocab_size: int, num_labels: int = 2) -> "SentimentClassifier":
-        """The classifier a run configuration describes, freshly initialised.
+        """The classifier a run configuration describes, freshly initialised (its logit term unfitted).
 
         The config holds every setting the model needs (``[model]``, and ``[data] max_length``
         for the positional encoding); only the vocabulary size comes from the tokenizer.
@@ -226,9 +227,14 @@ class SentimentClassifier(nn.Module):
             num_labels: classes (the label set's size; 2 for checkpoints that predate label sets).
 
         Raises:
-            ValueError: ``d_model`` is odd or not divisible by ``n_heads``, or ``num_labels`` is below 2.
+            ValueError: ``d_model`` is odd or not divisible by ``n_heads``, ``num_labels`` is below 2,
+                or the logit term ``[model]`` asks for does not support ``num_labels``.
         """
-        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels)
+        from .ngram import NgramScore
+
+        term = NgramScore.from_config(config.model, num_labels)
+        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels,
+                   logit_term=term)
 
     def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
@@ -252,63 +258,42 @@ class SentimentClassifier(nn.Module):
             x = x + embedding_perturbation                                    # (batch, seq_len, d_model)
         x = x + self.positional_encoding[:seq_len]                            # broadcast (seq_len, d_model)
         x = self.embedding_dropout(self.embedding_norm(x))
-        if x.device.type == "cpu" and not bool(padding_mask.any()):
+        if x.device.type == "cpu" and not torch.compiler.is_exporting() and not bool(padding_mask.any()):
             # Nothing to mask (one review, or a batch of equal lengths): skip the mask and its
             # checks, whose first call makes torch import sympy (a large share of a cold `predict`).
+            # Not while exporting: a data-dependent branch has no graph form, and the mask is exact.
             padding_mask = None
-        # Inference on CPU runs this under runtime.inference_attention (predict.batched_logits,
-        # explain.token_scores), so that attention takes the same path as in training.
+        # Inference on CPU runs this under runtime.inference_attention (the torch backend), so that
+        # attention takes the same path as in training.
         return self.encoder(x, src_key_padding_mask=padding_mask)            # (batch, seq_len, d_model)
 
-    def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None,
-                ngram_score: bool = True) -> Tensor:
-        """Logits, one per class in label-id order.
+    def forward(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None, *,
+                encoder_only: bool = False, token_logits: bool = False) -> ClassifierOutput:
+        """Logits, and on request each token's share of them.
 
         Args:
             input_ids: ``(batch, seq_len)`` int64 token ids.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
                 row needs at least one real token.
             embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
-            ngram_score: add the n-gram score (when the model has one). Training leaves it out:
-                on the reviews it was fitted on, the score is near-certain and would leave the
-                encoder little to learn (``[training] ngram_residual`` adds a cross-fitted one instead).
+            encoder_only: leave the logit term out. Training does: on the reviews it was fitted on, the
+                term is near-certain and would leave the encoder little to learn.
+            token_logits: also compute :attr:`ClassifierOutput.token_logits` (explanations, export).
 
         Returns:
-            ``(batch, num_labels)`` logits.
+            :class:`ClassifierOutput`.
         """
         hidden = self.hidden_states(input_ids, padding_mask, embedding_perturbation)   # (batch, seq_len, d_model)
-        pooled, _ = masked_max_pool(hidden, padding_mask)                   # (batch, d_model)
+        pooled, argmax = masked_max_pool(hidden, padding_mask)              # (batch, d_model) each
         logits = self.head(self.head_dropout(pooled))                       # (batch, num_labels)
-        if ngram_score and self.config.ngram_buckets:
-            logits = logits + self.ngram_token_logits(input_ids).sum(1) + self.ngram_logit_bias()
-        return logits
-
-    def ngram_token_logits(self, input_ids: Tensor) -> Tensor:
-        """Each token's share of the n-gram score's logits: the scaled NB-LR weights of the distinct
-        n-grams that end at it (a repeated n-gram counts at its first occurrence only).
-
-        The score is a product of experts with the encoder: ``ngram_scale * (w . x + b)`` joins the
-        positive class's logit, where ``x`` are the review's binarised hashed 1-3-grams and ``w``, ``b``
-        an NB-LR model (Wang & Manning 2012) fitted on the training split.
-
-        Args:
-            input_ids: ``(batch, seq_len)`` int64 token ids (the model must have ``ngram_buckets`` > 0).
-
-        Returns:
-            ``(batch, seq_len, 2)``: 0 for the negative class, the share of the positive one; summed
-            over tokens and added to :meth:`ngram_logit_bias`, the score's logits.
-        """
-        buckets = ngram_buckets(input_ids, self.config.ngram_buckets)       # (batch, seq_len, max_n)
-        flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
-        present = first_occurrences(flat).to(self.ngram_weight.dtype)       # (batch, seq_len * max_n)
-        share = (self.ngram_weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
-        share = share * self.config.ngram_scale
-        return torch.stack([torch.zeros_like(share), share], dim=-1)        # (batch, seq_len, 2)
-
-    def ngram_logit_bias(self) -> Tensor:
-        """``(2,)``: the n-gram score's intercept, scaled, on the positive class's logit."""
-        b = self.ngram_bias * self.config.ngram_scale
-        return torch.stack([torch.zeros_like(b), b])
+        shares = pooled_token_logits(pooled, argmax, input_ids.shape[1], self.head) if token_logits else None
+        bias = self.head.bias
+        if self.logit_term is not None and not encoder_only:
+            term_shares, term_bias = self.logit_term(input_ids)             # (batch, seq_len, num_labels), (num_labels,)
+            logits = logits + term_shares.sum(1) + term_bias
+            bias = bias + term_bias
+            shares = shares + term_shares if shares is not None else None
+        return ClassifierOutput(logits, shares, bias)
 
     def num_parameters(self) -> dict[str, int]:
         """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram)."""

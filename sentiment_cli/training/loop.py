@@ -7,7 +7,7 @@ stops the loop between steps; under ``torchrun`` the same loop runs
 data-parallel (``distributed.py``).
 
 The loop reads top to bottom, as nanoGPT's does: ``_setup`` (data,
-tokenizer, model, the n-gram teacher and distillation's targets, optimizer,
+tokenizer, model, the teacher and distillation's targets (``distill.py``), optimizer,
 schedule, loop state), then for each epoch
 ``_train_epoch`` (one ``_step`` per batch), ``_validate`` and
 ``_end_of_epoch`` (history, best epoch, saving), and ``_finish``.
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load as st_load
 
 from ..evaluation import calibration
-from . import distributed
+from . import distill, distributed
 from ..data.batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
 from ..evaluation.card import write_training_report
@@ -43,15 +43,13 @@ from ..evaluation.evaluate import evaluate_ids
 from .interrupts import StopFlag
 from ..model.classifier import SentimentClassifier
 from .optim import lr_lambda, make_optimizer, optimizer_step
-from ..inference.predictor import batched_logits
+from ..inference.torch_backend import batched_logits
 from .pretrain import ensure_pretrained, pretrained_weights
 from ..runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
 from ..data.sources import absolute_source
 from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from .state import (STATE_DIR, TOKENIZER_FILE, TrainerState, clear_trainer_state, load_trainer_state,
                             save_trainer_state, state_path)
-
-RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted n-gram scores
 
 
 def adversarial_perturbation(grad: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -157,16 +155,14 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     initialised dense head. When the folder is missing, the run makes it
     first (the pretraining stage, :func:`~.pretrain.ensure_pretrained`).
 
-    With ``[model] ngram_buckets`` > 0 (or distillation), the run first fits the n-gram teacher
-    (NB-LR, ``teacher.fit_ngram_score``) on the training split; it becomes the model's n-gram
-    score. The encoder's loss leaves the score out (or, with ``ngram_residual``, adds each training
-    review's score from a teacher fitted on the other folds): the full fit's score is added to the
-    logits in validation, evaluation and prediction.
+    A run with a teacher first fits it on the training split, in seconds (``training/distill.py``:
+    the model's logit term, and distillation's soft targets on unlabelled reviews). The encoder's
+    loss leaves the logit term out; validation, evaluation and prediction add it.
 
     Raises:
         UsageError: unusable device or output folder.
         CheckpointError, ConfigError: ``init_from`` is damaged, incomplete or does not fit the config.
-        DataError: the dataset cannot be loaded, or an n-gram teacher meets other than two classes.
+        DataError: the dataset cannot be loaded, or a teacher meets other than two classes.
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
@@ -246,7 +242,8 @@ class _Run:
             labels, token counts); with distillation, ``train_ids`` and ``lengths`` go on with the
             unlabelled reviews (``num_labelled`` onwards).
         num_labelled: how many of ``train_ids`` are labelled reviews.
-        distill: the soft targets and loss weights of distillation, or ``None`` without it.
+        teacher: the fitted teacher, or ``None`` without one (``training/distill.py``).
+        distillation: the soft targets and loss weights of distillation, or ``None`` without it.
         val_ids, val_labels: the validation split, on rank 0 only (other ranks: empty).
         validated: whether there is a validation split at all (``validation_fraction`` > 0).
         local_batch: reviews per step on this rank (``batch_size`` is the global batch).
@@ -270,8 +267,8 @@ class _Run:
     train_labels: torch.Tensor
     lengths: np.ndarray
     num_labelled: int
-    distill: "_Distillation | None"
-    residual: torch.Tensor | None
+    teacher: distill.Teacher | None
+    distillation: distill.Distillation | None
     val_ids: list[list[int]]
     val_labels: list[int]
     validated: bool
@@ -319,20 +316,17 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
     val_ids = encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else []   # rank 0 validates
     train_labels = torch.tensor(train_split.labels, dtype=torch.long)
 
-    if config.model.ngram_buckets and len(train_split.label_names) != 2:
-        raise DataError(f"[model] ngram_buckets needs two classes (the n-gram score is NB-LR), but "
-                        f"{config.data.source} has {len(train_split.label_names)}; set model.ngram_buckets=0")
+    distill.check_labels(config, len(train_split.label_names))
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size(), len(train_split.label_names))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(output), against="state.json's config")
     elif pretrained is not None:
         model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
-    teacher = _ngram_teacher(config, model, train_ids, train_split, val_ids, val_split, cb) \
-        if config.model.ngram_buckets or t.distill_reviews else None
-    distill = _distillation(config, tokenizer, teacher, train_split, cb) if t.distill_reviews else None
+    teacher = distill.fit_teacher(config, model, train_ids, train_split.labels, val_ids, val_split.labels, cb)
+    distillation = distill.distillation(config, tokenizer, teacher, train_split.labels, cb)
     num_labelled = len(train_ids)
-    if distill is not None:
-        train_ids = train_ids + distill.ids
+    if distillation is not None:
+        train_ids = train_ids + distillation.ids
     model.to(device)
     optimizer = make_optimizer(model, config)
     local_batch = math.ceil(t.batch_size / info.world_size)   # batch_size stays the global batch per step
@@ -347,7 +341,7 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
             torch.manual_seed(t.seed + info.rank)   # each rank its own dropout masks
         state = _fresh_state(config, model, train_split, val_split, pretrained)
         if teacher is not None:
-            state.metrics["teacher"] = {**teacher.report, **(distill.report if distill is not None else {})}
+            state.metrics["teacher"] = distill.teacher_report(teacher, distillation)
     state.metrics.update({"device": str(device), "device_name": device_name(device),
                           "world_size": info.world_size, "versions": versions(), "config": config.to_dict()})
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
@@ -356,8 +350,7 @@ def _setup(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, sav
                 optimizer=optimizer, scheduler=scheduler, tokenizer_json=tokenizer_json,
                 labels=train_split.label_names, train_ids=train_ids,
                 train_labels=train_labels, lengths=np.asarray([len(x) for x in train_ids]),
-                num_labelled=num_labelled, distill=distill,
-                residual=teacher.cross_fitted if teacher is not None else None, val_ids=val_ids,
+                num_labelled=num_labelled, teacher=teacher, distillation=distillation, val_ids=val_ids,
                 val_labels=val_split.labels, validated=bool(len(val_split)), local_batch=local_batch, state=state,
                 start=start, wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
@@ -384,140 +377,6 @@ def _data_and_tokenizer(config: Config, output: Path, cb: TrainCallbacks, saved:
             if info.is_main else ""
         tokenizer_json = distributed.broadcast_bytes(info, built.encode(), device).decode()
     return train_split, val_split, tokenizer_json
-
-
-@dataclass
-class _Teacher:
-    """The n-gram teacher: NB-LR over the training split's hashed token 1-3-grams (``teacher.fit_ngram_score``).
-
-    Attributes:
-        weight, bias: ``(buckets + 1,)`` float32 per-n-gram weights and the intercept; a review's
-            score (the logit of the positive class against the negative) is ``weight . x + bias``.
-        buckets: ``[model] ngram_buckets``, or ``TEACHER_BUCKETS`` for a teacher of distillation alone.
-        report: what ``metrics.json`` says about it (``"teacher"``).
-        cross_fitted: with ``ngram_residual``, ``(num_labelled,)`` float32: each training review's
-            score from the teacher fitted on the other folds (:data:`RESIDUAL_FOLDS`); else ``None``.
-    """
-
-    weight: np.ndarray
-    bias: float
-    buckets: int
-    report: dict[str, Any]
-    cross_fitted: torch.Tensor | None = None
-
-
-def _ngram_teacher(config: Config, model: SentimentClassifier, train_ids: list[list[int]], train_split: Split,
-                   val_ids: list[list[int]], val_split: Split, cb: TrainCallbacks) -> _Teacher:
-    """Fit the n-gram teacher on the training split and, with ``ngram_buckets`` > 0, make it the model's
-    n-gram score.
-
-    Every rank fits it itself, and a resumed run fits it again: the fit is deterministic, so the
-    result equals the score saved with the weights.
-
-    Raises:
-        DataError: labels other than two classes.
-    """
-    from ..model.teacher import TEACHER_BUCKETS, fit_ngram_score, ngram_scores
-
-    start = time.perf_counter()
-    buckets = config.model.ngram_buckets or TEACHER_BUCKETS
-    cb.on_stage(f"fitting the n-gram teacher (NB-LR, token 1-3-grams) on {len(train_ids):,} training reviews")
-    weight, bias = fit_ngram_score(train_ids, train_split.labels, buckets)
-    if config.model.ngram_buckets:
-        with torch.no_grad():
-            model.ngram_weight.copy_(torch.from_numpy(weight))
-            model.ngram_bias.fill_(bias)
-    report: dict[str, Any] = {"model": "NB-LR, hashed token 1-3-grams (Wang & Manning 2012)", "buckets": buckets,
-                              "in_logits": bool(config.model.ngram_buckets)}
-    if val_ids:
-        scores = ngram_scores(val_ids, weight, bias, buckets)
-        report["validation_accuracy"] = float(((scores > 0) == np.asarray(val_split.labels)).mean())
-    cross_fitted = None
-    if config.training.ngram_residual:
-        # On its own training reviews the score is near-certain; the encoder must see it as on new reviews
-        cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
-        cross_fitted = torch.from_numpy(_cross_fitted_scores(train_ids, train_split.labels, buckets,
-                                                             config.training.seed))
-        report["cross_fitted_folds"] = RESIDUAL_FOLDS
-    report["seconds"] = time.perf_counter() - start
-    return _Teacher(weight, bias, buckets, report, cross_fitted)
-
-
-def _cross_fitted_scores(ids: list[list[int]], labels: list[int], buckets: int, seed: int) -> np.ndarray:
-    """``(len(ids),)`` float32: each review's n-gram score from an NB-LR fitted on the other folds
-    (:data:`RESIDUAL_FOLDS` seeded random folds)."""
-    from ..model.teacher import fit_ngram_score, ngram_scores
-
-    fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
-    out = np.zeros(len(ids), np.float32)
-    y = np.asarray(labels)
-    for k in range(RESIDUAL_FOLDS):
-        inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
-        weight, bias = fit_ngram_score([ids[i] for i in inside], y[inside], buckets)
-        out[outside] = ngram_scores([ids[i] for i in outside], weight, bias, buckets)
-    return out
-
-
-@dataclass
-class _Distillation:
-    """The unlabelled reviews of distillation and every training review's soft target.
-
-    Attributes:
-        ids: the unlabelled reviews' token ids (they follow the labelled ones in ``_Run.train_ids``).
-        targets: ``(num_labelled + len(ids), num_classes)`` float32 target distributions: the label,
-            smoothed by ``label_smoothing``, for a labelled review; the teacher's probabilities for an
-            unlabelled one.
-        weights: ``(num_labelled + len(ids),)`` float32 loss weights: 1, or ``distill_weight``.
-        report: what ``metrics.json`` adds about distillation to ``"teacher"``.
-    """
-
-    ids: list[list[int]]
-    targets: torch.Tensor
-    weights: torch.Tensor
-    report: dict[str, Any]
-
-
-def _distillation(config: Config, tokenizer, teacher: _Teacher, train_split: Split, cb: TrainCallbacks
-                  ) -> _Distillation:
-    """Label the source's unlabelled reviews with the n-gram teacher's probabilities.
-
-    Raises:
-        DataError: the source has no ``unsupervised`` split, or fewer unlabelled reviews than
-            ``distill_reviews``.
-    """
-    from ..model.teacher import ngram_scores
-
-    t = config.training
-    start = time.perf_counter()
-    texts = load_pretraining_texts(DataSpec.from_config(config), "unsupervised",
-                                   missing_hint="distillation needs unlabelled reviews; set "
-                                                "training.distill_reviews=0")
-    if len(texts) < t.distill_reviews:
-        raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
-                        f"{len(texts):,} unlabelled reviews; lower it")
-    cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
-    ids = encode_texts(tokenizer, texts, config.data)
-    p = torch.sigmoid(torch.from_numpy(ngram_scores(ids, teacher.weight, teacher.bias, teacher.buckets)))
-    soft = torch.stack([1 - p, p], 1).float()                                     # (n_unlabelled, 2)
-    eps, n = t.label_smoothing, len(train_split)
-    hard = F.one_hot(torch.tensor(train_split.labels, dtype=torch.long), 2).float() * (1 - eps) + eps / 2
-    report = {"unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews, "weight": t.distill_weight,
-              "labelling_seconds": time.perf_counter() - start}
-    return _Distillation(ids=ids, targets=torch.cat([hard, soft]),
-                         weights=torch.cat([torch.ones(n), torch.full((len(texts),), t.distill_weight)]),
-                         report=report)
-
-
-def _epoch_reviews(run: _Run, epoch: int) -> np.ndarray:
-    """The indices into ``run.train_ids`` that ``epoch`` trains on: every labelled review, plus, with
-    distillation, ``distill_reviews`` unlabelled ones drawn afresh for each epoch (seeded by the
-    run's seed and the epoch, so a resumed run draws the same)."""
-    pool = np.arange(run.num_labelled)
-    if run.distill is None:
-        return pool
-    rng = np.random.default_rng([run.config.training.seed, epoch])
-    drawn = rng.choice(len(run.distill.ids), run.config.training.distill_reviews, replace=False)
-    return np.concatenate([pool, run.num_labelled + np.sort(drawn)])
 
 
 def _fresh_state(config: Config, model: SentimentClassifier, train_split: Split, val_split: Split,
@@ -586,7 +445,7 @@ def _train_epoch(run: _Run, epoch: int) -> _EpochTotals:
     """
     t = run.config.training
     run.net.train()
-    reviews = _epoch_reviews(run, epoch)
+    reviews = distill.epoch_reviews(run.num_labelled, run.distillation, run.config, epoch)
     shard = reviews[distributed.shard(len(reviews), run.info, seed=t.seed, epoch=epoch)]
     run.cb.on_epoch_start(epoch, t.epochs, len(shard))
     epoch_start = time.perf_counter()
@@ -624,17 +483,17 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     if t.token_dropout > 0:
         input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
     index = torch.as_tensor(batch)
-    loss_of = _loss_function(run, index)
+    loss_of = distill.loss_function(run.config, run.distillation, run.train_labels, index, device)
     with_label = index < run.num_labelled
     target = run.train_labels[index[with_label]].to(device)
     input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
     # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
     delta = torch.zeros(*input_ids.shape, run.config.model.d_model, device=device, requires_grad=True) \
         if t.adversarial_epsilon > 0 else None
-    offset = _residual_offset(run, index)
+    offset = distill.residual_offset(run.teacher, run.config, index, run.num_labelled, device)
     with autocast(device, t.autocast_bf16):
-        # the encoder's logits; with ngram_residual, plus the cross-fitted n-gram score
-        logits = run.net(input_ids, padding_mask, delta, ngram_score=False) + offset
+        # the encoder's logits (the logit term is left out; see training/distill.py), plus any residual offset
+        logits = run.net(input_ids, padding_mask, delta, encoder_only=True).logits + offset
     loss = loss_of(logits)
     stop_now, diverged = distributed.all_reduce(
         run.info, [float(run.stop.requested), float(not torch.isfinite(loss))], device, op="max")
@@ -646,35 +505,11 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     if delta is not None:   # second pass on the worst-case perturbed embeddings; gradients add up
         with autocast(device, t.autocast_bf16):
             adv_logits = run.net(input_ids, padding_mask, adversarial_perturbation(delta.grad, t.adversarial_epsilon),
-                                 ngram_score=False) + offset
+                                 encoder_only=True).logits + offset
         loss_of(adv_logits).backward()
     optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
     right = int((logits.argmax(1)[with_label.to(device)] == target).sum())
     return loss.item(), right, int(with_label.sum())
-
-
-def _residual_offset(run: _Run, index: torch.Tensor) -> torch.Tensor | float:
-    """What the training logits add for the n-gram score: nothing (0.0) unless ``ngram_residual``;
-    then ``(batch, 2)``, the cross-fitted score times ``ngram_scale`` on the positive class (0 for
-    unlabelled reviews, whose distillation target is the score itself)."""
-    if run.residual is None:
-        return 0.0
-    labelled = index < run.num_labelled
-    score = torch.zeros(len(index))
-    score[labelled] = run.residual[index[labelled]] * run.config.model.ngram_scale
-    return torch.stack([torch.zeros_like(score), score], 1).to(run.device)
-
-
-def _loss_function(run: _Run, index: torch.Tensor):
-    """The loss of a batch's ``(batch, num_classes)`` logits for the reviews ``index`` names: cross-entropy
-    with label smoothing; with distillation, the weighted cross-entropy against each review's target
-    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1)."""
-    t, device = run.config.training, run.device
-    if run.distill is None:
-        target = run.train_labels[index].to(device)
-        return lambda logits: F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
-    q, w = run.distill.targets[index].to(device), run.distill.weights[index].to(device)
-    return lambda logits: (w * -(q * F.log_softmax(logits.float(), 1)).sum(1)).sum() / w.sum()
 
 
 def _validate(run: _Run) -> tuple[float | None, float | None]:

@@ -1,0 +1,208 @@
+"""The n-gram teacher in training: fit it, let it label unlabelled reviews, and the loss that learns from it.
+
+With ``[model] ngram_buckets`` > 0 or ``[training] distill_reviews`` > 0, a run
+first fits the n-gram score (``model/ngram.py``, NB-LR over hashed token
+1-3-grams, seconds) on the training split: the model's own score, or a
+stand-alone one of :data:`~sentiment_cli.model.ngram.TEACHER_BUCKETS` buckets
+for distillation alone. Every rank fits it itself, and a resumed run fits it
+again: the fit is deterministic, so the result equals the score saved with
+the weights.
+
+- **Distillation** (``distill_reviews``): the source's unlabelled reviews get
+  the teacher's probabilities as soft targets, and each epoch trains on all
+  labelled reviews plus a fresh seeded draw of ``distill_reviews`` unlabelled
+  ones (Hinton et al. 2015, "Distilling the Knowledge in a Neural Network",
+  at temperature 1).
+- **Residual training** (``ngram_residual``): the encoder's training logits
+  add each labelled review's score from a teacher fitted on the other
+  :data:`RESIDUAL_FOLDS` folds (stacking), since on its own training reviews
+  the full fit is near-certain.
+
+The encoder's training loss otherwise leaves the score out
+(``encoder_only=True``); validation, evaluation and prediction add it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..config import Config
+from ..data.splits import DataSpec, load_pretraining_texts
+from ..data.tokenizer import encode_texts
+from ..errors import DataError
+from ..model.classifier import SentimentClassifier
+from ..model.ngram import TEACHER_BUCKETS, NgramScore, two_classes
+from .callbacks import TrainCallbacks
+
+RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted scores
+
+
+@dataclass
+class Teacher:
+    """The fitted n-gram teacher.
+
+    Attributes:
+        score: the fitted :class:`~sentiment_cli.model.ngram.NgramScore` (the model's own, or stand-alone).
+        report: what ``metrics.json`` says about it (``"teacher"``).
+        cross_fitted: with ``ngram_residual``, ``(num_labelled,)`` float32: each training review's
+            score from the teacher fitted on the other folds; else ``None``.
+    """
+
+    score: NgramScore
+    report: dict[str, Any]
+    cross_fitted: torch.Tensor | None = None
+
+
+@dataclass
+class Distillation:
+    """The unlabelled reviews of distillation and every training review's soft target.
+
+    Attributes:
+        ids: the unlabelled reviews' token ids (they follow the labelled ones in the run's reviews).
+        targets: ``(num_labelled + len(ids), num_classes)`` float32 target distributions: the label,
+            smoothed by ``label_smoothing``, for a labelled review; the teacher's probabilities for an
+            unlabelled one.
+        weights: ``(num_labelled + len(ids),)`` float32 loss weights: 1, or ``distill_weight``.
+        report: what ``metrics.json`` adds about distillation to ``"teacher"``.
+    """
+
+    ids: list[list[int]]
+    targets: torch.Tensor
+    weights: torch.Tensor
+    report: dict[str, Any]
+
+
+def check_labels(config: Config, num_labels: int) -> None:
+    """Refuse, before any work, a run whose teacher could not be fitted on ``num_labels`` classes.
+
+    Raises:
+        DataError: the run has an n-gram score or distillation and not two classes.
+    """
+    if config.model.ngram_buckets or config.training.distill_reviews:
+        two_classes([0, 1], num_labels)
+
+
+def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list[int]], train_labels: list[int],
+                val_ids: list[list[int]], val_labels: list[int], cb: TrainCallbacks) -> Teacher | None:
+    """Fit the n-gram teacher on the training split, as the model's own score when it has one.
+
+    Returns:
+        The :class:`Teacher`, or ``None`` when the run has neither an n-gram score nor distillation.
+
+    Raises:
+        DataError: labels other than two classes.
+    """
+    t = config.training
+    if not (config.model.ngram_buckets or t.distill_reviews):
+        return None
+    start = time.perf_counter()
+    score = model.logit_term if config.model.ngram_buckets else NgramScore(TEACHER_BUCKETS)
+    cb.on_stage(f"fitting the n-gram teacher (NB-LR, token 1-3-grams) on {len(train_ids):,} training reviews")
+    score.fit(train_ids, train_labels)
+    report: dict[str, Any] = {"model": "NB-LR, hashed token 1-3-grams (Wang & Manning 2012)",
+                              "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets)}
+    if val_ids:
+        report["validation_accuracy"] = float(((score.margins(val_ids) > 0) == np.asarray(val_labels)).mean())
+    cross_fitted = None
+    if t.ngram_residual:
+        cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
+        cross_fitted = torch.from_numpy(cross_fitted_scores(train_ids, train_labels, score.buckets, t.seed))
+        report["cross_fitted_folds"] = RESIDUAL_FOLDS
+    report["seconds"] = time.perf_counter() - start
+    return Teacher(score, report, cross_fitted)
+
+
+def cross_fitted_scores(ids: list[list[int]], labels: list[int], buckets: int, seed: int) -> np.ndarray:
+    """``(len(ids),)`` float32: each review's n-gram score from an NB-LR fitted on the other folds
+    (:data:`RESIDUAL_FOLDS` seeded random folds)."""
+    fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
+    out = np.zeros(len(ids), np.float32)
+    y = np.asarray(labels)
+    for k in range(RESIDUAL_FOLDS):
+        inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
+        score = NgramScore(buckets)
+        score.fit([ids[i] for i in inside], y[inside])
+        out[outside] = score.margins([ids[i] for i in outside])
+    return out
+
+
+def distillation(config: Config, tokenizer, teacher: Teacher | None, train_labels: list[int],
+                 cb: TrainCallbacks) -> Distillation | None:
+    """Label the source's unlabelled reviews with the teacher's probabilities (``None`` without distillation).
+
+    Raises:
+        DataError: the source has no ``unsupervised`` split, or fewer unlabelled reviews than
+            ``distill_reviews``.
+    """
+    t = config.training
+    if not t.distill_reviews or teacher is None:
+        return None
+    start = time.perf_counter()
+    texts = load_pretraining_texts(DataSpec.from_config(config), "unsupervised",
+                                   missing_hint="distillation needs unlabelled reviews; set "
+                                                "training.distill_reviews=0")
+    if len(texts) < t.distill_reviews:
+        raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
+                        f"{len(texts):,} unlabelled reviews; lower it")
+    cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
+    ids = encode_texts(tokenizer, texts, config.data)
+    p = torch.sigmoid(torch.from_numpy(teacher.score.margins(ids)))
+    soft = torch.stack([1 - p, p], 1).float()                                     # (n_unlabelled, 2)
+    eps, n = t.label_smoothing, len(train_labels)
+    hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), 2).float() * (1 - eps) + eps / 2
+    report = {"unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews, "weight": t.distill_weight,
+              "labelling_seconds": time.perf_counter() - start}
+    return Distillation(ids=ids, targets=torch.cat([hard, soft]),
+                        weights=torch.cat([torch.ones(n), torch.full((len(texts),), t.distill_weight)]),
+                        report=report)
+
+
+def epoch_reviews(num_labelled: int, distill: Distillation | None, config: Config, epoch: int) -> np.ndarray:
+    """The indices into the run's reviews that ``epoch`` trains on: every labelled review, plus, with
+    distillation, ``distill_reviews`` unlabelled ones drawn afresh for each epoch (seeded by the
+    run's seed and the epoch, so a resumed run draws the same)."""
+    pool = np.arange(num_labelled)
+    if distill is None:
+        return pool
+    rng = np.random.default_rng([config.training.seed, epoch])
+    drawn = rng.choice(len(distill.ids), config.training.distill_reviews, replace=False)
+    return np.concatenate([pool, num_labelled + np.sort(drawn)])
+
+
+def residual_offset(teacher: Teacher | None, config: Config, index: torch.Tensor, num_labelled: int,
+                    device: torch.device) -> torch.Tensor | float:
+    """What the training logits add for the n-gram score: nothing (0.0) unless ``ngram_residual``;
+    then ``(batch, 2)``, the cross-fitted score times ``ngram_scale`` on the positive class (0 for
+    unlabelled reviews, whose distillation target is the score itself)."""
+    if teacher is None or teacher.cross_fitted is None:
+        return 0.0
+    labelled = index < num_labelled
+    score = torch.zeros(len(index))
+    score[labelled] = teacher.cross_fitted[index[labelled]] * config.model.ngram_scale
+    return torch.stack([torch.zeros_like(score), score], 1).to(device)
+
+
+def loss_function(config: Config, distill: Distillation | None, train_labels: torch.Tensor, index: torch.Tensor,
+                  device: torch.device):
+    """The loss of a batch's ``(batch, num_classes)`` logits for the reviews ``index`` names: cross-entropy
+    with label smoothing; with distillation, the weighted cross-entropy against each review's target
+    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1)."""
+    t = config.training
+    if distill is None:
+        target = train_labels[index].to(device)
+        return lambda logits: F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
+    q, w = distill.targets[index].to(device), distill.weights[index].to(device)
+    return lambda logits: (w * -(q * F.log_softmax(logits.float(), 1)).sum(1)).sum() / w.sum()
+
+
+def teacher_report(teacher: Teacher | None, distill: Distillation | None) -> dict[str, Any] | None:
+    """``metrics.json``'s ``"teacher"``: the fit's report plus distillation's, or ``None`` without a teacher."""
+    if teacher is None:
+        return None
+    return {**teacher.report, **(distill.report if distill is not None else {})}
