@@ -8,10 +8,13 @@ import torch
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import DataConfig, ModelConfig
 from sentiment_cli.data.batching import collate
-from sentiment_cli.inference.explain import explain_texts, token_scores
-from sentiment_cli.model.classifier import SentimentClassifier
-from sentiment_cli.inference.predictor import Predictor
+from sentiment_cli.data.labels import LABELS
 from sentiment_cli.data.tokenizer import UNK_ID, encode_texts
+from sentiment_cli.inference.explain import contrast, explanations, target_classes
+from sentiment_cli.inference.prediction import token_rows
+from sentiment_cli.inference.predictor import Predictor
+from sentiment_cli.inference.torch_backend import batched_token_logits
+from sentiment_cli.model.classifier import SentimentClassifier
 
 REVIEWS = [[5, 6, 7], list(range(2, 40)), [9], list(range(10, 30)), [4, 4, 4, 4]]
 
@@ -25,9 +28,18 @@ def _model(vocab_size=50, max_length=64, **kw):
             model.bigram_embedding.weight[1:].normal_()
     if cfg.ngram_buckets:   # fitted by train; here any weights, so that the n-gram shares matter
         with torch.no_grad():
-            model.ngram_weight[1:].normal_()
-            model.ngram_bias.fill_(0.3)
+            model.logit_term.weight[1:].normal_()
+            model.logit_term.bias.fill_(0.3)
     return model
+
+
+def token_scores(model, reviews):
+    """``(scores per review, bias per review, logits, targets)`` as the predictor forms them: the torch
+    backend's forward with token logits, then the margin's contrast (inference/explain.py)."""
+    logits, shares, bias = batched_token_logits(model, reviews, batch_size=64, device=torch.device("cpu"))
+    targets = target_classes(logits)
+    return ([contrast(t, k) for t, k in zip(shares, targets)], [float(contrast(bias, k)) for k in targets],
+            torch.from_numpy(logits), targets)
 
 
 def _brute_force_scores(model, review):
@@ -53,7 +65,7 @@ def _brute_force_scores(model, review):
                 bucket = h % buckets + 1
                 if bucket not in seen:
                     seen.add(bucket)
-                    scores[j] += model.config.ngram_scale * model.ngram_weight[bucket].item()
+                    scores[j] += model.config.ngram_scale * model.logit_term.weight[bucket].item()
     return scores
 
 
@@ -62,31 +74,32 @@ def _brute_force_scores(model, review):
                                 {"ngram_buckets": 31, "ngram_scale": 0.5}])
 def test_scores_plus_bias_equal_the_logit_margin_in_a_padded_batch(kw):
     model = _model(**kw)
-    model.train()   # token_scores must switch dropout off itself
+    model.train()   # the backend must switch dropout off itself
+    scores, bias, logits, targets = token_scores(model, REVIEWS)   # one padded batch
+    assert not model.training and targets.tolist() == [1] * len(REVIEWS)
     ids, mask = collate(REVIEWS)                                  # (5, 38): padded
-    ts = token_scores(model, ids, mask)
-    assert not model.training
     with torch.no_grad():
-        logits = model(ids, mask)                                  # a separate, ordinary forward pass
-    margin = logits[:, 1] - logits[:, 0]
+        out = model(ids, mask, token_logits=True)                 # a separate forward pass
+    margin = out.logits[:, 1] - out.logits[:, 0]
     head_bias = (model.head.bias[1] - model.head.bias[0]).item() + (0.3 * 0.5 if kw.get("ngram_buckets") else 0)
-    assert ts.bias == pytest.approx(head_bias)
-    torch.testing.assert_close(ts.logits, logits, atol=1e-6, rtol=0)
+    assert bias == pytest.approx([head_bias] * len(REVIEWS))
+    torch.testing.assert_close(logits, out.logits, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out.token_logits.sum(1) + out.bias, out.logits, atol=1e-5, rtol=0)
     for i, review in enumerate(REVIEWS):
-        assert ts.scores[i].sum().item() + ts.bias == pytest.approx(margin[i].item(), abs=1e-4)
-        # padding never receives a score; real tokens carry the whole margin
-        assert torch.all(ts.scores[i, len(review):] == 0)
-        assert ts.scores[i, :len(review)].abs().sum() > 0
+        assert float(scores[i].sum()) + bias[i] == pytest.approx(margin[i].item(), abs=1e-4)
+        # padding never receives a share; real tokens carry the whole margin
+        assert torch.all(out.token_logits[i, len(review):] == 0)
+        assert len(scores[i]) == len(review) and abs(scores[i]).sum() > 0
         # each token's score is what the formula gives, computed by loops on the review alone
-        assert ts.scores[i, :len(review)].tolist() == pytest.approx(_brute_force_scores(model, review), abs=1e-4)
+        assert scores[i].tolist() == pytest.approx(_brute_force_scores(model, review), abs=1e-4)
 
 
 def test_scores_do_not_depend_on_the_batch():
     model = _model()
-    together = token_scores(model, *collate(REVIEWS)).scores
+    together = token_scores(model, REVIEWS)[0]
     for i, review in enumerate(REVIEWS):
-        alone = token_scores(model, *collate([review])).scores[0]
-        torch.testing.assert_close(alone, together[i, :len(review)], atol=1e-5, rtol=0)
+        alone = token_scores(model, [review])[0][0]
+        assert alone.tolist() == pytest.approx(together[i].tolist(), abs=1e-5)
 
 
 @pytest.mark.parametrize("truncation", ["head", "head_tail"])
@@ -97,14 +110,16 @@ def test_tokens_are_the_surface_words_the_model_saw(trained_checkpoint, truncati
     texts = ["The ﬁlm was GREAT.<br /><br />Zyxwvq! loved it",                     # ligature, <br />, unknown word
              " ".join(f"w{i}" for i in range(30)) + " the end.",                  # longer than max_length
              "<br />"]                                                             # nothing left: one <unk>
-    explanations = explain_texts(model, tok, cfg, texts, batch_size=2)
+    rows = token_rows(tok, cfg, texts)
+    logits, shares, bias = batched_token_logits(model, [r[0] for r in rows], batch_size=2, device=torch.device("cpu"))
+    explained = explanations(texts, rows, logits, shares, bias, LABELS)
     expected_ids = encode_texts(tok, texts, cfg)
-    for e, text, ids in zip(explanations, texts, expected_ids):
+    for e, text, ids in zip(explained, texts, expected_ids):
         assert e.ids == ids                                         # exactly what predict feeds the model
         assert len(e.tokens) == len(e.scores) == len(ids) <= 12
         assert e.margin == pytest.approx(math.log(e.probabilities["positive"] / e.probabilities["negative"]), abs=1e-4)
         assert "".join(piece for piece, _, _ in e.segments() if piece != "<unk>") == text
-    first, long, empty = explanations
+    first, long, empty = explained
     assert first.tokens == ["The", "ﬁlm", "was", "GREAT.", "Zyxwvq!", "loved", "it"]   # original spelling
     assert first.ids[4] == UNK_ID and ("Zyxwvq!", "unknown") in [(p, k) for p, k, _ in first.segments()]
     words = [f"w{i}" for i in range(30)] + ["the", "end."]

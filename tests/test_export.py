@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the onnx extra is part of the test extra; install .[test]")
 
 from sentiment_cli.inference.export import ParityError, export_onnx  # noqa: E402
-from sentiment_cli.inference.onnx_backend import OnnxPredictor  # noqa: E402
+from sentiment_cli.inference.predictor import Predictor  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config  # noqa: E402
 
@@ -51,10 +51,8 @@ def bigram_checkpoint(tmp_path_factory):
 
 
 def _agree(folder: Path, onnx_file: Path, texts, tol=1e-5):
-    from sentiment_cli.inference.predictor import Predictor
-
-    torch_p, onnx_p = Predictor(folder), OnnxPredictor(onnx_file)
-    ref, got = torch_p.logits(texts).numpy(), onnx_p.logits(texts)
+    torch_p, onnx_p = Predictor(folder), Predictor(onnx_file, onnx=True)
+    ref, got = torch_p.logits(texts), onnx_p.logits(texts)
     assert got.shape == ref.shape
     assert np.abs(ref - got).max() <= tol
     assert (ref.argmax(1) == got.argmax(1)).all()
@@ -74,10 +72,8 @@ def test_export_matches_pytorch_on_any_batch_and_length(exported, reviews):
 
 
 def _same_explanations(folder: Path, onnx_file: Path, texts):
-    from sentiment_cli.inference.predictor import Predictor
-
     ref = Predictor(folder).explain(texts)
-    got = OnnxPredictor(onnx_file).explain(texts)
+    got = Predictor(onnx_file, onnx=True).explain(texts)
     for r, g in zip(ref, got):
         assert g.tokens == r.tokens and g.ids == r.ids and g.spans == r.spans and g.label == r.label
         assert g.target == r.target
@@ -125,48 +121,44 @@ def test_n_classes_export_with_their_names_logits_and_explanations(sst5_export):
 
 def test_the_checkpoints_temperature_scales_the_probabilities(exported, reviews, tmp_path):
     """config.json's top-level temperature (fitted after training; absent = 1.0): softmax(logits / T)."""
-    from sentiment_cli.inference.onnx_backend import softmax
+    from sentiment_cli.evaluation.calibration import softmax
 
     folder, result = exported
     texts = reviews[:20]
-    logits = OnnxPredictor(result.path).logits(texts)
+    logits = Predictor(result.path, onnx=True).logits(texts)
     warm = tmp_path / "warm"
     shutil.copytree(folder, warm)
     config = json.loads((warm / "config.json").read_text())
     config["temperature"] = 2.5
     (warm / "config.json").write_text(json.dumps(config))
     onnx_file = export_onnx(warm, parity_reviews=50).path
-    scaled = OnnxPredictor(onnx_file)
+    scaled = Predictor(onnx_file, onnx=True)
     assert scaled.temperature == 2.5
     probs = np.asarray([list(p.probabilities.values()) for p in scaled.predict(texts)])
     assert probs == pytest.approx(softmax(logits / 2.5), abs=1e-6)
     assert not probs == pytest.approx(softmax(logits), abs=1e-3)      # it did change them
-    assert [p.label for p in scaled.predict(texts)] == [p.label for p in OnnxPredictor(result.path).predict(texts)]
+    assert [p.label for p in scaled.predict(texts)] == [p.label for p in Predictor(result.path, onnx=True).predict(texts)]
     # the export carries the checkpoint's own temperature (fitted on its validation split)
-    assert OnnxPredictor(result.path).temperature == pytest.approx(
+    assert Predictor(result.path, onnx=True).temperature == pytest.approx(
         json.loads((folder / "config.json").read_text()).get("temperature", 1.0))
 
 
 def test_bigram_hashing_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_path):
-    from sentiment_cli.inference.predictor import Predictor
-
     torch_p = Predictor(bigram_checkpoint)
-    weight = torch_p.checkpoint.model.bigram_embedding.weight
+    weight = torch_p.backend.checkpoint.model.bigram_embedding.weight
     assert float(weight[1:].detach().abs().sum()) > 0          # training moved the bigram rows: they matter
     result = export_onnx(bigram_checkpoint, tmp_path / "bigram.onnx", parity_reviews=200)
     _agree(bigram_checkpoint, result.path, reviews)
     # the check is not vacuous: without the bigram rows the logits move by more than the tolerance
     with_bigrams = torch_p.logits(reviews[:50])
     weight.data.zero_()
-    assert float((torch_p.logits(reviews[:50]) - with_bigrams).abs().max()) > 1e-3
+    assert float(np.abs(torch_p.logits(reviews[:50]) - with_bigrams).max()) > 1e-3
 
 
 def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_path):
-    from sentiment_cli.inference.predictor import Predictor
-
     torch_p = Predictor(bigram_checkpoint)
-    model = torch_p.checkpoint.model
-    assert float(model.ngram_weight.abs().sum()) > 0            # train fitted the score: it matters
+    model = torch_p.backend.checkpoint.model
+    assert float(model.logit_term.weight.abs().sum()) > 0            # train fitted the score: it matters
     result = export_onnx(bigram_checkpoint, tmp_path / "ngram.onnx", parity_reviews=200)
     _, onnx_p = _agree(bigram_checkpoint, result.path, reviews)
     # its explanations add up as the checkpoint's do: token scores + bias = the logit margin
@@ -174,9 +166,9 @@ def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_p
     for e, row in zip(onnx_p.explain(reviews[:5]), logits):
         assert sum(e.scores) + e.bias == pytest.approx(float(row[1] - row[0]), abs=1e-3)
     with_score = torch_p.logits(reviews[:50])
-    model.ngram_weight.zero_()
-    model.ngram_bias.zero_()
-    assert float((torch_p.logits(reviews[:50]) - with_score).abs().max()) > 1e-2
+    model.logit_term.weight.zero_()
+    model.logit_term.bias.zero_()
+    assert float(np.abs(torch_p.logits(reviews[:50]) - with_score).max()) > 1e-2
 
 
 def test_a_failed_parity_check_writes_nothing(trained_checkpoint, tmp_path, monkeypatch):
@@ -200,7 +192,7 @@ def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     assert q["test_reviews"] == 500 and 0.0 <= q["accuracy_after"] <= 1.0
     assert abs(q["accuracy_before"] - q["accuracy_after"]) <= 0.01
     assert b["onnx_int8"] == result.path.stat().st_size < b["onnx"]
-    preds = OnnxPredictor(result.path).predict(reviews[:10])
+    preds = Predictor(result.path, onnx=True).predict(reviews[:10])
     assert all(p.label in ("negative", "positive") for p in preds)
     # the figures are in the model card, the folder's README and the exported file's own card
     from sentiment_cli.evaluation.card import model_card
@@ -210,7 +202,7 @@ def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     assert card["exports"]["onnx"]["parity"]["label_agreement"] == 1.0
     readme = (folder / "README.md").read_text()
     assert "## Exports" in readme and "model.int8.onnx" in readme
-    assert OnnxPredictor(result.path).card["exports"]["onnx-int8"]["int8"] == q
+    assert Predictor(result.path, onnx=True).card["exports"]["onnx-int8"]["int8"] == q
 
 
 def _cli(*args, check=True):

@@ -6,8 +6,7 @@ import torch
 
 from sentiment_cli.config import ModelConfig
 from sentiment_cli.data.batching import collate
-from sentiment_cli.model.classifier import (SentimentClassifier, bigram_buckets, masked_max_pool, ngram_buckets,
-                                  sinusoidal_encoding)
+from sentiment_cli.model.classifier import SentimentClassifier, bigram_buckets, masked_max_pool, sinusoidal_encoding
 
 
 def test_positional_encoding_equals_the_formula():
@@ -42,12 +41,12 @@ def test_review_alone_and_in_padded_batch_give_the_same_logits():
     for kw in ({}, {"norm_first": True, "scale_embedding": True, "activation": "gelu"}, {"bigram_buckets": 7}):
         model = _model(**kw)
         with torch.no_grad():
-            batch_logits = model(*collate(reviews))
+            batch_logits = model(*collate(reviews)).logits
             for i, r in enumerate(reviews):
-                alone = model(*collate([r]))
+                alone = model(*collate([r])).logits
                 torch.testing.assert_close(alone[0], batch_logits[i], atol=1e-5, rtol=0)
             # and at another position of a differently composed batch
-            other = model(*collate([reviews[1], [3] * 60, reviews[0]]))
+            other = model(*collate([reviews[1], [3] * 60, reviews[0]])).logits
             torch.testing.assert_close(other[2], batch_logits[0], atol=1e-5, rtol=0)
 
 
@@ -64,7 +63,7 @@ def test_shapes_and_parameter_counts():
     ids, mask = collate([[2, 3, 4], [5]])
     assert ids.shape == mask.shape == (2, 3)
     assert model.hidden_states(ids, mask).shape == (2, 3, 16)
-    assert model(ids, mask).shape == (2, 2)
+    assert model(ids, mask).logits.shape == (2, 2)
     counts = model.num_parameters()
     assert counts["embedding"] == 50 * 16
     assert counts["total"] == counts["embedding"] + counts["non_embedding"] == sum(p.numel() for p in model.parameters())
@@ -98,56 +97,6 @@ def test_bigram_embedding_starts_at_zero_so_the_model_starts_as_the_word_only_mo
     assert both.num_parameters()["embedding"] == words.num_parameters()["embedding"] + 14 * 16
     ids, mask = collate([[5, 6, 7, 8], [9, 10]])
     with torch.no_grad():
-        torch.testing.assert_close(both(ids, mask), words(ids, mask), atol=0, rtol=0)
+        torch.testing.assert_close(both(ids, mask).logits, words(ids, mask).logits, atol=0, rtol=0)
         both.bigram_embedding.weight[1:].normal_()
-        assert not torch.allclose(both(ids, mask), words(ids, mask))   # once trained, bigrams count
-
-
-def test_ngram_buckets_hash_each_order_and_skip_pad_unk_and_the_start():
-    from sentiment_cli.model.classifier import BIGRAM_HASH_MULTIPLIER as M
-
-    ids = torch.tensor([[5, 6, 7, 1, 8, 0]])             # ... <unk> ... <pad>
-    b = ngram_buckets(ids, 1009)                         # (1, 6, 3)
-    assert b.shape == (1, 6, 3)
-    assert b[0, :, 0].tolist() == [5 % 1009 + 1, 6 + 1, 7 + 1, 0, 8 + 1, 0]
-    assert b[0, :, 1].tolist() == [0, (5 * M + 6) % 1009 + 1, (6 * M + 7) % 1009 + 1, 0, 0, 0]
-    assert b[0, :, 2].tolist() == [0, 0, (5 * M * M + 6 * M + 7) % 1009 + 1, 0, 0, 0]
-
-
-def test_a_repeated_ngram_counts_once_at_its_first_occurrence():
-    from sentiment_cli.model.classifier import first_occurrences
-
-    buckets = torch.tensor([[4, 2, 4, 0, 2, 9, 0], [3, 3, 3, 3, 3, 3, 3]])
-    assert first_occurrences(buckets).tolist() == [[True, True, False, False, False, True, False],
-                                                    [True] + [False] * 6]
-
-
-def test_the_ngram_score_joins_the_logits_and_equals_the_sparse_form():
-    """logits = the encoder's + ngram_scale * (weight . x + bias) on the positive class, x the review's
-    distinct n-grams; the same as teacher.ngram_scores computes with a sparse matrix."""
-    from sentiment_cli.model.teacher import ngram_scores
-
-    cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, ngram_buckets=1009, ngram_scale=0.5)
-    torch.manual_seed(0)
-    model = SentimentClassifier(cfg, vocab_size=60, max_length=64).eval()
-    with torch.no_grad():
-        model.ngram_weight[1:].normal_()
-        model.ngram_bias.fill_(0.25)
-    reviews = [[5, 6, 7, 5, 6, 7], [9, 9, 9], list(range(2, 40)), [8, 1, 8]]
-    ids, mask = collate(reviews)
-    with torch.no_grad():
-        encoder, full = model(ids, mask, ngram_score=False), model(ids, mask)
-    assert torch.equal(full[:, 0], encoder[:, 0])
-    sparse = ngram_scores(reviews, model.ngram_weight.numpy(), 0.25, 1009)
-    torch.testing.assert_close(full[:, 1] - encoder[:, 1], 0.5 * torch.from_numpy(sparse), atol=1e-5, rtol=0)
-    # binarised: each distinct n-gram once, however often it repeats ([9, 9, 9]: "9", "9 9", "9 9 9")
-    for row, review in enumerate(reviews):
-        present = {b for b in ngram_buckets(torch.tensor([review]), 1009).flatten().tolist() if b}
-        expected = 0.5 * (float(model.ngram_weight[sorted(present)].sum()) + 0.25)
-        assert (full[row, 1] - encoder[row, 1]).item() == pytest.approx(expected, abs=1e-5)
-    assert len({b for b in ngram_buckets(torch.tensor([[9, 9, 9]]), 1009).flatten().tolist() if b}) == 3
-
-
-def test_the_ngram_score_needs_two_classes():
-    with pytest.raises(ValueError, match="two classes"):
-        SentimentClassifier(ModelConfig(ngram_buckets=7), vocab_size=50, max_length=8, num_labels=3)
+        assert not torch.allclose(both(ids, mask).logits, words(ids, mask).logits)   # once trained, bigrams count

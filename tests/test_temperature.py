@@ -49,7 +49,7 @@ def _validation_logits(folder):
     cfg = ckpt.config
     split = load_split(cfg.data.source, "validation", cfg.data.validation_fraction, cfg.training.seed,
                        cfg.data.validation_split)
-    return Predictor(folder).logits(split.texts).numpy(), split.labels
+    return Predictor(folder).logits(split.texts), split.labels
 
 
 def test_training_with_validation_fits_and_stores_the_temperature(learned):
@@ -81,7 +81,7 @@ def test_predictor_applies_the_temperature_and_keeps_the_labels(learned, tmp_pat
     predictor = Predictor(folder)
     assert predictor.temperature == 2.5
     logits = predictor.logits(REVIEWS)
-    want = torch.softmax(logits / 2.5, dim=-1)
+    want = torch.softmax(torch.from_numpy(logits) / 2.5, dim=-1)
     untempered = Predictor(learned)
     for pred, p, u, z in zip(predictor.predict(REVIEWS), want.tolist(), untempered.predict(REVIEWS), logits):
         assert pred.label == u.label
@@ -102,11 +102,14 @@ def test_a_checkpoint_written_before_temperatures_predicts_exactly_as_before(lea
     (folder / "metrics.json").write_text(json.dumps(metrics))
     predictor = Predictor(folder)
     assert predictor.temperature == 1.0
-    probs = torch.softmax(predictor.logits(REVIEWS), dim=-1)   # the formula before temperatures existed
-    for pred, p in zip(predictor.predict(REVIEWS), probs.tolist()):
+    logits = predictor.logits(REVIEWS)
+    probs = calibration.softmax(logits, 1.0, np.float32)      # the predictor's one post-processing, T = 1
+    before = torch.softmax(torch.from_numpy(logits), dim=-1)   # the formula before temperatures existed
+    for pred, p, b in zip(predictor.predict(REVIEWS), probs.tolist(), before.tolist()):
         k = int(p[1] > p[0])
         assert pred.label == ("negative", "positive")[k]
         assert list(pred.probabilities.values()) == p and pred.probability == p[k]   # bit for bit
+        assert p == pytest.approx(b, abs=2e-7, rel=0)   # torch's softmax: the same to a float32 rounding
     card = model_card(folder)
     assert card["calibration"] == {"temperature": 1.0, "fitted": False, "ece": {}}
     assert "none fitted" in dict(dict(card_sections(card))["Calibration"])["temperature"]
@@ -127,7 +130,7 @@ def test_eval_reports_ece_after_and_before_the_temperature(learned, tmp_path):
     write_temperature(folder, 3.0)
     r = evaluate_checkpoint(folder, "test", record=False)
     assert r["temperature"] == 3.0
-    logits = Predictor(folder).logits(load_split(str(SMALL_DATA), "test", 0.1, 1234).texts).numpy()
+    logits = Predictor(folder).logits(load_split(str(SMALL_DATA), "test", 0.1, 1234).texts)
     labels = load_split(str(SMALL_DATA), "test", 0.1, 1234).labels
     assert r["ece"] == pytest.approx(calibration.expected_calibration_error(calibration.softmax(logits, 3.0), labels))
     assert r["ece_uncalibrated"] == pytest.approx(calibration.expected_calibration_error(calibration.softmax(logits), labels))

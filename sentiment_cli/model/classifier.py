@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
 from ..data.tokenizer import PAD_ID, UNK_ID
+from .ngram import NgramScore
 
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 
@@ -174,17 +175,18 @@ class SentimentClassifier(nn.Module):
         vocab_size: rows of the token embedding (the tokenizer's vocabulary size).
         max_length: longest input, in tokens; sizes the positional-encoding buffer.
         num_labels: classes, one output of the dense head each (2 or more).
-        logit_term: an optional module mapping ``(batch, seq_len)`` token ids to ``(token_logits,
-            bias)``, ``(batch, seq_len, num_labels)`` and ``(num_labels,)``, added to the logits (the
-            n-gram score, ``model/ngram.py``). It may provide ``load_hook``, a load-state-dict
-            pre-hook for this module (how its tensors are named in a checkpoint).
+
+    The logit term, when ``config`` asks for one (``model/ngram.py``), is a module mapping
+    ``(batch, seq_len)`` token ids to ``(token_logits, bias)``, ``(batch, seq_len, num_labels)`` and
+    ``(num_labels,)``; it starts unfitted (zero), and its ``load_hook`` says how its tensors are named
+    in a checkpoint.
 
     Raises:
-        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, or ``num_labels`` is below 2.
+        ValueError: ``d_model`` is odd or not divisible by ``n_heads``, ``num_labels`` is below 2, or
+            the logit term does not support ``num_labels``.
     """
 
-    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2,
-                 logit_term: nn.Module | None = None):
+    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2):
         super().__init__()
         if config.d_model % config.n_heads:
             raise ValueError(f"n_heads ({config.n_heads}) must divide d_model ({config.d_model})")
@@ -210,13 +212,13 @@ class SentimentClassifier(nn.Module):
         self.encoder = encoder_stack(config)
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, num_labels)
-        self.logit_term = logit_term
-        if logit_term is not None and hasattr(logit_term, "load_hook"):
-            self.register_load_state_dict_pre_hook(logit_term.load_hook)
+        self.logit_term = NgramScore.from_config(config, num_labels)
+        if self.logit_term is not None:
+            self.register_load_state_dict_pre_hook(self.logit_term.load_hook)
 
     @classmethod
     def from_config(cls, config: Config, vocab_size: int, num_labels: int = 2) -> "SentimentClassifier":
-        """The classifier a run configuration describes, freshly initialised (its logit term unfitted).
+        """The classifier a run configuration describes, freshly initialised.
 
         The config holds every setting the model needs (``[model]``, and ``[data] max_length``
         for the positional encoding); only the vocabulary size comes from the tokenizer.
@@ -227,14 +229,9 @@ class SentimentClassifier(nn.Module):
             num_labels: classes (the label set's size; 2 for checkpoints that predate label sets).
 
         Raises:
-            ValueError: ``d_model`` is odd or not divisible by ``n_heads``, ``num_labels`` is below 2,
-                or the logit term ``[model]`` asks for does not support ``num_labels``.
+            ValueError: as the constructor.
         """
-        from .ngram import NgramScore
-
-        term = NgramScore.from_config(config.model, num_labels)
-        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels,
-                   logit_term=term)
+        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels)
 
     def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
