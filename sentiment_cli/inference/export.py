@@ -210,10 +210,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         timings["export_seconds"] = time.perf_counter() - start
         stage(f"parity check on {len(held_out.ids):,} held-out reviews: PyTorch against ONNX Runtime")
         reference = _torch_logits(ckpt.model, held_out.ids, ckpt.config.training.eval_batch_size)
-        check = parity(reference, _onnx_logits_unsorted(OnnxBackend(fp32), held_out.ids, batch_size))
-        check.update(min_agreement=min_agreement, max_allowed_difference=max_logit_difference,
-                     data=f"{held_out.source} (test split, seeded sample)")
-        _gate(check, min_agreement, max_logit_difference)
+        check = _checked_parity(reference, fp32, held_out, batch_size, min_agreement, max_logit_difference)
         record = _record(checkpoint, output, quantize, check, fp32)
         final = fp32
         if quantize:
@@ -222,9 +219,13 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
             record["bytes"]["onnx_int8"] = final.stat().st_size
         _embed_card(final, meta, record, checkpoint, quantize)
         os.replace(final, output)
-    result = ExportResult(output, record, timings=timings)
-    try:   # the model card lists the export; a read-only checkpoint only loses that
-        result.recorded = record_export(checkpoint, record, quantize)
+    return _recorded(ExportResult(output, record, timings=timings), checkpoint, quantize)
+
+
+def _recorded(result: ExportResult, checkpoint: Path, quantize: str | None) -> ExportResult:
+    """List the export in the checkpoint's model card; a read-only checkpoint only loses that (a note)."""
+    try:
+        result.recorded = record_export(checkpoint, result.record, quantize)
     except OSError as exc:
         result.note = f"export not recorded in {checkpoint} ({exc.strerror or exc})"
     return result
@@ -238,10 +239,11 @@ def _torch_logits(model: SentimentClassifier, ids: list[list[int]], batch_size: 
 
 def _held_out(ckpt, data: str | None, parity_reviews: int, stage: Callable[[str], None]) -> _HeldOut:
     """Load the test split (of the checkpoint's data, or ``data``) and tokenize a seeded sample of it."""
-    from ..data.splits import load_split
+    from ..data.splits import load_split, scoring_spec
     from ..data.tokenizer import encode_texts
 
-    spec = _held_out_spec(ckpt.config, data)
+    spec = scoring_spec(ckpt.config, "test", data,
+                        single_file_hint="give held-out reviews for the parity check with --data FILE")
     stage(f"loading held-out reviews (test split of {spec.source})")
     test = load_split(spec, "test", label_names=ckpt.labels)
     rng = np.random.default_rng(ckpt.config.training.seed)
@@ -263,13 +265,22 @@ def _write_graph(ckpt, checkpoint: Path, path: Path) -> dict[str, str]:
     return meta
 
 
-def _gate(check: dict[str, Any], min_agreement: float, max_logit_difference: float) -> None:
-    """Raise :class:`ParityError` when the parity figures miss the gate."""
+def _checked_parity(reference: np.ndarray, fp32: Path, held_out: _HeldOut, batch_size: int, min_agreement: float,
+                    max_logit_difference: float) -> dict[str, Any]:
+    """The parity record of the exported file against PyTorch's ``reference`` logits.
+
+    Raises:
+        ParityError: the figures miss the gate.
+    """
+    check = parity(reference, _onnx_logits_unsorted(OnnxBackend(fp32), held_out.ids, batch_size))
+    check.update(min_agreement=min_agreement, max_allowed_difference=max_logit_difference,
+                 data=f"{held_out.source} (test split, seeded sample)")
     if check["label_agreement"] < min_agreement or check["max_logit_difference"] > max_logit_difference:
         raise ParityError(
             f"parity check failed on {check['reviews']:,} held-out reviews: label agreement "
             f"{check['label_agreement']:.4%} (needs >= {min_agreement:.1%}), max logit difference "
             f"{check['max_logit_difference']:.2e} (needs <= {max_logit_difference:.0e}); nothing written")
+    return check
 
 
 def _record(checkpoint: Path, output: Path, quantize: str | None, check: dict[str, Any], fp32: Path) -> dict[str, Any]:
@@ -325,25 +336,6 @@ def _embed_card(final: Path, meta: dict[str, str], record: dict[str, Any], check
         if record["bytes"][size_key] == final.stat().st_size:
             break
         record["bytes"][size_key] = final.stat().st_size
-
-
-def _held_out_spec(cfg, data: str | None):
-    """The reviews the parity check scores: the test split of the checkpoint's data (its columns and
-    label set), or of ``data`` (its own column names).
-
-    Raises:
-        UsageError: the checkpoint was trained on a single file, which has no test split, and no ``data`` was given.
-    """
-    from ..data.splits import DataSpec
-    from ..data.sources import is_single_file
-
-    if data is None or data == cfg.data.source:
-        if is_single_file(cfg.data.source):
-            raise UsageError(f"the checkpoint was trained on the single file {cfg.data.source}, which has no test "
-                             "split; give held-out reviews for the parity check with --data FILE")
-        return DataSpec.from_config(cfg)
-    spec = DataSpec.from_config(cfg, source=data)
-    return DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split)
 
 
 def _record_name(quantize: str | None) -> str:

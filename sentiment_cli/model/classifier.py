@@ -4,7 +4,7 @@ A token's embedding is its word's row of the token embedding, plus (with
 ``bigram_buckets`` > 0) a hashed row for the pair (previous word, this word).
 The logits may also get a *logit term*: a module fitted outside gradient
 descent that gives each token a share of the logits plus a constant
-(``model/ngram.py``'s n-gram score). The one :meth:`SentimentClassifier.forward`
+(the n-gram score). The one :meth:`SentimentClassifier.forward`
 returns a :class:`ClassifierOutput`: the logits and, when asked, each token's
 share of them and the constant no token carries, which is what explanations
 and the ONNX export read.
@@ -176,7 +176,7 @@ class SentimentClassifier(nn.Module):
         max_length: longest input, in tokens; sizes the positional-encoding buffer.
         num_labels: classes, one output of the dense head each (2 or more).
 
-    The logit term, when ``config`` asks for one (``model/ngram.py``), is a module mapping
+    The logit term, when ``config`` asks for one (the n-gram score), is a module mapping
     ``(batch, seq_len)`` token ids to ``(token_logits, bias)``, ``(batch, seq_len, num_labels)`` and
     ``(num_labels,)``; it starts unfitted (zero), and its ``load_hook`` says how its tensors are named
     in a checkpoint.
