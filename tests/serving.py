@@ -20,7 +20,7 @@ class ServerThread:
     def __init__(self, app):
         import uvicorn
 
-        from sentiment_cli.serving.app import listen
+        from sentiment_cli.serving.server import listen
 
         self.app = app
         self.sock = listen("127.0.0.1", 0)

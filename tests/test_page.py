@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra is part of the test extra; install .[test]")
 
-from sentiment_cli.serving.app import Loaded, create_app  # noqa: E402
+from sentiment_cli.serving.app import create_app  # noqa: E402
+from sentiment_cli.serving.settings import Loaded  # noqa: E402
 
 from .serving import ServerThread  # noqa: E402
 

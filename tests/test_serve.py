@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra is part of the test extra; install .[test]")
 
-from sentiment_cli.serving.app import Loaded, ServeSettings, create_app  # noqa: E402
+from sentiment_cli.serving.app import create_app  # noqa: E402
+from sentiment_cli.serving.settings import Loaded, ServeSettings  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV  # noqa: E402
 from .serving import FakePredictor, ServerThread, metric, start_cli_server  # noqa: E402

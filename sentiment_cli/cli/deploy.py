@@ -1,59 +1,26 @@
 """``sentiment serve`` and ``sentiment export``: put a trained checkpoint behind an HTTP API, or into ONNX.
 
 Registered on the Typer ``app`` (:mod:`sentiment_cli.cli.app`) when :mod:`sentiment_cli.cli` imports this module.
-The commands parse options, call :mod:`~sentiment_cli.serving.app` / :mod:`~sentiment_cli.inference.export`, and render
-(:func:`~sentiment_cli.cli.render.render_export`). Neither imports torch for ``--onnx``.
+Each command parses its options, calls one library function
+(:func:`~sentiment_cli.serving.server.serve_checkpoint`, :func:`~sentiment_cli.inference.export.export_onnx`),
+and renders (:func:`_announce`, :func:`~sentiment_cli.cli.render.render_export`). Neither imports torch for ``--onnx``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..errors import CheckpointError, SentimentError, UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .render import consoles, render_export
 
-
-SERVE_INSTALL = 'pip install "sentiment-cli[serve]"'
-
-
-class ServeUnavailable(SentimentError):
-    """fastapi / uvicorn / prometheus-client are not installed (exit 1); the message names the install command."""
-
-
-def _require_serve_extra() -> None:
-    try:
-        import fastapi  # noqa: F401
-        import prometheus_client  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as exc:
-        raise ServeUnavailable(f"sentiment serve needs the serve extra ({exc.name} is missing): "
-                               f"{SERVE_INSTALL}") from None
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _api_key(var: Optional[str]) -> Optional[str]:
-    if var is None:
-        return None
-    value = os.environ.get(var)
-    if not value:
-        raise UsageError(f"--api-key-env {var}: the environment variable {var} is not set or empty")
-    return value
+if TYPE_CHECKING:
+    from ..serving.server import Listening
 
 
 @app.command()
@@ -87,78 +54,41 @@ def serve(
     Needs the serve extra: pip install "sentiment-cli\\[serve]" (without it: one error line, exit 1).
     """
     with handle_errors():
-        _require_serve_extra()
-        import logging
+        from ..serving.server import serve_checkpoint
+        from ..serving.settings import ServeSettings
 
-        from uvicorn.logging import DefaultFormatter
-
-        from ..serving.app import Loaded, ServeSettings, create_app, listen, run
-
-        key = _api_key(api_key_env)
-        load = _onnx_loader(checkpoint, threads) if onnx else _torch_loader(checkpoint, device.value, threads)
         settings = ServeSettings(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_texts=max_texts,
                                  max_body_bytes=int(max_body_mb * 2**20), read_timeout=read_timeout,
-                                 max_queue=max_queue, api_key=key, cors_origins=list(cors_origin or []))
-        handler = logging.StreamHandler()
-        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
-        logger = logging.getLogger("sentiment")
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-
-        sock = listen(host, port)
-        bound_port = sock.getsockname()[1]
-        if not _loopback(host):
-            typer.echo(f"warning: listening on {host}: the API is reachable from other machines"
-                       f"{'' if key else ' without a key (see --api-key-env)'}; put a TLS reverse proxy in front "
-                       "(docs/serving.md)", err=True)
-        shown = f"[{host}]" if ":" in host else host
+                                 max_queue=max_queue, cors_origins=list(cors_origin or []))
         runtime = "ONNX Runtime" if onnx else f"PyTorch ({device.value})"
-        typer.echo(f"serving {checkpoint} on http://{shown}:{bound_port} with {runtime}  ·  page /  ·  "
+        serve_checkpoint(checkpoint, settings, host=host, port=port, onnx=onnx, device=device.value, threads=threads,
+                         api_key_env=api_key_env, graceful_timeout=graceful_timeout, access_log=access_log,
+                         on_listening=_announce(checkpoint, runtime))
+
+
+def _announce(checkpoint: Path, runtime: str) -> Callable[[Listening], None]:
+    """What ``serve`` prints on stderr once it listens: a warning if other machines can reach it, then where."""
+    def announce(at: Listening) -> None:
+        if at.public:
+            typer.echo(f"warning: listening on {at.host}: the API is reachable from other machines"
+                       f"{'' if at.keyed else ' without a key (see --api-key-env)'}; put a TLS reverse proxy in front "
+                       "(docs/serving.md)", err=True)
+        typer.echo(f"serving {checkpoint} on {at.url} with {runtime}  ·  page /  ·  "
                    f"API docs /docs  ·  Ctrl-C stops", err=True)
-        run(create_app(lambda: Loaded(*load()), settings), sock, graceful_timeout=graceful_timeout,
-            access_log=access_log)
-
-
-def _torch_loader(checkpoint: Path, device: str, threads: Optional[int]):
-    """Check the folder now (fast, no torch); load it later, in the server's loading thread."""
-    if not (checkpoint / "config.json").is_file():
-        raise CheckpointError(f"no trained model at {checkpoint}; run `sentiment train` first")
-
-    def load():
-        import torch
-
-        from ..evaluation.card import model_card
-        from ..inference.predictor import Predictor
-        from ..runtime import resolve_device
-
-        if threads:
-            torch.set_num_threads(threads)
-
-        return Predictor(checkpoint, resolve_device(device)), model_card(checkpoint)
-    return load
-
-
-def _onnx_loader(checkpoint: Path, threads: Optional[int]):
-    from ..inference.onnx_backend import onnx_path
-
-    path = onnx_path(checkpoint)   # raises CheckpointError now if there is no exported model
-
-    def load():
-        from ..inference.onnx_backend import OnnxPredictor
-
-        predictor = OnnxPredictor(path, threads=threads)
-        return predictor, predictor.card
-    return load
+    return announce
 
 
 # ----------------------------------------------------------------------------- export
 
 class ExportFormat(str, Enum):
+    """``export --format``: the formats a checkpoint is exported to."""
+
     onnx = "onnx"
 
 
 class Quantization(str, Enum):
+    """``export --quantize``: the quantizations applied after export."""
+
     int8 = "int8"
 
 

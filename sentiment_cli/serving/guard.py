@@ -1,0 +1,161 @@
+"""The outermost middleware (pure ASGI): request ids, bounded request bodies, dropped clients, request metrics.
+
+Every HTTP request gets an ``X-Request-Id`` header. The whole body is read here, before the app
+sees it: a body over the limit is answered 413 (``{"error": ...}``, from Content-Length or as it
+arrives), a body that does not arrive in time 408, a Content-Length that is not a number 400. While
+the app works, a client that goes away cancels the app's task (its reviews leave the batcher's
+queue); an exception the app lets through is a 500 that quotes the request id, logged with it.
+Each request is counted by route and status, and timed, in :class:`~sentiment_cli.serving.metrics.Metrics`.
+
+No web framework: it wraps any ASGI app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+
+from .metrics import Metrics
+
+log = logging.getLogger("sentiment.serve")
+
+
+class BodyGuard:
+    """Outermost middleware: request id, body limits and deadline, dropped clients, request metrics.
+
+    The whole body is read here, before the app sees it: at most ``max_body_bytes``
+    (413 beyond, from Content-Length or as it arrives) within ``read_timeout``
+    seconds (408 after), so a slow client costs one idle coroutine for a bounded
+    time and never the model. While the app works, a watcher listens for the
+    client going away and cancels the app's task, which drops its reviews from the
+    batcher's queue.
+
+    Args:
+        app: the ASGI app it wraps.
+        max_body_bytes: largest request body.
+        read_timeout: seconds a client has to send its whole body.
+        metrics: where requests, their latency and dropped clients are counted.
+    """
+
+    def __init__(self, app, *, max_body_bytes: int, read_timeout: float, metrics: Metrics):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.read_timeout = read_timeout
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        """Serve one ASGI connection; anything but HTTP goes straight to the app."""
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        rid = uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        start = time.perf_counter()
+        state = {"status": 0, "complete": False}
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                state["status"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                state["complete"] = True
+            await send(message)
+
+        try:
+            body, problem = await self._read_body(scope, receive)
+            if problem == "disconnect":
+                self.metrics.disconnects.inc()
+                return
+            if problem is not None:
+                status, text = problem
+                await _send_json(send_with_id, status, {"error": text})
+                return
+            await self._call_app(scope, body, receive, send_with_id, state)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or "unmatched"   # never the raw path: unbounded label values
+            self.metrics.requests.labels(name, str(state["status"] or 499)).inc()
+            self.metrics.latency.labels(name).observe(time.perf_counter() - start)
+
+    async def _read_body(self, scope, receive):
+        """``(body, None)``, or ``(None, (status, message))``, or ``(None, "disconnect")``."""
+        limit = self.max_body_bytes
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                return None, (400, "Content-Length is not a number")
+            if declared > limit:
+                return None, (413, f"request body of {declared:,} bytes is over the limit of {limit:,}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout
+        chunks, size = [], 0
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                message = await asyncio.wait_for(receive(), remaining)
+            except TimeoutError:
+                return None, (408, f"request body not received within {self.read_timeout:g} s")
+            if message["type"] == "http.disconnect":
+                return None, "disconnect"
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None, (413, f"request body is over the limit of {limit:,} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), None
+
+    async def _call_app(self, scope, body: bytes, receive, send, state) -> None:
+        """Run the app on ``body``; cancel it if the client leaves, answer 500 if it fails."""
+        gone = asyncio.Event()
+        delivered = False
+
+        async def replay():
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def watch():
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        app_task = asyncio.ensure_future(self.app(scope, replay, send))
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await asyncio.wait({app_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not app_task.done() and not state["complete"]:
+                # the client left before its answer: stop working for it
+                self.metrics.disconnects.inc()
+                app_task.cancel()
+            try:
+                await app_task
+            except asyncio.CancelledError:
+                if not gone.is_set():
+                    raise            # we are being cancelled ourselves
+            except Exception:        # a fault of the server, never of the client's input
+                rid = scope["state"]["request_id"]
+                log.exception("request %s: %s %s failed", rid, scope.get("method"), scope.get("path"))
+                if not state["status"]:
+                    await _send_json(send, 500, {"error": f"internal error (request id {rid}); see the server log"})
+        finally:
+            watcher.cancel()
+            if not app_task.done():
+                app_task.cancel()
+
+
+async def _send_json(send, status: int, obj: dict) -> None:
+    """Answer ``obj`` as JSON with ``status`` through the ASGI ``send``."""
+    body = json.dumps(obj).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

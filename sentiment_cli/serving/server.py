@@ -1,0 +1,246 @@
+"""Running the HTTP API: check the serve extra, build the model loader, listen, log, serve until a signal.
+
+:func:`serve_checkpoint` is what ``sentiment serve`` calls: it checks that the ``serve`` extra is installed,
+reads the API key from the environment, checks the checkpoint (:func:`model_loader`, fast: the
+model itself is loaded later, in the server's loading thread), sends the ``sentiment`` log lines
+to stderr (:func:`log_to_stderr`), binds the socket (:func:`listen`), says where it listens
+(``on_listening``), and serves :func:`~sentiment_cli.serving.app.create_app` with uvicorn
+(:func:`run`) until SIGINT / SIGTERM.
+
+Importing this module imports neither torch nor a web framework: they come when needed, and
+with ``--onnx`` torch never does.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .settings import Loaded, ServeSettings
+from ..errors import CheckpointError, SentimentError, UsageError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+log = logging.getLogger("sentiment.serve")
+
+SERVE_INSTALL = 'pip install "sentiment-cli[serve]"'
+
+
+class ServeUnavailable(SentimentError):
+    """fastapi / uvicorn / prometheus-client are not installed (exit 1); the message names the install command."""
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where a server listens, as :func:`serve_checkpoint` tells its ``on_listening`` before it starts serving.
+
+    Attributes:
+        host: the address as given (``--host``).
+        port: the bound port (the one chosen, for port 0).
+        public: the host is not a loopback address: other machines can reach the API.
+        keyed: requests to ``/v1/*`` and ``/metrics`` need the API key.
+    """
+
+    host: str
+    port: int
+    public: bool
+    keyed: bool
+
+    @property
+    def url(self) -> str:
+        """``http://host:port``, an IPv6 host in brackets."""
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}"
+
+
+def serve_checkpoint(checkpoint: Path, settings: ServeSettings, *, host: str = "127.0.0.1", port: int = 8000,
+                     onnx: bool = False, device: str = "cpu", threads: int | None = None,
+                     api_key_env: str | None = None, graceful_timeout: float = 30.0, access_log: bool = True,
+                     on_listening: Callable[[Listening], None] | None = None) -> None:
+    """Serve ``checkpoint`` over HTTP on ``host:port`` until SIGINT / SIGTERM (``sentiment serve``).
+
+    Args:
+        checkpoint: the checkpoint folder (with ``onnx``: the folder or its ``.onnx`` file).
+        settings: the server's limits and switches; its ``api_key`` is replaced by ``api_key_env``'s value.
+        host, port: where to listen (port 0: any free port).
+        onnx: run the exported model on ONNX Runtime (no torch in the process) instead of PyTorch.
+        device: where to run the PyTorch model (``cpu``, ``cuda``, ``auto``).
+        threads: CPU threads for the model; None: the runtime's choice.
+        api_key_env: the environment variable holding the API key; None: no key.
+        graceful_timeout: on a signal, seconds to finish the requests in flight.
+        access_log: log one line per request.
+        on_listening: called once the socket is bound, before serving (e.g. to print the URL).
+
+    Raises:
+        ServeUnavailable: the ``serve`` extra is not installed.
+        UsageError: the key's variable is unset or empty, or the address cannot be bound.
+        CheckpointError: there is no (exported) model at ``checkpoint``.
+        the loader's error, if the model failed to load once the server started (the server stops then).
+    """
+    require_serve_extra()
+    key = _api_key(api_key_env)
+    load = model_loader(checkpoint, onnx=onnx, device=device, threads=threads)
+    log_to_stderr()
+    sock = listen(host, port)
+    if on_listening is not None:
+        on_listening(Listening(host, sock.getsockname()[1], public=not _loopback(host), keyed=key is not None))
+    from .app import create_app
+
+    run(create_app(load, replace(settings, api_key=key)), sock, graceful_timeout=graceful_timeout,
+        access_log=access_log)
+
+
+def require_serve_extra() -> None:
+    """Check that the ``serve`` extra (fastapi, uvicorn, prometheus-client) is installed.
+
+    Raises:
+        ServeUnavailable: one of them is missing; the message names it and the install command.
+    """
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ServeUnavailable(f"sentiment serve needs the serve extra ({exc.name} is missing): "
+                               f"{SERVE_INSTALL}") from None
+
+
+def model_loader(checkpoint: Path, *, onnx: bool, device: str, threads: int | None) -> Callable[[], Loaded]:
+    """Check the checkpoint now (fast, no torch); return the function that loads it, in the server's loading thread.
+
+    Args:
+        checkpoint: the checkpoint folder (with ``onnx``: the folder or its ``.onnx`` file).
+        onnx: load the exported model on ONNX Runtime (torch is never imported) instead of PyTorch.
+        device: where to run the PyTorch model.
+        threads: CPU threads for the model; None: the runtime's choice.
+
+    Raises:
+        CheckpointError: no trained model (PyTorch) or no exported model (ONNX) at ``checkpoint``.
+    """
+    if onnx:
+        from ..inference.onnx_backend import onnx_path
+
+        checkpoint = onnx_path(checkpoint)   # raises CheckpointError now if there is no exported model
+    elif not (checkpoint / "config.json").is_file():
+        raise CheckpointError(f"no trained model at {checkpoint}; run `sentiment train` first")
+
+    def load() -> Loaded:
+        from ..inference.predictor import Predictor
+
+        if onnx:
+            predictor = Predictor(checkpoint, onnx=True, threads=threads)
+        else:
+            import torch
+
+            from ..runtime import resolve_device
+
+            if threads:
+                torch.set_num_threads(threads)
+            predictor = Predictor(checkpoint, resolve_device(device))
+        return Loaded(predictor, predictor.card)
+    return load
+
+
+def log_to_stderr() -> None:
+    """Send the ``sentiment`` loggers' lines (INFO and up) to stderr, formatted as uvicorn's own."""
+    from uvicorn.logging import DefaultFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+    logger = logging.getLogger("sentiment")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: any free port).
+
+    Raises:
+        UsageError: the address cannot be bound (in use, not this machine's, no permission).
+    """
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host}: not an address of this machine ({exc.strerror})") from None
+    # proto must say TCP: asyncio sets TCP_NODELAY on accepted connections only then, and without it
+    # Nagle's algorithm and delayed ACKs add ~40 ms to every response
+    sock = socket.socket(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(info[4])
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, access_log: bool = True,
+        log_level: str = "info") -> None:
+    """Serve ``app`` on ``sock`` until SIGINT / SIGTERM, then stop gracefully.
+
+    On the first signal the server stops accepting connections, finishes the requests
+    in flight (for at most ``graceful_timeout`` seconds) and returns normally; a
+    second Ctrl-C stops at once.
+
+    Raises:
+        the loader's error, if the model could not be loaded (the server stops then).
+    """
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        # uvicorn re-raises the signal once shut down, so the process would die by it
+        # (exit 130/143); a graceful stop of a server is a success and exits 0.
+        def handle_exit(self, sig, frame) -> None:
+            if self.should_exit and sig == 2:
+                self.force_exit = True
+            else:
+                log.info("signal %d: finishing requests in flight, then stopping", sig)
+                self.should_exit = True
+
+    config = uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on",
+                            timeout_graceful_shutdown=graceful_timeout, server_header=False,
+                            timeout_keep_alive=5)
+    server = _Server(config)
+
+    def fatal(_exc: BaseException) -> None:
+        server.should_exit = True
+
+    app.state.on_fatal = fatal
+    server.run(sockets=[sock])
+    if app.state.load_error is not None:
+        raise app.state.load_error
+
+
+def _api_key(var: str | None) -> str | None:
+    """The API key from environment variable ``var`` (None: no key).
+
+    Raises:
+        UsageError: ``var`` is unset or empty.
+    """
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise UsageError(f"--api-key-env {var}: the environment variable {var} is not set or empty")
+    return value
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
