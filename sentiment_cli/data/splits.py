@@ -1,7 +1,8 @@
 """Labelled splits of a source: train, validation and test as texts and label ids, and the validation hold-out.
 
 A run reads its splits through :class:`DataSpec` (the ``[data]`` keys and the seed):
-:func:`load_train_validation`, :func:`load_split` and, for pretraining, :func:`load_pretraining_texts`.
+:func:`load_train_validation`, :func:`load_split` and, for pretraining, :func:`load_pretraining_texts`;
+:func:`scoring_spec` gives the spec a trained run is scored on (its own data, or other data).
 Validation is the source's own ``validation`` (or ``dev``) split when it has one, else a part of
 ``train`` held out at random (stratified by label) or in blocks (:func:`block_validation_indices`).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ import numpy as np
 from .columns import LABEL_COLUMNS, TEXT_COLUMNS, check_text_column, resolve_column
 from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
-from .sources import Source, load_source
+from .sources import Source, is_single_file, load_source
 
 SPLITS = ("train", "validation", "test")
 
@@ -163,6 +165,38 @@ class DataSpec:
         d = config.data
         return cls(source or d.source, d.validation_fraction, config.training.seed, d.validation_split,
                    d.text_column, d.label_column, tuple(d.labels))
+
+
+def scoring_spec(config, split: str = "test", data: str | None = None, text_column: str | None = None,
+                 label_column: str | None = None, *, single_file_hint: str) -> DataSpec:
+    """What a trained run scores ``split`` of: its own data (its columns, label set and hold-out) or ``data``.
+
+    Shared by ``sentiment eval`` and ``sentiment export``'s parity check. ``data`` names the run's
+    own source when it is the same string or the same local path; other data is read with its own
+    column names unless ``text_column`` / ``label_column`` name them.
+
+    Args:
+        config: the run's :class:`~sentiment_cli.config.Config` (a checkpoint's).
+        split: the split to be scored: ``train``, ``validation`` or ``test``.
+        data: dataset to score instead of the run's own (Hub id, folder or file).
+        text_column, label_column: its columns; default: the run's for its own data, else found by name.
+        single_file_hint: what the error below tells the user to do instead (the caller's flags).
+
+    Raises:
+        UsageError: ``test`` of the single file the run was trained on: it has no test split, and
+            scoring it would score training data. The message ends with ``single_file_hint``.
+    """
+    own = data is None or data == config.data.source \
+        or Path(data).expanduser().resolve() == Path(config.data.source).expanduser().resolve()
+    spec = DataSpec.from_config(config, source=data)
+    if not own or text_column or label_column:   # other data: its own column names, unless told
+        spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split,
+                        text_column or (spec.text_column if own else ""),
+                        label_column or (spec.label_column if own else ""))
+    if own and split == "test" and is_single_file(spec.source):
+        raise UsageError(f"the checkpoint was trained on the single file {spec.source}, which has no test split; "
+                         + single_file_hint)
+    return spec
 
 
 def _train_and_validation(src: Source, spec: DataSpec, names: Sequence[str] | None

@@ -70,24 +70,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
         counts = SentimentClassifier.from_config(config, vocab_size, len(labels)).num_parameters()
     data = metrics.get("data") or {}
-    history = metrics.get("history") or []
-    best = metrics.get("best_epoch")
-    by_split: dict[str, dict[str, Any]] = {}
-    best_record = next((r for r in history if r.get("epoch") == best), None)
-    if best_record is not None and best_record.get("validation_accuracy") is not None:
-        by_split["validation"] = {"num_examples": data.get("validation_examples"),
-                                  "accuracy": best_record.get("validation_accuracy"),
-                                  "loss": best_record.get("validation_loss"), "f1_macro": None,
-                                  "source": f"training, epoch {best}"}
-    balance = {split: counts_ for split, counts_ in (data.get("class_counts") or {}).items() if counts_}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
     evals = read_evals(directory, weights)
-    for split, r in evals.items():
-        balance[split] = _eval_balance(r, labels)
-        by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
-                           "loss": r.get("loss"), "f1_macro": (r.get("f1") or {}).get("macro"),
-                           "source": f"sentiment eval, {r.get('evaluated', UNKNOWN)}",
-                           "data": r.get("data")}
     return {
         "checkpoint": str(directory),
         "name": directory.resolve().name,
@@ -95,7 +79,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "pretrained": metrics.get("pretrained"),      # the encoder a classifier started from, if any
         "created": metrics.get("created", UNKNOWN),
         "labels": list(labels),
-        "class_balance": balance,
+        "class_balance": _class_balance(data, evals, labels),
         "config": config.to_dict(),
         "vocab_size": vocab_size,
         "parameters": counts,
@@ -104,17 +88,51 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
                  "validation_examples": data.get("validation_examples"),
                  "fingerprint": data.get("fingerprint", UNKNOWN)},
-        "training": {"epochs": len(history), "epochs_planned": config.training.epochs, "best_epoch": best,
-                     "stopped_early": metrics.get("stopped_early"), "seed": metrics.get("seed", config.training.seed),
-                     "device": metrics.get("device", UNKNOWN), "device_name": metrics.get("device_name"),
-                     "wall_time_seconds": metrics.get("wall_time_seconds")},
-        "metrics": by_split,
+        "training": _training_record(metrics, config),
+        "metrics": _metrics_by_split(metrics, evals),
         "calibration": _calibration(directory, metrics, evals),
         "exports": read_exports(directory, weights),   # sentiment export: parity with PyTorch, int8 accuracy
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
+
+
+def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:
+    """The card's ``training``: epochs run and planned, the best one, seed, device, wall time."""
+    return {"epochs": len(metrics.get("history") or []), "epochs_planned": config.training.epochs,
+            "best_epoch": metrics.get("best_epoch"), "stopped_early": metrics.get("stopped_early"),
+            "seed": metrics.get("seed", config.training.seed), "device": metrics.get("device", UNKNOWN),
+            "device_name": metrics.get("device_name"), "wall_time_seconds": metrics.get("wall_time_seconds")}
+
+
+def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The card's ``metrics``: ``validation`` from the training history's best epoch, other splits from
+    ``sentiment eval`` records (``evals``, by split)."""
+    data, best = metrics.get("data") or {}, metrics.get("best_epoch")
+    by_split: dict[str, dict[str, Any]] = {}
+    best_record = next((r for r in metrics.get("history") or [] if r.get("epoch") == best), None)
+    if best_record is not None and best_record.get("validation_accuracy") is not None:
+        by_split["validation"] = {"num_examples": data.get("validation_examples"),
+                                  "accuracy": best_record.get("validation_accuracy"),
+                                  "loss": best_record.get("validation_loss"), "f1_macro": None,
+                                  "source": f"training, epoch {best}"}
+    for split, r in evals.items():
+        by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
+                           "loss": r.get("loss"), "f1_macro": (r.get("f1") or {}).get("macro"),
+                           "source": f"sentiment eval, {r.get('evaluated', UNKNOWN)}",
+                           "data": r.get("data")}
+    return by_split
+
+
+def _class_balance(data: dict[str, Any], evals: dict[str, dict[str, Any]],
+                   labels: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """The card's ``class_balance``: examples per class of train and validation (from training), then of
+    each split ``sentiment eval`` scored."""
+    balance = {split: counts for split, counts in (data.get("class_counts") or {}).items() if counts}
+    for split, r in evals.items():
+        balance[split] = _eval_balance(r, labels)
+    return balance
 
 
 def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -173,15 +191,80 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     """The card's facts as display text: ``[(section, [(key, value), ...]), ...]``.
 
     Shared by :func:`card_markdown` and the CLI's ``sentiment info``, so both say the same.
+
+    Args:
+        card: :func:`model_card`'s dict.
     """
-    m, d, tr = card["config"]["model"], card["config"]["data"], card["config"]["training"]
-    t, p, data = card["training"], card["parameters"], card["data"]
+    return [("Model", _model_facts(card)), ("Training data", _data_facts(card)), ("Training", _training_facts(card)),
+            *_calibration_sections(card)]
+
+
+def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "Model" section: architecture, parameter counts, vocabulary, input length."""
+    m, d, p = card["config"]["model"], card["config"]["data"], card["parameters"]
     norm = "pre-norm" if m["norm_first"] else "post-norm"
     layers = f"{m['n_layers']} {norm} encoder layer{'s' if m['n_layers'] != 1 else ''}"
     truncation = (f"first {d['max_length']} tokens" if d["truncation"] == "head" else
                   f"{d['max_length']} tokens, head and tail ({d['head_fraction']:.0%} from the start)")
-    device = t["device"] + (f" ({t['device_name']})" if t.get("device_name") else "")
-    validated = d["validation_fraction"] > 0
+    sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
+                                                     ("attention", "attention_dropout"),
+                                                     ("before the head", "head_dropout")) if m[key]]
+    dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
+    return [
+        ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
+                         f"({m['activation']}), {dropout}; masked max-pool; dense head"
+                         + (f"; plus {m.get('ngram_scale', 1):g} x an n-gram score (NB-LR over token 1-3-grams "
+                            f"hashed into {m['ngram_buckets']:,} buckets, Wang & Manning 2012)"
+                            if m.get("ngram_buckets") else "")),
+        ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
+        ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
+                       + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
+                          else "")),
+        ("input", truncation),
+    ]
+
+
+def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "Training data" section: source, labels, review counts, fingerprint, class balance."""
+    d, data = card["config"]["data"], card["data"]
+    return [
+        ("source", str(data["source"])),
+        *([] if card.get("kind") == "pretrained" else
+          [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
+        ("training reviews", _count(data["train_examples"])),
+        ("validation reviews", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0
+         else "none (validation_fraction 0: trained on all of train)"),
+        ("fingerprint", str(data["fingerprint"])),
+        *((f"class balance, {split}", class_balance_text(counts))
+          for split, counts in card.get("class_balance", {}).items()),
+    ]
+
+
+def _training_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "Training" section: the encoder it started from, epochs, optimizer, device, time, seed, versions."""
+    t = card["training"]
+    epochs, optimizer = _pretraining_text(card) if card.get("kind") == "pretrained" else _fine_tuning_text(card)
+    start = []
+    if card.get("pretrained"):
+        pre = card["pretrained"]
+        start = [("initialised from", f"{pre.get('from')} ({pre.get('epochs')} pretraining epochs, "
+                                      f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
+    return [
+        *start,
+        ("epochs", epochs),
+        ("optimizer", optimizer),
+        ("device", t["device"] + (f" ({t['device_name']})" if t.get("device_name") else "")),
+        ("wall time", _num(t["wall_time_seconds"], ".0f") + " s" if t["wall_time_seconds"] is not None else UNKNOWN),
+        ("seed", str(t["seed"])),
+        ("created", str(card["created"])),
+        ("versions", ", ".join(f"{k} {v}" for k, v in card["versions"].items()) or UNKNOWN),
+    ]
+
+
+def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
+    """A classifier's ``(epochs, optimizer)`` facts: epochs run and the best, the optimizer and its regularisation."""
+    t, tr = card["training"], card["config"]["training"]
+    validated = card["config"]["data"]["validation_fraction"] > 0
     epochs = f"{t['epochs']} of {t['epochs_planned']}, " + (f"best epoch {t['best_epoch']}" if validated
                                                             else "the last kept (no validation)")
     if t["stopped_early"]:
@@ -196,72 +279,36 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
                               f"{tr['distill_reviews']:,} unlabelled reviews per epoch, weight {tr['distill_weight']:g}")
     if regularisation:
         optimizer += "; " + ", ".join(regularisation)
-    if card.get("kind") == "pretrained":
-        pre = card["config"]["pretrain"]
-        if pre["objective"] == "word2vec":
-            what = "word2vec (skip-gram) pretraining of the token embedding"
-            optimizer = (f"gensim Word2Vec, window {pre['window']}, 5 negative samples, "
-                         f"frequent words downsampled at {pre['subsample']:g}")
-        else:
-            what = "masked-language-model pretraining"
-            optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
-                         f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
-        epochs = f"{t['epochs']} of {pre['epochs']} of {what} on {pre['splits']} (classifier head untrained)"
-    start = []
-    if card.get("pretrained"):
-        pre = card["pretrained"]
-        start = [("initialised from", f"{pre.get('from')} ({pre.get('epochs')} pretraining epochs, "
-                                      f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
-    sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
-                                                     ("attention", "attention_dropout"),
-                                                     ("before the head", "head_dropout")) if m[key]]
-    dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
-    calibration = []
+    return epochs, optimizer
+
+
+def _pretraining_text(card: dict[str, Any]) -> tuple[str, str]:
+    """A pretrained encoder's ``(epochs, optimizer)`` facts: word2vec or masked-language-model pretraining."""
+    pre = card["config"]["pretrain"]
+    if pre["objective"] == "word2vec":
+        what = "word2vec (skip-gram) pretraining of the token embedding"
+        optimizer = (f"gensim Word2Vec, window {pre['window']}, 5 negative samples, "
+                     f"frequent words downsampled at {pre['subsample']:g}")
+    else:
+        what = "masked-language-model pretraining"
+        optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
+                     f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
+    epochs = f"{card['training']['epochs']} of {pre['epochs']} of {what} on {pre['splits']} (classifier head untrained)"
+    return epochs, optimizer
+
+
+def _calibration_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The "Calibration" section (the temperature, ECE by split) of a classifier's card; none for an encoder."""
     cal = card.get("calibration")
-    if cal and card.get("kind") != "pretrained":
-        how = ("fitted on the validation split at the end of training (Guo et al. 2017)" if cal["fitted"]
-               else "none fitted (no validation split, or trained before temperatures were fitted)")
-        calibration = [("Calibration", [
-            ("temperature", f"{cal['temperature']:.4g}: probabilities are softmax(logits / T); {how}"),
-            *((f"ECE, {split}", f"{r['ece']:.2%} with the temperature, {_num(r.get('ece_uncalibrated'), '.2%')} "
-                                f"without (15 bins)") for split, r in cal["ece"].items()),
-        ])]
-    return [
-        ("Model", [
-            ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
-                             f"({m['activation']}), {dropout}; masked max-pool; dense head"
-                             + (f"; plus {m.get('ngram_scale', 1):g} x an n-gram score (NB-LR over token 1-3-grams "
-                                f"hashed into {m['ngram_buckets']:,} buckets, Wang & Manning 2012)"
-                                if m.get("ngram_buckets") else "")),
-            ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
-            ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
-                           + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
-                              else "")),
-            ("input", truncation),
-        ]),
-        ("Training data", [
-            ("source", str(data["source"])),
-            *([] if card.get("kind") == "pretrained" else
-              [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
-            ("training reviews", _count(data["train_examples"])),
-            ("validation reviews", _validation_text(data, d, t["seed"]) if validated
-             else "none (validation_fraction 0: trained on all of train)"),
-            ("fingerprint", str(data["fingerprint"])),
-            *((f"class balance, {split}", class_balance_text(counts))
-              for split, counts in card.get("class_balance", {}).items()),
-        ]),
-        ("Training", [
-            *start,
-            ("epochs", epochs),
-            ("optimizer", optimizer),
-            ("device", device),
-            ("wall time", _num(t["wall_time_seconds"], ".0f") + " s" if t["wall_time_seconds"] is not None else UNKNOWN),
-            ("seed", str(t["seed"])),
-            ("created", str(card["created"])),
-            ("versions", ", ".join(f"{k} {v}" for k, v in card["versions"].items()) or UNKNOWN),
-        ]),
-        *calibration,
-    ]
+    if not cal or card.get("kind") == "pretrained":
+        return []
+    how = ("fitted on the validation split at the end of training (Guo et al. 2017)" if cal["fitted"]
+           else "none fitted (no validation split, or trained before temperatures were fitted)")
+    return [("Calibration", [
+        ("temperature", f"{cal['temperature']:.4g}: probabilities are softmax(logits / T); {how}"),
+        *((f"ECE, {split}", f"{r['ece']:.2%} with the temperature, {_num(r.get('ece_uncalibrated'), '.2%')} "
+                            f"without (15 bins)") for split, r in cal["ece"].items()),
+    ])]
 
 
 def _validation_text(data: dict[str, Any], d: dict[str, Any], seed: int) -> str:

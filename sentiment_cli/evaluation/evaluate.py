@@ -21,12 +21,10 @@ import torch
 from .calibration import calibration_report
 from .card import write_card
 from ..checkpoint import load_checkpoint, record_eval
-from ..data.splits import DataSpec, load_split
-from ..errors import UsageError
+from ..data.splits import Split, load_split, scoring_spec
 from ..data.labels import LABELS
 from ..model.classifier import SentimentClassifier
 from ..inference.torch_backend import batched_logits
-from ..data.sources import is_single_file
 from ..data.tokenizer import encode_texts
 
 
@@ -138,6 +136,10 @@ class EvalCallbacks:
         """Something the user should know that does not stop the evaluation (the result could not be kept)."""
 
 
+# What `sentiment eval --split test` of the single file a checkpoint was trained on says to do instead.
+_SINGLE_FILE_HINT = "score other data with --data FILE (all of it), or use --split validation"
+
+
 def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
                         text_column: str | None = None, label_column: str | None = None,
                         batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
@@ -184,49 +186,40 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
     cb = callbacks or EvalCallbacks()
     device = torch.device(device)
     ckpt = load_checkpoint(directory, device)
-    cfg = ckpt.config
-    spec = _eval_spec(cfg, split, data, text_column, label_column)
+    spec = scoring_spec(ckpt.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT)
     cb.on_stage(f"loading the {split} split")
     s = load_split(spec, split, label_names=ckpt.labels)
+    result, logits = _score(ckpt, s, str(directory), device, batch_size, cb)
+    if record:
+        _keep(directory, result, spec.source, cb)
+    if errors:
+        mistakes = confident_errors(logits / ckpt.temperature, s.labels, errors, ckpt.labels)   # as predict's
+        result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
+    return result
+
+
+def _score(ckpt, s: Split, checkpoint: str, device: torch.device, batch_size: int | None,
+           cb: EvalCallbacks) -> tuple[dict[str, Any], torch.Tensor]:
+    """Tokenize and score a loaded split: ``(the eval --json object without errors, the logits)``."""
+    cfg = ckpt.config
     ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
     cb.on_start(len(ids))
     m = evaluate_ids(ckpt.model, ids, s.labels, ckpt.labels, device=device, bf16=cfg.training.autocast_bf16,
                      batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
                      on_batch=cb.on_batch, return_logits=True)
-    result = {"split": split, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
+    result = {"split": s.name, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
               "labels": list(ckpt.labels), "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
               "support": m["support"], "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
-              "examples_per_second": m["examples_per_second"], "checkpoint": str(directory)}
+              "examples_per_second": m["examples_per_second"], "checkpoint": checkpoint}
     if len(ids):
         result.update(calibration_report(m["logits"].numpy(), s.labels, ckpt.temperature))
-    source = spec.source
-    if record:
-        try:   # for `sentiment info` and the card; a read-only folder only loses that
-            record_eval(directory, result, source)
-            write_card(directory)   # the card lists the new result
-        except OSError as exc:
-            cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")
-    if errors:
-        mistakes = confident_errors(m["logits"] / ckpt.temperature, s.labels, errors, ckpt.labels)   # as predict's
-        result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
-    return result
+    return result, m["logits"]
 
 
-def _eval_spec(cfg, split: str, data: str | None, text_column: str | None, label_column: str | None) -> DataSpec:
-    """What to score: the checkpoint's own data (its columns, its hold-out) or ``data``.
-
-    Raises:
-        UsageError: ``test`` of the single file the checkpoint was trained on (it would score training data).
-    """
-    own = data is None or Path(data).expanduser().resolve() == Path(cfg.data.source).expanduser().resolve() \
-        or data == cfg.data.source
-    spec = DataSpec.from_config(cfg, source=data)
-    if not own:   # other data: its own column names, unless told
-        spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split)
-    if text_column or label_column:
-        spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split,
-                        text_column or (spec.text_column if own else ""), label_column or (spec.label_column if own else ""))
-    if own and split == "test" and is_single_file(spec.source):
-        raise UsageError(f"the checkpoint was trained on the single file {spec.source}, which has no test split; "
-                         "score other data with --data FILE (all of it), or use --split validation")
-    return spec
+def _keep(directory: str | Path, result: dict[str, Any], source: str, cb: EvalCallbacks) -> None:
+    """Record the result in the checkpoint folder and refresh its card; a read-only folder only loses that."""
+    try:   # for `sentiment info` and the card
+        record_eval(directory, result, source)
+        write_card(directory)   # the card lists the new result
+    except OSError as exc:
+        cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")
