@@ -47,7 +47,7 @@ def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Shape of the Transformer encoder classifier (see ``model.py``)."""
+    """Shape of the Transformer encoder classifier (see ``model/classifier.py``)."""
 
     d_model: int = _spec(32, lo=2, help="width of token embeddings and encoder layers; even (sinusoidal pairs)")
     n_heads: int = _spec(2, lo=1, help="attention heads; must divide d_model")
