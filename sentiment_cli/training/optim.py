@@ -1,6 +1,6 @@
 """Optimisation: AdamW parameter groups, learning-rate schedules, and one optimizer step.
 
-Shared by fine-tuning (``train.py``) and masked-LM pretraining (``pretrain.py``).
+Shared by fine-tuning (``loop.py``) and masked-LM pretraining (``pretrain.py``).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import shlex
@@ -42,10 +43,12 @@ import uuid
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from . import distributed
@@ -147,7 +150,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
 
     Reads the ``[model]``, ``[data]`` and ``[pretrain]`` settings, and
     ``seed`` and ``device`` from ``[training]``. The tokenizer is built on the
-    pretraining reviews (see :func:`~.data.load_pretraining_texts`: never the
+    pretraining reviews (see :func:`~sentiment_cli.data.splits.load_pretraining_texts`: never the
     validation hold-out or the test split).
 
     Args:
@@ -160,7 +163,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
             resuming a pretraining run.
 
     Returns:
-        :class:`~.train.TrainResult` with the folder and its ``metrics.json`` content.
+        :class:`~.callbacks.TrainResult` with the folder and its ``metrics.json`` content.
 
     Raises:
         UsageError: unusable device or output folder, or started under torchrun with several processes.
@@ -170,30 +173,18 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     """
     cb = callbacks or TrainCallbacks()
     stop = stop or StopFlag()
-    p, t = config.pretrain, config.training
     if distributed.from_env().world_size > 1:
         raise UsageError("sentiment pretrain runs in one process; start it without torchrun")
-    device = resolve_device(t.device)
+    device = resolve_device(config.training.device)
     output = Path(output)
     check_writable(output)
     start = time.perf_counter()
-    seed_everything(t.seed)
+    seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
-
-    cb.on_stage(f"loading {source}")
-    hint = ("learn from the labelled reviews alone with --set pretrain.splits=train "   # distillation would stop next
-            "--set training.distill_reviews=0" if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
-    texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
-    cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
-    tokenizer = build_tokenizer(texts, config.data, length=len(texts))
+    texts, tokenizer = _texts_and_tokenizer(config, source, cb)
     tokenizer_json = save_tokenizer(tokenizer)
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
-    metrics = {"kind": "pretrained", "objective": p.objective,
-               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
-               "num_parameters": model.num_parameters(),
-               "data": {"source": source, "splits": p.splits, "reviews": len(texts)},
-               "config": config.to_dict(), "history": [], "device": str(device),
-               "device_name": device_name(device), "versions": versions(), "wall_time_seconds": None}
+    metrics = _new_metrics(config, model, source, len(texts), device)
 
     def save_epoch(record: dict) -> None:
         metrics["history"].append(record)
@@ -201,18 +192,53 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
         cb.on_epoch_end(record)
 
-    def check_stop(epoch: int) -> None:
-        if stop.requested:
-            done = f"epoch {epoch - 1} is saved in {output}" if epoch > 1 else "no epoch was saved"
-            raise Interrupted(f"pretraining interrupted by {stop.reason} during epoch {epoch} of {p.epochs}; "
-                              f"{done} (a pretraining run cannot be resumed)", exit_code=stop.exit_code)
-
-    if p.objective == "word2vec":
+    check_stop = functools.partial(_check_stop, stop, output, config.pretrain.epochs)
+    if config.pretrain.objective == "word2vec":
         _word2vec(config, model, tokenizer, texts, cb, check_stop, save_epoch)
     else:
         _masked_lm(config, model.to(device), device, encode_texts(tokenizer, texts, config.data), cb, check_stop,
                    save_epoch)
     return TrainResult(output, metrics)
+
+
+def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks) -> tuple[list[str], Tokenizer]:
+    """``(texts, tokenizer)``: the pretraining reviews of ``[pretrain] splits`` (never the validation hold-out
+    or the test split), and the tokenizer built on them.
+
+    Raises:
+        DataError: the source cannot be loaded or lacks those splits.
+    """
+    p = config.pretrain
+    cb.on_stage(f"loading {source}")
+    hint = ("learn from the labelled reviews alone with --set pretrain.splits=train "   # distillation would stop next
+            "--set training.distill_reviews=0" if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
+    texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
+    cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
+    return texts, build_tokenizer(texts, config.data, length=len(texts))
+
+
+def _new_metrics(config: Config, model: SentimentClassifier, source: str, reviews: int,
+                 device: torch.device) -> dict[str, Any]:
+    """The ``metrics.json`` of a new pretraining run (``"kind": "pretrained"``), before its first epoch."""
+    p, t = config.pretrain, config.training
+    return {"kind": "pretrained", "objective": p.objective,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+            "num_parameters": model.num_parameters(),
+            "data": {"source": source, "splits": p.splits, "reviews": reviews},
+            "config": config.to_dict(), "history": [], "device": str(device),
+            "device_name": device_name(device), "versions": versions(), "wall_time_seconds": None}
+
+
+def _check_stop(stop: StopFlag, output: Path, epochs: int, epoch: int) -> None:
+    """Polled during ``epoch`` (every step with mlm, every epoch with word2vec).
+
+    Raises:
+        Interrupted: ``stop`` is set; the epochs before ``epoch`` stay saved in ``output``.
+    """
+    if stop.requested:
+        done = f"epoch {epoch - 1} is saved in {output}" if epoch > 1 else "no epoch was saved"
+        raise Interrupted(f"pretraining interrupted by {stop.reason} during epoch {epoch} of {epochs}; "
+                          f"{done} (a pretraining run cannot be resumed)", exit_code=stop.exit_code)
 
 
 def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list[str], cb: TrainCallbacks,

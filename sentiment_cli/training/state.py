@@ -24,7 +24,7 @@ hashes: the previous epoch's or the new one's. Loading never unpickles.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,8 @@ class TrainerState:
         epoch: completed epochs (>= 1).
         config: the run's configuration.
         vocab_size: rows of the embedding matrix.
-        progress: the training loop's own JSON bookkeeping (best so far, history...).
+        progress: the training loop's own JSON bookkeeping (:meth:`LoopState.progress`: best so far,
+            epochs since, metrics with the history).
         model: ``model.state_dict()`` as CPU tensors.
         optimizer: ``optimizer.state_dict()`` (tensors on the CPU).
         scheduler: ``scheduler.state_dict()``.
@@ -72,6 +73,29 @@ class TrainerState:
     tokenizer_json: str
     world_size: int = 1
     tensors_path: Path | None = None
+
+
+@dataclass
+class LoopState:
+    """Where a run stands after ``epoch`` completed epochs: the trainer state's ``progress`` (and ``epoch``).
+
+    The training loop updates it after every epoch; ``resume.py`` reads it back from a saved run.
+
+    Attributes:
+        epoch: completed epochs (0 before the first one ends).
+        best_accuracy: best validation accuracy so far (-1 before the first epoch).
+        since_best: epochs since the best one (compared with ``patience``).
+        metrics: the ``metrics.json`` content (history, best epoch, wall time...).
+    """
+
+    epoch: int = 0
+    best_accuracy: float = -1.0
+    since_best: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def progress(self) -> dict[str, Any]:
+        """The JSON the trainer state keeps as ``progress`` (it stores ``epoch`` itself)."""
+        return {"best_accuracy": self.best_accuracy, "since_best": self.since_best, "metrics": self.metrics}
 
 
 def state_path(directory: str | Path) -> Path:
