@@ -49,7 +49,7 @@ def test_torchrun_environment():
 def test_every_parameter_gets_a_gradient_so_ddp_needs_no_unused_parameter_search(kw):
     torch.manual_seed(0)
     model = SentimentClassifier(ModelConfig(d_model=16, n_heads=2, d_ff=32, **kw), vocab_size=50, max_length=32)
-    logits = model(*collate([[5, 6, 7], [8, 9]]))
+    logits = model(*collate([[5, 6, 7], [8, 9]])).logits
     torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1])).backward()
     assert [n for n, p in model.named_parameters() if p.grad is None] == []
 

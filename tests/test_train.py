@@ -62,20 +62,20 @@ def test_adversarial_perturbation_has_norm_epsilon_and_raises_the_loss():
     ids[padding] = 0
     target = torch.randint(0, 2, (8,))
     delta = torch.zeros(8, 50, 16, requires_grad=True)
-    loss = F.cross_entropy(model(ids, padding, delta), target, reduction="sum")   # per-review losses add up
+    loss = F.cross_entropy(model(ids, padding, delta).logits, target, reduction="sum")   # per-review losses add up
     loss.backward()
     r = adversarial_perturbation(delta.grad, 0.5)
     assert torch.allclose(r.flatten(1).norm(dim=1), torch.full((8,), 0.5))     # each review moves by epsilon
     assert (r[padding] == 0).all()                                              # padding does not move
     with torch.no_grad():
-        clean = F.cross_entropy(model(ids, padding), target, reduction="none")
-        moved = F.cross_entropy(model(ids, padding, r), target, reduction="none")
+        clean = F.cross_entropy(model(ids, padding).logits, target, reduction="none")
+        moved = F.cross_entropy(model(ids, padding, r).logits, target, reduction="none")
         rand = torch.randn_like(r).masked_fill(padding[..., None], 0)
         rand = 0.5 * rand / rand.flatten(1).norm(dim=1)[:, None, None]
-        noise = F.cross_entropy(model(ids, padding, rand), target, reduction="none")
+        noise = F.cross_entropy(model(ids, padding, rand).logits, target, reduction="none")
     assert (moved > clean).all()                                    # the gradient direction raises every loss
     assert (moved - clean).mean() > 5 * (noise - clean).abs().mean()   # far more than a random direction
-    assert torch.equal(model(ids, padding, torch.zeros_like(r)), model(ids, padding))
+    assert torch.equal(model(ids, padding, torch.zeros_like(r)).logits, model(ids, padding).logits)
 
 
 def test_adversarial_training_runs_and_changes_the_run(tmp_path):
