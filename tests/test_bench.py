@@ -84,6 +84,7 @@ def test_nbsvm_learns_the_slice():
     assert 0 <= out["validation_accuracy"] <= 1
 
 
+@pytest.mark.slow   # fits fastText twice
 def test_fasttext_is_reproducible_and_learns_the_slice():
     pytest.importorskip("fasttext", reason="the fasttext package is in the test extra: pip install -e '.[test]'")
     import json

@@ -118,6 +118,7 @@ def test_errors_are_one_line_and_a_meaningful_exit_code(cli_checkpoint, tmp_path
         assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow   # `sentiment` processes
 def test_predict_subprocess_does_not_import_datasets(cli_checkpoint):
     code = ("import sys\n"
             "from sentiment_cli.cli import app\n"
@@ -131,6 +132,7 @@ def test_predict_subprocess_does_not_import_datasets(cli_checkpoint):
     assert out.splitlines()[-1] == "False"
 
 
+@pytest.mark.slow   # `sentiment` processes
 def test_python_dash_m_and_help():
     r = subprocess.run([sys.executable, "-m", "sentiment_cli", "--help"], capture_output=True, text=True)
     assert r.returncode == 0

@@ -43,6 +43,7 @@ def test_block_validation_split_of_the_slice():
     assert 20 < sum(train.labels[:100]) < 80                         # shuffled, not sorted by label
 
 
+@pytest.mark.slow   # reads the full IMDB set
 @pytest.mark.skipif(not FULL_DATA.exists(), reason=f"the full IMDB set is not at {FULL_DATA}")
 def test_block_validation_keeps_movie_names_from_giving_the_label_away():
     """On IMDB a random hold-out shares movies with training: the rare capitalised words of a review
@@ -156,6 +157,7 @@ def test_collate_builds_the_mask_from_lengths():
     assert mask.tolist() == [[False, False], [False, True]]
 
 
+@pytest.mark.slow   # reads the full IMDB set
 @pytest.mark.skipif(not FULL_DATA.exists(), reason=f"the full IMDB set is not at {FULL_DATA}")
 def test_full_imdb_from_shared():
     ds = sources.load_dataset_dict(str(FULL_DATA))

@@ -150,6 +150,7 @@ def test_more_distill_reviews_than_unlabelled_ones_is_one_line(with_unlabelled, 
         f"error: [training] distill_reviews is 501 but {with_unlabelled} has 500 unlabelled reviews; lower it")
 
 
+@pytest.mark.slow   # the default preset's whole path: word2vec, then training
 def test_the_default_on_a_file_without_unlabelled_reviews_names_both_settings(tmp_path):
     """The default pretrains on, and distils through, an unsupervised split: one line names both ways out,
     and with them the default trains on the file."""
@@ -166,6 +167,7 @@ def test_the_default_on_a_file_without_unlabelled_reviews_names_both_settings(tm
     assert json.loads((tmp_path / "out" / "config.json").read_text())["training"]["distill_reviews"] == 0
 
 
+@pytest.mark.slow   # the default preset's whole path: word2vec, then training
 def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled, tmp_path, monkeypatch):
     """The default's whole path, as `sentiment train` runs it: the word2vec stage on unsupervised+train, the
     teacher, then fine-tuning on the labelled reviews and a draw of the unlabelled ones (shrunk to seconds)."""

@@ -79,6 +79,7 @@ def ddp_runs(tmp_path_factory):
     return root, straight, resumed
 
 
+@pytest.mark.slow   # torchrun: two processes train
 def test_two_process_gloo_training_finishes_and_its_checkpoint_predicts(ddp_runs):
     root, straight, _ = ddp_runs
     assert straight["world_size"] == 2 and len(straight["history"]) == 2
@@ -94,6 +95,7 @@ def test_two_process_gloo_training_finishes_and_its_checkpoint_predicts(ddp_runs
     assert {"rng.rank0.cpu", "rng.rank1.cpu"} <= set(rng)   # each rank's dropout stream is saved
 
 
+@pytest.mark.slow   # torchrun: two processes train
 def test_two_process_run_resumes_exactly(ddp_runs):
     root, straight, resumed = ddp_runs
     timing = {"train_seconds", "train_examples_per_second"}

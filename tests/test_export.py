@@ -18,6 +18,8 @@ from sentiment_cli.inference.predictor import Predictor  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config  # noqa: E402
 
+pytestmark = pytest.mark.slow   # torch.onnx exports (seconds each), `sentiment` processes
+
 SST5 = ROOT / "tests" / "data" / "sst5_small"
 
 EDGE = ["A moving, beautifully acted film.", "bad", "Ünïcödé ✓ — fine 👍 <br /> really", "!!!",

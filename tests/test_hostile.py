@@ -118,6 +118,7 @@ def _predict_stdin(checkpoint, lines):
     return r, rss / 1024
 
 
+@pytest.mark.slow   # a `sentiment predict` process streams a large input
 def test_100k_reviews_on_stdin_stream_in_bounded_memory(trained_checkpoint, capsys):
     small, small_mb = _predict_stdin(trained_checkpoint, _reviews(2_000))
     lines = _reviews(100_000, seed=1)
@@ -138,6 +139,7 @@ def test_a_line_too_long_to_be_a_review_is_refused_without_reading_it_all(traine
     assert_one_error_line(r, 2, "stdin, line 1: longer than 16 MiB; expected one review per line")
 
 
+@pytest.mark.slow   # a `sentiment predict` process streams a large input
 def test_an_empty_line_deep_in_a_stream_names_its_line(trained_checkpoint):
     lines = _reviews(100_000, seed=2)
     lines[59_999] = "   "

@@ -12,6 +12,8 @@ from sentiment_cli.training.interrupts import stop_on_signals
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV
 
+pytestmark = pytest.mark.slow   # signals real `sentiment train` processes
+
 
 def _small_toml(tmp_path):
     cfg = tmp_path / "small.toml"

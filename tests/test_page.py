@@ -22,6 +22,8 @@ from sentiment_cli.serving.settings import Loaded  # noqa: E402
 
 from .serving import ServerThread  # noqa: E402
 
+pytestmark = pytest.mark.slow   # drives Debian's Chromium against a served page
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or next(
     (p for p in ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver") if Path(p).exists()), None)

@@ -120,6 +120,7 @@ def test_init_from_refuses_a_classifier_and_a_folder_of_something_else(trained_c
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]   # nothing written there
 
 
+@pytest.mark.slow   # pretraining in `sentiment` processes
 def test_cli_pretrain_then_predict_refuses_it(tmp_path):
     cfg = tmp_path / "pre.toml"
     cfg.write_text('[model]\nd_model = 16\nn_heads = 2\n[data]\nvocab_size = 2000\n'
@@ -190,6 +191,7 @@ def test_word2vec_downsamples_frequent_words_as_configured(tmp_path, monkeypatch
     assert load_checkpoint(tmp_path / "w2v", pretrained_ok=True).config.pretrain.subsample == 1e-5
 
 
+@pytest.mark.slow   # pretraining in `sentiment` processes
 def test_word2vec_pretraining_is_reproducible_across_processes(tmp_path):
     # gensim seeds each word's first vector with a hash of the word: Python's hash() differs between
     # processes, so two processes are the real check.

@@ -108,6 +108,7 @@ def test_cli_misfit_is_one_line_exit_2(made, tmp_path):
         "pretrain it again with this config, or give another folder with --init"]
 
 
+@pytest.mark.slow   # signals a real `sentiment train` process
 def test_ctrl_c_during_the_pretraining_stage_exits_130_and_leaves_no_folder(tmp_path):
     pre = tmp_path / "pretrained"
     # many word2vec epochs: the stage is certainly still running when the signal arrives

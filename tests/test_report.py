@@ -239,6 +239,7 @@ def test_eval_on_a_read_only_checkpoint_still_prints_its_result(ckpt, monkeypatc
     assert not (ckpt / "eval_test.json").exists()
 
 
+@pytest.mark.slow   # a `sentiment predict` process
 def test_predict_explain_imports_neither_datasets_nor_matplotlib(trained_checkpoint):
     import subprocess
     code = ("import sys\n"

@@ -23,6 +23,8 @@ from sentiment_cli.serving.settings import Loaded, ServeSettings  # noqa: E402
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV  # noqa: E402
 from .serving import FakePredictor, ServerThread, metric, start_cli_server  # noqa: E402
 
+pytestmark = pytest.mark.slow   # starts servers (uvicorn in a thread or a `sentiment serve` process)
+
 
 @pytest.fixture(scope="module")
 def reviews():

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -93,6 +94,7 @@ def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
     assert device_name(torch.device("cpu")).endswith(f"({torch.get_num_threads()} threads)")
 
 
+@pytest.mark.slow   # trains twice (bf16 autocast on a CPU)
 def test_bf16_on_a_cpu_without_bf16_instructions_trains_with_a_note(tmp_path, monkeypatch):
     # This machine's CPU has AVX512-BF16; a stand-in answers for one that has not.
     from sentiment_cli.training import loop as train_module
