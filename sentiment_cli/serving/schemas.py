@@ -69,7 +69,7 @@ def parse_predict_request(raw: bytes) -> PredictRequest:
         raw: the whole request body, whatever its Content-Type.
 
     Raises:
-        UsageError: not UTF-8 JSON, or not ``{"texts": [non-empty strings...], "explain": bool}``;
+        UsageError: not UTF-8 JSON (or a JSON integer of more than 4,300 digits), or not ``{"texts": [non-empty strings...], "explain": bool}``;
             the message says where (answered as 422).
     """
     try:
@@ -81,6 +81,8 @@ def parse_predict_request(raw: bytes) -> PredictRequest:
     except json.JSONDecodeError as exc:
         what = "empty request body" if not raw.strip() else f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         raise UsageError(f'{what}; expected {{"texts": [...], "explain": false}}') from None
+    except ValueError as exc:   # an integer literal over Python's 4,300-digit limit (int_max_str_digits)
+        raise UsageError(f"request body holds a number too long to read ({exc.args[0].split(':')[0]})") from None
     if not isinstance(obj, dict):
         raise UsageError(f'expected a JSON object {{"texts": [...], "explain": false}}, got {type(obj).__name__}')
     try:
