@@ -47,6 +47,8 @@ def serve(
                                "repeatable. Default: CORS off.")] = None,
     graceful_timeout: Annotated[float, typer.Option(min=0.0, help="On SIGTERM / Ctrl-C, seconds to finish requests in flight.")] = 30.0,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log one line per request.")] = True,
+    info_paths: Annotated[bool, typer.Option("--info-paths", help="Show the model card's absolute paths (checkpoint, "
+                                                                  "data) at /v1/info; default: only their last part.")] = False,
 ) -> None:
     """Serve the model over HTTP: a page to try it at /, the JSON API at /v1/predict, docs at /docs.
 
@@ -59,7 +61,7 @@ def serve(
 
         settings = ServeSettings(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_texts=max_texts,
                                  max_body_bytes=int(max_body_mb * 2**20), read_timeout=read_timeout,
-                                 max_queue=max_queue, cors_origins=list(cors_origin or []))
+                                 max_queue=max_queue, cors_origins=list(cors_origin or []), info_paths=info_paths)
         runtime = "ONNX Runtime" if onnx else f"PyTorch ({device.value})"
         serve_checkpoint(checkpoint, settings, host=host, port=port, onnx=onnx, device=device.value, threads=threads,
                          api_key_env=api_key_env, graceful_timeout=graceful_timeout, access_log=access_log,

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import threading
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -76,9 +77,11 @@ def authorized(request: Request,
     key = request.app.state.settings.api_key
     if not key:
         return
-    given = credentials.credentials.encode() if credentials is not None else b""
+    # ASGI headers are bytes, decoded as latin-1 on the way in: encoding back gives the bytes the client sent,
+    # which must be the key's UTF-8 bytes (so `s3cret-ké` sent as UTF-8 passes, its latin-1 bytes do not)
+    given = credentials.credentials.encode("latin-1") if credentials is not None else b""
     # constant time: how much of a guess matched must not show in the response time
-    if not hmac.compare_digest(given, key.encode()):
+    if not hmac.compare_digest(given, key.encode("utf-8")):
         raise HTTPException(401, "missing or wrong API key; send Authorization: Bearer <key>",
                             headers={"WWW-Authenticate": "Bearer"})
 
@@ -148,10 +151,15 @@ async def ready() -> dict:
     return {"status": "ready"}
 
 
-@api.get("/v1/info", summary="The model card (as `sentiment info --json`).")
-async def info(model: Annotated[Loaded, Depends(loaded_model)]) -> JSONResponse:
-    """The model card; 503 while the model loads."""
-    return JSONResponse(model.card)
+@api.get("/v1/info", summary="The model card (as `sentiment info --json`), absolute paths cut to their last part.")
+async def info(request: Request, model: Annotated[Loaded, Depends(loaded_model)]) -> JSONResponse:
+    """The model card; 503 while the model loads. Absolute paths show only their last part, unless the
+    server was started with ``--info-paths`` (:attr:`~sentiment_cli.serving.settings.ServeSettings.info_paths`)."""
+    if request.app.state.settings.info_paths:
+        return JSONResponse(model.card)
+    if request.app.state.public_card is None:
+        request.app.state.public_card = without_paths(model.card)
+    return JSONResponse(request.app.state.public_card)
 
 
 @api.post("/v1/predict", summary="Classify reviews; each prediction is a `sentiment predict --json` object.",
@@ -231,6 +239,7 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
     app.state.load = load
     app.state.loaded = None
     app.state.load_error = None
+    app.state.public_card = None
     app.state.on_fatal = on_fatal
     app.state.page = _page()
     app.include_router(probes)
@@ -270,6 +279,26 @@ def _score(state: State, texts: list[str], explain: bool) -> list[dict]:
     predictor = state.loaded.predictor
     results = predictor.explain(texts) if explain else predictor.predict(texts)
     return [r.to_dict() for r in results]
+
+
+#: An absolute path: a ``/`` not preceded by a word character, ``.``, ``:``, ``~`` or ``/`` (so not a URL's
+#: ``//`` nor a relative path's inner ``/``), then its parts: group 1 is the last one.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~])/(?:[^\s/\"']+/)*([^\s/\"']+)")
+
+
+def without_paths(card: Any) -> Any:
+    """``card`` with every absolute path in its strings cut to its last part (``/srv/models/imdb`` -> ``imdb``).
+
+    What ``/v1/info`` shows by default: the card names the checkpoint folder and the training data's place
+    on the server, which a client has no use for and an attacker would.
+    """
+    if isinstance(card, dict):
+        return {k: without_paths(v) for k, v in card.items()}
+    if isinstance(card, list):
+        return [without_paths(v) for v in card]
+    if isinstance(card, str):
+        return _ABSOLUTE_PATH.sub(r"\1", card)
+    return card
 
 
 def _page() -> str:

@@ -23,6 +23,8 @@ class ServeSettings:
         max_queue: most reviews waiting for the model (more: 503 with Retry-After).
         api_key: if set, ``/v1/*`` and ``/metrics`` need ``Authorization: Bearer <api_key>``.
         cors_origins: origins allowed to call the API from a browser; empty: CORS off.
+        info_paths: ``/v1/info`` shows the model card's absolute paths (the checkpoint's and the data's place
+            on the server); False: each cut to its last part.
     """
 
     max_batch_size: int = 64
@@ -33,6 +35,7 @@ class ServeSettings:
     max_queue: int = 2048
     api_key: str | None = field(default=None, repr=False)
     cors_origins: list[str] = field(default_factory=list)
+    info_paths: bool = False
 
 
 @dataclass
