@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sentiment_cli.model.ngram import FIT_C, nb_lr, two_classes
+from sentiment_cli.model.ngram import FIT_C, label_ids, nb_lr
 
 # Words, and each run of "!" / "?" as its own token: both carry sentiment ("!!!", "?!") that the
 # scikit-learn default pattern (\b\w\w+\b) throws away, as it does one-letter words like "a" and "i".
@@ -64,12 +64,12 @@ def fit_nbsvm(texts: Sequence[str], labels: Sequence[int], *, C: float = FIT_C, 
     L2 logistic regression (inverse strength ``C``) on the scaled counts. Deterministic.
 
     Raises:
-        DataError: the labels are not exactly the two ids 0 and 1.
+        DataError: the labels are not the two ids 0 and 1.
     """
     import scipy.sparse as sp
     from sklearn.feature_extraction.text import CountVectorizer
 
-    y = two_classes(labels)
+    y = label_ids(labels, 2)
     vectorizer = CountVectorizer(ngram_range=(1, max_n), min_df=min_df, binary=True, preprocessor=clean_text,
                                  token_pattern=NGRAM_TOKEN_PATTERN, dtype=np.float32)
     r, classifier = nb_lr(vectorizer.fit_transform(texts), y, C)

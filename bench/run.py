@@ -179,9 +179,9 @@ def _parts_accuracy(folder, data: str, cfg) -> dict:
         for lo in range(0, len(ids), 64):
             input_ids, padding_mask = collate(ids[lo:lo + 64])
             encoder.append(model(input_ids, padding_mask, encoder_only=True).logits.argmax(1))
-    score = model.logit_term.margins(ids)
+    score = model.logit_term.logits(ids).argmax(1)
     return {"test_accuracy_encoder_alone": float((torch.cat(encoder).numpy() == labels).mean()),
-            "test_accuracy_ngram_score_alone": float(((score > 0) == labels).mean())}
+            "test_accuracy_ngram_score_alone": float((score == labels).mean())}
 
 
 def job_peer(args) -> dict:

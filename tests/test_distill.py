@@ -65,7 +65,7 @@ def test_teacher_learns_the_slice():
 
 def test_teacher_needs_two_classes():
     sst5 = load_split(str(SST5_SMALL), "train")
-    with pytest.raises(DataError, match="the n-gram score \\(NB-LR\\) needs two classes"):
+    with pytest.raises(DataError, match="needs labelled texts of at least two of its 2 classes"):
         fit_nbsvm(sst5.texts, sst5.labels)
 
 
@@ -187,19 +187,19 @@ def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
     is far less sure of the training reviews than the teacher fitted on all of them."""
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
     from sentiment_cli.model.ngram import NgramScore
-    from sentiment_cli.training.distill import RESIDUAL_FOLDS, cross_fitted_scores
+    from sentiment_cli.training.distill import RESIDUAL_FOLDS, cross_fitted_logits
 
     train_split = load_split(str(SMALL_DATA), "train")
     cfg = small_config()
     ids = encode_texts(build_tokenizer(train_split.texts, cfg.data), train_split.texts, cfg.data)
     y = np.asarray(train_split.labels)
-    crossed = cross_fitted_scores(ids, train_split.labels, 65_537, seed=1)
+    crossed = cross_fitted_logits(ids, train_split.labels, 65_537, 2, seed=1)[:, 1]
     score = NgramScore(65_537)
     score.fit(ids, train_split.labels)
     full = score.margins(ids)
     assert ((full > 0) == y).mean() > 0.99                       # the full fit has learnt its training reviews
     assert 0.6 < ((crossed > 0) == y).mean() < 0.95              # the cross-fitted score is as on new reviews
-    assert np.array_equal(crossed, cross_fitted_scores(ids, train_split.labels, 65_537, seed=1))
+    assert np.array_equal(crossed, cross_fitted_logits(ids, train_split.labels, 65_537, 2, seed=1)[:, 1])
     result = train(small_config(epochs=1).override("model", ngram_buckets=65_537)
                    .override("training", ngram_residual=True), tmp_path / "out")
     assert result.metrics["teacher"]["cross_fitted_folds"] == RESIDUAL_FOLDS

@@ -143,3 +143,47 @@ def test_predictor_explain_agrees_with_predict(trained_checkpoint):
             predictor.temperature * math.log(p.probabilities["positive"] / p.probabilities["negative"]), abs=1e-3)
     top = predictor.explain(texts[:1])[0].top(3, positive=True)
     assert all(s > 0 for _, s in top) and [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+
+
+def test_with_five_classes_and_an_ngram_score_the_scores_are_the_predicted_class_margin_by_loops():
+    """N classes: the target is the predicted class; each token's score is its pooled features' and its
+    n-grams' share of logit(k) - mean of the others, computed here by loops on the review alone."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, ngram_buckets=31, ngram_scale=0.5)
+    model = SentimentClassifier(cfg, vocab_size=50, max_length=64, num_labels=5)
+    with torch.no_grad():
+        model.logit_term.weight[1:].normal_()
+        model.logit_term.bias.normal_()
+    scores, bias, logits, targets = token_scores(model, REVIEWS)
+    assert (targets == logits.numpy().argmax(1)).all() and len(set(targets.tolist())) >= 2
+    w_head, w_ngram = model.head.weight.detach(), model.logit_term.weight
+    for i, review in enumerate(REVIEWS):
+        k = int(targets[i])
+        others = [c for c in range(5) if c != k]
+
+        def contrast_of(row):   # row: (5,) per-class values
+            return float(row[k] - sum(float(row[c]) for c in others) / 4)
+
+        with torch.no_grad():
+            hidden = model.hidden_states(*collate([review]))[0]
+        want = [0.0] * len(review)
+        for f in range(hidden.shape[1]):
+            column = hidden[:, f].tolist()
+            j = column.index(max(column))
+            want[j] += column[j] * contrast_of(w_head[:, f])
+        seen = set()
+        for j in range(len(review)):
+            for n in (1, 2, 3):
+                gram = review[j - n + 1:j + 1] if j >= n - 1 else []
+                if len(gram) < n or min(gram) <= UNK_ID:
+                    continue
+                h = 0
+                for token in gram:
+                    h = h * 1_000_003 + token
+                bucket = h % 31 + 1
+                if bucket not in seen:
+                    seen.add(bucket)
+                    want[j] += 0.5 * contrast_of(w_ngram[bucket])
+        assert scores[i].tolist() == pytest.approx(want, abs=1e-4)
+        margin = float(logits[i, k] - logits[i, others].mean())
+        assert float(scores[i].sum()) + bias[i] == pytest.approx(margin, abs=1e-4)

@@ -9,7 +9,7 @@ from sentiment_cli.data.batching import collate
 from sentiment_cli.errors import DataError
 from sentiment_cli.model.classifier import SentimentClassifier
 from sentiment_cli.model.ngram import HASH_MULTIPLIER as M
-from sentiment_cli.model.ngram import NgramScore, first_occurrences, ngram_buckets, ngram_features, two_classes
+from sentiment_cli.model.ngram import NgramScore, first_occurrences, label_ids, ngram_buckets, ngram_features
 
 
 def test_ngram_buckets_hash_each_order_and_skip_pad_unk_and_the_start():
@@ -51,14 +51,14 @@ def test_the_ngram_score_joins_the_logits_and_equals_the_sparse_form():
     assert len({b for b in ngram_buckets(torch.tensor([[9, 9, 9]]), 1009).flatten().tolist() if b}) == 3
 
 
-def test_the_ngram_score_needs_two_classes():
-    with pytest.raises(ValueError, match="two classes"):
-        SentimentClassifier(ModelConfig(ngram_buckets=7), vocab_size=50, max_length=8, num_labels=3)
-    with pytest.raises(DataError, match="needs two classes, but the data has 5; set model.ngram_buckets=0"):
-        two_classes([0, 1, 2, 3, 4])
-    with pytest.raises(DataError, match="needs two classes, but the data has 3"):
-        two_classes([0, 1], num_labels=3)
-    assert two_classes([1, 0, 1]).tolist() == [1, 0, 1]
+def test_the_fit_needs_two_classes_present_and_ids_in_range():
+    with pytest.raises(ValueError, match="at least two classes"):
+        NgramScore(7, num_labels=1)
+    with pytest.raises(DataError, match="at least two of its 3 classes; got label ids \\[2\\]"):
+        label_ids([2, 2, 2], 3)
+    with pytest.raises(DataError, match="got label ids \\[0, 1, 2, 3, 4\\]"):
+        label_ids([0, 1, 2, 3, 4], 2)
+    assert label_ids([1, 0, 1], 2).tolist() == [1, 0, 1]
 
 
 def test_a_checkpoint_keeps_the_flat_tensor_names_and_loads_them_back():
@@ -93,7 +93,79 @@ def test_the_fit_is_nb_lr_on_the_binarised_ngrams_and_deterministic():
     b.fit(reviews, labels)
     assert torch.equal(a.weight, b.weight) and float(a.weight[0]) == 0.0
     assert ((a.margins(reviews) > 0) == np.asarray(labels, bool)).all()
-    assert isinstance(a.intercept, float) and float(a.bias) == pytest.approx(a.intercept, abs=1e-6)
+    assert a.intercept.dtype == np.float64 and float(a.bias) == pytest.approx(float(a.intercept[0]), abs=1e-6)
     features = ngram_features(reviews, 1009)
     assert features.shape == (6, 1010) and set(features.data.tolist()) == {1.0}
     assert features[0].nnz == 6                               # 3 unigrams, 2 bigrams, 1 trigram
+
+
+def _five_class_model(scale=0.5):
+    cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, ngram_buckets=1009, ngram_scale=scale)
+    torch.manual_seed(0)
+    model = SentimentClassifier(cfg, vocab_size=60, max_length=64, num_labels=5).eval()
+    with torch.no_grad():
+        model.logit_term.weight[1:].normal_()
+        model.logit_term.bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0, 0.5]))
+    return model
+
+
+def test_with_five_classes_each_class_gets_its_own_score_and_it_equals_the_sparse_form():
+    model = _five_class_model()
+    assert model.logit_term.weight.shape == (1010, 5) and model.logit_term.bias.shape == (5,)
+    reviews = [[5, 6, 7, 5, 6, 7], [9, 9, 9], list(range(2, 40)), [8, 1, 8]]
+    ids, mask = collate(reviews)
+    with torch.no_grad():
+        encoder, out = model(ids, mask, encoder_only=True), model(ids, mask, token_logits=True)
+    sparse = model.logit_term.margins(reviews)                               # (4, 5), unscaled
+    assert sparse.shape == (4, 5)
+    torch.testing.assert_close(out.logits - encoder.logits, 0.5 * torch.from_numpy(sparse), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.token_logits.sum(1) + out.bias, out.logits, atol=1e-5, rtol=0)
+    for row, review in enumerate(reviews):   # binarised: each distinct n-gram once, per class
+        present = sorted({b for b in ngram_buckets(torch.tensor([review]), 1009).flatten().tolist() if b})
+        expected = 0.5 * (model.logit_term.weight[present].sum(0) + model.logit_term.bias)
+        torch.testing.assert_close(out.logits[row] - encoder.logits[row], expected, atol=1e-5, rtol=0)
+    p = model.logit_term.probabilities(reviews)
+    assert p.shape == (4, 5) and torch.allclose(p.sum(1), torch.ones(4))
+    assert (p.argmax(1).numpy() == model.logit_term.logits(reviews).argmax(1)).all()
+
+
+def test_with_five_classes_the_fit_is_one_vs_rest_nb_lr():
+    """Each class's texts share a word no other class uses: one-vs-rest NB-LR gets every training text right,
+    and a class absent from a fit (a fold of a cross-fit) is never predicted."""
+    reviews = [[10 + c, 30 + i, 40 + i] for c in range(5) for i in range(4)]
+    labels = [c for c in range(5) for _ in range(4)]
+    score = NgramScore(1009, num_labels=5)
+    score.fit(reviews, labels)
+    assert (score.logits(reviews).argmax(1) == np.asarray(labels)).all()
+    assert score.intercept.shape == (5,) and float(score.weight[0].abs().sum()) == 0.0
+    partial = NgramScore(1009, num_labels=5)
+    partial.fit(reviews[:12], labels[:12])                                   # classes 3 and 4 absent
+    assert set(partial.logits(reviews).argmax(1).tolist()) <= {0, 1, 2}
+    assert float(partial.bias[3]) == float(partial.bias[4]) == -10.0
+
+
+def test_a_five_class_score_keeps_its_flat_names_and_loads_back():
+    model = _five_class_model()
+    state = model.state_dict()
+    assert state["ngram_weight"].shape == (1010, 5) and state["ngram_bias"].shape == (5,)
+    fresh = SentimentClassifier(model.config, vocab_size=60, max_length=64, num_labels=5)
+    fresh.load_state_dict(state, strict=True)
+    assert torch.equal(fresh.logit_term.weight, model.logit_term.weight)
+
+
+@pytest.mark.slow   # a torch.onnx export (seconds)
+def test_a_five_class_score_exports_to_onnx_exactly(tmp_path):
+    import onnxruntime as ort
+
+    from sentiment_cli.inference.export import _trace
+
+    model = _five_class_model()
+    _trace(model, tmp_path / "m.onnx")
+    reviews = [[5, 6, 7, 5, 6, 7], [9, 9, 9], list(range(2, 40)), [8, 1, 8]]
+    ids, mask = collate(reviews)
+    with torch.no_grad():
+        out = model(ids, mask, token_logits=True)
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    logits, token_logits = session.run(None, {"input_ids": ids.numpy(), "padding_mask": mask.numpy()})
+    np.testing.assert_allclose(logits, out.logits.numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(token_logits, out.token_logits.numpy(), atol=1e-5, rtol=0)

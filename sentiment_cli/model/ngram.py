@@ -140,7 +140,7 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C):
 
     Args:
         x: ``(n_reviews, n_features)`` scipy sparse binarised counts.
-        y: ``(n_reviews,)`` label ids 0 and 1 (see :func:`two_classes`).
+        y: ``(n_reviews,)`` label ids 0 and 1, both present.
         C: inverse L2 strength.
 
     Returns:
@@ -156,50 +156,75 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C):
     return r, classifier
 
 
-def two_classes(labels: Sequence[int], num_labels: int | None = None) -> np.ndarray:
-    """The one check of the score's label rule: NB-LR compares exactly two classes, ids 0 and 1.
-
-    Args:
-        labels: label ids.
-        num_labels: the label set's size, when known (checked before any fitting).
-
-    Returns:
-        ``labels`` as an int array.
+def label_ids(labels: Sequence[int], num_labels: int) -> np.ndarray:
+    """``labels`` as an int array, checked for the fit: ids in ``[0, num_labels)``, at least two classes present.
 
     Raises:
-        DataError: not two classes; the message names the setting that turns the score off.
+        DataError: fewer than two classes among the labels, or an id out of range.
     """
-    y = np.asarray(labels)
-    found = sorted(set(np.unique(y).tolist()))
-    if (num_labels is not None and num_labels != 2) or found != [0, 1]:
-        count = num_labels if num_labels is not None else len(found)
-        raise DataError(f"the n-gram score (NB-LR) needs two classes, but the data has {count}; "
-                        f"set model.ngram_buckets=0 and training.distill_reviews=0")
+    y = np.asarray(labels, dtype=np.int64)
+    found = np.unique(y)
+    if len(found) < 2 or found.min() < 0 or found.max() >= num_labels:
+        raise DataError(f"the n-gram score needs labelled texts of at least two of its {num_labels} classes; "
+                        f"got label ids {found.tolist()[:10]}")
     return y
+
+
+def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[np.ndarray, np.ndarray]:
+    """NB-LR's weights, one column per scored class: the second class against the first with two classes
+    (Wang & Manning 2012), else each class against the rest (one-vs-rest NB-LR).
+
+    Args:
+        x: ``(n_texts, n_features)`` scipy sparse binarised counts.
+        y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
+        num_labels: classes.
+        C: inverse L2 strength.
+
+    Returns:
+        ``(n_features, k)`` float32 weights (the ratios folded in) and ``(k,)`` float64 intercepts, with
+        ``k = 1`` for two classes and ``num_labels`` otherwise. A class absent from ``y`` (a fold of a
+        cross-fit) gets zero weights and an intercept of -10: it is never predicted.
+    """
+    targets = [y] if num_labels == 2 else [(y == c).astype(np.int64) for c in range(num_labels)]
+    weights = np.zeros((x.shape[1], len(targets)), np.float32)
+    intercepts = np.full(len(targets), -10.0)
+    for k, target in enumerate(targets):
+        if len(np.unique(target)) < 2:
+            continue
+        r, classifier = nb_lr(x, target, C)
+        weights[:, k] = (r * classifier.coef_[0]).astype(np.float32)
+        intercepts[k] = float(classifier.intercept_[0])
+    weights[0] = 0.0   # "no n-gram" is never a feature
+    return weights, intercepts
 
 
 class NgramScore(nn.Module):
     """The n-gram score's share of the logits, per token, and its fit.
 
+    With two classes it is one score, the log-odds of the second class (NB-LR; stored as ``weight``
+    ``(buckets + 1,)`` and ``bias`` ``()``); with more, one score per class, each against the rest
+    (one-vs-rest NB-LR; ``weight`` ``(buckets + 1, num_labels)`` and ``bias`` ``(num_labels,)``).
+
     Args:
         buckets: hashed n-gram buckets (``[model] ngram_buckets``).
         scale: ``[model] ngram_scale``, the score's weight in the logits.
-        num_labels: the classifier's classes; must be 2.
+        num_labels: the classifier's classes, 2 or more.
 
     Raises:
-        ValueError: ``num_labels`` is not 2.
+        ValueError: ``num_labels`` is below 2.
     """
 
     def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2):
         super().__init__()
-        if num_labels != 2:
-            raise ValueError(f"the n-gram score needs two classes, got num_labels {num_labels}")
-        self.buckets, self.scale = buckets, scale
+        if num_labels < 2:
+            raise ValueError(f"the n-gram score needs at least two classes, got num_labels {num_labels}")
+        self.buckets, self.scale, self.num_labels = buckets, scale, num_labels
         # Buffers, not parameters: fitted by NB-LR, never by the optimizer, yet saved with the weights.
         # Row 0 (no n-gram) stays zero.
-        self.register_buffer("weight", torch.zeros(buckets + 1))
-        self.register_buffer("bias", torch.zeros(()))
-        self.intercept: float | None = None   # the fit's float64 intercept, while at hand (bias is float32)
+        shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
+        self.register_buffer("weight", torch.zeros(shape))
+        self.register_buffer("bias", torch.zeros(shape[1:]))
+        self.intercept: np.ndarray | None = None   # the fit's float64 intercepts, while at hand (bias is float32)
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
         # before the score was a module of its own); the parent reads them back with load_hook.
         self.register_state_dict_post_hook(_flat_names)
@@ -209,43 +234,59 @@ class NgramScore(nn.Module):
         """The score ``[model]`` asks for, or ``None`` with ``ngram_buckets`` 0.
 
         Raises:
-            ValueError: ``num_labels`` is not 2.
+            ValueError: ``num_labels`` is below 2.
         """
         return cls(config.ngram_buckets, config.ngram_scale, num_labels) if config.ngram_buckets else None
 
     def fit(self, ids: Sequence[Sequence[int]], labels: Sequence[int], C: float = FIT_C) -> None:
-        """Fit NB-LR on the training reviews' hashed token 1-3-grams and keep it as the score.
+        """Fit NB-LR (:func:`nb_lr_columns`) on the training texts' hashed token 1-3-grams and keep it as the score.
 
         Deterministic, so every DDP rank and a resumed run fit the same weights.
 
         Args:
-            ids: the training reviews' token ids (encoded and truncated, as the model reads them).
-            labels: their label ids, 0 or 1.
-            C: inverse L2 strength of the logistic regression.
+            ids: the training texts' token ids (encoded and truncated, as the model reads them).
+            labels: their label ids, in ``[0, num_labels)``.
+            C: inverse L2 strength of the logistic regressions.
 
         Raises:
-            DataError: the labels are not exactly the two ids 0 and 1.
+            DataError: fewer than two classes among the labels, or an id out of range.
         """
-        y = two_classes(labels)
-        r, classifier = nb_lr(ngram_features(ids, self.buckets), y, C)
-        weight = (r * classifier.coef_[0]).astype(np.float32)
-        weight[0] = 0.0   # "no n-gram" is never a feature
-        self.intercept = float(classifier.intercept_[0])
+        y = label_ids(labels, self.num_labels)
+        weights, intercepts = nb_lr_columns(ngram_features(ids, self.buckets), y, self.num_labels, C)
+        self.intercept = intercepts
         with torch.no_grad():
-            self.weight.copy_(torch.from_numpy(weight))
-            self.bias.fill_(self.intercept)
+            self.weight.copy_(torch.from_numpy(weights).view(self.weight.shape))
+            self.bias.copy_(torch.from_numpy(intercepts).view(self.bias.shape))
 
     def margins(self, ids: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
-        """``(len(ids),)`` float32 unscaled scores ``w . x + b``: the log-odds of the second class.
+        """Unscaled scores ``w . x + b`` of each text: ``(len(ids),)`` float32, the log-odds of the second
+        class, with two classes; ``(len(ids), num_labels)``, one per class, with more.
 
         Computed a batch at a time, so the n-gram matrix of 50,000 reviews is never held whole. Right
-        after :meth:`fit` the intercept is the fit's own (float64); a loaded score has the stored float32.
+        after :meth:`fit` the intercepts are the fit's own (float64); a loaded score has the stored float32.
         """
         weight = self.weight.cpu().numpy()
-        bias = self.intercept if self.intercept is not None else float(self.bias)
+        bias = self.bias.cpu().numpy().astype(np.float64) if self.intercept is None else self.intercept
+        if self.num_labels == 2:
+            bias = float(bias if np.ndim(bias) == 0 else bias[0])
         out = [ngram_features(ids[lo:lo + batch_size], self.buckets) @ weight + bias
                for lo in range(0, len(ids), batch_size)]
-        return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)
+        empty = np.zeros((0,) + weight.shape[1:], np.float32)
+        return np.concatenate(out).astype(np.float32) if out else empty
+
+    def logits(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """``(len(ids), num_labels)`` float32 unscaled logits: ``[0, margin]`` with two classes."""
+        m = self.margins(ids)
+        return np.stack([np.zeros_like(m), m], 1) if self.num_labels == 2 else m
+
+    def probabilities(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
+        """``(len(ids), num_labels)`` float32: the score's own class probabilities (the sigmoid of the
+        margin with two classes, the softmax of the one-vs-rest scores with more)."""
+        m = torch.from_numpy(self.margins(ids))
+        if self.num_labels == 2:
+            p = torch.sigmoid(m)
+            return torch.stack([1 - p, p], 1).float()
+        return torch.softmax(m, 1).float()
 
     def token_logits(self, input_ids: Tensor) -> Tensor:
         """Each token's share of the score's logits: the scaled weights of the distinct n-grams that end
@@ -255,19 +296,23 @@ class NgramScore(nn.Module):
             input_ids: ``(batch, seq_len)`` int64 token ids.
 
         Returns:
-            ``(batch, seq_len, 2)``: 0 for the first class, the share of the second.
+            ``(batch, seq_len, num_labels)``; with two classes, 0 for the first class and the share of
+            the second.
         """
         buckets = ngram_buckets(input_ids, self.buckets)                    # (batch, seq_len, max_n)
         flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
         present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * max_n)
-        share = (self.weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
-        share = share * self.scale
-        return torch.stack([torch.zeros_like(share), share], dim=-1)        # (batch, seq_len, 2)
+        if self.num_labels == 2:
+            share = (self.weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
+            share = share * self.scale
+            return torch.stack([torch.zeros_like(share), share], dim=-1)    # (batch, seq_len, 2)
+        rows = self.weight[flat] * present.unsqueeze(-1)                    # (batch, seq_len * max_n, num_labels)
+        return rows.view(*buckets.shape, self.num_labels).sum(2) * self.scale   # (batch, seq_len, num_labels)
 
     def logit_bias(self) -> Tensor:
-        """``(2,)``: the score's intercept, scaled, on the second class's logit."""
+        """``(num_labels,)``: the score's intercepts, scaled (with two classes, on the second class only)."""
         b = self.bias * self.scale
-        return torch.stack([torch.zeros_like(b), b])
+        return torch.stack([torch.zeros_like(b), b]) if self.num_labels == 2 else b
 
     def load_hook(self, parent, state_dict, prefix, *args) -> None:
         """A load-state-dict pre-hook for the module that holds this one: a checkpoint's flat
@@ -278,8 +323,8 @@ class NgramScore(nn.Module):
                 state_dict[f"{prefix}{child}.{name}"] = state_dict.pop(prefix + flat)
 
     def forward(self, input_ids: Tensor) -> tuple[Tensor, Tensor]:
-        """``(token_logits, bias)``: ``(batch, seq_len, 2)`` and ``(2,)``; the score's logits are
-        ``token_logits.sum(1) + bias``."""
+        """``(token_logits, bias)``: ``(batch, seq_len, num_labels)`` and ``(num_labels,)``; the score's
+        logits are ``token_logits.sum(1) + bias``."""
         return self.token_logits(input_ids), self.logit_bias()
 
 

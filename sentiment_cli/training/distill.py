@@ -37,7 +37,7 @@ from ..data.splits import DataSpec, load_pretraining_texts
 from ..data.tokenizer import encode_texts
 from ..errors import DataError
 from ..model.classifier import SentimentClassifier
-from ..model.ngram import TEACHER_BUCKETS, NgramScore, two_classes
+from ..model.ngram import TEACHER_BUCKETS, NgramScore
 from .callbacks import TrainCallbacks
 
 RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted scores
@@ -50,8 +50,8 @@ class Teacher:
     Attributes:
         score: the fitted :class:`~sentiment_cli.model.ngram.NgramScore` (the model's own, or stand-alone).
         report: what ``metrics.json`` says about it (``"teacher"``).
-        cross_fitted: with ``ngram_residual``, ``(num_labelled,)`` float32: each training review's
-            score from the teacher fitted on the other folds; else ``None``.
+        cross_fitted: with ``ngram_residual``, ``(num_labelled, num_labels)`` float32: each training
+            text's unscaled logits from the teacher fitted on the other folds; else ``None``.
     """
 
     score: NgramScore
@@ -78,16 +78,6 @@ class Distillation:
     report: dict[str, Any]
 
 
-def check_labels(config: Config, num_labels: int) -> None:
-    """Refuse, before any work, a run whose teacher could not be fitted on ``num_labels`` classes.
-
-    Raises:
-        DataError: the run has an n-gram score or distillation and not two classes.
-    """
-    if config.model.ngram_buckets or config.training.distill_reviews:
-        two_classes([0, 1], num_labels)
-
-
 def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list[int]], train_labels: list[int],
                 val_ids: list[list[int]], val_labels: list[int], cb: TrainCallbacks) -> Teacher | None:
     """Fit the n-gram teacher on the training split, as the model's own score when it has one.
@@ -102,33 +92,35 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
     if not (config.model.ngram_buckets or t.distill_reviews):
         return None
     start = time.perf_counter()
-    score = model.logit_term if config.model.ngram_buckets else NgramScore(TEACHER_BUCKETS)
+    score = model.logit_term if config.model.ngram_buckets else NgramScore(TEACHER_BUCKETS, num_labels=model.num_labels)
     cb.on_stage(f"fitting the n-gram teacher (NB-LR, token 1-3-grams) on {len(train_ids):,} training reviews")
     score.fit(train_ids, train_labels)
-    report: dict[str, Any] = {"model": "NB-LR, hashed token 1-3-grams (Wang & Manning 2012)",
+    report: dict[str, Any] = {"model": "NB-LR (one-vs-rest with more than two classes), hashed token 1-3-grams (Wang & Manning 2012)",
                               "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets)}
     if val_ids:
-        report["validation_accuracy"] = float(((score.margins(val_ids) > 0) == np.asarray(val_labels)).mean())
+        report["validation_accuracy"] = float((score.logits(val_ids).argmax(1) == np.asarray(val_labels)).mean())
     cross_fitted = None
     if t.ngram_residual:
         cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
-        cross_fitted = torch.from_numpy(cross_fitted_scores(train_ids, train_labels, score.buckets, t.seed))
+        cross_fitted = torch.from_numpy(cross_fitted_logits(train_ids, train_labels, score.buckets, model.num_labels,
+                                                            t.seed))
         report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
     return Teacher(score, report, cross_fitted)
 
 
-def cross_fitted_scores(ids: list[list[int]], labels: list[int], buckets: int, seed: int) -> np.ndarray:
-    """``(len(ids),)`` float32: each review's n-gram score from an NB-LR fitted on the other folds
-    (:data:`RESIDUAL_FOLDS` seeded random folds)."""
+def cross_fitted_logits(ids: list[list[int]], labels: list[int], buckets: int, num_labels: int,
+                        seed: int) -> np.ndarray:
+    """``(len(ids), num_labels)`` float32: each text's unscaled n-gram logits from a score fitted on the
+    other folds (:data:`RESIDUAL_FOLDS` seeded random folds)."""
     fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
-    out = np.zeros(len(ids), np.float32)
+    out = np.zeros((len(ids), num_labels), np.float32)
     y = np.asarray(labels)
     for k in range(RESIDUAL_FOLDS):
         inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
-        score = NgramScore(buckets)
+        score = NgramScore(buckets, num_labels=num_labels)
         score.fit([ids[i] for i in inside], y[inside])
-        out[outside] = score.margins([ids[i] for i in outside])
+        out[outside] = score.logits([ids[i] for i in outside])
     return out
 
 
@@ -152,10 +144,9 @@ def distillation(config: Config, tokenizer, teacher: Teacher | None, train_label
                         f"{len(texts):,} unlabelled reviews; lower it")
     cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
     ids = encode_texts(tokenizer, texts, config.data)
-    p = torch.sigmoid(torch.from_numpy(teacher.score.margins(ids)))
-    soft = torch.stack([1 - p, p], 1).float()                                     # (n_unlabelled, 2)
-    eps, n = t.label_smoothing, len(train_labels)
-    hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), 2).float() * (1 - eps) + eps / 2
+    soft = teacher.score.probabilities(ids)                                       # (n_unlabelled, num_labels)
+    eps, n, classes = t.label_smoothing, len(train_labels), soft.shape[1]
+    hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), classes).float() * (1 - eps) + eps / classes
     report = {"unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews, "weight": t.distill_weight,
               "labelling_seconds": time.perf_counter() - start}
     return Distillation(ids=ids, targets=torch.cat([hard, soft]),
@@ -178,14 +169,14 @@ def epoch_reviews(num_labelled: int, distill: Distillation | None, config: Confi
 def residual_offset(teacher: Teacher | None, config: Config, index: torch.Tensor, num_labelled: int,
                     device: torch.device) -> torch.Tensor | float:
     """What the training logits add for the n-gram score: nothing (0.0) unless ``ngram_residual``;
-    then ``(batch, 2)``, the cross-fitted score times ``ngram_scale`` on the positive class (0 for
-    unlabelled reviews, whose distillation target is the score itself)."""
+    then ``(batch, num_labels)``, the cross-fitted logits times ``ngram_scale`` (0 for unlabelled
+    reviews, whose distillation target is the score itself)."""
     if teacher is None or teacher.cross_fitted is None:
         return 0.0
     labelled = index < num_labelled
-    score = torch.zeros(len(index))
-    score[labelled] = teacher.cross_fitted[index[labelled]] * config.model.ngram_scale
-    return torch.stack([torch.zeros_like(score), score], 1).to(device)
+    offset = torch.zeros(len(index), teacher.cross_fitted.shape[1])
+    offset[labelled] = teacher.cross_fitted[index[labelled]] * config.model.ngram_scale
+    return offset.to(device)
 
 
 def loss_function(config: Config, distill: Distillation | None, train_labels: torch.Tensor, index: torch.Tensor,

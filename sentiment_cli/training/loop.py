@@ -343,10 +343,8 @@ def _build_model(ctx: RunContext, data: _Data, saved: TrainerState | None,
     """The classifier, freshly initialised, then given the saved run's weights or the pretrained folder's.
 
     Raises:
-        DataError: the run has a teacher and not two classes (refused before any work).
         CheckpointError: the saved weights do not fit the model.
     """
-    distill.check_labels(ctx.config, len(data.labels))
     model = SentimentClassifier.from_config(ctx.config, data.tokenizer.get_vocab_size(), len(data.labels))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(ctx.output), against="state.json's config")
