@@ -20,12 +20,13 @@ class ServerThread:
     def __init__(self, app):
         import uvicorn
 
-        from sentiment_cli.serving.server import listen
+        from sentiment_cli.serving.server import listen, uvicorn_config
 
         self.app = app
         self.sock = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+        # as `sentiment serve` runs it (its HTTP protocol: header deadline, JSON 400s), signals left to the test
+        self.server = uvicorn.Server(uvicorn_config(app, graceful_timeout=None, access_log=False, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self):

@@ -50,6 +50,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import State
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from .batcher import Closed, MicroBatcher, Overloaded
 from .guard import BodyGuard
@@ -240,6 +241,7 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
     app.state.loaded = None
     app.state.load_error = None
     app.state.public_card = None
+    app.state.load_thread = None
     app.state.on_fatal = on_fatal
     app.state.page = _page()
     app.include_router(probes)
@@ -249,7 +251,7 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(BodyGuard, max_body_bytes=settings.max_body_bytes, read_timeout=settings.read_timeout,
-                       metrics=metrics)
+                       metrics=metrics, route_of=_route_of)
     return app
 
 
@@ -257,7 +259,8 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
 async def _lifespan(app: FastAPI):
     """Start the batcher and the loading thread; at shutdown, finish the queued batches."""
     app.state.batcher.start()
-    threading.Thread(target=_load_model, args=(app.state,), name="load-model", daemon=True).start()
+    app.state.load_thread = threading.Thread(target=_load_model, args=(app.state,), name="load-model", daemon=True)
+    app.state.load_thread.start()
     yield
     await app.state.batcher.close()   # uvicorn has finished the requests in flight; finish queued batches
 
@@ -299,6 +302,15 @@ def without_paths(card: Any) -> Any:
     if isinstance(card, str):
         return _ABSOLUTE_PATH.sub(r"\1", card)
     return card
+
+
+def _route_of(scope: dict) -> str | None:
+    """The path template of the route of :data:`probes` or :data:`api` that ``scope`` (path and method)
+    matches, even in part (a 405), or None."""
+    for route in (*probes.routes, *api.routes):
+        if route.matches(scope)[0] is not Match.NONE:
+            return route.path
+    return None
 
 
 def _page() -> str:

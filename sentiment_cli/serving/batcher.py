@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from contextlib import suppress
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -73,6 +74,8 @@ class MicroBatcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._batch: list[_Job] = []           # the jobs of the batch being scored
+        self._busy = False                     # the worker thread is scoring (set in that thread)
         # one thread: batches run one after another, and torch's own threads parallelise each one
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="model")
 
@@ -80,6 +83,11 @@ class MicroBatcher:
     def queued(self) -> int:
         """Reviews waiting for a batch."""
         return self._queued
+
+    @property
+    def busy(self) -> bool:
+        """The worker thread is scoring a batch (perhaps one :meth:`close` abandoned)."""
+        return self._busy
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
@@ -112,12 +120,20 @@ class MicroBatcher:
             raise
 
     async def close(self) -> None:
-        """Take no new work, finish what is queued and running, then stop the worker thread."""
+        """Take no new work, finish the batches someone still waits for, then stop.
+
+        A batch whose requests are all gone (cancelled, e.g. by a shutdown's graceful timeout) is not waited
+        for: it runs on in the worker thread (:attr:`busy`), whose result nobody reads.
+        """
         self._closing = True
         if self._task is not None:
             self._wake.set()
-            await self._task
-        self._executor.shutdown(wait=True)
+            while not self._task.done() and any(not job.future.done() for job in (*self._pending, *self._batch)):
+                await asyncio.wait({self._task}, timeout=0.05)
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -134,13 +150,16 @@ class MicroBatcher:
                 continue
             texts = [t for job in batch for t in job.texts]
             start = time.perf_counter()
+            self._batch = batch
             try:
-                results = await loop.run_in_executor(self._executor, self.score, texts, batch[0].kind)
+                results = await loop.run_in_executor(self._executor, self._score, texts, batch[0].kind)
             except Exception as exc:   # a fault in the model fails this batch, not the server
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(exc)
                 continue
+            finally:
+                self._batch = []
             if self.on_batch is not None:
                 self.on_batch(len(texts), time.perf_counter() - start)
             lo = 0
@@ -149,6 +168,14 @@ class MicroBatcher:
                 if not job.future.done():
                     job.future.set_result(results[lo:hi])
                 lo = hi
+
+    def _score(self, texts: list[str], kind: Any) -> list:
+        """``score`` in the worker thread, with :attr:`busy` set while it runs."""
+        self._busy = True
+        try:
+            return self.score(texts, kind)
+        finally:
+            self._busy = False
 
     async def _fill(self, deadline: float) -> None:
         """Wait until ``max_batch_size`` reviews are queued, the deadline passes, or shutdown."""

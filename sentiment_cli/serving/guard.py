@@ -4,8 +4,10 @@ Every HTTP request gets an ``X-Request-Id`` header. The whole body is read here,
 sees it: a body over the limit is answered 413 (``{"error": ...}``, from Content-Length or as it
 arrives), a body that does not arrive in time 408, a Content-Length that is not a number 400. While
 the app works, a client that goes away cancels the app's task (its reviews leave the batcher's
-queue); an exception the app lets through is a 500 that quotes the request id, logged with it.
-Each request is counted by route and status, and timed, in :class:`~sentiment_cli.serving.metrics.Metrics`.
+queue); an exception the app lets through is a 500 that quotes the request id, logged with it; a request
+the server cancels (uvicorn, past the graceful timeout of a shutdown) is a 503 saying so.
+Each request is counted by route and status, and timed, in :class:`~sentiment_cli.serving.metrics.Metrics`:
+the route the app matched, or for an answer given before routing (413, 408) the one ``route_of`` names.
 
 No web framework: it wraps any ASGI app.
 """
@@ -17,10 +19,16 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from .metrics import Metrics
 
 log = logging.getLogger("sentiment.serve")
+
+
+def new_request_id() -> str:
+    """A new request id: 16 hex digits, random."""
+    return uuid.uuid4().hex[:16]
 
 
 class BodyGuard:
@@ -38,19 +46,23 @@ class BodyGuard:
         max_body_bytes: largest request body.
         read_timeout: seconds a client has to send its whole body.
         metrics: where requests, their latency and dropped clients are counted.
+        route_of: ``route_of(scope)``, the route template a request's path and method match, or None;
+            names the route of an answer given before the app routed it (413, 408). None: ``"unmatched"``.
     """
 
-    def __init__(self, app, *, max_body_bytes: int, read_timeout: float, metrics: Metrics):
+    def __init__(self, app, *, max_body_bytes: int, read_timeout: float, metrics: Metrics,
+                 route_of: Callable[[dict], str | None] | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.read_timeout = read_timeout
         self.metrics = metrics
+        self.route_of = route_of
 
     async def __call__(self, scope, receive, send):
         """Serve one ASGI connection; anything but HTTP goes straight to the app."""
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        rid = uuid.uuid4().hex[:16]
+        rid = new_request_id()
         scope.setdefault("state", {})["request_id"] = rid
         start = time.perf_counter()
         state = {"status": 0, "complete": False}
@@ -73,11 +85,23 @@ class BodyGuard:
                 await _send_json(send_with_id, status, {"error": text})
                 return
             await self._call_app(scope, body, receive, send_with_id, state)
+        except asyncio.CancelledError:
+            # only the server cancels a request's own task: uvicorn, once a shutdown's graceful timeout is over
+            if state["status"]:
+                raise
+            await _send_json(send_with_id, 503, {"error": "the server is shutting down and the request did not "
+                                                          "finish within its graceful timeout; retry"})
         finally:
-            route = scope.get("route")
-            name = getattr(route, "path", None) or "unmatched"   # never the raw path: unbounded label values
-            self.metrics.requests.labels(name, str(state["status"] or 499)).inc()
-            self.metrics.latency.labels(name).observe(time.perf_counter() - start)
+            self._count(scope, state["status"], time.perf_counter() - start)
+
+    def _count(self, scope, status: int, seconds: float) -> None:
+        """Count one request under its route template (never the raw path: unbounded label values)."""
+        route = getattr(scope.get("route"), "path", None)
+        if route is None and self.route_of is not None:
+            route = self.route_of(scope)
+        name = route or "unmatched"
+        self.metrics.requests.labels(name, str(status or 499)).inc()
+        self.metrics.latency.labels(name).observe(seconds)
 
     async def _read_body(self, scope, receive):
         """``(body, None)``, or ``(None, (status, message))``, or ``(None, "disconnect")``."""

@@ -16,8 +16,12 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import signal
 import socket
+import sys
+import threading
 from collections.abc import Callable
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,6 +88,7 @@ def serve_checkpoint(checkpoint: Path, settings: ServeSettings, *, host: str = "
         CheckpointError: there is no (exported) model at ``checkpoint``.
         the loader's error, if the model failed to load once the server started (the server stops then).
     """
+    early = EarlySignals.install()   # from now on a signal stops the server with exit 0, even before uvicorn runs
     require_serve_extra()
     key = _api_key(api_key_env)
     load = model_loader(checkpoint, onnx=onnx, device=device, threads=threads)
@@ -94,7 +99,7 @@ def serve_checkpoint(checkpoint: Path, settings: ServeSettings, *, host: str = "
     from .app import create_app
 
     run(create_app(load, replace(settings, api_key=key)), sock, graceful_timeout=graceful_timeout,
-        access_log=access_log)
+        access_log=access_log, early=early)
 
 
 def require_serve_extra() -> None:
@@ -185,13 +190,56 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class EarlySignals:
+    """SIGINT / SIGTERM caught before uvicorn takes them over, and replayed to it once it has (see :func:`run`).
+
+    Without it, a signal while the server starts (imports, binding, building the app) would kill the process
+    by the signal (exit 143 / 130) instead of stopping it with the documented 0.
+    """
+
+    def __init__(self):
+        self.signals: list[int] = []
+
+    @classmethod
+    def install(cls) -> EarlySignals:
+        """Catch SIGINT and SIGTERM from now on (from the main thread; elsewhere: catch nothing)."""
+        early = cls()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, early._caught)
+        return early
+
+    def _caught(self, signum: int, _frame) -> None:
+        self.signals.append(signum)
+
+
+def uvicorn_config(app: FastAPI, *, graceful_timeout: float | None = 30.0, access_log: bool = True,
+                   log_level: str = "info"):
+    """The ``uvicorn.Config`` the server runs ``app`` with.
+
+    Its HTTP protocol has a deadline on request headers (``app.state.settings.read_timeout``, the body's own
+    deadline) and answers uvicorn's own 400s as ``{"error": ...}`` (:mod:`~sentiment_cli.serving.protocol`);
+    idle keep-alive connections close after 5 s.
+    """
+    import uvicorn
+
+    from .protocol import http_protocol
+
+    return uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on",
+                          timeout_graceful_shutdown=graceful_timeout, server_header=False, timeout_keep_alive=5,
+                          http=http_protocol(app.state.settings.read_timeout))
+
+
 def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, access_log: bool = True,
-        log_level: str = "info") -> None:
+        log_level: str = "info", early: EarlySignals | None = None) -> None:
     """Serve ``app`` on ``sock`` until SIGINT / SIGTERM, then stop gracefully.
 
-    On the first signal the server stops accepting connections, finishes the requests
-    in flight (for at most ``graceful_timeout`` seconds) and returns normally; a
-    second Ctrl-C stops at once.
+    On the first signal (or one ``early`` caught before) the server stops accepting connections and finishes
+    the requests in flight for at most ``graceful_timeout`` seconds; those still running then are answered
+    503 (:class:`~sentiment_cli.serving.guard.BodyGuard`). It returns normally, or, when work it cannot
+    interrupt is still running (the model loading, a batch past the graceful timeout), ends the process
+    at once with exit 0 (a thread inside torch at interpreter exit aborts the process). A second Ctrl-C
+    stops at once.
 
     Raises:
         the loader's error, if the model could not be loaded (the server stops then).
@@ -208,10 +256,15 @@ def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, ac
                 log.info("signal %d: finishing requests in flight, then stopping", sig)
                 self.should_exit = True
 
-    config = uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on",
-                            timeout_graceful_shutdown=graceful_timeout, server_header=False,
-                            timeout_keep_alive=5)
-    server = _Server(config)
+        @contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                for sig in early.signals if early is not None else ():
+                    self.handle_exit(sig, None)
+                yield
+
+    server = _Server(uvicorn_config(app, graceful_timeout=graceful_timeout, access_log=access_log,
+                                    log_level=log_level))
 
     def fatal(_exc: BaseException) -> None:
         server.should_exit = True
@@ -220,6 +273,20 @@ def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, ac
     server.run(sockets=[sock])
     if app.state.load_error is not None:
         raise app.state.load_error
+    loading = app.state.load_thread is not None and app.state.load_thread.is_alive()
+    if loading or app.state.batcher.busy:
+        log.info("stopped while %s; exiting without waiting for it",
+                 "the model was loading" if loading else "a batch past the graceful timeout was running")
+        _exit_now(0)
+
+
+def _exit_now(code: int) -> None:
+    """End the process with ``code`` now, stdout and stderr flushed, without waiting for threads."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _api_key(var: str | None) -> str | None:
