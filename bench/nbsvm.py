@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sentiment_cli.model.ngram import FIT_C, label_ids, nb_lr
+from sentiment_cli.model.ngram import FIT_C, label_ids, nb_lr_columns
 
 # Words, and each run of "!" / "?" as its own token: both carry sentiment ("!!!", "?!") that the
 # scikit-learn default pattern (\b\w\w+\b) throws away, as it does one-letter words like "a" and "i".
@@ -39,38 +39,41 @@ class NbSvm:
 
     Attributes:
         vectorizer: scikit-learn ``CountVectorizer`` (binary word 1-``max_n``-grams).
-        scale: ``(n_features, n_features)`` sparse diagonal of the log-count ratios.
-        classifier: scikit-learn ``LogisticRegression`` on the scaled features.
+        weights: ``(n_features, k)`` float32, the log-count ratios folded in (``k`` = 1 with two
+            classes, one column per class with more: one-vs-rest).
+        intercepts: ``(k,)`` float64.
     """
 
     vectorizer: Any
-    scale: Any
-    classifier: Any
+    weights: np.ndarray
+    intercepts: np.ndarray
 
     def logits(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), 2)`` float32 logits ``[0, w·(x*r) + b]``: their softmax is
-        ``[P(label 0), P(label 1)]``."""
-        score = self.classifier.decision_function(self.vectorizer.transform(texts) @ self.scale)
-        return np.stack([np.zeros_like(score), score], 1).astype(np.float32)
+        """``(len(texts), num_labels)`` float32 logits: ``[0, w·(x*r) + b]`` with two classes (their softmax
+        is ``[P(label 0), P(label 1)]``), each class's one-vs-rest score with more."""
+        score = self.vectorizer.transform(texts) @ self.weights + self.intercepts
+        if score.shape[1] == 1:
+            score = np.concatenate([np.zeros_like(score), score], 1)
+        return score.astype(np.float32)
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts),)`` int64 label ids (0 or 1)."""
+        """``(len(texts),)`` int64 label ids."""
         return self.logits(texts).argmax(1)
 
 
 def fit_nbsvm(texts: Sequence[str], labels: Sequence[int], *, C: float = FIT_C, max_n: int = MAX_N,
-              min_df: int = 1) -> NbSvm:
+              min_df: int = 1, num_labels: int = 2) -> NbSvm:
     """Fit NB-LR on labelled texts: binarised 1-``max_n``-gram counts, log-count ratios (alpha 1),
-    L2 logistic regression (inverse strength ``C``) on the scaled counts. Deterministic.
+    L2 logistic regression (inverse strength ``C``) on the scaled counts; one-vs-rest with more than
+    two classes (:func:`~sentiment_cli.model.ngram.nb_lr_columns`). Deterministic.
 
     Raises:
-        DataError: the labels are not the two ids 0 and 1.
+        DataError: fewer than two classes among the labels, or an id of ``num_labels`` or more.
     """
-    import scipy.sparse as sp
     from sklearn.feature_extraction.text import CountVectorizer
 
-    y = label_ids(labels, 2)
+    y = label_ids(labels, num_labels)
     vectorizer = CountVectorizer(ngram_range=(1, max_n), min_df=min_df, binary=True, preprocessor=clean_text,
                                  token_pattern=NGRAM_TOKEN_PATTERN, dtype=np.float32)
-    r, classifier = nb_lr(vectorizer.fit_transform(texts), y, C)
-    return NbSvm(vectorizer, sp.diags(r), classifier)
+    weights, intercepts = nb_lr_columns(vectorizer.fit_transform(texts), y, num_labels, C)
+    return NbSvm(vectorizer, weights, intercepts)

@@ -105,13 +105,13 @@ def fasttext_text(text: str) -> str:
     return " ".join(re.findall(r"[\w']+|[^\w\s]+", _clean(text)))
 
 
-def fasttext_bigrams(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
-                     repeats: int = 1, seed: int = 0, **settings) -> dict:
-    """fastText supervised classifier with word bigrams (Joulin et al. 2017), one thread.
+def fasttext_predictor(train_texts, train_labels, seed: int = 0, **settings):
+    """Fit fastText's supervised classifier with word bigrams (Joulin et al. 2017), one thread; returns
+    ``predict(texts) -> (len(texts),)`` int label ids (any number of classes).
 
     ``settings`` override :data:`FASTTEXT_SETTINGS` (``fasttext.train_supervised`` keywords).
     One thread makes the run reproducible: with several, fastText's lock-free (Hogwild) updates
-    race and the same seed gives different models. Returns the peer dict (module docstring).
+    race and the same seed gives different models.
 
     Call it once per process. fastText 0.9.3 (and the fasttext-numpy2 fork) can diverge to NaN when
     a process trains a model after an earlier one was freed - the same data and seed train fine in
@@ -125,24 +125,28 @@ def fasttext_bigrams(train_texts, train_labels, test_texts, test_labels, val_tex
     import fasttext
 
     opts = {**FASTTEXT_SETTINGS, **settings, "thread": 1, "seed": seed, "verbose": 0}
+    with tempfile.TemporaryDirectory(prefix="bench-fasttext-") as tmp:
+        path = Path(tmp) / "train.txt"
+        path.write_text("".join(f"__label__{int(y)} {fasttext_text(t)}\n"
+                                for t, y in zip(train_texts, train_labels)), encoding="utf-8")
+        try:
+            model = fasttext.train_supervised(str(path), **opts)
+        except RuntimeError as exc:
+            raise RuntimeError(f"fastText diverged ({exc}); run it in a fresh process, or lower lr") from None
 
-    def predict_with(model):
-        def predict(texts):
-            # a list: fasttext 0.9.3's single-string path calls np.array(copy=False), an error on numpy 2
-            labels, _ = model.predict([fasttext_text(t) for t in texts])
-            return np.array([int(lab[0] == "__label__1") for lab in labels])
-        return predict
+    def predict(texts):
+        # a list: fasttext 0.9.3's single-string path calls np.array(copy=False), an error on numpy 2
+        labels, _ = model.predict([fasttext_text(t) for t in texts])
+        return np.array([int(lab[0][len("__label__"):]) for lab in labels])
+    return predict
 
+
+def fasttext_bigrams(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
+                     repeats: int = 1, seed: int = 0, **settings) -> dict:
+    """fastText with word bigrams (:func:`fasttext_predictor`), timed and scored: the peer dict (module
+    docstring). Call it once per process."""
     def fit():
-        with tempfile.TemporaryDirectory(prefix="bench-fasttext-") as tmp:
-            path = Path(tmp) / "train.txt"
-            path.write_text("".join(f"__label__{int(y)} {fasttext_text(t)}\n"
-                                    for t, y in zip(train_texts, train_labels)), encoding="utf-8")
-            try:
-                model = fasttext.train_supervised(str(path), **opts)
-            except RuntimeError as exc:
-                raise RuntimeError(f"fastText diverged ({exc}); run it in a fresh process, or lower lr") from None
-            return predict_with(model)
+        return fasttext_predictor(train_texts, train_labels, seed=seed, **settings)
 
     return _score(fit, len(train_texts), test_texts, test_labels, val_texts, val_labels, repeats)
 

@@ -194,7 +194,6 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[
         r, classifier = nb_lr(x, target, C)
         weights[:, k] = (r * classifier.coef_[0]).astype(np.float32)
         intercepts[k] = float(classifier.intercept_[0])
-    weights[0] = 0.0   # "no n-gram" is never a feature
     return weights, intercepts
 
 
@@ -253,6 +252,7 @@ class NgramScore(nn.Module):
         """
         y = label_ids(labels, self.num_labels)
         weights, intercepts = nb_lr_columns(ngram_features(ids, self.buckets), y, self.num_labels, C)
+        weights[0] = 0.0   # "no n-gram" is never a feature
         self.intercept = intercepts
         with torch.no_grad():
             self.weight.copy_(torch.from_numpy(weights).view(self.weight.shape))

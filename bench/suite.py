@@ -1,0 +1,246 @@
+"""The suite benchmark: `sentiment train --data DIR` with no flags against dev-tuned peers, set by set.
+
+    python -m bench.suite [--sets imdb sst5 sst5-phrases trec6 subj] [--output DIR] [--skip-ours]
+
+For each labelled set in ``../shared/data`` (IMDB, SST-5 sentences, SST-5 with its
+treebank phrases, TREC-6, Subj), in one run:
+
+- **ours**: ``sentiment train --data DIR`` with no other flag (the default preset as a new
+  user runs it), then ``sentiment eval --split test --json``; a run that fails is reported with
+  its one error line, not hidden;
+- **peers**, each with its settings chosen on dev (the set's ``dev``/``validation`` split; IMDB
+  has none, so a 10% hold-out of train in blocks), refitted on the whole training split for test:
+  TF-IDF 1-2-grams + logistic regression (``C``), NB-SVM (NB-LR over word 1-3-grams; one-vs-rest
+  with more than two classes; ``C``) and fastText with word bigrams (``lr``, ``epoch``).
+
+It prints test accuracy, macro-F1 and training time per system, and ours against the best peer,
+and writes ``results.json`` and ``results.md`` (the README's table). Every system runs in its own
+process, one after another; fastText in a fresh process per fit (fastText 0.9.3 can diverge when a
+process trains a second model; see ``bench.peers.fasttext_bigrams``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+SETS = {"imdb": "imdb", "sst5": "sst5", "sst5-phrases": "sst5-phrases", "trec6": "trec6", "subj": "subj"}
+C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+FASTTEXT_GRID = [{"lr": lr, "epoch": ep} for lr in (0.1, 0.25, 0.5) for ep in (5, 10, 25)]
+PEER_NAMES = {"tfidf": "TF-IDF + LR", "nbsvm": "NB-SVM", "fasttext": "fastText"}
+
+
+# ----------------------------------------------------------------------------- data
+
+def splits(folder: str) -> dict:
+    """``{"train", "dev", "test"}`` as ``(texts, label ids)``, labelled as the set names them; ``full``:
+    the whole training split (for the refit), which is ``train`` when the set has its own dev split."""
+    import numpy as np
+
+    from sentiment_cli.data.splits import DataSpec, load_split, load_train_validation
+
+    own_dev = load_train_validation(DataSpec(folder, validation_fraction=0.1, validation_split="blocks"))
+    train, dev = own_dev
+    full = load_split(DataSpec(folder, validation_fraction=0.0), "train", 0.0, label_names=train.label_names)
+    test = load_split(folder, "test", label_names=train.label_names)
+    has_dev = dev.where != train.where
+    out = {"train": train, "dev": dev, "full": train if has_dev else full, "test": test}
+    return {k: (list(v.texts), np.asarray(v.labels)) for k, v in out.items()} | {
+        "labels": list(train.label_names), "dev_from": "its dev split" if has_dev else "10% of train, in blocks"}
+
+
+# ----------------------------------------------------------------------------- peers (run in job processes)
+
+def _choose(fit_score, grid) -> tuple:
+    """``(best setting, {setting: dev accuracy})``: the best dev accuracy wins, ties go to the first."""
+    dev = {json.dumps(g): fit_score(g) for g in grid}
+    best = max(grid, key=lambda g: dev[json.dumps(g)])
+    return best, dev
+
+
+def _test_record(predict_fit, full, test, seconds_key="train_seconds") -> dict:
+    from sklearn.metrics import f1_score
+
+    start = time.perf_counter()
+    predict = predict_fit(*full)
+    seconds = time.perf_counter() - start
+    pred = predict(test[0])
+    return {"test_accuracy": float((pred == test[1]).mean()),
+            "test_f1_macro": float(f1_score(test[1], pred, average="macro")), seconds_key: seconds}
+
+
+def tfidf_fit(C: float):
+    """A function ``(texts, labels) -> predict`` for TF-IDF 1-2-grams + logistic regression at ``C``."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    def fit(texts, labels):
+        pipe = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True, strip_accents="unicode"),
+                             LogisticRegression(C=C, max_iter=3000))
+        return pipe.fit(texts, labels).predict
+    return fit
+
+
+def nbsvm_fit(C: float, num_labels: int):
+    """A function ``(texts, labels) -> predict`` for NB-LR over word 1-3-grams (one-vs-rest for N classes)."""
+    from bench.nbsvm import fit_nbsvm
+
+    def fit(texts, labels):
+        return fit_nbsvm(texts, labels, C=C, num_labels=num_labels).predict
+    return fit
+
+
+def job_linear(name: str, folder: str) -> dict:
+    """TF-IDF + LR or NB-SVM on one set: ``C`` chosen on dev, then refitted on the whole training split."""
+    data = splits(folder)
+    make = (lambda c: tfidf_fit(c)) if name == "tfidf" else (lambda c: nbsvm_fit(c, len(data["labels"])))
+
+    def dev_accuracy(c):
+        return float((make(c)(*data["train"])(data["dev"][0]) == data["dev"][1]).mean())
+
+    best, dev = _choose(dev_accuracy, list(C_GRID))
+    return {"setting": {"C": best}, "dev": dev, "dev_accuracy": dev[json.dumps(best)],
+            **_test_record(make(best), data["full"], data["test"])}
+
+
+def job_fasttext(folder: str, setting: str, split: str) -> dict:
+    """One fastText fit (a fresh process): on ``train`` scored on dev, or on the whole split scored on test."""
+    import numpy as np
+
+    from bench.peers import fasttext_predictor
+
+    data = splits(folder)
+    params = json.loads(setting)
+    if split == "dev":
+        predict = fasttext_predictor(*data["train"], **params)
+        return {"dev_accuracy": float((np.asarray(predict(data["dev"][0])) == data["dev"][1]).mean())}
+    return _test_record(lambda t, y: fasttext_predictor(t, y, **params), data["full"], data["test"])
+
+
+# ----------------------------------------------------------------------------- ours
+
+def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
+    """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json``, timed; on failure,
+    the exit code and the last line it printed."""
+    cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out), *extra]
+    print(f"· {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {proc.returncode}: {last}", "train_seconds": seconds}
+    ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
+                         "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
+    m = json.loads(ev.stdout)
+    return {"test_accuracy": m["accuracy"], "test_f1_macro": m["f1"]["macro"], "train_seconds": seconds,
+            "ece": m.get("ece"), "temperature": m.get("temperature")}
+
+
+# ----------------------------------------------------------------------------- driver
+
+def job(*args: str) -> dict:
+    """Run ``python -m bench.suite --job ARGS`` in a fresh process and return its JSON line."""
+    cmd = [sys.executable, "-m", "bench.suite", "--job", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_fasttext(folder: str) -> dict:
+    """fastText's grid on dev, one process a fit, then the chosen setting refitted for test."""
+    dev = {}
+    for g in FASTTEXT_GRID:
+        dev[json.dumps(g)] = job("fasttext", folder, json.dumps(g), "dev").get("dev_accuracy", -1.0)
+    best = max(FASTTEXT_GRID, key=lambda g: dev[json.dumps(g)])
+    return {"setting": best, "dev": dev, "dev_accuracy": dev[json.dumps(best)],
+            **job("fasttext", folder, json.dumps(best), "test")}
+
+
+def run_set(name: str, out: Path, skip_ours: bool) -> dict:
+    """One set: the peers, then ours."""
+    folder = str(SHARED / SETS[name])
+    print(f"== {name}", file=sys.stderr, flush=True)
+    result = {"data": folder, "peers": {}}
+    for peer in ("tfidf", "nbsvm"):
+        print(f"· {peer}", file=sys.stderr, flush=True)
+        result["peers"][peer] = job("linear", peer, folder)
+    print("· fasttext", file=sys.stderr, flush=True)
+    result["peers"]["fasttext"] = run_fasttext(folder)
+    if not skip_ours:
+        result["ours"] = run_ours(folder, out / name, [])
+    return result
+
+
+def rows(results: dict) -> list[list[str]]:
+    """The table: set, system, test accuracy, macro-F1, training time, ours against the best peer."""
+    table = []
+    for name, r in results["sets"].items():
+        peers = {p: v for p, v in r["peers"].items() if "test_accuracy" in v}
+        best = max(peers, key=lambda p: peers[p]["test_accuracy"]) if peers else None
+        ours = r.get("ours") or {}
+        if "test_accuracy" in ours and best:
+            gap = f"{(ours['test_accuracy'] - peers[best]['test_accuracy']) * 100:+.2f} pt vs {PEER_NAMES[best]}"
+            table.append([name, "sentiment train (no flags)", f"{ours['test_accuracy']:.2%}",
+                          f"{ours['test_f1_macro']:.4f}", f"{ours['train_seconds']:,.0f} s", gap])
+        elif ours:
+            table.append([name, "sentiment train (no flags)", "–", "–", "–", ours.get("error", "")[:90]])
+        for p, v in r["peers"].items():
+            if "test_accuracy" not in v:
+                table.append([name, PEER_NAMES[p], "–", "–", "–", v.get("error", "")[:90]])
+                continue
+            setting = ", ".join(f"{k} {val:g}" for k, val in v["setting"].items())
+            table.append([name, f"{PEER_NAMES[p]} ({setting})", f"{v['test_accuracy']:.2%}",
+                          f"{v['test_f1_macro']:.4f}", f"{v['train_seconds']:,.1f} s", "best peer" if p == best else ""])
+    return table
+
+
+HEADER = ["set", "system", "test accuracy", "macro-F1", "train time", "against the best peer"]
+
+
+def markdown(results: dict) -> str:
+    """The Markdown table with its date, hardware and commit."""
+    lines = [f"{results['date']}, {results['hardware']}, commit {results['commit']}; settings chosen on dev.", "",
+             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(results)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(SETS))
+    ap.add_argument("--output", default=None, help="folder for checkpoints and results (default: temp)")
+    ap.add_argument("--skip-ours", action="store_true", help="the peers only")
+    ap.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.job:   # inside a job process: print one JSON line
+        kind, *rest = args.job
+        print(json.dumps(job_linear(*rest) if kind == "linear" else job_fasttext(*rest)))
+        return
+    out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-suite-"))
+    out.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    results = {"date": dt.date.today().isoformat(), "commit": commit.strip() or "unknown",
+               "hardware": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU", "sets": {}}
+    for name in args.sets:
+        results["sets"][name] = run_set(name, out, args.skip_ours)
+        (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "results.md").write_text(markdown(results))
+    print(markdown(results))
+    print(f"results: {out / 'results.json'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
