@@ -15,14 +15,15 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
 
 Every file is written to a temporary file in the same folder and moved into
 place with ``os.replace``, so a crash leaves either the old or the new file,
-never half of one. Loading never unpickles.
+never half of one. Loading never unpickles, and treats the folder as untrusted input: it reads only
+regular files inside it, within size limits, and checks sizes, tensor shapes and token ids against the
+config before it allocates the model (:func:`load_checkpoint`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -35,17 +36,28 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from .config import Config, stored_config_from_dict
+from .config import (Config, open_regular_file, read_regular_file, stored_config_from_dict, stored_temperature,
+                     stored_vocab_size)
 from .errors import CheckpointError, ConfigError, UsageError
 from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
-from .data.tokenizer import load_tokenizer
+from .data.tokenizer import check_token_ids, tokenizer_from_str
 
 CHECKPOINT_FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 METRICS_FILE = "metrics.json"
+# The most a file of a checkpoint may hold, in bytes: a checkpoint is untrusted input, read only as regular
+# files inside its folder (config.read_regular_file). Generous: the weights of a 4,000,000-word vocabulary at
+# d_model 256 are 4 GB; a 4,000,000-word tokenizer.json is about 120 MB.
+WEIGHTS_LIMIT = 8 << 30
+TOKENIZER_LIMIT = 512 << 20
+JSON_LIMIT = 64 << 20
+# safetensors' dtype names (its header) as torch dtypes, to compare a file's tensors with a model's
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                       "U8": torch.uint8, "BOOL": torch.bool}
 
 
 def atomic_write(path: str | Path, data: bytes | str) -> None:
@@ -148,11 +160,25 @@ def save_checkpoint(directory: str | Path, *, config: Config, model: SentimentCl
     write_json(directory / METRICS_FILE, metrics)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_checkpoint_file(path: Path, limit: int = JSON_LIMIT) -> bytes:
+    """The bytes of one file of a checkpoint folder: a regular file of at most ``limit`` bytes, inside the
+    folder once links are resolved (see :func:`~sentiment_cli.config.read_regular_file`).
+
+    Raises:
+        CheckpointError: missing, not a regular file (``/dev/zero``, a FIFO), a link leaving the folder, or
+            larger than ``limit``; the message names the file.
+    """
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        return read_regular_file(path, limit, path.parent)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(read_checkpoint_file(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
@@ -185,20 +211,55 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: s
             not finite; the message names ``path``, the tensor, and ``against`` (what
             the model was built from).
     """
-    expected = model.state_dict()
-    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    check_tensor_specs(_specs(model.state_dict()), _specs(state), path, against)
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{path}: tensor {name} holds NaN or infinite values")
+    model.load_state_dict(state, strict=True)
+
+
+def _specs(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[Any, tuple[int, ...]]]:
+    return {name: (t.dtype, tuple(t.shape)) for name, t in tensors.items()}
+
+
+def check_tensor_specs(expected: dict[str, tuple[Any, tuple[int, ...]]], found: dict[str, tuple[Any, tuple[int, ...]]],
+                       path: str | Path, against: str = "config.json") -> None:
+    """Check that ``found`` has exactly the tensors of ``expected``, each of the same ``(dtype, shape)``.
+
+    Raises:
+        CheckpointError: a tensor is missing, extra, or of another dtype or shape; the message names
+            ``path``, the tensor and ``against`` (what ``expected`` was built from).
+    """
+    missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
     if missing or extra:
         what = "; ".join(x for x in (f"missing {', '.join(missing[:3])}" if missing else "",
                                      f"unexpected {', '.join(extra[:3])}" if extra else "") if x)
         raise CheckpointError(f"{path}: does not match {against} ({what})")
-    for name, tensor in state.items():
-        want = expected[name]
-        if tensor.shape != want.shape or tensor.dtype != want.dtype:
-            raise CheckpointError(f"{path}: does not match {against}: tensor {name} is {tensor.dtype} "
-                                  f"{tuple(tensor.shape)}, the model expects {want.dtype} {tuple(want.shape)}")
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise CheckpointError(f"{path}: tensor {name} holds NaN or infinite values")
-    model.load_state_dict(state, strict=True)
+    for name, (dtype, shape) in found.items():
+        want_dtype, want_shape = expected[name]
+        if shape != want_shape or dtype != want_dtype:
+            raise CheckpointError(f"{path}: does not match {against}: tensor {name} is {dtype} "
+                                  f"{shape}, the model expects {want_dtype} {want_shape}"[:400])
+
+
+def safetensors_specs(data: bytes, path: str | Path) -> dict[str, tuple[Any, tuple[int, ...]]]:
+    """Each tensor's ``(dtype, shape)`` from a safetensors file's header, without touching its data.
+
+    The format: an 8-byte little-endian header length, then a JSON object mapping each tensor's name to
+    its ``dtype``, ``shape`` and ``data_offsets`` (and an optional ``__metadata__``).
+
+    Raises:
+        CheckpointError: the header is truncated or malformed.
+    """
+    try:
+        size = int.from_bytes(data[:8], "little")
+        if len(data) < 8 or size > len(data) - 8:
+            raise ValueError("the header is longer than the file")
+        header = json.loads(data[8:8 + size])
+        return {name: (_SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(int(n) for n in entry["shape"]))
+                for name, entry in header.items() if name != "__metadata__"}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: corrupt or truncated (its header: {str(exc)[:120]})") from None
 
 
 def read_config(directory: str | Path) -> tuple[Config, int]:
@@ -238,9 +299,10 @@ def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[st
     if version > CHECKPOINT_FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
                               f"({CHECKPOINT_FORMAT_VERSION}); upgrade sentiment-cli")
-    vocab_size = raw.pop("vocab_size", None)
-    if not isinstance(vocab_size, int) or vocab_size < 3:
-        raise CheckpointError(f"{path}: vocab_size must be an integer >= 3")
+    try:
+        vocab_size = stored_vocab_size(raw.pop("vocab_size", None))
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
     labels = _labels(raw.pop("labels", None), path)
     for key in ("architecture", "temperature"):
         raw.pop(key, None)
@@ -261,34 +323,76 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         pretrained_ok: also accept an encoder from ``sentiment pretrain``
             (whose dense head is untrained).
 
+    Everything is checked before the model is allocated: each file is a regular file inside the folder
+    within its size limit (:data:`WEIGHTS_LIMIT`, :data:`TOKENIZER_LIMIT`, :data:`JSON_LIMIT`), the
+    config's sizes within their bounds, the temperature within
+    :data:`~sentiment_cli.config.TEMPERATURE_RANGE`, every token id below ``vocab_size``, and the weights'
+    tensors (from the safetensors header) those of the model the config describes.
+
     Raises:
         CheckpointError: a file is missing, truncated, corrupt, of a newer
-            format, or does not match the others (shapes, vocabulary size);
-            the message names the file. Also a pretrained encoder unless
-            ``pretrained_ok``.
+            format, not a regular file inside the folder, too large, out of
+            its bounds, or does not match the others (shapes, vocabulary
+            size, token ids); the message names the file. Also a pretrained
+            encoder unless ``pretrained_ok``.
     """
     directory = Path(directory)
-    config, vocab_size, labels = read_checkpoint_config(directory)
-    tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
-    if tokenizer.get_vocab_size() != vocab_size:
-        raise CheckpointError(f"{directory / TOKENIZER_FILE}: vocabulary of {tokenizer.get_vocab_size()} "
-                              f"tokens, but config.json says vocab_size {vocab_size}")
-    weights_path = directory / WEIGHTS_FILE
-    try:
-        state = st_load(weights_path.read_bytes())
-    except FileNotFoundError:
-        raise CheckpointError(f"{weights_path}: missing") from None
-    except (SafetensorError, ValueError, OSError) as exc:
-        raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
-    model = SentimentClassifier.from_config(config, vocab_size, len(labels))
-    load_weights(model, state, weights_path)
+    config, vocab_size, labels = read_checkpoint_config(directory)   # sizes within the config's bounds
+    temperature = read_temperature(directory)
+    tokenizer = _checkpoint_tokenizer(directory / TOKENIZER_FILE, vocab_size)
     metrics_path = directory / METRICS_FILE
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
     if metrics.get("kind") == "pretrained" and not pretrained_ok:
         raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
                               f"fine-tune it first: sentiment train --init {directory}")
+    weights_path = directory / WEIGHTS_FILE
+    data = read_checkpoint_file(weights_path, WEIGHTS_LIMIT)
+    model = _model_for(config, vocab_size, len(labels), safetensors_specs(data, weights_path), weights_path)
+    try:
+        state = st_load(data)
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
+    del data
+    load_weights(model, state, weights_path)
     model.to(device).eval()
-    return Checkpoint(directory, config, model, tokenizer, metrics, labels, read_temperature(directory))
+    return Checkpoint(directory, config, model, tokenizer, metrics, labels, temperature)
+
+
+def _checkpoint_tokenizer(path: Path, vocab_size: int) -> Any:
+    """``tokenizer.json``, read within its size limit, with exactly ``vocab_size`` tokens and every id it can
+    give below ``vocab_size`` (the embedding's rows).
+
+    Raises:
+        CheckpointError: unreadable, not a tokenizer, or not matching ``vocab_size``; the message names it.
+    """
+    try:
+        text = read_checkpoint_file(path, TOKENIZER_LIMIT).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: not a valid tokenizer file (not UTF-8: {exc.reason})") from None
+    tokenizer = tokenizer_from_str(text, path)
+    if tokenizer.get_vocab_size() != vocab_size:
+        raise CheckpointError(f"{path}: vocabulary of {tokenizer.get_vocab_size()} "
+                              f"tokens, but config.json says vocab_size {vocab_size}")
+    return check_token_ids(tokenizer, vocab_size, path)
+
+
+def _model_for(config: Config, vocab_size: int, num_labels: int, found: dict[str, tuple[Any, tuple[int, ...]]],
+               path: Path) -> SentimentClassifier:
+    """The model ``config.json`` describes, allocated only once the weights' tensors (``found``: their
+    ``(dtype, shape)`` from the file's header) match it: they are first compared with a model built on the
+    ``meta`` device, which allocates no memory.
+
+    Raises:
+        CheckpointError: the tensors do not match (the message names ``path``), or the config describes
+            no model (naming ``config.json``).
+    """
+    try:
+        with torch.device("meta"):
+            expected = _specs(SentimentClassifier.from_config(config, vocab_size, num_labels).state_dict())
+        check_tensor_specs(expected, found, path)
+        return SentimentClassifier.from_config(config, vocab_size, num_labels)
+    except ValueError as exc:
+        raise CheckpointError(f"{path.parent / CONFIG_FILE}: {exc}") from None
 
 
 def read_temperature(directory: str | Path) -> float:
@@ -298,10 +402,10 @@ def read_temperature(directory: str | Path) -> float:
         CheckpointError: ``config.json`` is missing or invalid, or the temperature is not a finite number > 0.
     """
     path = Path(directory) / CONFIG_FILE
-    value = _read_json(path).get("temperature", 1.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise CheckpointError(f"{path}: temperature must be a finite number > 0, got {value!r}")
-    return float(value)
+    try:
+        return stored_temperature(_read_json(path).get("temperature", 1.0))
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
 
 
 def write_temperature(directory: str | Path, temperature: float) -> None:
@@ -309,11 +413,11 @@ def write_temperature(directory: str | Path, temperature: float) -> None:
 
     Raises:
         CheckpointError: ``config.json`` is missing or invalid.
-        ValueError: ``temperature`` is not a finite number > 0.
+        ValueError: ``temperature`` is not a finite number in
+            :data:`~sentiment_cli.config.TEMPERATURE_RANGE` (what loading accepts).
         OSError: the folder is not writable (``config.json`` is then unchanged).
     """
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    temperature = stored_temperature(temperature)
     path = Path(directory) / CONFIG_FILE
     raw = _read_json(path)
     raw["temperature"] = float(temperature)
@@ -326,10 +430,14 @@ EVAL_PREFIX = "eval_"
 
 
 def weights_digest(directory: str | Path) -> str | None:
-    """``"sha256:<hex>"`` of ``model.safetensors``, or ``None`` when it is missing."""
+    """``"sha256:<hex>"`` of ``model.safetensors``, or ``None`` when it is missing.
+
+    Raises:
+        CheckpointError: it is not a regular file inside the folder, or is over :data:`WEIGHTS_LIMIT`.
+    """
     path = Path(directory) / WEIGHTS_FILE
     try:
-        with open(path, "rb") as fh:
+        with open_regular_file(path, WEIGHTS_LIMIT, path.parent) as fh:
             return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
     except FileNotFoundError:
         return None
@@ -368,8 +476,8 @@ def _current_records(directory: Path, prefix: str, required: str, weights: str |
     current = weights or weights_digest(directory)
     for path in sorted(directory.glob(f"{prefix}*.json")):
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            record = json.loads(read_checkpoint_file(path))
+        except (CheckpointError, ValueError):
             continue
         if isinstance(record, dict) and record.get("weights") == current and required in record:
             yield path, record

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from .errors import ConfigError
+from .errors import CheckpointError, ConfigError
 
 # Presets ship as package data (sentiment_cli/configs/<name>.toml); the repository's top-level configs/
 # links to them. Name -> one line for --help.
@@ -34,6 +36,81 @@ PRESETS = {
     "sst5": "five-class sentences (SST-5, ../shared/data/sst5), from scratch, settings chosen on its dev split",
 }
 DEFAULT_PRESET = "default"
+
+# Bounds of what a checkpoint (or an exported file) may ask of the loader; a checkpoint is untrusted input.
+MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size and config.json's vocab_size
+# softmax(logits / T) in float32 (evaluation/calibration.py) stays finite while T is a normal float32 and
+# logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
+TEMPERATURE_RANGE = (1e-3, 1e3)
+
+
+def stored_temperature(value: Any) -> float:
+    """A checkpoint's temperature (``config.json``'s ``"temperature"``), checked: a number in
+    :data:`TEMPERATURE_RANGE`, the one rule of both backends.
+
+    Raises:
+        ValueError: anything else (not a number, NaN, infinite, <= 0, or outside the range); the message
+            starts with ``temperature must be``.
+    """
+    lo, hi = TEMPERATURE_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise ValueError(f"temperature must be a finite number > 0, from {lo:g} to {hi:g}, got {value!r}"[:200])
+    return float(value)
+
+
+def stored_vocab_size(value: Any) -> int:
+    """A checkpoint's ``vocab_size`` (the token embedding's rows), checked: an integer from 3 to
+    :data:`MAX_VOCAB_SIZE`.
+
+    Raises:
+        ValueError: anything else; the message starts with ``vocab_size must be``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size must be an integer from 3 to {MAX_VOCAB_SIZE:,}, got {value!r}"[:200])
+    return value
+
+
+def open_regular_file(path: str | Path, limit: int, folder: str | Path | None = None) -> BinaryIO:
+    """``path`` opened for reading (binary), only if it is a regular file of at most ``limit`` bytes and,
+    given ``folder``, inside ``folder`` once links are resolved (a link within the folder is followed).
+
+    A device (``/dev/zero``), a FIFO or a socket is refused without reading it (the file is opened
+    non-blocking and checked with ``fstat``, so a FIFO cannot stall the open), and so is a file larger
+    than ``limit`` bytes.
+
+    Raises:
+        FileNotFoundError: no such file (or a dangling link).
+        CheckpointError: outside ``folder``, not a regular file, or larger than ``limit``; the message
+            names ``path``.
+    """
+    path = Path(path)
+    if folder is not None:
+        real, root = os.path.realpath(path), os.path.realpath(folder)
+        if os.path.commonpath([real, root]) != root:
+            raise CheckpointError(f"{path}: a link to a file outside {folder} ({real}); a checkpoint's files "
+                                  "must be inside its folder")
+    fh = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+    info = os.fstat(fh.fileno())
+    problem = ("not a regular file (a device, FIFO, socket or folder); refusing to read it"
+               if not stat.S_ISREG(info.st_mode) else
+               f"larger than {limit:,} bytes ({info.st_size:,}); not a checkpoint file" if info.st_size > limit else "")
+    if problem:
+        fh.close()
+        raise CheckpointError(f"{path}: {problem}")
+    return fh
+
+
+def read_regular_file(path: str | Path, limit: int, folder: str | Path | None = None) -> bytes:
+    """The bytes of ``path``, as :func:`open_regular_file` allows (at most ``limit`` bytes are ever read).
+
+    Raises:
+        FileNotFoundError, CheckpointError: as :func:`open_regular_file`.
+    """
+    with open_regular_file(path, limit, folder) as fh:
+        data = fh.read(os.fstat(fh.fileno()).st_size + 1)
+    if len(data) > limit:   # it grew while being read
+        raise CheckpointError(f"{path}: larger than {limit:,} bytes; not a checkpoint file")
+    return data
 
 
 def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
@@ -49,10 +126,11 @@ def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
 class ModelConfig:
     """Shape of the Transformer encoder classifier (see ``model/classifier.py``)."""
 
-    d_model: int = _spec(32, lo=2, help="width of token embeddings and encoder layers; even (sinusoidal pairs)")
-    n_heads: int = _spec(2, lo=1, help="attention heads; must divide d_model")
-    n_layers: int = _spec(1, lo=1, help="Transformer encoder layers")
-    d_ff: int = _spec(128, lo=1, help="hidden width of each layer's feed-forward block")
+    d_model: int = _spec(32, lo=2, hi=4096,
+                         help="width of token embeddings and encoder layers; even (sinusoidal pairs)")
+    n_heads: int = _spec(2, lo=1, hi=64, help="attention heads; must divide d_model")
+    n_layers: int = _spec(1, lo=1, hi=64, help="Transformer encoder layers")
+    d_ff: int = _spec(128, lo=1, hi=65536, help="hidden width of each layer's feed-forward block")
     dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
                            help="dropout on embeddings and residual branches")
     activation_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
@@ -96,11 +174,12 @@ class DataConfig:
     validation_split: str = _spec("random", choices=("random", "blocks"),
                                   help="hold out single reviews, or blocks of consecutive reviews so that "
                                        "validation shares few movies with training (IMDB keeps a movie's reviews together)")
-    max_length: int = _spec(200, lo=1, help="tokens kept per review")
+    max_length: int = _spec(200, lo=1, hi=16384, help="tokens kept per review")
     truncation: str = _spec("head", choices=("head", "head_tail"),
                             help="keep the first max_length tokens, or the head and tail (Sun et al. 2019)")
     head_fraction: float = _spec(0.25, lo=0.0, hi=1.0, help="with head_tail: share of max_length taken from the head")
-    vocab_size: int = _spec(50000, lo=3, help="tokenizer vocabulary size, including <pad> and <unk>")
+    vocab_size: int = _spec(50000, lo=3, hi=MAX_VOCAB_SIZE,
+                            help="tokenizer vocabulary size, including <pad> and <unk>")
     min_frequency: int = _spec(1, lo=1, help="a token must occur this often in train to enter the vocabulary")
     pre_tokenizer: str = _spec("whitespace", choices=("whitespace", "punctuation"),
                                help="split on whitespace only (notebook) or also split off punctuation")

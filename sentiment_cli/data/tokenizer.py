@@ -9,6 +9,7 @@ special tokens: ``<pad>`` is id 0 and ``<unk>`` id 1 in every vocabulary.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -98,6 +99,39 @@ def _check_specials(tok: Tokenizer, where: str | Path) -> Tokenizer:
     if tok.token_to_id(PAD_TOKEN) != PAD_ID or tok.token_to_id(UNK_TOKEN) != UNK_ID:
         raise CheckpointError(f"{where}: expected {PAD_TOKEN}=0 and {UNK_TOKEN}=1 in the vocabulary")
     return tok
+
+
+def check_token_ids(tok: Tokenizer, rows: int, where: str | Path) -> Tokenizer:
+    """Refuse a tokenizer that can give an id the model has no embedding row for (a crafted
+    ``tokenizer.json`` would otherwise fail each forward pass that meets the word).
+
+    Every id ``tok`` can produce (its vocabulary and added tokens, its padding id, its post-processor's
+    special tokens) must be below ``rows``, the token embedding's rows (the checkpoint's ``vocab_size``).
+
+    Raises:
+        CheckpointError: an id ``>= rows``; the message names ``where`` and the token.
+    """
+    vocab = tok.get_vocab(with_added_tokens=True)
+    word, top = max(vocab.items(), key=lambda item: item[1], default=("", 0))
+    if top >= rows:
+        raise CheckpointError(f"{where}: token {word[:40]!r} has id {top}, but the model's embedding has {rows} "
+                              f"rows (ids 0 to {rows - 1})")
+    pad_id = (tok.padding or {}).get("pad_id", PAD_ID)
+    special = json.loads(tok.post_processor.__getstate__()) if tok.post_processor is not None else None
+    extra = max(pad_id, *_ints(special))
+    if extra >= rows:
+        raise CheckpointError(f"{where}: its padding or post-processor gives id {extra}, but the model's embedding "
+                              f"has {rows} rows (ids 0 to {rows - 1})")
+    return tok
+
+
+def _ints(obj: object) -> list[int]:
+    """Every integer in a parsed JSON value (a post-processor's token ids among them); ``[0]`` when none."""
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        return [i for x in obj for i in _ints(x)] or [0]
+    return [obj] if isinstance(obj, int) and not isinstance(obj, bool) else [0]
 
 
 def truncate(ids: Sequence[int], max_length: int, strategy: str = "head", head_fraction: float = 0.25) -> list[int]:

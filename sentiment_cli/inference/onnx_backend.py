@@ -24,16 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from ..config import stored_config_from_dict
+from ..config import read_regular_file, stored_config_from_dict, stored_temperature, stored_vocab_size
 from ..errors import CheckpointError, ConfigError, SentimentError
 from ..data.labels import LABELS
-from ..data.tokenizer import PAD_ID, tokenizer_from_str
+from ..data.tokenizer import PAD_ID, check_token_ids, tokenizer_from_str
 
 ONNX_FILE = "model.onnx"
 ONNX_INSTALL = 'pip install "sentiment-cli[onnx]"'
 # metadata keys written by sentiment_cli.inference.export
 META_CONFIG, META_TOKENIZER, META_LABELS = "sentiment.config", "sentiment.tokenizer", "sentiment.labels"
 META_BIAS, META_CARD = "sentiment.head_bias", "sentiment.card"
+OUTPUTS = ["logits", "token_logits"]   # the graph's outputs, in order
+# The most an exported file may hold, in bytes: one protobuf (at most 2 GiB) without external data.
+ONNX_LIMIT = 2 << 30
 
 
 class OnnxUnavailable(SentimentError):
@@ -48,7 +51,7 @@ def onnx_path(path: str | Path) -> Path:
     """
     path = Path(path)
     file = path / ONNX_FILE if path.is_dir() else path
-    if not file.is_file():
+    if not file.exists():   # a device or a FIFO is refused when read (read_regular_file)
         raise CheckpointError(f"no ONNX model at {file}; write one with `sentiment export --format onnx "
                               f"--checkpoint {path if path.is_dir() else path.parent}`")
     return file
@@ -65,18 +68,17 @@ def pad(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ids, mask
 
 
-def _temperature(raw: dict[str, Any], path: Path) -> float:
-    """``config.json``'s top-level ``temperature`` (fitted on validation after training; 1.0 when absent).
+def _stored(check, raw: dict[str, Any], key: str, default: Any, path: Path) -> Any:
+    """``config.json``'s top-level ``key`` (``default`` when absent), checked by ``check`` (the torch
+    backend's rule: :func:`~sentiment_cli.config.stored_temperature`, :func:`~sentiment_cli.config.stored_vocab_size`).
 
     Raises:
-        CheckpointError: it is not a positive finite number.
+        CheckpointError: ``check`` refuses it; the message names ``path``.
     """
-    value = raw.get("temperature", 1.0)
-    if value is None:
-        return 1.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
-        raise CheckpointError(f"{path}: temperature must be a positive number, got {value!r}"[:240])
-    return float(value)
+    try:
+        return check(raw.get(key, default))
+    except ValueError as exc:
+        raise CheckpointError(f"{path} (config): {exc}") from None
 
 
 class OnnxBackend:
@@ -97,23 +99,23 @@ class OnnxBackend:
 
     def __init__(self, path: str | Path, batch_size: int | None = None, threads: int | None = None):
         self.path = onnx_path(path)
-        self.session = _session(self.path, threads)
+        folder = Path(path) if Path(path).is_dir() else None   # model.onnx must then be inside it
+        self.session = _session(_read_model(self.path, folder), self.path, threads)
         meta = self.session.get_modelmeta().custom_metadata_map
         raw, labels, self.bias = _metadata(meta, self.path)
-        if (len(labels) < 2 or self.bias.shape != (len(labels),)
-                or self.session.get_outputs()[1].name != "token_logits"):
-            raise CheckpointError(f"{self.path}: written by an older `sentiment export`, or its label names do not "
-                                  f"match its outputs; export the checkpoint again")
-        self.temperature = _temperature(raw, self.path)
+        _check_outputs(self.session, len(labels), self.path)
+        self.temperature = _stored(stored_temperature, raw, "temperature", 1.0, self.path)
+        vocab_size = _stored(stored_vocab_size, raw, "vocab_size", None, self.path)
         for key in ("format_version", "vocab_size", "architecture", "labels", "temperature"):
             raw.pop(key, None)
         try:
             self.config = stored_config_from_dict(raw, f"{self.path} (config)")
         except ConfigError as exc:
             raise CheckpointError(str(exc)) from None
-        self.tokenizer = tokenizer_from_str(meta[META_TOKENIZER], self.path)
-        self.labels = tuple(str(x) for x in labels)
-        self.card: dict[str, Any] = json.loads(meta.get(META_CARD, "{}"))
+        tokenizer = tokenizer_from_str(meta[META_TOKENIZER], f"{self.path} (tokenizer.json)")
+        self.tokenizer = check_token_ids(tokenizer, vocab_size, f"{self.path} (tokenizer.json)")
+        self.labels = tuple(labels)
+        self.card: dict[str, Any] = _card(meta, self.path)
         self.batch_size = self.config.training.eval_batch_size if batch_size is None else batch_size
 
     def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False
@@ -139,8 +141,24 @@ class OnnxBackend:
         return (logits, shares, self.bias) if token_logits else (logits, None, None)
 
 
-def _session(path: Path, threads: int | None):
-    """An ONNX Runtime session on the CPU.
+def _read_model(path: Path, folder: Path | None) -> bytes:
+    """The bytes of the exported file: a regular file of at most :data:`ONNX_LIMIT` bytes (inside ``folder``
+    when given).
+
+    Raises:
+        CheckpointError: missing, not a regular file (``/dev/zero``, a FIFO), a link leaving ``folder``, or too
+            large; the message names ``path``.
+    """
+    try:
+        return read_regular_file(path, ONNX_LIMIT, folder)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _session(model: bytes, path: Path, threads: int | None):
+    """An ONNX Runtime session on the CPU for ``model`` (the bytes of ``path``).
 
     Raises:
         OnnxUnavailable: onnxruntime is not installed.
@@ -155,28 +173,76 @@ def _session(path: Path, threads: int | None):
     if threads:
         options.intra_op_num_threads = threads
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as exc:   # onnxruntime raises its own Exception subclasses for a bad file
         raise CheckpointError(f"{path}: not a usable ONNX model ({str(exc).splitlines()[0][:160]})") from None
 
 
-def _metadata(meta: dict[str, str], path: Path) -> tuple[dict[str, Any], list, np.ndarray]:
-    """``(config, labels, bias)`` from the file's ``sentiment export`` metadata.
+def _metadata(meta: dict[str, str], path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray]:
+    """``(config, labels, bias)`` from the file's ``sentiment export`` metadata: the config a JSON object, two
+    or more distinct label names (the config's, else the labels entry's, else IMDB's two), one finite bias
+    per label.
 
     Raises:
-        CheckpointError: a key is missing or unreadable.
+        CheckpointError: a key is missing, not JSON, or not of its shape; the message names the key.
     """
     missing = [k for k in (META_CONFIG, META_TOKENIZER, META_LABELS, META_BIAS) if k not in meta]
     if missing:
         raise CheckpointError(f"{path}: not written by `sentiment export` (no {missing[0]} metadata)")
+    raw = _json_meta(meta, META_CONFIG, path)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: its config is not a JSON object ({META_CONFIG} metadata)")
+    labels = raw.get("labels", _json_meta(meta, META_LABELS, path)) or list(LABELS)
+    if (not isinstance(labels, list) or len(labels) < 2 or len(set(map(str, labels))) != len(labels)
+            or not all(isinstance(x, str) and x.strip() for x in labels)):
+        raise CheckpointError(f"{path}: its label names must be two or more distinct names, got {labels!r}"[:240])
     try:
-        raw = json.loads(meta[META_CONFIG])
-        labels = json.loads(meta[META_LABELS])
-        bias = np.asarray(json.loads(meta[META_BIAS]), dtype=np.float32)
+        bias = np.asarray(_json_meta(meta, META_BIAS, path), dtype=np.float32)
+    except (TypeError, ValueError):
+        bias = np.empty(0, np.float32)
+    if bias.shape != (len(labels),) or not np.isfinite(bias).all():
+        raise CheckpointError(f"{path}: its {META_BIAS} metadata is not {len(labels)} finite numbers, one per label "
+                              f"name; export the checkpoint again")
+    return raw, tuple(labels), bias
+
+
+def _json_meta(meta: dict[str, str], key: str, path: Path) -> Any:
+    """The metadata entry ``key``, parsed as JSON.
+
+    Raises:
+        CheckpointError: it is not valid JSON; the message names ``key``.
+    """
+    try:
+        return json.loads(meta[key])
     except ValueError as exc:
-        raise CheckpointError(f"{path}: unreadable `sentiment export` metadata ({exc})") from None
-    labels = raw.get("labels", labels) or list(LABELS)
-    if not isinstance(labels, list):
-        raise CheckpointError(f"{path}: written by an older `sentiment export`, or its label names do not "
-                              f"match its outputs; export the checkpoint again")
-    return raw, labels, bias
+        raise CheckpointError(f"{path}: its {key} metadata is not valid JSON ({str(exc)[:100]})") from None
+
+
+def _card(meta: dict[str, str], path: Path) -> dict[str, Any]:
+    """The model card from the metadata (``{}`` when the file has none).
+
+    Raises:
+        CheckpointError: it is not a JSON object; the message names the key.
+    """
+    card = _json_meta(meta, META_CARD, path) if META_CARD in meta else {}
+    if not isinstance(card, dict):
+        raise CheckpointError(f"{path}: its {META_CARD} metadata is not a JSON object")
+    return card
+
+
+def _check_outputs(session, num_labels: int, path: Path) -> None:
+    """Check the graph's outputs: :data:`OUTPUTS`, in order, ``logits`` one per label name.
+
+    Raises:
+        CheckpointError: other outputs, or a number of logits per review that is not ``num_labels``.
+    """
+    outputs = session.get_outputs()
+    names = [o.name for o in outputs]
+    if names != OUTPUTS:
+        raise CheckpointError(f"{path}: its graph's outputs are {', '.join(names) or 'none'}, not "
+                              f"{', '.join(OUTPUTS)}: written by an older `sentiment export`, or altered; "
+                              f"export the checkpoint again"[:300])
+    width = outputs[0].shape[-1] if outputs[0].shape else None
+    if width != num_labels:
+        raise CheckpointError(f"{path}: {num_labels} label names for a graph of {width} logits per review; "
+                              f"export the checkpoint again")
