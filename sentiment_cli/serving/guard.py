@@ -48,15 +48,18 @@ class BodyGuard:
         metrics: where requests, their latency and dropped clients are counted.
         route_of: ``route_of(scope)``, the route template a request's path and method match, or None;
             names the route of an answer given before the app routed it (413, 408). None: ``"unmatched"``.
+        shortcuts: ``{(method, path): asgi_app}``: requests served by ``asgi_app`` (given the whole body in
+            one message) instead of ``app``, e.g. a hot route kept clear of a framework's per-request cost.
     """
 
     def __init__(self, app, *, max_body_bytes: int, read_timeout: float, metrics: Metrics,
-                 route_of: Callable[[dict], str | None] | None = None):
+                 route_of: Callable[[dict], str | None] | None = None, shortcuts: dict | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.read_timeout = read_timeout
         self.metrics = metrics
         self.route_of = route_of
+        self.shortcuts = shortcuts or {}
 
     async def __call__(self, scope, receive, send):
         """Serve one ASGI connection; anything but HTTP goes straight to the app."""
@@ -65,7 +68,7 @@ class BodyGuard:
         rid = new_request_id()
         scope.setdefault("state", {})["request_id"] = rid
         start = time.perf_counter()
-        state = {"status": 0, "complete": False}
+        state = {"status": 0, "complete": False, "route": None}
 
         async def send_with_id(message):
             if message["type"] == "http.response.start":
@@ -82,21 +85,24 @@ class BodyGuard:
                 return
             if problem is not None:
                 status, text = problem
-                await _send_json(send_with_id, status, {"error": text})
+                await send_json(send_with_id, status, {"error": text})
                 return
-            await self._call_app(scope, body, receive, send_with_id, state)
+            shortcut = self.shortcuts.get((scope["method"], scope["path"]))
+            if shortcut is not None:
+                state["route"] = scope["path"]
+            await self._call_app(shortcut or self.app, scope, body, receive, send_with_id, state)
         except asyncio.CancelledError:
             # only the server cancels a request's own task: uvicorn, once a shutdown's graceful timeout is over
             if state["status"]:
                 raise
-            await _send_json(send_with_id, 503, {"error": "the server is shutting down and the request did not "
+            await send_json(send_with_id, 503, {"error": "the server is shutting down and the request did not "
                                                           "finish within its graceful timeout; retry"})
         finally:
-            self._count(scope, state["status"], time.perf_counter() - start)
+            self._count(scope, state["route"], state["status"], time.perf_counter() - start)
 
-    def _count(self, scope, status: int, seconds: float) -> None:
+    def _count(self, scope, route: str | None, status: int, seconds: float) -> None:
         """Count one request under its route template (never the raw path: unbounded label values)."""
-        route = getattr(scope.get("route"), "path", None)
+        route = route or getattr(scope.get("route"), "path", None)
         if route is None and self.route_of is not None:
             route = self.route_of(scope)
         name = route or "unmatched"
@@ -135,8 +141,8 @@ class BodyGuard:
             if not message.get("more_body", False):
                 return b"".join(chunks), None
 
-    async def _call_app(self, scope, body: bytes, receive, send, state) -> None:
-        """Run the app on ``body``; cancel it if the client leaves, answer 500 if it fails."""
+    async def _call_app(self, app, scope, body: bytes, receive, send, state) -> None:
+        """Run ``app`` on ``body``; cancel it if the client leaves, answer 500 if it fails."""
         gone = asyncio.Event()
         delivered = False
 
@@ -153,7 +159,7 @@ class BodyGuard:
                 pass
             gone.set()
 
-        app_task = asyncio.ensure_future(self.app(scope, replay, send))
+        app_task = asyncio.ensure_future(app(scope, replay, send))
         watcher = asyncio.ensure_future(watch())
         try:
             await asyncio.wait({app_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -170,16 +176,18 @@ class BodyGuard:
                 rid = scope["state"]["request_id"]
                 log.exception("request %s: %s %s failed", rid, scope.get("method"), scope.get("path"))
                 if not state["status"]:
-                    await _send_json(send, 500, {"error": f"internal error (request id {rid}); see the server log"})
+                    await send_json(send, 500, {"error": f"internal error (request id {rid}); see the server log"})
         finally:
             watcher.cancel()
             if not app_task.done():
                 app_task.cancel()
 
 
-async def _send_json(send, status: int, obj: dict) -> None:
-    """Answer ``obj`` as JSON with ``status`` through the ASGI ``send``."""
-    body = json.dumps(obj).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+async def send_json(send, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
+    """Answer ``obj`` as JSON (UTF-8, compact, as Starlette's ``JSONResponse``) with ``status`` and ``headers``
+    through the ASGI ``send``."""
+    body = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

@@ -76,7 +76,7 @@ def serve_checkpoint(checkpoint: Path, settings: ServeSettings, *, host: str = "
         host, port: where to listen (port 0: any free port).
         onnx: run the exported model on ONNX Runtime (no torch in the process) instead of PyTorch.
         device: where to run the PyTorch model (``cpu``, ``cuda``, ``auto``).
-        threads: CPU threads for the model; None: the runtime's choice.
+        threads: CPU threads for the model; None: one per core but one, left to the event loop.
         api_key_env: the environment variable holding the API key; None: no key.
         graceful_timeout: on a signal, seconds to finish the requests in flight.
         access_log: log one line per request.
@@ -124,11 +124,14 @@ def model_loader(checkpoint: Path, *, onnx: bool, device: str, threads: int | No
         checkpoint: the checkpoint folder (with ``onnx``: the folder or its ``.onnx`` file).
         onnx: load the exported model on ONNX Runtime (torch is never imported) instead of PyTorch.
         device: where to run the PyTorch model.
-        threads: CPU threads for the model; None: the runtime's choice.
+        threads: CPU threads for the model; None: one per core but one, left to the event loop.
 
     Raises:
         CheckpointError: no trained model (PyTorch) or no exported model (ONNX) at ``checkpoint``.
     """
+    # the event loop (HTTP, JSON, batching) needs a core of its own: a model thread on every core starves it
+    # (measured on 2 cores: 5-8x fewer requests/s with 2 model threads than with 1, docs/serving.md)
+    threads = threads or max(1, (os.cpu_count() or 1) - 1)
     if onnx:
         from ..inference.onnx_backend import onnx_path
 
