@@ -27,6 +27,7 @@ RESERVED_LABELS = ("macro", "weighted")
 CLASSLABEL_ALIASES = {("neg", "pos"): LABELS}
 
 _INTEGER = r"^\s*[+-]?[0-9]+\s*$"
+MAX_INTEGER_LABEL_CHARS = 40   # an integer label is a class number; int() of thousands of digits is refused
 
 
 @dataclass
@@ -42,11 +43,13 @@ def raw_labels(ds, column: str, where: str) -> RawLabels:
     """Read a label column as text keys, one per row (Arrow compute: no Python objects per row).
 
     Integers and integer strings (``"4"``, as every CSV field is text) both give ``"4"``, so a CSV
-    and a JSON file of the same labels agree.
+    and a JSON file of the same labels agree. String labels are stripped of surrounding whitespace and
+    otherwise kept as written (``"01"`` stays ``"01"``): see :func:`_string_labels`.
 
     Raises:
-        DataError: labels that are fractional numbers, lists, or of mixed types (naming the first row
-            whose type differs from the first row's).
+        DataError: labels that are fractional, NaN, infinite or beyond 2**53 (naming the row), lists, of
+            mixed types (naming the first row whose type differs from the first row's), or two labels
+            that are one after stripping, or one number written two ways (naming both).
     """
     import datasets
     import pyarrow as pa
@@ -60,32 +63,114 @@ def raw_labels(ds, column: str, where: str) -> RawLabels:
         return RawLabels(pc.take(pa.array(names, pa.string()), ids), "classlabel", names)
     dtype = getattr(feature, "dtype", None)
     if dtype in ("string", "large_string"):
-        col = col.cast(pa.string())
-        valid = pc.drop_null(col)
-        integer = pc.match_substring_regex(valid, _INTEGER)
-        n_int = pc.sum(integer).as_py() or 0
-        if n_int == 0:
-            return RawLabels(col, "str")
-        if n_int == len(valid):
-            as_int = pc.cast(pc.utf8_trim_whitespace(col), pa.int64())
-            return RawLabels(pc.cast(as_int, pa.string()), "int")
-        kinds = pc.match_substring_regex(col, _INTEGER)
-        _mixed(where, column, [("an integer" if k else "a string", v) for k, v in zip(kinds.to_pylist(), col.to_pylist())])
+        return _string_labels(col.cast(pa.string()), column, where)
     if dtype and (dtype.startswith("int") or dtype.startswith("uint")):
         return RawLabels(pc.cast(col, pa.string()), "int")
     if dtype == "bool":
         return RawLabels(pc.if_else(col, "true", "false"), "bool")
     if dtype and dtype.startswith("float"):
-        valid = pc.drop_null(col)
-        if len(valid) and not pc.all(pc.equal(pc.floor(valid), valid)).as_py():
-            bad = next(v for v in valid.to_pylist() if v != int(v))
-            raise DataError(f"{where}: column {column!r} holds fractional numbers such as {bad}; labels must be "
-                            "integers or strings (classes, not scores)")
+        _check_whole_numbers(col, column, where)
         return RawLabels(pc.cast(pc.cast(col, pa.int64()), pa.string()), "int")
     if type(feature).__name__ == "Json":   # JSON values of several types in one column
         values = [None if v is None else json.loads(v) for v in col.cast(pa.string()).to_pylist()]
         _mixed(where, column, [(_json_kind(v), v) for v in values])
     raise DataError(f"{where}: column {column!r} holds {feature}; labels must be integers or strings")
+
+
+def _string_labels(col, column: str, where: str) -> RawLabels:
+    """String labels (``col``: a pyarrow string array) stripped of surrounding whitespace: ``str``, or
+    ``int`` when every label is an integer (sorted by value, kept as written).
+
+    This is the one normalisation: ``"pos "`` is ``"pos"``, and nothing else is merged (no case
+    folding, no parsing of ``"01"`` as ``1``).
+
+    Raises:
+        DataError: two distinct labels that strip to one (``"pos"`` and ``"pos "``), one integer written
+            two ways (``"1"`` and ``"01"``), or integers mixed with other strings; naming both and their rows.
+    """
+    import pyarrow.compute as pc
+
+    col = _stripped(col, column, where)
+    valid = pc.drop_null(col)
+    n_int = pc.sum(pc.match_substring_regex(valid, _INTEGER)).as_py() or 0
+    if n_int == 0:
+        return RawLabels(col, "str")
+    if n_int < len(valid):
+        kinds = pc.match_substring_regex(col, _INTEGER)
+        _mixed(where, column, [("an integer" if k else "a string", v) for k, v in zip(kinds.to_pylist(), col.to_pylist())])
+    values = _refuse_merged(col, column, where, _integer_key, "are one number written two ways (labels are "
+                                                              "compared as text)")
+    if long := next((v for v in values if len(v) > MAX_INTEGER_LABEL_CHARS), None):
+        raise DataError(f"{where}, row {pc.index(col, long).as_py() + 1}: label {long[:40]}… in column {column!r} "
+                        f"has {len(long):,} characters; integer labels are class numbers")
+    return RawLabels(col, "int")
+
+
+def _integer_key(label: str) -> str:
+    """The number an integer label (``[+-]?[0-9]+``) is, as text: ``"+01"`` -> ``"1"``, ``"-0"`` -> ``"0"``."""
+    digits = label.lstrip("+-").lstrip("0")
+    return ("-" if label.startswith("-") and digits else "") + (digits or "0")
+
+
+def _stripped(col, column: str, where: str):
+    """``col`` with each label stripped of surrounding whitespace (Python objects per distinct label only).
+
+    Raises:
+        DataError: two distinct labels strip to one.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = _refuse_merged(col, column, where, str.strip, "differ only in surrounding whitespace (labels are "
+                                                           "compared with it stripped)")
+    if all(v == v.strip() for v in values):
+        return col
+    return pc.take(pa.array([v.strip() for v in values], pa.string()),
+                   pc.index_in(col, value_set=pa.array(values, pa.string())))
+
+
+def _refuse_merged(col, column: str, where: str, key, why: str) -> list[str]:
+    """The distinct labels of ``col`` (first seen first); raise :class:`DataError` naming the first two
+    (and their first rows) that ``key`` maps to one value, saying ``why`` that is refused."""
+    import pyarrow.compute as pc
+
+    values = [v for v in pc.unique(col).to_pylist() if v is not None]
+    seen: dict = {}
+    for value in values:
+        other = seen.setdefault(key(value), value)
+        if other != value:
+            rows = [pc.index(col, v).as_py() + 1 for v in (other, value)]
+            raise DataError(f"{where}: labels {other!r} (row {rows[0]}) and {value!r} (row {rows[1]}) in column "
+                            f"{column!r} {why}; write each class one way")
+    return values
+
+
+def _check_whole_numbers(col, column: str, where: str) -> None:
+    """Refuse float labels that are not whole numbers a class id can be read from.
+
+    Raises:
+        DataError: the first row holding NaN, an infinity, a fractional number, or one beyond 2**53
+            (where floats stop holding every integer).
+    """
+    import math
+
+    import pyarrow.compute as pc
+
+    bad = pc.or_(pc.invert(pc.is_finite(col)),
+                 pc.or_(pc.not_equal(pc.floor(col), col), pc.greater(pc.abs(col), 2.0 ** 53)))
+    bad = pc.fill_null(bad, False)
+    if not pc.any(bad).as_py():
+        return
+    row = pc.indices_nonzero(bad)[0].as_py()
+    value = col[row].as_py()
+    if not math.isfinite(value):
+        raise DataError(f"{where}, row {row + 1}: label {'NaN' if math.isnan(value) else value} in column "
+                        f"{column!r} is not a number; labels must be integers or strings")
+    if value != math.floor(value):
+        raise DataError(f"{where}, row {row + 1}: column {column!r} holds fractional numbers such as {value}; "
+                        "labels must be integers or strings (classes, not scores)")
+    raise DataError(f"{where}, row {row + 1}: label {value:g} in column {column!r} is too large for a class "
+                    "number; labels must be integers or strings")
 
 
 def _json_kind(value: Any) -> str:

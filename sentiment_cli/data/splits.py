@@ -24,6 +24,7 @@ from .columns import LABEL_COLUMNS, TEXT_COLUMNS, check_text_column, resolve_col
 from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
 from .sources import Source, is_single_file, load_source
+from .tokenizer import clip_texts
 
 SPLITS = ("train", "validation", "test")
 
@@ -149,7 +150,11 @@ def _hold_out(ids: np.ndarray, names: Sequence[str], validation_fraction: float,
 
 @dataclass(frozen=True)
 class DataSpec:
-    """How to read a source's splits: the ``[data]`` keys that matter, and the run's seed."""
+    """How to read a source's splits: the ``[data]`` keys that matter, and the run's seed.
+
+    ``max_length`` (``[data] max_length``; 0: none) cuts pretraining texts to what that many tokens can
+    come from (:func:`~sentiment_cli.data.tokenizer.clip_text`); labelled splits keep their texts whole.
+    """
 
     source: str
     validation_fraction: float = 0.1
@@ -158,13 +163,14 @@ class DataSpec:
     text_column: str = ""
     label_column: str = ""
     labels: tuple[str, ...] = ()
+    max_length: int = 0
 
     @classmethod
     def from_config(cls, config, source: str | None = None) -> "DataSpec":
         """The spec of a run :class:`~sentiment_cli.config.Config` (``source`` overrides ``[data] source``)."""
         d = config.data
         return cls(source or d.source, d.validation_fraction, config.training.seed, d.validation_split,
-                   d.text_column, d.label_column, tuple(d.labels))
+                   d.text_column, d.label_column, tuple(d.labels), d.max_length)
 
 
 def scoring_spec(config, split: str = "test", data: str | None = None, text_column: str | None = None,
@@ -284,7 +290,8 @@ PRETRAIN_ALONE_HINT = "pretrain on the training reviews alone with --set pretrai
 
 def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fraction: float = 0.1, seed: int = 1234,
                            validation_split: str = "random", missing_hint: str = PRETRAIN_ALONE_HINT) -> list[str]:
-    """Unlabelled texts for pretraining (``sentiment pretrain``), shuffled with ``seed``.
+    """Unlabelled texts for pretraining (``sentiment pretrain``), shuffled with ``seed``, each cut by
+    :func:`~sentiment_cli.data.tokenizer.clip_text` when the spec has a ``max_length``.
 
     ``splits`` is ``unsupervised`` (e.g. IMDB's 50,000 unlabelled reviews), ``train`` (the training
     part of ``train``: validation, drawn as by :func:`load_split`, is left out so it stays unseen;
@@ -309,7 +316,8 @@ def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fract
         train, names, train_rows, _, _ = _train_and_validation(src, spec, None)
         texts += _split(train, "train", names, train_rows).texts
     order = np.random.default_rng(spec.seed).permutation(len(texts))
-    return [texts[i] for i in order]
+    texts = [texts[i] for i in order]
+    return clip_texts(texts, spec.max_length) if spec.max_length else texts
 
 
 BLOCK_ROWS = 100

@@ -16,7 +16,7 @@ from ..config import DataConfig
 from ..evaluation.calibration import softmax
 from ..data.labels import LABELS
 from ..errors import UsageError
-from ..data.tokenizer import UNK_ID, UNK_TOKEN, truncate
+from ..data.tokenizer import UNK_ID, UNK_TOKEN, clip_text, truncate
 
 
 @dataclass
@@ -138,8 +138,9 @@ class Explanation:
 def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tuple[list[int], list[tuple[int, int]], list[int], int]]:
     """The tokens the model sees for each text, with where they came from.
 
-    The ids are those :func:`~sentiment_cli.data.tokenizer.encode_texts` gives (same
-    normalisation and truncation, including ``head_tail``).
+    The ids are those :func:`~sentiment_cli.data.tokenizer.encode_texts` gives (the same cut of a long
+    text by :func:`~sentiment_cli.data.tokenizer.clip_text`, normalisation and truncation, including
+    ``head_tail``). The work is linear in the tokens of the cut text, at most a few times ``max_length``.
 
     Args:
         tokenizer: the checkpoint's ``tokenizers.Tokenizer``.
@@ -148,18 +149,22 @@ def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tupl
 
     Returns:
         Per text ``(ids, spans, positions, num_tokens)``: token ids, ``(start, end)``
-        character offsets in the text, index of each token in the full tokenization,
-        and the length of the full tokenization.
+        character offsets in the text as given (also after a cut), index of each token in the
+        tokenization of the cut text (a jump means tokens were dropped there), and that
+        tokenization's length.
     """
+    clipped = [clip_text(t, config.max_length) for t in texts]
     # encode_batch (not encode_batch_fast): the offsets map each token back to the original text
-    encodings = tokenizer.encode_batch(list(texts))
+    encodings = tokenizer.encode_batch([c[0] for c in clipped])
     rows = []
-    for enc in encodings:
-        n = len(enc.ids)
+    for enc, (_, tail_start, shift) in zip(encodings, clipped):
+        ids, offsets = enc.ids, enc.offsets   # each read builds the whole list from the encoding: once
         # truncate() applied to positions keeps exactly the tokens it keeps of the ids
-        positions = truncate(list(range(n)), config.max_length, config.truncation, config.head_fraction) if n else []
+        positions = truncate(range(len(ids)), config.max_length, config.truncation, config.head_fraction) \
+            if ids else []
         if positions:
-            rows.append(([enc.ids[p] for p in positions], [tuple(enc.offsets[p]) for p in positions], positions, n))
+            spans = [(s + shift, e + shift) if s >= tail_start else (s, e) for s, e in (offsets[p] for p in positions)]
+            rows.append(([ids[p] for p in positions], spans, positions, len(ids)))
         else:  # nothing left after normalisation: the model sees one <unk>, as encode_texts() gives
             rows.append(([UNK_ID], [(0, 0)], [0], 0))
     return rows

@@ -54,6 +54,7 @@ from ..runtime import autocast, device_name, native_bf16, resolve_device, seed_e
 from .calibrate import calibrate
 from .callbacks import TrainCallbacks, TrainResult
 from .interrupts import StopFlag
+from .lock import output_lock
 from .optim import lr_lambda, make_optimizer, optimizer_step
 from .pretrain import ensure_pretrained, pretrained_weights
 from .resume import check_same_data, resume, resumed_state, rng_states   # resume: re-exported, an entry point
@@ -137,24 +138,28 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
     :func:`train` and :func:`~.resume.resume` call it once they have the config (``resume``: the saved
     one, with its ``epochs`` and ``device`` overridden).
 
+    Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end.
+
     Raises:
+        FolderInUse: another process holds the output folder's lock (its pid named).
         UsageError, CheckpointError, ConfigError, DataError, Interrupted, SentimentError: as :func:`train`
             and :func:`~.resume.resume`; under torchrun, a failing collective as a ``SentimentError``
             naming the rank.
     """
     ctx = _context(config, output, callbacks, stop)
-    pretrained = None
-    if saved is None and config.training.init_from:   # pretrain, or refuse an unfit folder, before the data loads
-        pretrained, made = ensure_pretrained(config, ctx.cb, stop=stop)
-        pretrained.metrics["made_by_this_run"] = made
-        ctx.cb.on_stage(f"starting from the pretrained weights in {config.training.init_from}")
-    with distributed.process_group(ctx.info, ctx.device):
-        try:
-            return _train_loop(ctx, saved, pretrained)
-        except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
-            if not ctx.info.enabled:
-                raise
-            raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
+    with output_lock(ctx.output, enabled=ctx.info.is_main):   # one writer: refuse a second train or --resume
+        pretrained = None
+        if saved is None and config.training.init_from:   # pretrain, or refuse an unfit folder, before the data loads
+            pretrained, made = ensure_pretrained(config, ctx.cb, stop=stop)
+            pretrained.metrics["made_by_this_run"] = made
+            ctx.cb.on_stage(f"starting from the pretrained weights in {config.training.init_from}")
+        with distributed.process_group(ctx.info, ctx.device):
+            try:
+                return _train_loop(ctx, saved, pretrained)
+            except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
+                if not ctx.info.enabled:
+                    raise
+                raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
 def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag) -> RunContext:

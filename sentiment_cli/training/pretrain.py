@@ -59,6 +59,7 @@ from ..config import Config
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec, load_pretraining_texts
 from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
+from .lock import output_lock
 from ..model.classifier import SentimentClassifier
 from .optim import decay_groups, lr_lambda, optimizer_step
 from ..runtime import device_name, resolve_device, seed_everything, versions
@@ -167,6 +168,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
 
     Raises:
         UsageError: unusable device or output folder, or started under torchrun with several processes.
+        FolderInUse: another process holds ``output``'s lock (its pid named).
         DataError: the dataset cannot be loaded.
         Interrupted: ``stop`` was set.
         SentimentError: the loss became NaN or infinite.
@@ -178,6 +180,13 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     device = resolve_device(config.training.device)
     output = Path(output)
     check_writable(output)
+    with output_lock(output):
+        return _pretrain_locked(config, output, cb, stop, device)
+
+
+def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
+                     device: torch.device) -> TrainResult:
+    """:func:`pretrain`'s work, once it holds ``output``'s lock."""
     start = time.perf_counter()
     seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
