@@ -149,7 +149,8 @@ class ModelConfig:
     ngram_buckets: int = _spec(0, lo=0, hi=1 << 22,
                                help="rows of the n-gram score: an NB-LR model over hashed token 1-3-grams (Wang & "
                                     "Manning 2012) that train fits on the training split; its score joins the "
-                                    "head's logits and teaches distillation (two classes only); 0: none")
+                                    "head's logits and teaches distillation (one-vs-rest with more than two "
+                                    "classes); 0: none")
     ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits")
 
 
@@ -219,8 +220,7 @@ class TrainingConfig:
                                                "drawn from the source's `unsupervised` split, that learn the "
                                                "probabilities of an n-gram teacher fitted on the training split "
                                                "(NB-LR over hashed token 1-3-grams, Wang & Manning 2012: the "
-                                               "model's n-gram score when ngram_buckets > 0); two classes; "
-                                               "0 = off")
+                                               "model's n-gram score when ngram_buckets > 0); 0 = off")
     distill_weight: float = _spec(1.0, lo=0.0, help="weight of an unlabelled review's loss against the teacher, "
                                                     "relative to a labelled review's 1")
     ngram_residual: bool = _spec(False, help="the encoder learns what the n-gram score leaves: its training logits "
