@@ -15,9 +15,10 @@ from .conftest import PYTHON, ROOT, SUBPROCESS_ENV
 
 
 class ServerThread:
-    """``create_app(...)`` served by uvicorn on a free loopback port, in a background thread."""
+    """``create_app(...)`` served by uvicorn on a free loopback port, in a background thread; ``config``
+    overrides attributes of the ``uvicorn.Config`` ``sentiment serve`` would use."""
 
-    def __init__(self, app):
+    def __init__(self, app, **config):
         import uvicorn
 
         from sentiment_cli.serving.server import listen, uvicorn_config
@@ -26,7 +27,10 @@ class ServerThread:
         self.sock = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         # as `sentiment serve` runs it (its HTTP protocol: header deadline, JSON 400s), signals left to the test
-        self.server = uvicorn.Server(uvicorn_config(app, graceful_timeout=None, access_log=False, log_level="warning"))
+        cfg = uvicorn_config(app, graceful_timeout=None, access_log=False, log_level="warning")
+        for name, value in config.items():   # e.g. http=: another HTTP protocol
+            setattr(cfg, name, value)
+        self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self):

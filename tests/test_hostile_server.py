@@ -195,6 +195,30 @@ def test_a_request_slower_than_the_read_timeout_to_answer_is_not_cut_off():
         proc.kill()
 
 
+@pytest.mark.parametrize("kind", ["h11", "httptools"])
+def test_both_http_parsers_keep_the_header_deadline_and_answer_json_400s(kind):
+    pytest.importorskip(kind)
+    from sentiment_cli.serving.protocol import http_protocol
+
+    app = create_app(lambda: Loaded(FakePredictor(), {}), ServeSettings(read_timeout=0.5))
+    with ServerThread(app, http=http_protocol(0.5, kind)) as s:
+        assert s.server.config.http_protocol_class.__mro__[2].__name__.lower().startswith(kind[:4])
+        with socket.create_connection(("127.0.0.1", port_of(s.url))) as slow:
+            slow.sendall(b"GET /health HTTP/1.1\r\nHo")
+            start = time.monotonic()
+            answer = read_all(slow, 5)
+        assert answer.startswith(b"HTTP/1.1 408") and b"within 0.5 s" in answer, answer
+        assert time.monotonic() - start < 2
+        with socket.create_connection(("127.0.0.1", port_of(s.url))) as bad:
+            bad.sendall(b"GARBAGE\r\n\r\n")
+            answer = read_all(bad, 5)
+        assert answer.startswith(b"HTTP/1.1 400") and b"x-request-id: " in answer and b'{"error": ' in answer
+        with httpx.Client() as http:   # keep-alive: the deadline is re-armed after each answer, not applied to it
+            for _ in range(3):
+                assert http.get(s.url + "/health").status_code == 200
+                time.sleep(0.2)
+
+
 # ----------------------------------------------------------------------------- row 7: the graceful timeout
 
 def test_past_the_graceful_timeout_requests_get_a_json_503_and_the_process_exits():
