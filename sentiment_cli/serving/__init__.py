@@ -1,6 +1,7 @@
 """Serving a trained checkpoint over HTTP (``sentiment serve``; ``docs/serving.md``), one job a module:
 
     server.py    check the serve extra, build the model loader, listen, log, run uvicorn until a signal
+    protocol.py  uvicorn's HTTP protocol with a deadline on request headers, and its 400s as {"error": ...}
     app.py       create_app() and its routes (FastAPI routers and dependencies)
     schemas.py   the request / response models, and reading a predict request's body
     guard.py     the outermost ASGI middleware: request ids, bounded bodies (413 / 408), dropped clients, 500s

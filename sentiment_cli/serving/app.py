@@ -17,6 +17,10 @@ down, and 500 only for a fault of the server, logged with its request id.
 Bodies, their limits (413, 408) and the 500s are the guard's
 (:mod:`~sentiment_cli.serving.guard`); the rest is answered here.
 
+``POST /v1/predict`` is answered by :func:`fast_predict`, a bare ASGI handler the guard calls directly
+(FastAPI's per-request work was most of a short request's cost), with the same checks and answers as the
+FastAPI route, which documents it and serves it when CORS is on.
+
 Two routers: :data:`probes` (``/``, ``/health``, ``/ready``) need no key; :data:`api`
 (``/v1/*``, ``/metrics``) needs the key when the server has one (:func:`authorized`).
 What the routes share lives in ``app.state`` (settings, metrics, the

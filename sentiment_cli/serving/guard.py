@@ -9,6 +9,8 @@ the server cancels (uvicorn, past the graceful timeout of a shutdown) is a 503 s
 Each request is counted by route and status, and timed, in :class:`~sentiment_cli.serving.metrics.Metrics`:
 the route the app matched, or for an answer given before routing (413, 408) the one ``route_of`` names.
 
+Requests named in ``shortcuts`` (method and path) go to their own bare ASGI handler instead of the app.
+
 No web framework: it wraps any ASGI app.
 """
 
