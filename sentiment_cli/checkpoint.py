@@ -282,6 +282,19 @@ def _labels(raw: Any, path: Path) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def check_format_version(path: Path, version, newest: int, kind: str) -> None:
+    """Refuse a file with no integer ``format_version``, or one newer than this tool reads.
+
+    Raises:
+        CheckpointError: naming ``path`` and, for a newer version, the upgrade.
+    """
+    if not isinstance(version, int):
+        raise CheckpointError(f"{path}: no format_version; not a sentiment {kind}")
+    if version > newest:
+        raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
+                              f"({newest}); upgrade sentiment-cli")
+
+
 def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[str, ...]]:
     """``(config, vocab_size, labels)`` from ``config.json``; ``labels`` are the class names by id.
 
@@ -293,12 +306,7 @@ def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[st
     if not path.exists():
         raise CheckpointError(f"no trained model at {directory}; run `sentiment train` first")
     raw = _read_json(path)
-    version = raw.pop("format_version", None)
-    if not isinstance(version, int):
-        raise CheckpointError(f"{path}: no format_version; not a sentiment checkpoint")
-    if version > CHECKPOINT_FORMAT_VERSION:
-        raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
-                              f"({CHECKPOINT_FORMAT_VERSION}); upgrade sentiment-cli")
+    check_format_version(path, raw.pop("format_version", None), CHECKPOINT_FORMAT_VERSION, "checkpoint")
     try:
         vocab_size = stored_vocab_size(raw.pop("vocab_size", None))
     except ValueError as exc:

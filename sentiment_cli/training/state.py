@@ -33,7 +33,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from ..checkpoint import _read_json, atomic_write, write_json
+from ..checkpoint import _read_json, atomic_write, check_format_version, write_json
 from ..config import Config, stored_config_from_dict
 from ..errors import CheckpointError, ConfigError
 
@@ -264,12 +264,7 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
         raise CheckpointError(f"nothing to resume in {directory}: no {STATE_DIR}/{STATE_FILE} "
                               "(a run saves it after its first epoch)")
     doc = _read_json(path)
-    version = doc.get("format_version")
-    if not isinstance(version, int):
-        raise CheckpointError(f"{path}: no format_version; not a sentiment trainer state")
-    if version > TRAINER_STATE_FORMAT_VERSION:
-        raise CheckpointError(f"{path}: format_version {version} is newer than this tool reads "
-                              f"({TRAINER_STATE_FORMAT_VERSION}); upgrade sentiment-cli")
+    check_format_version(path, doc.get("format_version"), TRAINER_STATE_FORMAT_VERSION, "trainer state")
     try:
         epoch, world_size, vocab_size = doc["epoch"], doc.get("world_size", 1), doc["vocab_size"]
         progress, files = doc["progress"], doc["files"]
