@@ -112,13 +112,20 @@ def start_cli_server(*args: str) -> tuple[subprocess.Popen, str]:
             # drain the rest of stderr in the background so the server never blocks on a full pipe
             proc.log = []
             threading.Thread(target=lambda: proc.log.extend(proc.stderr), daemon=True).start()
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(url + "/ready").status_code == 200:
-                        return proc, url
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
+            if ready_by(url, deadline, 0.1):
+                return proc, url
             break
     proc.kill()
     raise RuntimeError("server did not become ready:\n" + "".join(lines))
+
+
+def ready_by(url: str, deadline: float, poll: float) -> bool:
+    """Whether ``url/ready`` answers 200 before ``deadline`` (``time.monotonic()``), asking every ``poll`` s."""
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/ready").status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(poll)
+    return False

@@ -53,20 +53,27 @@ def _brute_force_scores(model, review):
             j = column.index(max(column))
             scores[j] += column[j] * w[f].item()
     if model.config.ngram_buckets:   # each distinct n-gram's weight on the token that ends its first occurrence
-        buckets, seen, m = model.config.ngram_buckets, set(), 1_000_003
-        for j in range(len(review)):
-            for n in (1, 2, 3):
-                gram = review[j - n + 1:j + 1] if j >= n - 1 else []
-                if len(gram) < n or min(gram) <= UNK_ID:
-                    continue
-                h = 0
-                for token in gram:
-                    h = h * m + token
-                bucket = h % buckets + 1
-                if bucket not in seen:
-                    seen.add(bucket)
-                    scores[j] += model.config.ngram_scale * model.logit_term.weight[bucket].item()
+        for j, bucket in _first_ngrams(review, model.config.ngram_buckets):
+            scores[j] += model.config.ngram_scale * model.logit_term.weight[bucket].item()
     return scores
+
+
+def _first_ngrams(review, buckets):
+    """``(j, bucket)`` for each distinct hashed 1-3-gram of ``review`` (no <pad>/<unk> in it), at the token ``j``
+    that ends its first occurrence: the hashing of model/ngram.py, by loops."""
+    seen = set()
+    for j in range(len(review)):
+        for n in (1, 2, 3):
+            gram = review[j - n + 1:j + 1] if j >= n - 1 else []
+            if len(gram) < n or min(gram) <= UNK_ID:
+                continue
+            h = 0
+            for token in gram:
+                h = h * 1_000_003 + token
+            bucket = h % buckets + 1
+            if bucket not in seen:
+                seen.add(bucket)
+                yield j, bucket
 
 
 @pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu", "scale_embedding": True},
@@ -171,19 +178,8 @@ def test_with_five_classes_and_an_ngram_score_the_scores_are_the_predicted_class
             column = hidden[:, f].tolist()
             j = column.index(max(column))
             want[j] += column[j] * contrast_of(w_head[:, f])
-        seen = set()
-        for j in range(len(review)):
-            for n in (1, 2, 3):
-                gram = review[j - n + 1:j + 1] if j >= n - 1 else []
-                if len(gram) < n or min(gram) <= UNK_ID:
-                    continue
-                h = 0
-                for token in gram:
-                    h = h * 1_000_003 + token
-                bucket = h % 31 + 1
-                if bucket not in seen:
-                    seen.add(bucket)
-                    want[j] += 0.5 * contrast_of(w_ngram[bucket])
+        for j, bucket in _first_ngrams(review, 31):
+            want[j] += 0.5 * contrast_of(w_ngram[bucket])
         assert scores[i].tolist() == pytest.approx(want, abs=1e-4)
         margin = float(logits[i, k] - logits[i, others].mean())
         assert float(scores[i].sum()) + bias[i] == pytest.approx(margin, abs=1e-4)

@@ -24,7 +24,7 @@ from sentiment_cli.serving.app import create_app  # noqa: E402
 from sentiment_cli.serving.settings import Loaded, ServeSettings  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SUBPROCESS_ENV  # noqa: E402
-from .serving import FakePredictor, ServerThread, metric  # noqa: E402
+from .serving import FakePredictor, ServerThread, metric, ready_by  # noqa: E402
 
 pytestmark = pytest.mark.slow   # starts servers
 
@@ -82,14 +82,8 @@ def start_script_server(slow: float = 0.0, read_timeout: float = 30.0, graceful:
     proc.log = []
     threading.Thread(target=lambda: proc.log.extend(proc.stderr), daemon=True).start()
     url = f"http://127.0.0.1:{int(proc.stdout.readline())}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/ready").status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
+    if ready_by(url, time.monotonic() + 60, 0.05):
+        return proc, url
     proc.kill()
     raise RuntimeError("script server did not become ready:\n" + "".join(proc.log))
 
