@@ -51,7 +51,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     (examples per class, by split: ``train`` and ``validation`` from training, other splits from
     ``sentiment eval``; empty for checkpoints that predate it), ``config`` (the
     whole run configuration), ``vocab_size``, ``parameters`` (``embedding``,
-    ``non_embedding``, ``total``, from ``model.num_parameters()``), ``data``
+    ``non_embedding``, ``total``, from ``model.num_parameters()``), ``logit_term`` (what the model adds
+    to its head's logits, in a phrase, e.g. its n-gram score; ``None`` for nothing), ``data``
     (``source``, ``train_examples``, ``validation_examples``, ``fingerprint``:
     SHA-256 of the training split, ``"unknown"`` for checkpoints that predate
     it), ``training`` (epochs, best epoch, device, wall time...), ``metrics``
@@ -68,7 +69,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     config, vocab_size, labels = read_checkpoint_config(directory)
     metrics = _read_metrics(directory)
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
-        counts = SentimentClassifier.from_config(config, vocab_size, len(labels)).num_parameters()
+        model = SentimentClassifier.from_config(config, vocab_size, len(labels))
     data = metrics.get("data") or {}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
     evals = read_evals(directory, weights)
@@ -82,7 +83,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "class_balance": _class_balance(data, evals, labels),
         "config": config.to_dict(),
         "vocab_size": vocab_size,
-        "parameters": counts,
+        "parameters": model.num_parameters(),
+        "logit_term": model.logit_term.description if model.logit_term is not None else None,
         "data": {"source": data.get("source", config.data.source),
                  "validation_from": data.get("validation_from"),
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
@@ -213,9 +215,7 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
                          f"({m['activation']}), {dropout}; masked max-pool; dense head"
-                         + (f"; plus {m.get('ngram_scale', 1):g} x an n-gram score (NB-LR over token 1-3-grams "
-                            f"hashed into {m['ngram_buckets']:,} buckets, Wang & Manning 2012)"
-                            if m.get("ngram_buckets") else "")),
+                         + (f"; plus {card['logit_term']}" if card.get("logit_term") else "")),
         ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
         ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
                        + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")

@@ -237,6 +237,13 @@ class NgramScore(nn.Module):
         """
         return cls(config.ngram_buckets, config.ngram_scale, num_labels) if config.ngram_buckets else None
 
+    @property
+    def description(self) -> str:
+        """What the score is, in a phrase (the model card's architecture line)."""
+        fit = "NB-LR" if self.num_labels == 2 else "one-vs-rest NB-LR"
+        return (f"{self.scale:g} x an n-gram score ({fit} over token 1-3-grams hashed into {self.buckets:,} "
+                "buckets, Wang & Manning 2012)")
+
     def fit(self, ids: Sequence[Sequence[int]], labels: Sequence[int], C: float = FIT_C) -> None:
         """Fit NB-LR (:func:`nb_lr_columns`) on the training texts' hashed token 1-3-grams and keep it as the score.
 
