@@ -189,8 +189,7 @@ def clip_text(text: str, max_length: int) -> tuple[str, int, int]:
 
 def clip_texts(texts: Iterable[str], max_length: int) -> list[str]:
     """Each text cut by :func:`clip_text` (the same ``str`` object when it is short enough)."""
-    limit = 2 * clip_chars(max_length) + len(CLIP_JOIN)
-    return [t if len(t) <= limit else clip_text(t, max_length)[0] for t in texts]
+    return [clip_text(t, max_length)[0] for t in texts]
 
 
 def encode_texts(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[list[int]]:

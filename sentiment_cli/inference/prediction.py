@@ -73,9 +73,9 @@ class Explanation:
         bias: the head's bias margin; ``sum(scores) + bias`` is the margin.
         ids: the token ids the model saw (``1`` = ``<unk>``).
         spans: ``(start, end)`` character offsets of each token in ``text``.
-        positions: index of each token in the full tokenization (before
-            truncation); a jump means tokens were dropped there.
-        num_tokens: tokens in the full tokenization.
+        positions: index of each token in the text's tokenization before truncation (of its cut, for a
+            text too long to tokenize whole: :func:`token_rows`); a jump means tokens were dropped there.
+        num_tokens: tokens in that tokenization.
     """
 
     text: str
