@@ -162,6 +162,10 @@ class DataConfig:
                                                  "train, validation or dev, test; the Hub layout; aclImdb); or one "
                                                  "file (CSV, TSV, JSON, JSON Lines, Parquet) to train on, with "
                                                  "validation held out from it")
+    unlabelled: str = _spec("", help="unlabelled text for pretraining and distillation, besides the source's "
+                                     "`unsupervised` split: a .txt file (one text per line), a CSV, TSV, JSON, JSON "
+                                     "Lines or Parquet file with a text column, or a dataset folder (its "
+                                     "`unsupervised` split, else its train split); empty: none")
     text_column: str = _spec("", help="column holding the texts; empty: the one named text, review, sentence or "
                                       "content")
     label_column: str = _spec("", help="column holding the labels (integers or strings); empty: the one named "
@@ -537,6 +541,25 @@ def build_config(name_or_path: str | Path | None, sets: Iterable[str] = (),
             raise ConfigError(f"[{section}] {both[0]} is set both by --set and by its own flag; give one")
         cfg = cfg.override(section, **given)
     return cfg
+
+
+def given_keys(name_or_path: str | Path | None, sets: Iterable[str] = (),
+               flags: dict[str, dict[str, Any]] | None = None) -> frozenset[str] | None:
+    """The ``section.key`` names a command line sets itself, which the default's data rules leave alone.
+
+    Returns:
+        ``None`` when the config is a file or a preset other than ``default``: every key there was
+        chosen, so no rule applies. Else the keys of ``sets`` and of the flags given (not ``None``).
+
+    Raises:
+        ConfigError: as :func:`parse_overrides`.
+    """
+    if name_or_path not in (None, "default"):
+        return None
+    keys = {f"{section}.{key}" for section, values in parse_overrides(sets).items() for key in values}
+    keys |= {f"{section}.{key}" for section, values in (flags or {}).items()
+             for key, value in values.items() if value is not None}
+    return frozenset(keys)
 
 
 _TOML_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",

@@ -151,18 +151,18 @@ def test_more_distill_reviews_than_unlabelled_ones_is_one_line(with_unlabelled, 
 
 
 @pytest.mark.slow   # the default preset's whole path: word2vec, then training
-def test_the_default_on_a_file_without_unlabelled_reviews_names_both_settings(tmp_path):
-    """The default pretrains on, and distils through, an unsupervised split: one line names both ways out,
-    and with them the default trains on the file."""
+def test_distillation_asked_for_on_a_file_without_unlabelled_text_names_both_ways_out(tmp_path):
+    """The default's rules turn distillation off without unlabelled text; asked for on the command line,
+    it stops with one line naming --unlabelled and the setting."""
     data = str(SMALL_DATA.parent / "reviews_small" / "reviews.csv")
     base = ["train", "--data", data, "--epochs", "1", "--output", str(tmp_path / "out"),
             "--set", f"training.init_from={tmp_path / 'pre'}", "--set", "pretrain.epochs=1"]
-    r = CliRunner().invoke(app, base)
+    r = CliRunner().invoke(app, [*base, "--set", "training.distill_reviews=200"])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert r.output.strip().splitlines()[-1] == (
-        f"error: {data} has no 'unsupervised' split (it has: train); learn from the labelled reviews alone with "
-        "--set pretrain.splits=train --set training.distill_reviews=0")
-    r = CliRunner().invoke(app, [*base, "--set", "pretrain.splits=train", "--set", "training.distill_reviews=0"])
+        f"error: {data} has no 'unsupervised' split (it has: train) and [data] unlabelled is empty; distillation "
+        "needs unlabelled text: give it with --unlabelled PATH, or set training.distill_reviews=0")
+    r = CliRunner().invoke(app, base)
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "out" / "config.json").read_text())["training"]["distill_reviews"] == 0
 
@@ -175,11 +175,14 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
     r = CliRunner().invoke(app, ["train", "--data", str(with_unlabelled), "--epochs", "1", "--device", "cpu",
                                  "--set", "pretrain.epochs=1", "--set", "training.distill_reviews=200"])
     assert r.exit_code == 0, r.output
-    pretrained = json.loads((tmp_path / "checkpoints" / "pretrained" / "metrics.json").read_text())
-    assert pretrained["kind"] == "pretrained" and pretrained["data"]["reviews"] == 500 + 1000   # unsupervised + train
     metrics = json.loads((tmp_path / "checkpoints" / "default" / "metrics.json").read_text())
+    folder = next(rule["value"] for rule in metrics["data_rules"] if rule["key"] == "training.init_from")
+    assert folder.startswith("checkpoints/pretrained-imdb-")                     # this data's own folder
+    pretrained = json.loads((tmp_path / folder / "metrics.json").read_text())
+    # unsupervised + the training part of train (the rules hold out 10% of the 1,000 for the temperature)
+    assert pretrained["kind"] == "pretrained" and pretrained["data"]["reviews"] == 500 + 900
     assert metrics["pretrained"]["made_by_this_run"] is True
-    assert metrics["teacher"]["reviews_per_epoch"] == 200 and metrics["history"][0]["train_examples"] == 1000 + 200
+    assert metrics["teacher"]["reviews_per_epoch"] == 200 and metrics["history"][0]["train_examples"] == 900 + 200
 
 
 def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from ..config import PRESETS, build_config
+from ..config import PRESETS, build_config, given_keys
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .options import column_options
@@ -34,6 +34,10 @@ DataOption = Annotated[Optional[str], typer.Option(
     help="Hub dataset id; folder (files named train, validation or dev, test; Hub layout; aclImdb); or one "
          "CSV, TSV, JSON, JSON Lines or Parquet file (validation held out from it).",
     show_default="stanfordnlp/imdb")]
+UnlabelledOption = Annotated[Optional[str], typer.Option(
+    metavar="PATH", help="Unlabelled text for pretraining and distillation (\\[data] unlabelled): a .txt file (one "
+                         "text per line), a CSV, TSV, JSON, JSON Lines or Parquet file with a text column, or a "
+                         "dataset folder (its unsupervised split).", show_default=False)]
 TextColumnOption, LabelColumnOption = column_options(
     "Override \\[data] text_column: the column holding the texts (default: {names}).",
     "Override \\[data] label_column: the column holding the labels (default: {names}).")
@@ -68,6 +72,7 @@ def train(
     config: ConfigOption = None,
     sets: SetOption = None,
     data: DataOption = None,
+    unlabelled: UnlabelledOption = None,
     text_column: TextColumnOption = None,
     label_column: LabelColumnOption = None,
     output: OutputOption = None,
@@ -91,14 +96,17 @@ def train(
         device_name = device.value if device else None
         if resume is not None:
             folder = _resume_folder(resume, output)
-            _refuse_changes({"--config": config, "--set": sets, "--data": data, "--text-column": text_column,
+            _refuse_changes({"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
+                             "--text-column": text_column,
                              "--label-column": label_column, "--batch-size": batch_size, "--lr": lr, "--seed": seed,
                              "--init": init})
         else:
-            cfg = build_config(config, sets or (), {
-                "data": {"source": data, "text_column": text_column, "label_column": label_column},
-                "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name, "seed": seed,
-                             "init_from": str(init) if init is not None else None}})
+            flags = {"data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
+                              "label_column": label_column},
+                     "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name,
+                                  "seed": seed, "init_from": str(init) if init is not None else None}}
+            cfg = build_config(config, sets or (), flags)
+            given = given_keys(config, sets or (), flags)
         out, err = consoles()
         callbacks = None if as_json else RichTrainCallbacks(err)
         if resume is not None:
@@ -106,7 +114,7 @@ def train(
                                                                        device=device_name, stop=stop))
         else:
             result = _until_stopped(callbacks, lambda stop: run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks,
-                                                                      stop=stop))
+                                                                      stop=stop, fit_to_data=given))
         if result.is_main:   # torchrun ranks other than 0 stay quiet
             _render_train(out, err, result, as_json)
 
@@ -116,6 +124,7 @@ def pretrain(
     config: PretrainConfigOption = None,
     sets: SetOption = None,
     data: PretrainDataOption = None,
+    unlabelled: UnlabelledOption = None,
     output: PretrainOutputOption = None,
     epochs: PretrainEpochsOption = None,
     splits: SplitsOption = None,
@@ -133,7 +142,7 @@ def pretrain(
         from ..training.pretrain import pretrain as run_pretrain
 
         cfg = build_config(config, sets or (), {
-            "data": {"source": data}, "pretrain": {"epochs": epochs, "splits": splits},
+            "data": {"source": data, "unlabelled": unlabelled}, "pretrain": {"epochs": epochs, "splits": splits},
             "training": {"device": device.value if device else None, "seed": seed}})
         out, err = consoles()
         callbacks = None if as_json else RichPretrainCallbacks(err)

@@ -25,6 +25,7 @@ from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
 from .sources import Source, is_single_file, load_source
 from .tokenizer import clip_texts
+from .unlabelled import unlabelled_texts
 
 SPLITS = ("train", "validation", "test")
 
@@ -126,6 +127,7 @@ def _hold_out(ids: np.ndarray, names: Sequence[str], validation_fraction: float,
     n = len(ids)
     if validation_fraction == 0:
         return np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
+    _check_classes_can_be_held_out(ids, names, where)
     if validation_split == "blocks":
         try:
             held = block_validation_indices(ids, validation_fraction, seed)
@@ -148,6 +150,20 @@ def _hold_out(ids: np.ndarray, names: Sequence[str], validation_fraction: float,
     return np.asarray(parts["train"]["row"], dtype=np.int64), np.asarray(parts["test"]["row"], dtype=np.int64)
 
 
+def _check_classes_can_be_held_out(ids: np.ndarray, names: Sequence[str], where: str) -> None:
+    """A stratified hold-out needs two rows of every class: one to train on, one to validate.
+
+    Raises:
+        DataError: naming the first class with a single row.
+    """
+    counts = np.bincount(ids, minlength=len(names))
+    rare = [i for i in range(len(names)) if counts[i] == 1]   # absent classes are [data] labels' business
+    if rare:
+        raise DataError(f"{where}: class {names[rare[0]]!r} has 1 row, too few to hold out "
+                        "validation (a class needs at least 2: one to train on, one to validate); add rows of it, "
+                        "give a dev split, or drop the class")
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """How to read a source's splits: the ``[data]`` keys that matter, and the run's seed.
@@ -164,13 +180,14 @@ class DataSpec:
     label_column: str = ""
     labels: tuple[str, ...] = ()
     max_length: int = 0
+    unlabelled: str = ""
 
     @classmethod
     def from_config(cls, config, source: str | None = None) -> "DataSpec":
         """The spec of a run :class:`~sentiment_cli.config.Config` (``source`` overrides ``[data] source``)."""
         d = config.data
         return cls(source or d.source, d.validation_fraction, config.training.seed, d.validation_split,
-                   d.text_column, d.label_column, tuple(d.labels), d.max_length)
+                   d.text_column, d.label_column, tuple(d.labels), d.max_length, d.unlabelled)
 
 
 def scoring_spec(config, split: str = "test", data: str | None = None, text_column: str | None = None,
@@ -284,8 +301,9 @@ def load_split(source: str | DataSpec, name: str, validation_fraction: float = 0
     return _split(val if val is not None else train, "validation", names, val_rows)
 
 
-# What to do when pretraining asks for an ``unsupervised`` split the source lacks.
-PRETRAIN_ALONE_HINT = "pretrain on the training reviews alone with --set pretrain.splits=train"
+# What to do when pretraining asks for unlabelled text and there is none.
+PRETRAIN_ALONE_HINT = ("give unlabelled text with --unlabelled PATH, or pretrain on the training reviews alone "
+                       "with --set pretrain.splits=train")
 
 
 def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fraction: float = 0.1, seed: int = 1234,
@@ -293,25 +311,25 @@ def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fract
     """Unlabelled texts for pretraining (``sentiment pretrain``), shuffled with ``seed``, each cut by
     :func:`~sentiment_cli.data.tokenizer.clip_text` when the spec has a ``max_length``.
 
-    ``splits`` is ``unsupervised`` (e.g. IMDB's 50,000 unlabelled reviews), ``train`` (the training
+    ``splits`` is ``unsupervised`` (the source's ``unsupervised`` split, e.g. IMDB's 50,000 unlabelled
+    reviews, and the spec's ``unlabelled`` texts: :func:`~.unlabelled.unlabelled_texts`), ``train`` (the training
     part of ``train``: validation, drawn as by :func:`load_split`, is left out so it stays unseen;
     all of it when the fraction is 0) or ``unsupervised+train``. The ``test`` split is never read.
 
     Raises:
-        DataError: see :func:`load_source`; also no ``unsupervised`` split when one is asked for (the
-            message ends with ``missing_hint``).
+        DataError: see :func:`load_source` and :func:`~.unlabelled.load_unlabelled`; also no unlabelled
+            text when it is asked for (the message ends with ``missing_hint``).
     """
     spec = source if isinstance(source, DataSpec) else DataSpec(source, validation_fraction, seed, validation_split)
     src = load_source(spec.source)
     parts = splits.split("+")
     texts: list[str] = []
     if "unsupervised" in parts:
-        if "unsupervised" not in src.splits:
-            raise DataError(f"{spec.source} has no 'unsupervised' split (it has: {', '.join(src.splits)}); "
-                            f"{missing_hint}")
-        ds = src.splits["unsupervised"]
-        column = resolve_column(ds.column_names, spec.text_column, TEXT_COLUMNS, "text", src.where("unsupervised"))
-        texts += list(ds[column])
+        found = unlabelled_texts(src, spec.unlabelled, spec.text_column)
+        if found is None:
+            raise DataError(f"{spec.source} has no 'unsupervised' split (it has: {', '.join(src.splits)}) and "
+                            f"[data] unlabelled is empty; {missing_hint}")
+        texts += found.texts
     if "train" in parts:
         train, names, train_rows, _, _ = _train_and_validation(src, spec, None)
         texts += _split(train, "train", names, train_rows).texts

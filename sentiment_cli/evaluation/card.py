@@ -60,7 +60,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     ``sentiment eval``), ``calibration`` (``temperature``, ``fitted``, ``ece`` by
     split: after and before the temperature), ``exports`` (``sentiment export`` records by name: parity
     with PyTorch, sizes, int8 accuracy), ``versions``, ``files`` (``curves``: the picture's
-    file name, or ``None``).
+    file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
+    ``value``, ``reason``; empty for other runs).
 
     Raises:
         CheckpointError: no checkpoint at ``directory``, or an invalid ``config.json`` / ``metrics.json``.
@@ -94,6 +95,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "metrics": _metrics_by_split(metrics, evals),
         "calibration": _calibration(directory, metrics, evals),
         "exports": read_exports(directory, weights),   # sentiment export: parity with PyTorch, int8 accuracy
+        "data_rules": metrics.get("data_rules") or [],   # the default's settings chosen from the data
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
@@ -197,8 +199,9 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     Args:
         card: :func:`model_card`'s dict.
     """
+    rules = [(rule["key"], f"{_toml_value(rule['value'])}: {rule['reason']}") for rule in card.get("data_rules") or []]
     return [("Model", _model_facts(card)), ("Training data", _data_facts(card)), ("Training", _training_facts(card)),
-            *_calibration_sections(card)]
+            *([("Settings chosen from the data", rules)] if rules else []), *_calibration_sections(card)]
 
 
 def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:

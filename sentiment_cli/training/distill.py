@@ -137,8 +137,8 @@ def distillation(config: Config, tokenizer, teacher: Teacher | None, train_label
         return None
     start = time.perf_counter()
     texts = load_pretraining_texts(DataSpec.from_config(config), "unsupervised",
-                                   missing_hint="distillation needs unlabelled reviews; set "
-                                                "training.distill_reviews=0")
+                                   missing_hint="distillation needs unlabelled text: give it with --unlabelled "
+                                                "PATH, or set training.distill_reviews=0")
     if len(texts) < t.distill_reviews:
         raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
                         f"{len(texts):,} unlabelled reviews; lower it")

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from . import distill, distributed
+from . import auto, distill, distributed
 from ..checkpoint import METRICS_FILE, Checkpoint, check_writable, load_weights, save_checkpoint, write_json
 from ..config import Config
 from ..data.batching import collate, make_batches
@@ -65,7 +65,7 @@ __all__ = ["RunContext", "adversarial_perturbation", "resume", "run_training", "
 
 
 def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
-          stop: StopFlag | None = None) -> TrainResult:
+          stop: StopFlag | None = None, fit_to_data: frozenset[str] | None = None) -> TrainResult:
     """Train a classifier and write the best epoch (by validation accuracy) to ``output``.
 
     After every epoch the best checkpoint is refreshed (if the epoch
@@ -81,6 +81,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         callbacks: progress hooks (called on rank 0 only).
         stop: polled at every step; once set, the run stops before the next
             optimizer step (the epoch in progress is dropped).
+        fit_to_data: apply the default's data rules (``auto.py``) to every key not in this set of
+            ``section.key`` names (those the command line set); ``None``: apply none.
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
@@ -102,7 +104,14 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         SentimentError: the loss became NaN or infinite.
     """
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=absolute_source(config.data.source)))
-    return run_training(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), saved=None)
+    callbacks = callbacks or TrainCallbacks()
+    choices: list[auto.Choice] = []
+    if fit_to_data is not None and distributed.from_env().is_main:
+        config, choices = auto.fit_to_data(config, fit_to_data, callbacks)
+    elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices, silently
+        config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks())
+    return run_training(config, Path(output), callbacks, stop or StopFlag(), saved=None,
+                        data_rules=[c.to_dict() for c in choices])
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ class RunContext:
         stop: the stop flag, polled at every step.
         info: this process's rank and the world size (``distributed.py``).
         device: where this rank trains.
+        data_rules: the default's choices for this data (``auto.py``), as ``metrics.json`` keeps them.
     """
 
     config: Config
@@ -124,6 +134,7 @@ class RunContext:
     stop: StopFlag
     info: distributed.DistInfo
     device: torch.device
+    data_rules: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def local_batch(self) -> int:
@@ -132,11 +143,12 @@ class RunContext:
 
 
 def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, *,
-                 saved: TrainerState | None) -> TrainResult:
+                 saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None) -> TrainResult:
     """Run training from setup to the written report: a new run, or the saved one ``saved`` continued.
 
     :func:`train` and :func:`~.resume.resume` call it once they have the config (``resume``: the saved
-    one, with its ``epochs`` and ``device`` overridden).
+    one, with its ``epochs`` and ``device`` overridden). ``data_rules`` are the default's choices made
+    for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``.
 
     Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end.
 
@@ -146,7 +158,7 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
             and :func:`~.resume.resume`; under torchrun, a failing collective as a ``SentimentError``
             naming the rank.
     """
-    ctx = _context(config, output, callbacks, stop)
+    ctx = _context(config, output, callbacks, stop, data_rules or [])
     with output_lock(ctx.output, enabled=ctx.info.is_main):   # one writer: refuse a second train or --resume
         pretrained = None
         if saved is None and config.training.init_from:   # pretrain, or refuse an unfit folder, before the data loads
@@ -162,7 +174,8 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
                 raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
-def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag) -> RunContext:
+def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
+             data_rules: list[dict[str, Any]]) -> RunContext:
     """This process's context: its rank, its device (checked for bf16), and the output folder checked
     writable (rank 0).
 
@@ -181,7 +194,7 @@ def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag) -
                    "train slower than float32; [training] autocast_bf16 = false turns it off")
     if info.is_main:
         check_writable(output)
-    return RunContext(config, output, cb, stop, info, device)
+    return RunContext(config, output, cb, stop, info, device, data_rules)
 
 
 def _train_loop(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint | None) -> TrainResult:
@@ -303,6 +316,8 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
         if ctx.info.enabled:
             torch.manual_seed(t.seed + ctx.info.rank)   # each rank its own dropout masks
         state = _fresh_state(ctx.config, model, data, pretrained, distill.teacher_report(teacher, distillation))
+        if ctx.data_rules:
+            state.metrics["data_rules"] = ctx.data_rules
     state.metrics.update({"device": str(ctx.device), "device_name": device_name(ctx.device),
                           "world_size": ctx.info.world_size, "versions": versions(), "config": ctx.config.to_dict()})
     net = torch.nn.parallel.DistributedDataParallel(

@@ -219,8 +219,9 @@ def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks) -> tup
     """
     p = config.pretrain
     cb.on_stage(f"loading {source}")
-    hint = ("learn from the labelled reviews alone with --set pretrain.splits=train "   # distillation would stop next
-            "--set training.distill_reviews=0" if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
+    hint = ("give unlabelled text with --unlabelled PATH, or learn from the labelled reviews alone with "
+            "--set pretrain.splits=train --set training.distill_reviews=0"   # distillation would stop next
+            if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
     texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     return texts, build_tokenizer(texts, config.data, length=len(texts))
@@ -454,6 +455,8 @@ def _pretraining_data(config: Config) -> list[tuple[str, str, object]]:
     """``(section, key, value)`` of the settings that decide which reviews a pretraining stage reads."""
     d, p = config.data, config.pretrain
     keys = [("data", "source", absolute_source(d.source)), ("pretrain", "splits", p.splits)]
+    if "unsupervised" in p.splits.split("+"):
+        keys.append(("data", "unlabelled", absolute_source(d.unlabelled) if d.unlabelled else ""))
     if "train" in p.splits.split("+"):   # the training part of train: the hold-out is left out
         keys.append(("data", "validation_fraction", d.validation_fraction))
         if d.validation_fraction > 0:

@@ -1,0 +1,204 @@
+"""The default reads the data: rules that fit the default preset's settings to the labelled source at hand.
+
+``sentiment train`` with the default preset (no ``--config``, or ``--config default``) reads the
+source once before training (:func:`read_profile`: rows, classes, token lengths, a dev split,
+unlabelled text) and sets each key below that the command line did not set itself
+(:func:`data_rules`). Every choice is a :class:`Choice`: printed as one line when it is made, kept
+in ``metrics.json`` (``"data_rules"``) and the model card, and its value is in ``config.json``.
+``--set section.key=value`` fixes a key and its rule is skipped. A run from a file or another
+preset applies no rule.
+
+Each rule and the dev-set evidence behind it is in ``docs/experiments.md`` ("The default reads the
+data"); the rules were chosen on the dev splits of TREC-6 and SST-5 and checked on Subj.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..data.sources import absolute_source, load_source
+from ..data.splits import DataSpec, load_train_validation
+from ..data.unlabelled import unlabelled_texts
+from .callbacks import TrainCallbacks
+
+LENGTH_SAMPLE = 5000      # texts whose token counts set max_length
+LENGTH_QUANTILE = 0.99    # max_length covers this share of the training texts whole
+IMBALANCE_RATIO = 5.0     # class_weight "balanced" when the largest class outnumbers the smallest by more
+LARGE_TRAIN = 20_000      # from here on, a hold-out of HOLD_OUT_ROWS rows (at least 5%) fits the temperature
+HOLD_OUT_ROWS = 1250
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One setting chosen from the data.
+
+    Attributes:
+        key: ``section.key`` (``data.max_length``).
+        value: the value set.
+        reason: why, in a phrase with the figures it came from.
+    """
+
+    key: str
+    value: Any
+    reason: str
+
+    def line(self) -> str:
+        """The choice as the one line ``train`` prints."""
+        return f"{self.key} = {self.value!r}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"key", "value", "reason"}`` for ``metrics.json``."""
+        return {"key": self.key, "value": self.value, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the rules read of a source.
+
+    Attributes:
+        train_rows: labelled training rows (the whole ``train`` split).
+        class_counts: rows per class of ``train``, in label order.
+        has_validation: the source has a ``validation`` (``dev``) split of its own.
+        unlabelled: unlabelled texts available (the source's ``unsupervised`` split and ``[data] unlabelled``).
+        length_quantile: :data:`LENGTH_QUANTILE` of the training texts' token counts (pre-tokenizer words).
+    """
+
+    train_rows: int
+    class_counts: tuple[int, ...]
+    has_validation: bool
+    unlabelled: int
+    length_quantile: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def imbalance(self) -> float:
+        """Largest class over smallest (``inf`` when a class has no rows)."""
+        low = min(self.class_counts)
+        return math.inf if low == 0 else max(self.class_counts) / low
+
+
+def read_profile(config: Config) -> Profile:
+    """Read ``config``'s source for the rules: its training split (all of it), a dev split, unlabelled text.
+
+    Raises:
+        DataError, UsageError, ConfigError: the source cannot be loaded or its data is unusable (as
+            :func:`~sentiment_cli.data.splits.load_train_validation`).
+    """
+    spec = DataSpec.from_config(config)
+    src = load_source(spec.source)
+    train, _ = load_train_validation(DataSpec(spec.source, 0.0, spec.seed, spec.validation_split,
+                                              spec.text_column, spec.label_column, spec.labels))
+    found = unlabelled_texts(src, spec.unlabelled, spec.text_column)
+    counts = tuple(train.class_counts().values())
+    return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
+                   unlabelled=len(found.texts) if found else 0,
+                   length_quantile=_length_quantile(train.texts, config, spec.seed),
+                   notes=tuple(found.notes) if found else ())
+
+
+def _length_quantile(texts: list[str], config: Config, seed: int) -> int:
+    """:data:`LENGTH_QUANTILE` of the token counts of up to :data:`LENGTH_SAMPLE` texts (seeded draw)."""
+    from ..data.tokenizer import _pre_tokenizer
+
+    pre = _pre_tokenizer(config.data.pre_tokenizer)
+    rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
+    counts = [len(pre.pre_tokenize_str(re.sub(r"<br\s*/?>", " ", texts[i][:200_000]))) for i in rows]
+    return int(np.ceil(np.quantile(counts, LENGTH_QUANTILE))) if counts else 1
+
+
+def data_rules(profile: Profile, config: Config) -> list[Choice]:
+    """Every rule's choice for this data, given the default ``config`` (before any is applied)."""
+    return [*_unlabelled_rules(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
+            *_imbalance_rule(profile)]
+
+
+def _unlabelled_rules(profile: Profile, config: Config) -> list[Choice]:
+    """Pretraining and distillation read unlabelled text when there is some, else the training texts alone."""
+    t = config.training
+    if profile.unlabelled == 0:
+        return [Choice("pretrain.splits", "train", "no unlabelled text (no unsupervised split, no --unlabelled): "
+                       "word2vec reads the training texts"),
+                Choice("training.distill_reviews", 0, "no unlabelled text: no distillation")]
+    if t.distill_reviews > profile.unlabelled:
+        return [Choice("training.distill_reviews", profile.unlabelled,
+                       f"{profile.unlabelled:,} unlabelled texts: distillation draws all of them each epoch")]
+    return []
+
+
+def _length_rule(profile: Profile, config: Config) -> list[Choice]:
+    """``max_length`` covers 99% of the training texts whole, in steps of 8, up to the preset's."""
+    cap = config.data.max_length
+    fit = min(cap, max(16, 8 * math.ceil(profile.length_quantile / 8)))
+    if fit == cap:
+        return []
+    return [Choice("data.max_length", fit, f"99% of the training texts have at most {profile.length_quantile} "
+                   "tokens")]
+
+
+def _validation_rule(profile: Profile) -> list[Choice]:
+    """Validation, for the best epoch and the temperature: the source's dev split, else a stratified hold-out."""
+    if profile.has_validation:
+        return [Choice("data.validation_fraction", 0.1, "the source's dev split validates: it picks the best "
+                       "epoch and fits the temperature")]
+    n = profile.train_rows
+    fraction = 0.1 if n < LARGE_TRAIN else round(max(0.05, HOLD_OUT_ROWS / n), 3)
+    return [Choice("data.validation_fraction", fraction,
+                   f"no dev split: {fraction:.0%} of train ({round(fraction * n):,} rows, stratified) is held out to "
+                   "pick the best epoch and fit the temperature")]
+
+
+def _imbalance_rule(profile: Profile) -> list[Choice]:
+    """Balanced class weights when the largest class outnumbers the smallest by more than 5 to 1."""
+    ratio = profile.imbalance
+    if ratio > IMBALANCE_RATIO and hasattr(Config().training, "class_weight"):   # TEMP until merged
+        return [Choice("training.class_weight", "balanced", f"the largest class outnumbers the smallest "
+                       f"{ratio:.1f} to 1 (above {IMBALANCE_RATIO:g} to 1)")]
+    return []
+
+
+def pretrained_folder(config: Config) -> str:
+    """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
+    pretraining reads, so that runs on different data never meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    d = config.data
+    key = "\n".join([absolute_source(d.source), absolute_source(d.unlabelled) if d.unlabelled else "",
+                     config.pretrain.splits])
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(d.source.rstrip("/\\")).name or "data").strip("-.") or "data"
+    base = Path(config.training.init_from)
+    return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")
+
+
+def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks) -> tuple[Config, list[Choice]]:
+    """Apply :func:`data_rules` to ``config``, except for the keys in ``given`` (set on the command line).
+
+    Returns:
+        ``(config, choices)``: the config with the choices applied, and the choices made.
+
+    Raises:
+        DataError, UsageError, ConfigError: as :func:`read_profile`; ConfigError when a choice is invalid
+            together with a key the user set.
+    """
+    cb.on_stage(f"reading {config.data.source} to fit the default's settings to it")
+    profile = read_profile(config)
+    for note in profile.notes:
+        cb.on_note(note)
+    choices = [c for c in data_rules(profile, config) if c.key not in given]
+    overrides: dict[str, dict[str, Any]] = {}
+    for c in choices:
+        section, key = c.key.split(".")
+        overrides.setdefault(section, {})[key] = c.value
+    config = config.with_overrides(overrides, origin="the default's data rules")
+    if config.training.init_from and "training.init_from" not in given:
+        folder = pretrained_folder(config)
+        choices.append(Choice("training.init_from", folder, "the pretrained encoder of this data (made when missing)"))
+        config = config.override("training", init_from=folder)
+    for c in choices:
+        cb.on_note(c.line())
+    return config, choices

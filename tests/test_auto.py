@@ -1,0 +1,161 @@
+"""The default reads the data: unlabelled text from anywhere, the data rules, and their one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sentiment_cli.cli import app
+from sentiment_cli.config import given_keys, load_config
+from sentiment_cli.data.splits import DataSpec, load_train_validation
+from sentiment_cli.data.unlabelled import load_unlabelled, unlabelled_texts
+from sentiment_cli.data.sources import load_source
+from sentiment_cli.errors import DataError
+from sentiment_cli.training import auto
+
+from .conftest import SMALL_DATA
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+REVIEWS = SMALL_DATA.parent / "reviews_small" / "reviews.csv"   # one file: 600 labelled reviews, no dev split
+SST5_SMALL = SMALL_DATA.parent / "sst5_small"                   # train.csv, dev.csv, test.csv
+
+
+def _invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+# ----------------------------------------------------------------------------- unlabelled text
+
+def test_a_text_file_gives_one_text_per_line_and_skips_blank_lines(tmp_path):
+    path = tmp_path / "more.txt"
+    path.write_text("first text\n\n  second text  \n\nthird\n", encoding="utf-8")
+    found = load_unlabelled(str(path))
+    assert found.texts == ["first text", "second text", "third"] and found.notes == []
+
+
+def test_a_labelled_csv_gives_its_texts_and_a_note_that_the_labels_are_ignored(tmp_path):
+    got = load_unlabelled(str(REVIEWS), "review")
+    assert len(got.texts) == 600 and got.texts[0].startswith("Back in 2004")       # the file's 600 reviews
+    assert len(got.notes) == 1 and "column 'sentiment' looks like labels; it is ignored" in got.notes[0]
+
+
+def test_a_dataset_folder_gives_its_train_split_when_it_has_no_unsupervised_split():
+    got = load_unlabelled(str(SST5_SMALL))
+    assert len(got.texts) == 2000 and got.where.endswith("train.csv")
+
+
+def test_the_source_split_and_the_file_are_joined(tmp_path):
+    path = tmp_path / "more.txt"
+    path.write_text("one more text\nand another\n", encoding="utf-8")
+    src = load_source(str(SST5_SMALL))
+    assert unlabelled_texts(src, "", "sentence") is None                      # no unsupervised split, no file
+    assert unlabelled_texts(src, str(path), "sentence").texts == ["one more text", "and another"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"fine\n\xff\xfe broken\n", "line 2: not valid UTF-8 (byte 1)"),
+    (b"\n \n", "no text in it"),
+])
+def test_an_unreadable_unlabelled_file_is_one_line_naming_it(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=re.escape(message)):
+        load_unlabelled(str(path))
+    r = _invoke("train", "--data", REVIEWS, "--unlabelled", path, "--output", tmp_path / "out", "--epochs", "1")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    last = r.output.strip().splitlines()[-1]
+    assert last.startswith(f"error: --unlabelled {path}") and message in last
+
+
+def test_a_missing_unlabelled_path_is_one_line(tmp_path):
+    r = _invoke("train", "--data", REVIEWS, "--unlabelled", tmp_path / "nope.txt", "--output", tmp_path / "out")
+    assert r.exit_code == 1 and r.output.strip().splitlines()[-1] == \
+        f"error: --unlabelled {tmp_path / 'nope.txt'}: no such file or folder"
+
+
+# ----------------------------------------------------------------------------- the rules
+
+def test_rules_for_a_single_file_without_dev_split_or_unlabelled_text():
+    cfg = load_config("default").override("data", source=str(REVIEWS))
+    profile = auto.read_profile(cfg)
+    assert profile.train_rows == 600 and not profile.has_validation and profile.unlabelled == 0
+    chosen = {c.key: c.value for c in auto.data_rules(profile, cfg)}
+    assert chosen["pretrain.splits"] == "train" and chosen["training.distill_reviews"] == 0
+    assert chosen["data.validation_fraction"] == 0.1                             # small: a 10% hold-out
+    assert "data.max_length" not in chosen                                       # reviews: longer than 512 tokens at the 99th percentile
+
+
+def test_rules_on_the_shared_question_set_read_its_dev_split_lengths_and_imbalance():
+    cfg = load_config("default").override("data", source=str(SHARED / "trec6"))
+    profile = auto.read_profile(cfg)
+    assert profile.has_validation and profile.train_rows == 4907 and profile.imbalance > 13
+    chosen = {c.key: c for c in auto.data_rules(profile, cfg)}
+    assert chosen["data.max_length"].value < 64                                  # questions are short
+    assert "dev split" in chosen["data.validation_fraction"].reason
+
+
+def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
+    profile = auto.Profile(train_rows=25_000, class_counts=(12_500, 12_500), has_validation=False, unlabelled=50_000,
+                           length_quantile=1000)
+    chosen = {c.key: c.value for c in auto.data_rules(profile, load_config("default"))}
+    assert chosen["data.validation_fraction"] == 0.05 and "pretrain.splits" not in chosen
+    assert "data.max_length" not in chosen and "training.distill_reviews" not in chosen
+
+
+def test_keys_set_on_the_command_line_are_left_alone():
+    assert given_keys("seed") is None and given_keys("my.toml") is None            # a chosen config: no rules
+    given = given_keys(None, ["data.max_length=40"], {"training": {"epochs": 3, "lr": None}})
+    assert given == {"data.max_length", "training.epochs"}
+    cfg = load_config("default").override("data", source=str(REVIEWS))
+    fitted, choices = auto.fit_to_data(cfg, given, auto.TrainCallbacks())
+    assert "data.max_length" not in {c.key for c in choices}
+    assert fitted.training.distill_reviews == 0 and fitted.pretrain.splits == "train"
+
+
+def test_each_data_gets_its_own_pretrained_folder():
+    cfg = load_config("default")
+    a = auto.pretrained_folder(cfg.override("data", source=str(REVIEWS)))
+    b = auto.pretrained_folder(cfg.override("data", source=str(SST5_SMALL)))
+    assert a != b and Path(a).name.startswith("pretrained-reviews.csv-") and Path(b).name.startswith("pretrained-sst5_small-")
+
+
+# ----------------------------------------------------------------------------- bad labelled data
+
+def test_a_class_with_one_row_cannot_be_held_out_and_is_named(tmp_path):
+    rows = ["text,label"] + [f"text number {i},{'a' if i % 2 else 'b'}" for i in range(40)] + ["the odd one,rare"]
+    path = tmp_path / "train.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        load_train_validation(DataSpec(str(path), 0.1))
+    assert str(err.value) == (f"{path}: class 'rare' has 1 row, too few to hold out validation (a class needs at "
+                              "least 2: one to train on, one to validate); add rows of it, give a dev split, or "
+                              "drop the class")
+
+
+def test_one_class_is_one_line(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\n" + "".join(f"text {i},same\n" for i in range(20)), encoding="utf-8")
+    r = _invoke("train", "--data", path, "--output", tmp_path / "out")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "only one class" in r.output.strip().splitlines()[-1]
+
+
+@pytest.mark.slow   # the default preset's whole path on 1,000 reviews: word2vec, the n-gram score, an epoch
+def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--set", "pretrain.epochs=1", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    assert "note: pretrain.splits = 'train': no unlabelled text" in r.output
+    out = tmp_path / "checkpoints" / "default"
+    metrics = json.loads((out / "metrics.json").read_text())
+    rules = {rule["key"]: rule["value"] for rule in metrics["data_rules"]}
+    assert rules["training.distill_reviews"] == 0 and rules["data.validation_fraction"] == 0.1
+    assert metrics["calibration"]["temperature"] != 1.0 and "ece" in metrics["calibration"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["training"]["init_from"] == rules["training.init_from"]
+    assert (tmp_path / rules["training.init_from"] / "config.json").exists()
+    assert "Settings chosen from the data" in (out / "README.md").read_text()
