@@ -16,8 +16,9 @@ It reads top to bottom, as nanoGPT's does:
 - ``_setup``, in this order (it decides what the seeded RNGs draw):
   ``_load_data`` (splits, tokenizer, token ids: :class:`_Data`),
   ``_build_model``, ``_teacher`` (the teacher and distillation's targets,
-  ``distill.py``), ``_optimizer_and_schedule``, then the loop state: a new
-  run's (``_fresh_state``) or the saved one (``resume.py``).
+  ``distill.py``), the class weights (``imbalance.py``),
+  ``_optimizer_and_schedule``, then the loop state: a new run's
+  (``_fresh_state``) or the saved one (``resume.py``).
 - for each epoch: ``_train_epoch`` (one ``_step`` per batch),
   ``_validate``, ``_end_of_epoch`` (history, best epoch and patience, saving).
 - ``_finish``: the temperature (``calibrate.py``), the final ``metrics.json``,
@@ -39,7 +40,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from . import distill, distributed
+from . import distill, distributed, imbalance
 from ..checkpoint import METRICS_FILE, Checkpoint, check_writable, load_weights, save_checkpoint, write_json
 from ..config import Config
 from ..data.batching import collate, make_batches
@@ -255,6 +256,8 @@ class _Run:
             go through it).
         teacher: the fitted teacher, or ``None`` without one (``training/distill.py``).
         distillation: the soft targets and loss weights of distillation, or ``None`` without it.
+        class_weights: ``(num_classes,)`` float32 loss weights by class (``[training] class_weight =
+            "balanced"``, ``imbalance.py``), or ``None``.
         state: where the run stands (epochs done, best so far, ``metrics.json``).
         start, wall_before: when this process started the run (``time.perf_counter``), and the wall
             time of the run's earlier sessions (resumed runs), in seconds.
@@ -268,6 +271,7 @@ class _Run:
     scheduler: torch.optim.lr_scheduler.LambdaLR
     teacher: distill.Teacher | None
     distillation: distill.Distillation | None
+    class_weights: torch.Tensor | None
     state: LoopState
     start: float
     wall_before: float
@@ -296,19 +300,21 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
     teacher, distillation = _teacher(ctx, model, data)
     if distillation is not None:   # the unlabelled reviews follow the labelled ones
         data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
+    class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
     optimizer, scheduler = _optimizer_and_schedule(ctx, model, data.num_labelled)
     if saved is not None:
         state = resumed_state(ctx, saved, optimizer, scheduler, data.validated)
     else:
         if ctx.info.enabled:
             torch.manual_seed(t.seed + ctx.info.rank)   # each rank its own dropout masks
-        state = _fresh_state(ctx.config, model, data, pretrained, distill.teacher_report(teacher, distillation))
+        state = _fresh_state(ctx.config, model, data, pretrained, distill.teacher_report(teacher, distillation),
+                             imbalance.weights_report(class_weights, data.labels))
     state.metrics.update({"device": str(ctx.device), "device_name": device_name(ctx.device),
                           "world_size": ctx.info.world_size, "versions": versions(), "config": ctx.config.to_dict()})
     net = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.info.enabled else model
     return _Run(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, teacher=teacher,
-                distillation=distillation, state=state, start=start,
+                distillation=distillation, class_weights=class_weights, state=state, start=start,
                 wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
 
@@ -389,9 +395,9 @@ def _optimizer_and_schedule(ctx: RunContext, model: SentimentClassifier,
 
 
 def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretrained: Checkpoint | None,
-                 teacher: dict[str, Any] | None) -> LoopState:
+                 teacher: dict[str, Any] | None, class_weights: dict[str, float] | None) -> LoopState:
     """The loop state of a new run: no epoch yet, and the metrics that describe the run (with the
-    teacher's report ``teacher``, when the run has one)."""
+    teacher's report ``teacher`` and the ``class_weights`` by label name, when the run has them)."""
     t, train_split, val_split = config.training, data.train, data.validation
     state = LoopState(metrics={
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
@@ -412,6 +418,8 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretra
     })
     if teacher is not None:
         state.metrics["teacher"] = teacher
+    if class_weights is not None:
+        state.metrics["class_weights"] = class_weights
     return state
 
 
@@ -464,9 +472,9 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     adversarial training), clip and step.
 
     Returns:
-        ``(loss, correct, labelled)``: the batch's mean cross-entropy (before the step; weighted, and
-        against the teacher's probabilities for unlabelled reviews, with distillation), how many of
-        its labelled reviews the model got right, and how many it has.
+        ``(loss, correct, labelled)``: the batch's mean cross-entropy (before the step; weighted by class
+        with ``class_weight``; weighted, and against the teacher's probabilities for unlabelled reviews,
+        with distillation), how many of its labelled reviews the model got right, and how many it has.
 
     Raises:
         Interrupted: a stop was requested; the step is dropped (the last completed epoch is on disk).
@@ -477,7 +485,7 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     if t.token_dropout > 0:
         input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
     index = torch.as_tensor(batch)
-    loss_of = distill.loss_function(ctx.config, run.distillation, data.train_labels, index, device)
+    loss_of = distill.loss_function(ctx.config, run.distillation, data.train_labels, index, device, run.class_weights)
     with_label = index < data.num_labelled
     target = data.train_labels[index[with_label]].to(device)
     input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
