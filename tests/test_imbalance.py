@@ -1,14 +1,18 @@
-"""Class imbalance (issue 25): ``[training] class_weight = "balanced"`` in the loss."""
+"""Class imbalance (issue 25): ``[training] class_weight = "balanced"`` in the loss, and validation macro F1
+beside accuracy in the history, the train summary and the model card."""
 
 import json
 
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 from sklearn.utils.class_weight import compute_class_weight
 
+from sentiment_cli.cli.render import render_train_summary
 from sentiment_cli.config import load_config
 from sentiment_cli.errors import ConfigError
+from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
 from sentiment_cli.training import distill
 from sentiment_cli.training.imbalance import class_weights
 from sentiment_cli.training.loop import train
@@ -118,21 +122,48 @@ def test_with_distillation_a_labelled_reviews_weight_is_times_its_class_weight()
 
 # ----------------------------------------------------------------------------- a run
 
-def test_a_balanced_run_records_its_weights(tmp_path):
+def test_a_balanced_run_records_its_weights_and_validation_macro_f1(tmp_path):
     cfg = load_config(ROOT / "configs" / "seed.toml").override("model", d_model=16, d_ff=32)
     cfg = cfg.override("data", source=str(SST5), vocab_size=2000, max_length=64)
     cfg = cfg.override("training", epochs=1, batch_size=32, device="cpu", class_weight="balanced")
-    train(cfg, tmp_path / "run")
+    result = train(cfg, tmp_path / "run")
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     counts = m["data"]["class_counts"]["train"]
     y = np.repeat(np.arange(len(counts)), list(counts.values()))
     expected = compute_class_weight("balanced", classes=np.arange(len(counts)), y=y)
     assert list(m["class_weights"]) == m["data"]["labels"] == list(counts)
     np.testing.assert_allclose(list(m["class_weights"].values()), expected, rtol=1e-6)
+    f1 = m["history"][0]["validation_f1_macro"]
+    assert 0.0 < f1 <= 1.0 and m["best_validation_f1_macro"] == f1
+    # the F1 of the predictions validation made: what `sentiment eval --split validation` computes again
+    assert evaluate_checkpoint(tmp_path / "run", "validation", record=False)["f1"]["macro"] == pytest.approx(f1)
+    console = Console(record=True, width=200)
+    render_train_summary(console, result)
+    out = console.export_text()
+    assert "val F1: macro F1" in out and f"{f1:.4f}" in out and f"macro F1 {f1:.4f})" in out
     card = (tmp_path / "run" / "README.md").read_text()
+    assert f"| validation | 400 | {m['best_validation_accuracy']:.2%} | {f1:.4f} |" in card
     assert "| class weights | balanced, n / (classes × count) (scikit-learn's heuristic): negative " in card
 
 
 def test_an_unweighted_run_records_no_class_weights(trained_checkpoint):
     m = json.loads((trained_checkpoint / "metrics.json").read_text())
     assert "class_weights" not in m and "class weights" not in (trained_checkpoint / "README.md").read_text()
+    assert all(0.0 < r["validation_f1_macro"] <= 1.0 for r in m["history"])
+
+
+def test_the_train_summary_of_a_history_from_before_macro_f1_shows_a_dash():
+    """A run resumed from a trainer state saved before validation macro F1 was kept: its earlier epochs lack it."""
+    from types import SimpleNamespace
+
+    old = {"epoch": 1, "train_loss": 0.7, "train_accuracy": 0.5, "validation_loss": 0.69, "validation_accuracy": 0.52,
+           "train_examples_per_second": 900.0, "train_seconds": 1.0}
+    new = {**old, "epoch": 2, "validation_accuracy": 0.61, "validation_f1_macro": 0.6012}
+    m = {"history": [old, new], "best_epoch": 2, "best_validation_accuracy": 0.61, "best_validation_f1_macro": 0.6012,
+         "wall_time_seconds": 2.0, "device": "cpu", "stopped_early": False}
+    console = Console(record=True, width=200)
+    render_train_summary(console, SimpleNamespace(metrics=m, output="run"))
+    out = console.export_text()
+    rows = [line for line in out.splitlines() if "│" in line]
+    assert "–" in rows[0] and "0.6012" in rows[1]
+    assert "(validation accuracy 61.00%, macro F1 0.6012)" in out

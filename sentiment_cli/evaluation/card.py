@@ -119,7 +119,8 @@ def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]])
     if best_record is not None and best_record.get("validation_accuracy") is not None:
         by_split["validation"] = {"num_examples": data.get("validation_examples"),
                                   "accuracy": best_record.get("validation_accuracy"),
-                                  "loss": best_record.get("validation_loss"), "f1_macro": None,
+                                  "loss": best_record.get("validation_loss"),
+                                  "f1_macro": best_record.get("validation_f1_macro"),   # None before it was kept
                                   "source": f"training, epoch {best}"}
     for split, r in evals.items():
         by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),

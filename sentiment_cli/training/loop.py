@@ -413,7 +413,7 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretra
             "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
             "made_by_this_run": pretrained.metrics.get("made_by_this_run", False),
             "reviews": pretrained.metrics.get("data", {}).get("reviews")},
-        "history": [], "best_epoch": None, "best_validation_accuracy": None,
+        "history": [], "best_epoch": None, "best_validation_accuracy": None, "best_validation_f1_macro": None,
         "stopped_early": False, "wall_time_seconds": None,
     })
     if teacher is not None:
@@ -564,35 +564,37 @@ def _interrupted(run: _Run, epoch: int) -> Interrupted:
     return Interrupted(msg, exit_code=stop.exit_code, resumable=bool(completed))
 
 
-def _validate(run: _Run) -> tuple[float | None, float | None]:
-    """``(loss, accuracy)`` on the whole validation split, computed on rank 0 and shared with the
-    others; ``(None, None)`` without a validation split (``validation_fraction`` 0)."""
+def _validate(run: _Run) -> tuple[float | None, float | None, float | None]:
+    """``(loss, accuracy, macro F1)`` on the whole validation split (``evaluate_ids``' metrics), computed
+    on rank 0 and shared with the others; ``(None, None, None)`` without a validation split
+    (``validation_fraction`` 0)."""
     if not run.data.validated:   # every epoch then replaces the last
-        return None, None
+        return None, None, None
     ctx, t = run.ctx, run.ctx.config.training
-    val = [0.0, 0.0]
+    val = [0.0, 0.0, 0.0]
     if ctx.info.is_main:
         ctx.cb.on_validation_start(len(run.data.val_ids))
         m = evaluate_ids(run.model, run.data.val_ids, run.data.validation.labels, run.data.labels,
                          batch_size=t.eval_batch_size, device=ctx.device, bf16=t.autocast_bf16,
                          on_batch=ctx.cb.on_validation_step)
-        val = [m["loss"], m["accuracy"]]
-    val_loss, val_acc = distributed.broadcast_floats(ctx.info, val, 2, ctx.device)
-    return val_loss, val_acc
+        val = [m["loss"], m["accuracy"], m["f1"]["macro"]]
+    val_loss, val_acc, val_f1 = distributed.broadcast_floats(ctx.info, val, 3, ctx.device)
+    return val_loss, val_acc, val_f1
 
 
 # ----------------------------------------------------------------------------- end of epoch, end of run
 
-def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple[float | None, float | None]) -> None:
+def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals,
+                  validation: tuple[float | None, float | None, float | None]) -> None:
     """Record the epoch in the history, track the best epoch and patience, save, and report the epoch.
 
     Saving (rank 0): the checkpoint when the epoch improved (else only ``metrics.json``), then the
     trainer state of this epoch.
     """
-    val_loss, val_acc = validation
+    val_loss, val_acc, val_f1 = validation
     record = {"epoch": epoch, "train_loss": totals.loss_sum / totals.seen,
               "train_accuracy": totals.correct / max(totals.labelled, 1),
-              "validation_loss": val_loss, "validation_accuracy": val_acc,
+              "validation_loss": val_loss, "validation_accuracy": val_acc, "validation_f1_macro": val_f1,
               "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,
               "learning_rate": run.scheduler.get_last_lr()[0], "train_examples": int(totals.seen)}
     improved = _track_best(run, epoch, record, val_acc)
@@ -614,6 +616,7 @@ def _track_best(run: _Run, epoch: int, record: dict[str, Any], val_acc: float | 
     if improved:
         state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
         state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
+        state.metrics["best_validation_f1_macro"] = record["validation_f1_macro"]
     else:
         state.since_best += 1
     state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
