@@ -204,6 +204,11 @@ class TrainingConfig:
     warmup_fraction: float = _spec(0.0, lo=0.0, hi=1.0, help="share of all steps spent warming up linearly")
     grad_clip: float = _spec(0.0, lo=0.0, help="max global gradient norm; 0 disables clipping")
     label_smoothing: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="cross-entropy label smoothing")
+    class_weight: str = _spec("none", choices=("none", "balanced"),
+                              help="weight of a labelled review's loss by its class, for imbalanced data: none "
+                                   "(all 1), or balanced: a class of n_c of the n training reviews weighs "
+                                   "n / (k * n_c), k classes (scikit-learn's compute_class_weight(\"balanced\"), "
+                                   "King & Zeng 2001)")
     patience: int = _spec(0, lo=0, help="stop after this many epochs without a better validation accuracy; 0 = never")
     bucket_batches: bool = _spec(True, help="group reviews of similar length into a batch (less padding)")
     autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")

@@ -20,22 +20,29 @@ def print_note(console, text: str) -> None:
 # ----------------------------------------------------------------------------- train, pretrain
 
 def render_train_summary(console, result) -> None:
-    """The per-epoch table of a finished training run and where its best epoch was saved."""
+    """The per-epoch table of a finished training run (validation loss, accuracy and macro F1 when it was
+    validated) and where its best epoch was saved."""
     from rich.markup import escape
     from rich.table import Table
 
     m = result.metrics
     validated = m["best_validation_accuracy"] is not None
-    table = Table(title="training summary", title_justify="left")
-    for col in ("epoch", "train loss", "train acc", *(("val loss", "val acc") if validated else ()), "ex/s", "seconds"):
+    table = Table(title="training summary", title_justify="left",
+                  caption="val F1: macro F1 (the mean of the classes' F1)" if validated else None,
+                  caption_justify="left")
+    for col in ("epoch", "train loss", "train acc", *(("val loss", "val acc", "val F1") if validated else ()),
+                "ex/s", "seconds"):
         table.add_column(col, justify="right")
     for r in m["history"]:
         style = "bold green" if r["epoch"] == m["best_epoch"] else None
-        val = (f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}") if validated else ()
+        val = (f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}",
+               _f1(r.get("validation_f1_macro"))) if validated else ()   # no F1 in a history from before it
         table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}", *val,
                       f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
     console.print(table)
-    kept = (f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%})" if validated
+    f1 = m.get("best_validation_f1_macro")
+    kept = (f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%}"
+            + (f", macro F1 {f1:.4f})" if f1 is not None else ")") if validated
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
     console.print(f"{kept} saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
@@ -43,6 +50,10 @@ def render_train_summary(console, result) -> None:
     if "ece" in cal:
         console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
                       f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
+
+
+def _f1(value) -> str:
+    return "–" if value is None else f"{value:.4f}"
 
 
 def render_report_note(console, report) -> None:

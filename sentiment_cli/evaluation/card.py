@@ -103,11 +103,13 @@ def model_card(directory: str | Path) -> dict[str, Any]:
 
 
 def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:
-    """The card's ``training``: epochs run and planned, the best one, seed, device, wall time."""
+    """The card's ``training``: epochs run and planned, the best one, seed, device, wall time, and the loss's
+    class weights by label name (``None`` unless ``class_weight = "balanced"``)."""
     return {"epochs": len(metrics.get("history") or []), "epochs_planned": config.training.epochs,
             "best_epoch": metrics.get("best_epoch"), "stopped_early": metrics.get("stopped_early"),
             "seed": metrics.get("seed", config.training.seed), "device": metrics.get("device", UNKNOWN),
-            "device_name": metrics.get("device_name"), "wall_time_seconds": metrics.get("wall_time_seconds")}
+            "device_name": metrics.get("device_name"), "wall_time_seconds": metrics.get("wall_time_seconds"),
+            "class_weights": metrics.get("class_weights")}
 
 
 def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -119,7 +121,8 @@ def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]])
     if best_record is not None and best_record.get("validation_accuracy") is not None:
         by_split["validation"] = {"num_examples": data.get("validation_examples"),
                                   "accuracy": best_record.get("validation_accuracy"),
-                                  "loss": best_record.get("validation_loss"), "f1_macro": None,
+                                  "loss": best_record.get("validation_loss"),
+                                  "f1_macro": best_record.get("validation_f1_macro"),   # None before it was kept
                                   "source": f"training, epoch {best}"}
     for split, r in evals.items():
         by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
@@ -244,7 +247,8 @@ def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _training_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
-    """The "Training" section: the encoder it started from, epochs, optimizer, device, time, seed, versions."""
+    """The "Training" section: the encoder it started from, epochs, optimizer, class weights (when balanced),
+    device, time, seed, versions."""
     t = card["training"]
     epochs, optimizer = _pretraining_text(card) if card.get("kind") == "pretrained" else _fine_tuning_text(card)
     start = []
@@ -256,12 +260,21 @@ def _training_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
         *start,
         ("epochs", epochs),
         ("optimizer", optimizer),
+        *_class_weight_facts(t.get("class_weights")),
         ("device", t["device"] + (f" ({t['device_name']})" if t.get("device_name") else "")),
         ("wall time", _num(t["wall_time_seconds"], ".0f") + " s" if t["wall_time_seconds"] is not None else UNKNOWN),
         ("seed", str(t["seed"])),
         ("created", str(card["created"])),
         ("versions", ", ".join(f"{k} {v}" for k, v in card["versions"].items()) or UNKNOWN),
     ]
+
+
+def _class_weight_facts(weights: dict[str, float] | None) -> list[tuple[str, str]]:
+    """The "class weights" fact of a run trained with ``class_weight = "balanced"``; none otherwise."""
+    if not weights:
+        return []
+    return [("class weights", "balanced, n / (classes × count) (scikit-learn's heuristic): "
+                              + ", ".join(f"{name} {w:.3g}" for name, w in weights.items()))]
 
 
 def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:

@@ -180,15 +180,37 @@ def residual_offset(teacher: Teacher | None, config: Config, index: torch.Tensor
 
 
 def loss_function(config: Config, distill: Distillation | None, train_labels: torch.Tensor, index: torch.Tensor,
-                  device: torch.device):
+                  device: torch.device, class_weights: torch.Tensor | None = None):
     """The loss of a batch's ``(batch, num_classes)`` logits for the reviews ``index`` names: cross-entropy
     with label smoothing; with distillation, the weighted cross-entropy against each review's target
-    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1)."""
+    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1).
+
+    Args:
+        config: the run's config (``label_smoothing``).
+        distill: distillation's targets and weights, or ``None`` without it.
+        train_labels: ``(num_labelled,)`` int64 label ids of the labelled reviews.
+        index: ``(batch,)`` int64 indices into the run's reviews (from ``num_labelled`` on: unlabelled ones).
+        device: where the logits are.
+        class_weights: ``(num_classes,)`` float32 weights by class (``[training] class_weight``,
+            :func:`~.imbalance.class_weights`), or ``None``. Without distillation they are
+            ``F.cross_entropy``'s ``weight`` (the mean divides by the batch's summed target weights; with
+            label smoothing torch weighs each class's smoothing term by its own weight); with it, a labelled
+            review's loss weight is multiplied by its class's weight (unlabelled ones keep ``distill_weight``).
+
+    Returns:
+        ``logits -> scalar loss`` (float32).
+    """
     t = config.training
     if distill is None:
         target = train_labels[index].to(device)
-        return lambda logits: F.cross_entropy(logits.float(), target, label_smoothing=t.label_smoothing)
-    q, w = distill.targets[index].to(device), distill.weights[index].to(device)
+        weight = None if class_weights is None else class_weights.to(device)
+        return lambda logits: F.cross_entropy(logits.float(), target, weight=weight, label_smoothing=t.label_smoothing)
+    w = distill.weights[index]
+    if class_weights is not None:
+        labelled = index < len(train_labels)
+        w = w.clone()
+        w[labelled] *= class_weights[train_labels[index[labelled]]]
+    q, w = distill.targets[index].to(device), w.to(device)
     return lambda logits: (w * -(q * F.log_softmax(logits.float(), 1)).sum(1)).sum() / w.sum()
 
 

@@ -16,8 +16,9 @@ It reads top to bottom, as nanoGPT's does:
 - ``_setup``, in this order (it decides what the seeded RNGs draw):
   ``_load_data`` (splits, tokenizer, token ids: :class:`_Data`),
   ``_build_model``, ``_teacher`` (the teacher and distillation's targets,
-  ``distill.py``), ``_optimizer_and_schedule``, then the loop state: a new
-  run's (``_fresh_state``) or the saved one (``resume.py``).
+  ``distill.py``), the class weights (``imbalance.py``),
+  ``_optimizer_and_schedule``, then the loop state: a new run's
+  (``_fresh_state``) or the saved one (``resume.py``).
 - for each epoch: ``_train_epoch`` (one ``_step`` per batch),
   ``_validate``, ``_end_of_epoch`` (history, best epoch and patience, saving).
 - ``_finish``: the temperature (``calibrate.py``), the final ``metrics.json``,
@@ -39,7 +40,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from . import auto, distill, distributed
+from . import auto, distill, distributed, imbalance
 from ..checkpoint import METRICS_FILE, Checkpoint, check_writable, load_weights, save_checkpoint, write_json
 from ..config import Config
 from ..data.batching import collate, make_batches
@@ -268,6 +269,8 @@ class _Run:
             go through it).
         teacher: the fitted teacher, or ``None`` without one (``training/distill.py``).
         distillation: the soft targets and loss weights of distillation, or ``None`` without it.
+        class_weights: ``(num_classes,)`` float32 loss weights by class (``[training] class_weight =
+            "balanced"``, ``imbalance.py``), or ``None``.
         state: where the run stands (epochs done, best so far, ``metrics.json``).
         start, wall_before: when this process started the run (``time.perf_counter``), and the wall
             time of the run's earlier sessions (resumed runs), in seconds.
@@ -281,6 +284,7 @@ class _Run:
     scheduler: torch.optim.lr_scheduler.LambdaLR
     teacher: distill.Teacher | None
     distillation: distill.Distillation | None
+    class_weights: torch.Tensor | None
     state: LoopState
     start: float
     wall_before: float
@@ -309,13 +313,15 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
     teacher, distillation = _teacher(ctx, model, data)
     if distillation is not None:   # the unlabelled reviews follow the labelled ones
         data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
+    class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
     optimizer, scheduler = _optimizer_and_schedule(ctx, model, data.num_labelled)
     if saved is not None:
         state = resumed_state(ctx, saved, optimizer, scheduler, data.validated)
     else:
         if ctx.info.enabled:
             torch.manual_seed(t.seed + ctx.info.rank)   # each rank its own dropout masks
-        state = _fresh_state(ctx.config, model, data, pretrained, distill.teacher_report(teacher, distillation))
+        state = _fresh_state(ctx.config, model, data, pretrained, distill.teacher_report(teacher, distillation),
+                             imbalance.weights_report(class_weights, data.labels))
         if ctx.data_rules:
             state.metrics["data_rules"] = ctx.data_rules
     state.metrics.update({"device": str(ctx.device), "device_name": device_name(ctx.device),
@@ -323,7 +329,7 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
     net = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.info.enabled else model
     return _Run(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, teacher=teacher,
-                distillation=distillation, state=state, start=start,
+                distillation=distillation, class_weights=class_weights, state=state, start=start,
                 wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
 
@@ -404,9 +410,9 @@ def _optimizer_and_schedule(ctx: RunContext, model: SentimentClassifier,
 
 
 def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretrained: Checkpoint | None,
-                 teacher: dict[str, Any] | None) -> LoopState:
+                 teacher: dict[str, Any] | None, class_weights: dict[str, float] | None) -> LoopState:
     """The loop state of a new run: no epoch yet, and the metrics that describe the run (with the
-    teacher's report ``teacher``, when the run has one)."""
+    teacher's report ``teacher`` and the ``class_weights`` by label name, when the run has them)."""
     t, train_split, val_split = config.training, data.train, data.validation
     state = LoopState(metrics={
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
@@ -422,11 +428,13 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretra
             "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
             "made_by_this_run": pretrained.metrics.get("made_by_this_run", False),
             "reviews": pretrained.metrics.get("data", {}).get("reviews")},
-        "history": [], "best_epoch": None, "best_validation_accuracy": None,
+        "history": [], "best_epoch": None, "best_validation_accuracy": None, "best_validation_f1_macro": None,
         "stopped_early": False, "wall_time_seconds": None,
     })
     if teacher is not None:
         state.metrics["teacher"] = teacher
+    if class_weights is not None:
+        state.metrics["class_weights"] = class_weights
     return state
 
 
@@ -479,9 +487,9 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     adversarial training), clip and step.
 
     Returns:
-        ``(loss, correct, labelled)``: the batch's mean cross-entropy (before the step; weighted, and
-        against the teacher's probabilities for unlabelled reviews, with distillation), how many of
-        its labelled reviews the model got right, and how many it has.
+        ``(loss, correct, labelled)``: the batch's mean cross-entropy (before the step; weighted by class
+        with ``class_weight``; weighted, and against the teacher's probabilities for unlabelled reviews,
+        with distillation), how many of its labelled reviews the model got right, and how many it has.
 
     Raises:
         Interrupted: a stop was requested; the step is dropped (the last completed epoch is on disk).
@@ -492,7 +500,7 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     if t.token_dropout > 0:
         input_ids = word_dropout(input_ids, padding_mask, t.token_dropout)
     index = torch.as_tensor(batch)
-    loss_of = distill.loss_function(ctx.config, run.distillation, data.train_labels, index, device)
+    loss_of = distill.loss_function(ctx.config, run.distillation, data.train_labels, index, device, run.class_weights)
     with_label = index < data.num_labelled
     target = data.train_labels[index[with_label]].to(device)
     input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
@@ -571,35 +579,37 @@ def _interrupted(run: _Run, epoch: int) -> Interrupted:
     return Interrupted(msg, exit_code=stop.exit_code, resumable=bool(completed))
 
 
-def _validate(run: _Run) -> tuple[float | None, float | None]:
-    """``(loss, accuracy)`` on the whole validation split, computed on rank 0 and shared with the
-    others; ``(None, None)`` without a validation split (``validation_fraction`` 0)."""
+def _validate(run: _Run) -> tuple[float | None, float | None, float | None]:
+    """``(loss, accuracy, macro F1)`` on the whole validation split (``evaluate_ids``' metrics), computed
+    on rank 0 and shared with the others; ``(None, None, None)`` without a validation split
+    (``validation_fraction`` 0)."""
     if not run.data.validated:   # every epoch then replaces the last
-        return None, None
+        return None, None, None
     ctx, t = run.ctx, run.ctx.config.training
-    val = [0.0, 0.0]
+    val = [0.0, 0.0, 0.0]
     if ctx.info.is_main:
         ctx.cb.on_validation_start(len(run.data.val_ids))
         m = evaluate_ids(run.model, run.data.val_ids, run.data.validation.labels, run.data.labels,
                          batch_size=t.eval_batch_size, device=ctx.device, bf16=t.autocast_bf16,
                          on_batch=ctx.cb.on_validation_step)
-        val = [m["loss"], m["accuracy"]]
-    val_loss, val_acc = distributed.broadcast_floats(ctx.info, val, 2, ctx.device)
-    return val_loss, val_acc
+        val = [m["loss"], m["accuracy"], m["f1"]["macro"]]
+    val_loss, val_acc, val_f1 = distributed.broadcast_floats(ctx.info, val, 3, ctx.device)
+    return val_loss, val_acc, val_f1
 
 
 # ----------------------------------------------------------------------------- end of epoch, end of run
 
-def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals, validation: tuple[float | None, float | None]) -> None:
+def _end_of_epoch(run: _Run, epoch: int, totals: _EpochTotals,
+                  validation: tuple[float | None, float | None, float | None]) -> None:
     """Record the epoch in the history, track the best epoch and patience, save, and report the epoch.
 
     Saving (rank 0): the checkpoint when the epoch improved (else only ``metrics.json``), then the
     trainer state of this epoch.
     """
-    val_loss, val_acc = validation
+    val_loss, val_acc, val_f1 = validation
     record = {"epoch": epoch, "train_loss": totals.loss_sum / totals.seen,
               "train_accuracy": totals.correct / max(totals.labelled, 1),
-              "validation_loss": val_loss, "validation_accuracy": val_acc,
+              "validation_loss": val_loss, "validation_accuracy": val_acc, "validation_f1_macro": val_f1,
               "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,
               "learning_rate": run.scheduler.get_last_lr()[0], "train_examples": int(totals.seen)}
     improved = _track_best(run, epoch, record, val_acc)
@@ -621,6 +631,7 @@ def _track_best(run: _Run, epoch: int, record: dict[str, Any], val_acc: float | 
     if improved:
         state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
         state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
+        state.metrics["best_validation_f1_macro"] = record["validation_f1_macro"]
     else:
         state.since_best += 1
     state.metrics["stopped_early"] = bool(t.patience and state.since_best >= t.patience)
