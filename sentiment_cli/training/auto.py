@@ -34,6 +34,8 @@ LENGTH_QUANTILE = 0.99    # max_length covers this share of the training texts w
 IMBALANCE_RATIO = 5.0     # class_weight "balanced" when the largest class outnumbers the smallest by more
 LARGE_TRAIN = 20_000      # from here on, a hold-out of HOLD_OUT_ROWS rows (at least 5%) fits the temperature
 HOLD_OUT_ROWS = 1250
+TARGET_STEPS = 1500       # optimizer steps of a run: about IMDB's 4 epochs of 25,000 reviews in batches of 64
+MAX_EPOCHS = 20
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def _length_quantile(texts: list[str], config: Config, seed: int) -> int:
 def data_rules(profile: Profile, config: Config) -> list[Choice]:
     """Every rule's choice for this data, given the default ``config`` (before any is applied)."""
     return [*_unlabelled_rules(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
-            *_imbalance_rule(profile)]
+            *_epochs_rule(profile, config), *_imbalance_rule(profile)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config) -> list[Choice]:
@@ -155,10 +157,22 @@ def _validation_rule(profile: Profile) -> list[Choice]:
                    "pick the best epoch and fit the temperature")]
 
 
+def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
+    """Epochs by size: about :data:`TARGET_STEPS` optimizer steps, at least the preset's epochs and at most
+    :data:`MAX_EPOCHS`; validation keeps the best epoch."""
+    t = config.training
+    steps = math.ceil(profile.train_rows / t.batch_size)
+    epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(TARGET_STEPS / steps)))
+    if epochs == t.epochs:
+        return []
+    return [Choice("training.epochs", epochs, f"{profile.train_rows:,} training rows make {steps:,} steps an epoch; "
+                   f"{epochs} epochs make about {TARGET_STEPS:,} steps")]
+
+
 def _imbalance_rule(profile: Profile) -> list[Choice]:
     """Balanced class weights when the largest class outnumbers the smallest by more than 5 to 1."""
     ratio = profile.imbalance
-    if ratio > IMBALANCE_RATIO and hasattr(Config().training, "class_weight"):   # TEMP until merged
+    if ratio > IMBALANCE_RATIO:
         return [Choice("training.class_weight", "balanced", f"the largest class outnumbers the smallest "
                        f"{ratio:.1f} to 1 (above {IMBALANCE_RATIO:g} to 1)")]
     return []
