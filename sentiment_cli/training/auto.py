@@ -70,7 +70,9 @@ class Profile:
         class_counts: rows per class of ``train``, in label order.
         has_validation: the source has a ``validation`` (``dev``) split of its own.
         unlabelled: unlabelled texts available (the source's ``unsupervised`` split and ``[data] unlabelled``).
-        length_quantile: :data:`LENGTH_QUANTILE` of the training texts' token counts (pre-tokenizer words).
+        length_quantile: :data:`LENGTH_QUANTILE` of the token counts (pre-tokenizer words) of the training
+            texts, or of the dev texts when those are longer.
+        tokens: the training texts' tokens, estimated from the same sample.
     """
 
     train_rows: int
@@ -78,6 +80,7 @@ class Profile:
     has_validation: bool
     unlabelled: int
     length_quantile: int
+    tokens: int = 0
     notes: tuple[str, ...] = ()
 
     @property
@@ -100,26 +103,30 @@ def read_profile(config: Config) -> Profile:
                                               spec.text_column, spec.label_column, spec.labels))
     found = unlabelled_texts(src, spec.unlabelled, spec.text_column)
     counts = tuple(train.class_counts().values())
+    lengths = _token_counts(train.texts, config, spec.seed)
+    quantile = np.quantile(lengths, LENGTH_QUANTILE)
+    if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
+        _, dev = load_train_validation(DataSpec(spec.source, 0.1, spec.seed, spec.validation_split,
+                                                spec.text_column, spec.label_column, spec.labels))
+        quantile = max(quantile, np.quantile(_token_counts(dev.texts, config, spec.seed), LENGTH_QUANTILE))
     return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
-                   unlabelled=len(found.texts) if found else 0,
-                   length_quantile=_length_quantile(train.texts, config, spec.seed),
-                   notes=tuple(found.notes) if found else ())
+                   unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
+                   tokens=int(lengths.mean() * len(train)), notes=tuple(found.notes) if found else ())
 
 
-def _length_quantile(texts: list[str], config: Config, seed: int) -> int:
-    """:data:`LENGTH_QUANTILE` of the token counts of up to :data:`LENGTH_SAMPLE` texts (seeded draw)."""
+def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
+    """Token counts (pre-tokenizer words) of up to :data:`LENGTH_SAMPLE` texts, a seeded draw."""
     from ..data.tokenizer import _pre_tokenizer
 
     pre = _pre_tokenizer(config.data.pre_tokenizer)
     rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
-    counts = [len(pre.pre_tokenize_str(re.sub(r"<br\s*/?>", " ", texts[i][:200_000]))) for i in rows]
-    return int(np.ceil(np.quantile(counts, LENGTH_QUANTILE))) if counts else 1
+    return np.asarray([len(pre.pre_tokenize_str(re.sub(r"<br\s*/?>", " ", texts[i][:200_000]))) for i in rows])
 
 
 def data_rules(profile: Profile, config: Config) -> list[Choice]:
     """Every rule's choice for this data, given the default ``config`` (before any is applied)."""
     return [*_unlabelled_rules(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
-            *_epochs_rule(profile, config), *_imbalance_rule(profile)]
+            *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config) -> list[Choice]:
@@ -136,13 +143,13 @@ def _unlabelled_rules(profile: Profile, config: Config) -> list[Choice]:
 
 
 def _length_rule(profile: Profile, config: Config) -> list[Choice]:
-    """``max_length`` covers 99% of the training texts whole, in steps of 8, up to the preset's."""
+    """``max_length`` covers 99% of the training (or dev) texts whole, in steps of 8, up to the preset's."""
     cap = config.data.max_length
     fit = min(cap, max(16, 8 * math.ceil(profile.length_quantile / 8)))
     if fit == cap:
         return []
-    return [Choice("data.max_length", fit, f"99% of the training texts have at most {profile.length_quantile} "
-                   "tokens")]
+    return [Choice("data.max_length", fit, f"99% of the training and dev texts have at most "
+                   f"{profile.length_quantile} tokens")]
 
 
 def _validation_rule(profile: Profile) -> list[Choice]:
@@ -176,6 +183,19 @@ def _imbalance_rule(profile: Profile) -> list[Choice]:
         return [Choice("training.class_weight", "balanced", f"the largest class outnumbers the smallest "
                        f"{ratio:.1f} to 1 (above {IMBALANCE_RATIO:g} to 1)")]
     return []
+
+
+def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
+    """The n-gram score's buckets: the next power of two above 4x the training texts' 1-3-gram occurrences
+    (a load of at most 1/4, so few n-grams share a bucket), up to the preset's."""
+    cap = config.model.ngram_buckets
+    if not cap:
+        return []
+    fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * 3 * profile.tokens)))))
+    if fit == cap:
+        return []
+    return [Choice("model.ngram_buckets", fit, f"the training texts hold about {3 * profile.tokens:,} n-gram "
+                   "occurrences: buckets for 4x as many")]
 
 
 def pretrained_folder(config: Config) -> str:
