@@ -34,8 +34,8 @@ LENGTH_QUANTILE = 0.99    # max_length covers this share of the training texts w
 IMBALANCE_RATIO = 5.0     # class_weight "balanced" when the largest class outnumbers the smallest by more
 LARGE_TRAIN = 20_000      # from here on, a hold-out of HOLD_OUT_ROWS rows (at least 5%) fits the temperature
 HOLD_OUT_ROWS = 1250
-TARGET_STEPS = 1500       # optimizer steps of a run: about IMDB's 4 epochs of 25,000 reviews in batches of 64
-MAX_EPOCHS = 20
+TARGET_STEPS = 1000       # optimizer steps of a run at least (IMDB: 4 epochs of 391 steps)
+MAX_EPOCHS = 10
 
 
 @dataclass(frozen=True)
@@ -165,15 +165,16 @@ def _validation_rule(profile: Profile) -> list[Choice]:
 
 
 def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
-    """Epochs by size: about :data:`TARGET_STEPS` optimizer steps, at least the preset's epochs and at most
+    """Epochs by size: at least :data:`TARGET_STEPS` optimizer steps, from the preset's epochs up to
     :data:`MAX_EPOCHS`; validation keeps the best epoch."""
     t = config.training
     steps = math.ceil(profile.train_rows / t.batch_size)
     epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(TARGET_STEPS / steps)))
     if epochs == t.epochs:
         return []
+    capped = f" (at most {MAX_EPOCHS} epochs)" if epochs == MAX_EPOCHS else ""
     return [Choice("training.epochs", epochs, f"{profile.train_rows:,} training rows make {steps:,} steps an epoch; "
-                   f"{epochs} epochs make about {TARGET_STEPS:,} steps")]
+                   f"{epochs} epochs make {epochs * steps:,} steps{capped}")]
 
 
 def _imbalance_rule(profile: Profile) -> list[Choice]:
