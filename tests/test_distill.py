@@ -138,8 +138,8 @@ def test_distillation_without_unlabelled_reviews_is_one_line(tmp_path):
                                  "--output", str(tmp_path / "out"), "--set", "training.distill_reviews=10"])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert r.output.strip().splitlines()[-1] == (
-        f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test); distillation needs unlabelled "
-        "reviews; set training.distill_reviews=0")
+        f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test) and [data] unlabelled is empty; "
+        "distillation needs unlabelled text: give it with --unlabelled PATH, or set training.distill_reviews=0")
 
 
 def test_more_distill_reviews_than_unlabelled_ones_is_one_line(with_unlabelled, tmp_path):

@@ -280,11 +280,12 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 def test_default_config_pretrains_first_and_says_what_to_change_when_the_data_cannot_do_it(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)   # no checkpoints/pretrained here: train runs the pretraining stage itself
-    r = invoke("train", "--data", SMALL_DATA, "--output", tmp_path / "out", "--device", "cpu")
-    # the default pretrains on the unlabelled split, which the committed slice lacks
-    assert_one_error_line(r, 1, f"{SMALL_DATA} has no 'unsupervised' split (it has: train, test); learn from the "
-                                "labelled reviews alone with --set pretrain.splits=train "
-                                "--set training.distill_reviews=0")
-    assert "no pretrained encoder in checkpoints/pretrained: pretraining one first" in r.stderr
-    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+    monkeypatch.chdir(tmp_path)   # no pretrained folder here: train runs the pretraining stage itself
+    r = invoke("train", "--data", SMALL_DATA, "--output", tmp_path / "out", "--device", "cpu",
+               "--set", "pretrain.splits=unsupervised+train")
+    # asked to pretrain on unlabelled text, which the committed slice lacks (the rules would have read train)
+    assert_one_error_line(r, 1, f"{SMALL_DATA} has no 'unsupervised' split (it has: train, test) and [data] "
+                                "unlabelled is empty; give unlabelled text with --unlabelled PATH, or pretrain on "
+                                "the training reviews alone with --set pretrain.splits=train")
+    assert "no pretrained encoder in checkpoints/pretrained-imdb_small-" in r.stderr
+    assert not any(p.name.startswith("pretrained") for p in (tmp_path / "checkpoints").iterdir())

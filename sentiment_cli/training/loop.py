@@ -108,6 +108,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     callbacks = callbacks or TrainCallbacks()
     choices: list[auto.Choice] = []
     if fit_to_data is not None and distributed.from_env().is_main:
+        check_writable(Path(output))   # refuse an unusable folder before reading the data
         config, choices = auto.fit_to_data(config, fit_to_data, callbacks)
     elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices, silently
         config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks())
