@@ -147,11 +147,16 @@ class ModelConfig:
                                 help="rows of a hashed word-bigram embedding added to each token's embedding "
                                      "(fastText's hashing trick, Joulin et al. 2017); 0: words only")
     ngram_buckets: int = _spec(0, lo=0, hi=1 << 22,
-                               help="rows of the n-gram score: an NB-LR model over hashed token 1-3-grams (Wang & "
-                                    "Manning 2012) that train fits on the training split; its score joins the "
-                                    "head's logits and teaches distillation (one-vs-rest with more than two "
-                                    "classes); 0: none")
+                               help="rows of the n-gram score: a linear model over hashed token 1-3-grams "
+                                    "(ngram_fit) that train fits on the training split; its score joins the "
+                                    "head's logits and teaches distillation; 0: none")
     ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits")
+    ngram_fit: str = _spec("auto", choices=("auto", "nb-lr", "lr"),
+                           help="the n-gram score's form: nb-lr (NB-LR, C 0.1; one-vs-rest with more than two "
+                                "classes), lr (plain L2 logistic regression on the binarised n-grams, C 10; "
+                                "multinomial with more than two classes), or auto: the form and C (nb-lr 0.1, "
+                                "0.3, 1; lr 1, 10, 30) that 3-fold cross-validation on up to 10,000 training "
+                                "texts picks")
 
 
 @dataclass(frozen=True)
@@ -228,8 +233,8 @@ class TrainingConfig:
     distill_reviews: int = _spec(0, lo=0, help="distillation (Hinton et al. 2015): unlabelled reviews per epoch, "
                                                "drawn from the source's `unsupervised` split, that learn the "
                                                "probabilities of an n-gram teacher fitted on the training split "
-                                               "(NB-LR over hashed token 1-3-grams, Wang & Manning 2012: the "
-                                               "model's n-gram score when ngram_buckets > 0); 0 = off")
+                                               "(a linear model over hashed token 1-3-grams, [model] ngram_fit: "
+                                               "the model's n-gram score when ngram_buckets > 0); 0 = off")
     distill_weight: float = _spec(1.0, lo=0.0, help="weight of an unlabelled review's loss against the teacher, "
                                                     "relative to a labelled review's 1")
     ngram_residual: bool = _spec(False, help="the encoder learns what the n-gram score leaves: its training logits "
@@ -427,6 +432,9 @@ def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
 # Rates that were ``dropout`` until they got keys of their own: a run config written before then (a
 # checkpoint's config.json, a trainer state) trained with ``dropout`` there.
 _SPLIT_FROM_DROPOUT = ("attention_dropout", "activation_dropout")
+# A run config written before [model] ngram_fit fitted its n-gram score by NB-LR, C 0.1 (a resumed run
+# refits it so, and its card says so).
+_BEFORE_NGRAM_FIT = "nb-lr"
 
 
 def stored_config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
@@ -434,15 +442,19 @@ def stored_config_from_dict(raw: dict[str, Any], origin: str = "config") -> Conf
 
     A key an older version did not write gets the value that version used,
     where that differs from today's built-in default: ``attention_dropout``
-    and ``activation_dropout`` were ``dropout``. (A user's TOML file without
-    them gets the built-in 0.0.)
+    and ``activation_dropout`` were ``dropout``, and ``ngram_fit`` was
+    ``"nb-lr"``. (A user's TOML file without them gets the built-in defaults.)
 
     Raises:
         ConfigError: as :func:`config_from_dict`.
     """
     model = raw.get("model")
     if isinstance(model, dict) and "dropout" in model:
-        raw = {**raw, "model": {**{k: model["dropout"] for k in _SPLIT_FROM_DROPOUT}, **model}}
+        model = {**{k: model["dropout"] for k in _SPLIT_FROM_DROPOUT}, **model}
+    if isinstance(model, dict) and "ngram_fit" not in model:
+        model = {"ngram_fit": _BEFORE_NGRAM_FIT, **model}
+    if model is not raw.get("model"):
+        raw = {**raw, "model": model}
     return config_from_dict(raw, origin)
 
 

@@ -196,16 +196,19 @@ def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
     cfg = small_config()
     ids = encode_texts(build_tokenizer(train_split.texts, cfg.data), train_split.texts, cfg.data)
     y = np.asarray(train_split.labels)
-    crossed = cross_fitted_logits(ids, train_split.labels, 65_537, 2, seed=1)[:, 1]
-    score = NgramScore(65_537)
+    cross = dict(buckets=65_537, num_labels=2, seed=1, form="nb-lr", C=0.1)
+    crossed = cross_fitted_logits(ids, train_split.labels, **cross)[:, 1]
+    score = NgramScore(65_537, fit="nb-lr")
     score.fit(ids, train_split.labels)
     full = score.margins(ids)
     assert ((full > 0) == y).mean() > 0.99                       # the full fit has learnt its training reviews
     assert 0.6 < ((crossed > 0) == y).mean() < 0.95              # the cross-fitted score is as on new reviews
-    assert np.array_equal(crossed, cross_fitted_logits(ids, train_split.labels, 65_537, 2, seed=1)[:, 1])
+    assert np.array_equal(crossed, cross_fitted_logits(ids, train_split.labels, **cross)[:, 1])
     result = train(small_config(epochs=1).override("model", ngram_buckets=65_537)
                    .override("training", ngram_residual=True), tmp_path / "out")
-    assert result.metrics["teacher"]["cross_fitted_folds"] == RESIDUAL_FOLDS
+    teacher = result.metrics["teacher"]
+    assert teacher["cross_fitted_folds"] == RESIDUAL_FOLDS and teacher["chosen_by"] == "cross-validation"
+    assert teacher["cv_accuracy"][f"{teacher['form']} C={teacher['C']:g}"] == max(teacher["cv_accuracy"].values())
 
 
 def test_residual_training_needs_the_ngram_score():

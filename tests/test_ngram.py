@@ -9,7 +9,7 @@ from sentiment_cli.data.batching import collate
 from sentiment_cli.errors import DataError
 from sentiment_cli.model.classifier import SentimentClassifier
 from sentiment_cli.model.ngram import HASH_MULTIPLIER as M
-from sentiment_cli.model.ngram import NgramScore, first_occurrences, label_ids, ngram_buckets, ngram_features
+from sentiment_cli.model.ngram import NgramFit, NgramScore, first_occurrences, label_ids, ngram_buckets, ngram_features
 
 
 def test_ngram_buckets_hash_each_order_and_skip_pad_unk_and_the_start():
@@ -88,7 +88,7 @@ def test_the_fit_is_nb_lr_on_the_binarised_ngrams_and_deterministic():
     float64 while at hand, and a second fit gives the same weights (a resumed run refits)."""
     reviews = [[5, 6, 7], [5, 6, 8], [5, 9, 7], [10, 11, 12], [10, 11, 13], [14, 11, 12]]
     labels = [1, 1, 1, 0, 0, 0]
-    a, b = NgramScore(1009), NgramScore(1009)
+    a, b = NgramScore(1009, fit="nb-lr"), NgramScore(1009, fit="nb-lr")
     a.fit(reviews, labels)
     b.fit(reviews, labels)
     assert torch.equal(a.weight, b.weight) and float(a.weight[0]) == 0.0
@@ -134,11 +134,11 @@ def test_with_five_classes_the_fit_is_one_vs_rest_nb_lr():
     and a class absent from a fit (a fold of a cross-fit) is never predicted."""
     reviews = [[10 + c, 30 + i, 40 + i] for c in range(5) for i in range(4)]
     labels = [c for c in range(5) for _ in range(4)]
-    score = NgramScore(1009, num_labels=5)
+    score = NgramScore(1009, num_labels=5, fit="nb-lr")
     score.fit(reviews, labels)
     assert (score.logits(reviews).argmax(1) == np.asarray(labels)).all()
     assert score.intercept.shape == (5,) and float(score.weight[0].abs().sum()) == 0.0
-    partial = NgramScore(1009, num_labels=5)
+    partial = NgramScore(1009, num_labels=5, fit="nb-lr")
     partial.fit(reviews[:12], labels[:12])                                   # classes 3 and 4 absent
     assert set(partial.logits(reviews).argmax(1).tolist()) <= {0, 1, 2}
     assert float(partial.bias[3]) == float(partial.bias[4]) == -10.0
@@ -169,3 +169,120 @@ def test_a_five_class_score_exports_to_onnx_exactly(tmp_path):
     logits, token_logits = session.run(None, {"input_ids": ids.numpy(), "padding_mask": mask.numpy()})
     np.testing.assert_allclose(logits, out.logits.numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(token_logits, out.token_logits.numpy(), atol=1e-5, rtol=0)
+
+
+def _topic_texts(num_labels, per_class, seed=0, noise=0.5):
+    """Texts of ``num_labels`` topics: each draws words mostly from its own band of ids, with a share
+    ``noise`` from all of them (so no fit is perfect and the optimum is finite)."""
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for c in range(num_labels):
+        for _ in range(per_class):
+            own = rng.integers(2 + 10 * c, 12 + 10 * c, size=6)
+            common = rng.integers(2, 2 + 10 * num_labels, size=int(6 * noise))
+            texts.append(rng.permutation(np.concatenate([own, common])).tolist())
+            labels.append(c)
+    return texts, labels
+
+
+@pytest.mark.parametrize("num_labels", [2, 4])
+def test_the_lr_fit_is_sklearns_logistic_regression_on_the_binarised_ngrams(num_labels):
+    """ngram_fit = "lr": the stored weights and bias give scikit-learn's decision_function of a plain L2
+    LogisticRegression fitted on all buckets (binary with two classes, multinomial with more), though the
+    fit reads only the buckets that occur; a bucket no training text has weighs exactly 0."""
+    from sklearn.linear_model import LogisticRegression
+
+    from sentiment_cli.model.ngram import LR_C
+
+    texts, labels = _topic_texts(num_labels, 30)
+    held_out, _ = _topic_texts(num_labels, 5, seed=1)
+    score = NgramScore(1009, num_labels=num_labels, fit="lr")
+    fit = score.fit(texts, labels)
+    assert (fit.form, fit.C, fit.chosen_by, fit.cv_accuracy) == ("lr", LR_C, "config", {})
+    assert score.weight.shape == ((1010,) if num_labels == 2 else (1010, num_labels))
+    reference = LogisticRegression(C=LR_C, max_iter=1000).fit(ngram_features(texts, 1009), labels)   # as the fit
+    for batch in (texts, held_out):
+        expected = reference.decision_function(ngram_features(batch, 1009))
+        np.testing.assert_allclose(score.margins(batch), expected, atol=1e-4, rtol=0)
+    unseen = np.setdiff1d(np.arange(1010), ngram_features(texts, 1009).indices)
+    assert len(unseen) > 100 and float(score.weight[unseen].abs().sum()) == 0.0
+    assert score.description.startswith("1 x an n-gram score (" + ("logistic regression" if num_labels == 2 else
+                                                                   "multinomial logistic regression") + " over")
+
+
+def test_auto_chooses_by_cross_validation_deterministically():
+    """ngram_fit = "auto": every candidate of the grid is cross-validated; two fits choose and fit the same;
+    the report names the choice and each candidate's accuracy, and the choice is the best."""
+    from sentiment_cli.model.ngram import FIT_GRID
+
+    texts, labels = _topic_texts(3, 40, noise=2.0)
+    a, b = NgramScore(1009, num_labels=3), NgramScore(1009, num_labels=3)
+    assert "as cross-validation chose" in a.description             # unknown until fitted
+    fit_a, fit_b = a.fit(texts, labels), b.fit(texts, labels)
+    assert fit_a == fit_b and torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    assert fit_a.chosen_by == "cross-validation" and fit_a.cv_texts == 120
+    assert list(fit_a.cv_accuracy) == [f"{form} C={C:g}" for form, Cs in FIT_GRID.items() for C in Cs]
+    assert fit_a.cv_accuracy[f"{fit_a.form} C={fit_a.C:g}"] == max(fit_a.cv_accuracy.values())
+    assert all(0.4 < v <= 1.0 for v in fit_a.cv_accuracy.values())
+    report = fit_a.report()
+    assert report["form"] == fit_a.form and report["cv_folds"] == 3 and report["cv_texts"] == 120
+    assert a.fitted == fit_a and (fit_a.form == "lr") == ("logistic regression" in a.description)
+
+
+def test_cross_validation_scores_each_candidate_on_held_out_folds():
+    """A candidate that can only predict the majority class (LR with a vanishing C; the intercept is not
+    penalised) scores exactly the majority's share, and loses to NB-LR, which learns the topics; the
+    sample is capped at max_texts."""
+    from sentiment_cli.model.ngram import select_fit
+
+    texts, labels = _topic_texts(2, 60)
+    texts, labels = texts[:100], labels[:100]                     # 60 of class 0, 40 of class 1
+    x, y = ngram_features(texts, 1009), np.asarray(labels)
+    fit = select_fit(x, y, 2, grid={"lr": (1e-6,), "nb-lr": (1.0,)})
+    assert fit.cv_accuracy["lr C=1e-06"] == pytest.approx(0.6) and fit.cv_accuracy["nb-lr C=1"] > 0.8
+    assert (fit.form, fit.C, fit.cv_texts) == ("nb-lr", 1.0, 100)
+    capped = select_fit(x, y, 2, grid={"nb-lr": (1.0,)}, max_texts=50)
+    assert capped.cv_texts == 50 and capped == select_fit(x, y, 2, grid={"nb-lr": (1.0,)}, max_texts=50)
+
+
+def test_a_pinned_nb_lr_fit_is_the_nb_lr_of_before_and_its_card_text_is_unchanged():
+    from sentiment_cli.model.ngram import FIT_C, nb_lr_columns
+
+    texts, labels = _topic_texts(2, 30)
+    score = NgramScore.from_config(ModelConfig(ngram_buckets=1009, ngram_fit="nb-lr"), 2)
+    assert score.description == ("1 x an n-gram score (NB-LR over token 1-3-grams hashed into 1,009 buckets, "
+                                 "Wang & Manning 2012)")
+    fit = score.fit(texts, labels)
+    assert (fit.form, fit.C, fit.chosen_by, fit.cv_texts) == ("nb-lr", FIT_C, "config", 0)
+    weights, intercepts = nb_lr_columns(ngram_features(texts, 1009), np.asarray(labels), 2, FIT_C)
+    weights[0] = 0.0
+    assert np.array_equal(score.weight.numpy(), weights[:, 0]) and float(score.intercept[0]) == intercepts[0]
+    # a caller's form and C (a cross-fit's folds) win over the config
+    assert score.fit(texts, labels, form="lr", C=3.0) == NgramFit("lr", 3.0)
+    with pytest.raises(ValueError, match="unknown n-gram fit 'svm'"):
+        score.fit(texts, labels, form="svm")
+    with pytest.raises(ValueError, match="unknown n-gram fit 'svm'"):
+        NgramScore(7, fit="svm")
+
+
+def test_ngram_fit_is_a_config_key_and_older_run_configs_fitted_nb_lr():
+    from sentiment_cli.config import config_from_dict, stored_config_from_dict
+    from sentiment_cli.errors import ConfigError
+
+    assert config_from_dict({}).model.ngram_fit == "auto"
+    assert config_from_dict({"model": {"ngram_fit": "lr"}}).model.ngram_fit == "lr"
+    with pytest.raises(ConfigError, match="ngram_fit"):
+        config_from_dict({"model": {"ngram_fit": "svm"}})
+    assert stored_config_from_dict({"model": {"d_model": 16, "n_heads": 2}}).model.ngram_fit == "nb-lr"
+    assert stored_config_from_dict({"model": {"ngram_fit": "auto"}}).model.ngram_fit == "auto"
+
+
+def test_a_fit_report_reads_back_and_a_malformed_one_is_ignored():
+    fit = NgramFit("lr", 10.0, "cross-validation", {"nb-lr C=0.1": 0.5, "lr C=10": 0.75}, 40)
+    assert NgramFit.from_report(fit.report()) == NgramFit("lr", 10.0, "cross-validation")
+    for bad in (None, [], {"form": "svm", "C": 1.0}, {"form": "lr", "C": True}, {"form": "lr", "C": -1},
+                {"form": "lr", "C": float("nan")}, {"form": "lr"}):
+        assert NgramFit.from_report(bad) is None
+    score = NgramScore(1009, num_labels=3)
+    score.fitted = NgramFit.from_report({"form": "nb-lr", "C": 0.1})
+    assert "(one-vs-rest NB-LR over" in score.description

@@ -1,15 +1,25 @@
-"""The n-gram score: a linear model over a review's hashed word 1-3-grams, fitted by NB-LR, added to the logits.
+"""The n-gram score: a linear model over a text's hashed word 1-3-grams, fitted on the training split, in the logits.
 
 ``[model] ngram_buckets`` > 0 gives the classifier an :class:`NgramScore`:
-``ngram_scale * (w . x + b)`` joins the positive class's logit, where ``x`` are
-the review's binarised hashed token 1-3-grams (read from the model's own token
-ids) and ``w``, ``b`` an NB-LR model: binarised counts scaled by their
-naive-Bayes log-count ratios, then an L2 logistic regression, the ratios folded
-into the weights (Wang & Manning 2012, "Baselines and Bigrams: Simple, Good
-Sentiment and Topic Classification", ACL 2012). ``train`` fits it on the
-training split (:meth:`NgramScore.fit`, liblinear, seconds) rather than by
-gradient; its weights are buffers that the optimizer never touches, saved with
-the model as ``ngram_weight`` and ``ngram_bias``.
+``ngram_scale * (w . x + b)`` joins the logits (the positive class's with two
+classes, one score per class with more), where ``x`` are the review's
+binarised hashed token 1-3-grams (read from the model's own token ids) and
+``w``, ``b`` a linear model in one of two forms (``[model] ngram_fit``):
+
+- ``"nb-lr"``: NB-LR: binarised counts scaled by their naive-Bayes log-count
+  ratios, then an L2 logistic regression, the ratios folded into the weights
+  (Wang & Manning 2012, "Baselines and Bigrams: Simple, Good Sentiment and
+  Topic Classification", ACL 2012); one-vs-rest with more than two classes.
+- ``"lr"``: a plain L2 logistic regression on the binarised counts, binary
+  with two classes and multinomial (softmax) with more.
+- ``"auto"`` (the default): the form and its inverse L2 strength ``C`` that
+  :func:`select_fit` picks by k-fold cross-validation on (a seeded sample of)
+  the training texts alone, then fitted on all of them.
+
+``train`` fits the score on the training split (:meth:`NgramScore.fit`,
+scikit-learn, seconds to a minute) rather than by gradient; its weights are
+buffers that the optimizer never touches, saved with the model as
+``ngram_weight`` and ``ngram_bias`` in the same shapes whatever the form.
 
 The same fit is the teacher of distillation (``training/distill.py``).
 
@@ -20,7 +30,9 @@ inside the fitting functions, so inference never pays for them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,7 +44,16 @@ from ..errors import DataError
 
 HASH_MULTIPLIER = 1_000_003   # as the bigram embedding's hash: a prime larger than any vocabulary here
 MAX_N = 3                     # the score reads word 1-3-grams
-FIT_C = 0.1                   # inverse L2 strength; IMDB's block hold-out: C 0.03-1 within 0.1 point
+FIT_C = 0.1                   # NB-LR's inverse L2 strength; IMDB's block hold-out: C 0.03-1 within 0.1 point
+LR_C = 10.0                   # plain LR's, when pinned (ngram_fit = "lr"); see FIT_GRID
+FIT_FORMS = ("nb-lr", "lr")   # the fitted forms, in the order that breaks a tie of cross-validation
+# The C select_fit tries per form: on TREC-6, Subj, SST-5 (sentences, phrases) and IMDB, NB-LR's cross-validated
+# accuracy rose up to C 1 and was flat beyond, LR's flat from C 1 to 30 (docs/experiments.md, bench/ngram_forms.py).
+FIT_GRID = {"nb-lr": (0.1, 0.3, 1.0), "lr": (1.0, 10.0, 30.0)}
+CV_FOLDS = 3                  # folds of select_fit's cross-validation
+CV_TEXTS = 10_000             # at most this many training texts (a seeded sample) are cross-validated
+CV_SEED = 0                   # the sample's and the folds' seed: every rank and a resumed run choose alike
+UNSEEN_INTERCEPT = -10.0      # a class absent from a fit (a fold of a cross-fit) is never predicted
 TEACHER_BUCKETS = 1 << 22     # buckets of a teacher of distillation alone ([model] ngram_buckets 0)
 _POSITION_BASE = 1 << 32      # more entries than any review has n-grams
 _STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias"}   # the names in a checkpoint's weights
@@ -187,7 +208,7 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[
     """
     targets = [y] if num_labels == 2 else [(y == c).astype(np.int64) for c in range(num_labels)]
     weights = np.zeros((x.shape[1], len(targets)), np.float32)
-    intercepts = np.full(len(targets), -10.0)
+    intercepts = np.full(len(targets), UNSEEN_INTERCEPT)
     for k, target in enumerate(targets):
         if len(np.unique(target)) < 2:
             continue
@@ -197,33 +218,181 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[
     return weights, intercepts
 
 
+def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C) -> tuple[np.ndarray, np.ndarray]:
+    """Plain L2 logistic regression's weights on the binarised counts, in :func:`nb_lr_columns`' layout:
+    one column, the second class's log-odds, with two classes (binary LR); one per class with more
+    (multinomial LR: the softmax over the columns is its probability).
+
+    Fitted by L-BFGS on the columns that occur in ``x`` only: with an L2 penalty a column that is
+    zero in every text has weight 0 at the optimum, and leaving out the millions of empty hashed
+    buckets makes the fit far faster (TREC-6: 4 s instead of 4.5 minutes). Deterministic.
+
+    Args:
+        x: ``(n_texts, n_features)`` scipy CSR matrix of binarised counts.
+        y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
+        num_labels: classes.
+        C: inverse L2 strength.
+
+    Returns:
+        ``(n_features, k)`` float32 weights and ``(k,)`` float64 intercepts, ``k`` as :func:`nb_lr_columns`.
+        A class absent from ``y`` gets zero weights and an intercept of -10; with only two of more classes
+        present, theirs are ``[0, binary LR]`` (the same softmax).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    k, present = (1 if num_labels == 2 else num_labels), np.unique(y)
+    weights = np.zeros((x.shape[1], k), np.float32)
+    intercepts = np.full(k, UNSEEN_INTERCEPT)
+    if len(present) < 2:
+        return weights, intercepts
+    seen = np.unique(x.indices)                                          # columns with an entry
+    classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000).fit(x[:, seen], y)
+    coef, bias = classifier.coef_.T, classifier.intercept_               # (n_seen, 1 or n_present), (1 or n_present,)
+    if k > 1 and coef.shape[1] == 1:                                     # two classes present: binary form
+        coef, bias = np.concatenate([np.zeros_like(coef), coef], 1), np.array([0.0, bias[0]])
+    columns = [0] if k == 1 else present
+    weights[np.ix_(seen, columns)] = coef
+    intercepts[columns] = bias
+    return weights, intercepts
+
+
+DEFAULT_C = {"nb-lr": FIT_C, "lr": LR_C}   # each form's C when the config pins it
+_CHOSEN_BY = ("cross-validation", "config", "caller")
+_COLUMNS = {"nb-lr": nb_lr_columns, "lr": lr_columns}
+
+
+def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float) -> tuple[np.ndarray, np.ndarray]:
+    """The weights of ``form`` (``"nb-lr"``: :func:`nb_lr_columns`, ``"lr"``: :func:`lr_columns`), fitted
+    on one thread: bit-for-bit the same on any machine, and L-BFGS's OpenMP threads, on cores that
+    other work shares, made it ~5x slower (TREC-6: 20 s against 4 s).
+
+    Raises:
+        ValueError: an unknown form.
+    """
+    from threadpoolctl import threadpool_limits
+
+    if form not in _COLUMNS:
+        raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
+    with threadpool_limits(limits=1):
+        return _COLUMNS[form](x, y, num_labels, C)
+
+
+def predicted(scores: np.ndarray) -> np.ndarray:
+    """``(n,)`` label ids from :func:`fit_columns`' scores ``x @ w + b``, ``(n, k)``: the sign of the one
+    column with two classes, the largest column with more."""
+    return (scores[:, 0] > 0).astype(np.int64) if scores.shape[1] == 1 else scores.argmax(1)
+
+
+@dataclass(frozen=True)
+class NgramFit:
+    """The form an n-gram score is fitted in, and how it was chosen.
+
+    Attributes:
+        form: ``"nb-lr"`` or ``"lr"`` (:data:`FIT_FORMS`).
+        C: inverse L2 strength.
+        chosen_by: ``"cross-validation"`` (:func:`select_fit`), ``"config"`` (``[model] ngram_fit``
+            pinned the form; C is its :data:`DEFAULT_C`) or ``"caller"`` (given to :meth:`NgramScore.fit`).
+        cv_accuracy: cross-validated accuracy of each candidate, keyed ``"nb-lr C=0.1"``; empty without.
+        cv_texts: the training texts cross-validated (0 without).
+        cv_folds: their folds (0 without).
+    """
+
+    form: str
+    C: float
+    chosen_by: str = "caller"
+    cv_accuracy: dict[str, float] = field(default_factory=dict)
+    cv_texts: int = 0
+    cv_folds: int = 0
+
+    def report(self) -> dict[str, Any]:
+        """What ``metrics.json``'s ``"teacher"`` says of the fit."""
+        out = {"form": self.form, "C": self.C, "chosen_by": self.chosen_by}
+        if self.cv_texts:
+            out.update(cv_folds=self.cv_folds, cv_texts=self.cv_texts, cv_accuracy=self.cv_accuracy)
+        return out
+
+    @classmethod
+    def from_report(cls, report: Any) -> "NgramFit | None":
+        """The fit a :meth:`report` (read back from ``metrics.json``) names, or ``None`` where it names none
+        (a run before forms were chosen, or anything malformed)."""
+        if not isinstance(report, Mapping) or report.get("form") not in FIT_FORMS:
+            return None
+        C = report.get("C")
+        if isinstance(C, bool) or not isinstance(C, (int, float)) or not 0 < C < float("inf"):
+            return None
+        chosen_by = report.get("chosen_by")
+        return cls(report["form"], float(C), chosen_by if chosen_by in _CHOSEN_BY else "caller")
+
+
+def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence[float]] = FIT_GRID,
+               folds: int = CV_FOLDS, max_texts: int = CV_TEXTS, seed: int = CV_SEED) -> NgramFit:
+    """Choose the form and C by k-fold cross-validation on the training texts alone.
+
+    At most ``max_texts`` texts, a seeded sample, are split into ``folds`` seeded folds; each
+    candidate (every form of ``grid``, each of its C) is fitted on all folds but one and scored on
+    that one, and the candidate right most often wins, a tie going to the earlier form and C.
+    Deterministic: every DDP rank and a resumed run choose the same.
+
+    Args:
+        x: ``(n_texts, n_features)`` scipy sparse binarised counts (CSR).
+        y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
+        num_labels: classes.
+        grid: the C to try per form, in order.
+        folds, max_texts, seed: the cross-validation's folds, sample size and seed.
+
+    Returns:
+        The winner, with every candidate's accuracy (``chosen_by="cross-validation"``).
+    """
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(len(y), max_texts, replace=False)) if len(y) > max_texts else np.arange(len(y))
+    xs, ys = x[rows], np.asarray(y)[rows]
+    fold = rng.permutation(len(rows)) % folds
+    candidates = [(form, float(C)) for form, Cs in grid.items() for C in Cs]
+    right = np.zeros(len(candidates), np.int64)
+    for k in range(folds):
+        inside, outside = fold != k, fold == k
+        for i, (form, C) in enumerate(candidates):
+            w, b = fit_columns(xs[inside], ys[inside], num_labels, form, C)
+            right[i] += int((predicted(xs[outside] @ w + b) == ys[outside]).sum())
+    form, C = candidates[int(np.argmax(right))]                           # the first of equals
+    accuracy = {f"{f} C={c:g}": float(r / len(rows)) for (f, c), r in zip(candidates, right)}
+    return NgramFit(form, C, "cross-validation", accuracy, len(rows), folds)
+
 class NgramScore(nn.Module):
     """The n-gram score's share of the logits, per token, and its fit.
 
-    With two classes it is one score, the log-odds of the second class (NB-LR; stored as ``weight``
-    ``(buckets + 1,)`` and ``bias`` ``()``); with more, one score per class, each against the rest
-    (one-vs-rest NB-LR; ``weight`` ``(buckets + 1, num_labels)`` and ``bias`` ``(num_labels,)``).
+    With two classes it is one score, the log-odds of the second class (NB-LR or binary LR; stored as
+    ``weight`` ``(buckets + 1,)`` and ``bias`` ``()``); with more, one score per class (one-vs-rest
+    NB-LR or multinomial LR; ``weight`` ``(buckets + 1, num_labels)`` and ``bias`` ``(num_labels,)``).
 
     Args:
         buckets: hashed n-gram buckets (``[model] ngram_buckets``).
         scale: ``[model] ngram_scale``, the score's weight in the logits.
         num_labels: the classifier's classes, 2 or more.
+        fit: ``[model] ngram_fit``: ``"auto"`` (:func:`select_fit` chooses), ``"nb-lr"`` or ``"lr"``.
+
+    Attributes:
+        fitted: the :class:`NgramFit` of the last :meth:`fit` (or, for a loaded checkpoint, as its
+            ``metrics.json`` says); ``None`` when unknown.
 
     Raises:
-        ValueError: ``num_labels`` is below 2.
+        ValueError: ``num_labels`` is below 2, or an unknown ``fit``.
     """
 
-    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2):
+    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, fit: str = "auto"):
         super().__init__()
         if num_labels < 2:
             raise ValueError(f"the n-gram score needs at least two classes, got num_labels {num_labels}")
-        self.buckets, self.scale, self.num_labels = buckets, scale, num_labels
-        # Buffers, not parameters: fitted by NB-LR, never by the optimizer, yet saved with the weights.
-        # Row 0 (no n-gram) stays zero.
+        if fit not in ("auto", *FIT_FORMS):
+            raise ValueError(f"unknown n-gram fit {fit!r}; known: auto, {', '.join(FIT_FORMS)}")
+        self.buckets, self.scale, self.num_labels, self.fit_form = buckets, scale, num_labels, fit
+        # Buffers, not parameters: fitted by scikit-learn, never by the optimizer, yet saved with the
+        # weights. Row 0 (no n-gram) stays zero.
         shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
         self.register_buffer("weight", torch.zeros(shape))
         self.register_buffer("bias", torch.zeros(shape[1:]))
         self.intercept: np.ndarray | None = None   # the fit's float64 intercepts, while at hand (bias is float32)
+        self.fitted: NgramFit | None = None
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
         # before the score was a module of its own); the parent reads them back with load_hook.
         self.register_state_dict_post_hook(_flat_names)
@@ -235,35 +404,70 @@ class NgramScore(nn.Module):
         Raises:
             ValueError: ``num_labels`` is below 2.
         """
-        return cls(config.ngram_buckets, config.ngram_scale, num_labels) if config.ngram_buckets else None
+        if not config.ngram_buckets:
+            return None
+        return cls(config.ngram_buckets, config.ngram_scale, num_labels, config.ngram_fit)
+
+    @property
+    def form(self) -> str | None:
+        """The form fitted (:attr:`fitted`), else the pinned one, else ``None`` (a loaded checkpoint of
+        ``ngram_fit = "auto"`` whose report is not at hand)."""
+        return self.fitted.form if self.fitted is not None else None if self.fit_form == "auto" else self.fit_form
+
+    @property
+    def form_phrase(self) -> str:
+        """:attr:`form` in words, per the number of classes; both candidates when unknown."""
+        two = self.num_labels == 2
+        return {"nb-lr": "NB-LR" if two else "one-vs-rest NB-LR",
+                "lr": "logistic regression" if two else "multinomial logistic regression"}.get(
+            self.form, "NB-LR or logistic regression, as cross-validation chose,")
 
     @property
     def description(self) -> str:
         """What the score is, in a phrase (the model card's architecture line)."""
-        fit = "NB-LR" if self.num_labels == 2 else "one-vs-rest NB-LR"
-        return (f"{self.scale:g} x an n-gram score ({fit} over token 1-3-grams hashed into {self.buckets:,} "
-                "buckets, Wang & Manning 2012)")
+        source = "" if self.form == "lr" else ", Wang & Manning 2012"
+        return (f"{self.scale:g} x an n-gram score ({self.form_phrase} over token 1-3-grams hashed into "
+                f"{self.buckets:,} buckets{source})")
 
-    def fit(self, ids: Sequence[Sequence[int]], labels: Sequence[int], C: float = FIT_C) -> None:
-        """Fit NB-LR (:func:`nb_lr_columns`) on the training texts' hashed token 1-3-grams and keep it as the score.
+    def choose(self, x, y: np.ndarray) -> NgramFit:
+        """The fit ``[model] ngram_fit`` asks for on features ``x`` and labels ``y``: :func:`select_fit`'s
+        choice with ``"auto"``, else the pinned form with its :data:`DEFAULT_C`."""
+        if self.fit_form == "auto":
+            return select_fit(x, y, self.num_labels)
+        return NgramFit(self.fit_form, DEFAULT_C[self.fit_form], "config")
+
+    def fit(self, ids: Sequence[Sequence[int]], labels: Sequence[int], form: str | None = None,
+            C: float | None = None) -> NgramFit:
+        """Fit the score on the training texts' hashed token 1-3-grams: in ``form`` with ``C`` when given
+        (a cross-fit's folds repeat the full fit's choice), else as :meth:`choose` says.
 
         Deterministic, so every DDP rank and a resumed run fit the same weights.
 
         Args:
             ids: the training texts' token ids (encoded and truncated, as the model reads them).
             labels: their label ids, in ``[0, num_labels)``.
-            C: inverse L2 strength of the logistic regressions.
+            form: ``"nb-lr"`` or ``"lr"``; ``None``: as ``[model] ngram_fit`` says.
+            C: inverse L2 strength; ``None``: the form's :data:`DEFAULT_C`.
+
+        Returns:
+            The :class:`NgramFit` fitted (also kept as :attr:`fitted`).
 
         Raises:
             DataError: fewer than two classes among the labels, or an id out of range.
+            ValueError: an unknown ``form``.
         """
+        if form is not None and form not in FIT_FORMS:
+            raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
         y = label_ids(labels, self.num_labels)
-        weights, intercepts = nb_lr_columns(ngram_features(ids, self.buckets), y, self.num_labels, C)
+        x = ngram_features(ids, self.buckets)
+        choice = self.choose(x, y) if form is None else NgramFit(form, DEFAULT_C[form] if C is None else C)
+        weights, intercepts = fit_columns(x, y, self.num_labels, choice.form, choice.C)
         weights[0] = 0.0   # "no n-gram" is never a feature
-        self.intercept = intercepts
+        self.intercept, self.fitted = intercepts, choice
         with torch.no_grad():
             self.weight.copy_(torch.from_numpy(weights).view(self.weight.shape))
             self.bias.copy_(torch.from_numpy(intercepts).view(self.bias.shape))
+        return choice
 
     def margins(self, ids: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
         """Unscaled scores ``w . x + b`` of each text: ``(len(ids),)`` float32, the log-odds of the second

@@ -1,12 +1,14 @@
 """The n-gram teacher in training: fit it, let it label unlabelled reviews, and the loss that learns from it.
 
 With ``[model] ngram_buckets`` > 0 or ``[training] distill_reviews`` > 0, a run
-first fits the n-gram score (``model/ngram.py``, NB-LR over hashed token
-1-3-grams, seconds) on the training split: the model's own score, or a
-stand-alone one of :data:`~sentiment_cli.model.ngram.TEACHER_BUCKETS` buckets
-for distillation alone. Every rank fits it itself, and a resumed run fits it
-again: the fit is deterministic, so the result equals the score saved with
-the weights.
+first fits the n-gram score (``model/ngram.py``, NB-LR or logistic regression
+over hashed token 1-3-grams, as ``[model] ngram_fit`` says or cross-validation
+on the training split picks; seconds to a minute) on the training split: the
+model's own score, or a stand-alone one of
+:data:`~sentiment_cli.model.ngram.TEACHER_BUCKETS` buckets for distillation
+alone. Every rank fits it itself, and a resumed run fits it again: the choice
+and the fit are deterministic, so the result equals the score saved with the
+weights.
 
 - **Distillation** (``distill_reviews``): the source's unlabelled reviews get
   the teacher's probabilities as soft targets, and each epoch trains on all
@@ -15,8 +17,8 @@ the weights.
   at temperature 1).
 - **Residual training** (``ngram_residual``): the encoder's training logits
   add each labelled review's score from a teacher fitted on the other
-  :data:`RESIDUAL_FOLDS` folds (stacking), since on its own training reviews
-  the full fit is near-certain.
+  :data:`RESIDUAL_FOLDS` folds (stacking), in the form and C of the full fit,
+  since on its own training reviews the full fit is near-certain.
 
 The encoder's training loss otherwise leaves the score out
 (``encoder_only=True``); validation, evaluation and prediction add it.
@@ -82,44 +84,52 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
                 val_ids: list[list[int]], val_labels: list[int], cb: TrainCallbacks) -> Teacher | None:
     """Fit the n-gram teacher on the training split, as the model's own score when it has one.
 
+    The report (``metrics.json``'s ``"teacher"``) names the form fitted, its C and how they were
+    chosen, with each candidate's cross-validated accuracy when cross-validation chose
+    (:meth:`~sentiment_cli.model.ngram.NgramFit.report`).
+
     Returns:
         The :class:`Teacher`, or ``None`` when the run has neither an n-gram score nor distillation.
 
     Raises:
-        DataError: labels other than two classes.
+        DataError: fewer than two classes among the labels, or a label id out of range.
     """
     t = config.training
     if not (config.model.ngram_buckets or t.distill_reviews):
         return None
     start = time.perf_counter()
-    score = model.logit_term if config.model.ngram_buckets else NgramScore(TEACHER_BUCKETS, num_labels=model.num_labels)
-    cb.on_stage(f"fitting the n-gram teacher (NB-LR, token 1-3-grams) on {len(train_ids):,} training reviews")
-    score.fit(train_ids, train_labels)
-    report: dict[str, Any] = {"model": "NB-LR (one-vs-rest with more than two classes), hashed token 1-3-grams (Wang & Manning 2012)",
-                              "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets)}
+    score = model.logit_term if config.model.ngram_buckets else NgramScore(
+        TEACHER_BUCKETS, num_labels=model.num_labels, fit=config.model.ngram_fit)
+    how = "choosing its form by cross-validation" if score.fit_form == "auto" else score.fit_form.upper()
+    cb.on_stage(f"fitting the n-gram teacher (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
+    fit = score.fit(train_ids, train_labels)
+    source = "" if fit.form == "lr" else " (Wang & Manning 2012)"
+    report: dict[str, Any] = {"model": f"{score.form_phrase} over hashed token 1-3-grams{source}",
+                              "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets), **fit.report()}
     if val_ids:
         report["validation_accuracy"] = float((score.logits(val_ids).argmax(1) == np.asarray(val_labels)).mean())
     cross_fitted = None
     if t.ngram_residual:
         cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
         cross_fitted = torch.from_numpy(cross_fitted_logits(train_ids, train_labels, score.buckets, model.num_labels,
-                                                            t.seed))
+                                                            t.seed, form=fit.form, C=fit.C))
         report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
     return Teacher(score, report, cross_fitted)
 
 
 def cross_fitted_logits(ids: list[list[int]], labels: list[int], buckets: int, num_labels: int,
-                        seed: int) -> np.ndarray:
+                        seed: int, *, form: str, C: float) -> np.ndarray:
     """``(len(ids), num_labels)`` float32: each text's unscaled n-gram logits from a score fitted on the
-    other folds (:data:`RESIDUAL_FOLDS` seeded random folds)."""
+    other folds (:data:`RESIDUAL_FOLDS` seeded random folds), each in ``form`` with ``C`` (the full
+    fit's choice, not chosen again per fold)."""
     fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
     out = np.zeros((len(ids), num_labels), np.float32)
     y = np.asarray(labels)
     for k in range(RESIDUAL_FOLDS):
         inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
         score = NgramScore(buckets, num_labels=num_labels)
-        score.fit([ids[i] for i in inside], y[inside])
+        score.fit([ids[i] for i in inside], y[inside], form=form, C=C)
         out[outside] = score.logits([ids[i] for i in outside])
     return out
 
