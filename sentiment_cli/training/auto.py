@@ -36,6 +36,7 @@ LARGE_TRAIN = 20_000      # from here on, a hold-out of HOLD_OUT_ROWS rows (at l
 HOLD_OUT_ROWS = 1250
 TARGET_STEPS = 1000       # optimizer steps of a run at least (IMDB: 4 epochs of 391 steps)
 MAX_EPOCHS = 10
+SHIFT_RATIO = 2.0         # dev texts this many times as long as training texts (median): another kind of text
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Profile:
         length_quantile: :data:`LENGTH_QUANTILE` of the token counts (pre-tokenizer words) of the training
             texts, or of the dev texts when those are longer.
         tokens: the training texts' tokens, estimated from the same sample.
+        length_ratio: the dev texts' median token count over the training texts' (1 without a dev split).
     """
 
     train_rows: int
@@ -81,6 +83,7 @@ class Profile:
     unlabelled: int
     length_quantile: int
     tokens: int = 0
+    length_ratio: float = 1.0
     notes: tuple[str, ...] = ()
 
     @property
@@ -104,14 +107,16 @@ def read_profile(config: Config) -> Profile:
     found = unlabelled_texts(src, spec.unlabelled, spec.text_column)
     counts = tuple(train.class_counts().values())
     lengths = _token_counts(train.texts, config, spec.seed)
-    quantile = np.quantile(lengths, LENGTH_QUANTILE)
+    quantile, ratio = np.quantile(lengths, LENGTH_QUANTILE), 1.0
     if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
         _, dev = load_train_validation(DataSpec(spec.source, 0.1, spec.seed, spec.validation_split,
                                                 spec.text_column, spec.label_column, spec.labels))
-        quantile = max(quantile, np.quantile(_token_counts(dev.texts, config, spec.seed), LENGTH_QUANTILE))
+        dev_lengths = _token_counts(dev.texts, config, spec.seed)
+        quantile = max(quantile, np.quantile(dev_lengths, LENGTH_QUANTILE))
+        ratio = float(np.median(dev_lengths) / max(1.0, np.median(lengths)))
     return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
                    unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
-                   tokens=int(lengths.mean() * len(train)), notes=tuple(found.notes) if found else ())
+                   tokens=int(lengths.mean() * len(train)), length_ratio=ratio, notes=tuple(found.notes) if found else ())
 
 
 def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
@@ -126,7 +131,8 @@ def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
 def data_rules(profile: Profile, config: Config) -> list[Choice]:
     """Every rule's choice for this data, given the default ``config`` (before any is applied)."""
     return [*_unlabelled_rules(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
-            *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config)]
+            *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
+            *_ngram_fit_rule(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config) -> list[Choice]:
@@ -197,6 +203,15 @@ def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
         return []
     return [Choice("model.ngram_buckets", fit, f"the training texts hold about {3 * profile.tokens:,} n-gram "
                    "occurrences: buckets for 4x as many")]
+
+
+def _ngram_fit_rule(profile: Profile, config: Config) -> list[Choice]:
+    """Cross-validation on the training texts chooses the n-gram score's form, unless the dev texts are of
+    another kind (twice as long at the median, as SST-5's sentences against its phrases): then NB-LR."""
+    if not config.model.ngram_buckets or config.model.ngram_fit != "auto" or profile.length_ratio < SHIFT_RATIO:
+        return []
+    return [Choice("model.ngram_fit", "nb-lr", f"the dev texts are {profile.length_ratio:.1f}x as long as the "
+                   "training texts (median): cross-validation on training texts would choose for other texts")]
 
 
 def pretrained_folder(config: Config) -> str:
