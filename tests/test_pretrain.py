@@ -130,8 +130,9 @@ def test_cli_pretrain_then_predict_refuses_it(tmp_path):
                           "-o", str(tmp_path / "enc")], capture_output=True, text=True, env=SUBPROCESS_ENV)
     # The slice has no unsupervised split: one line that says what to do, exit 1.
     assert run.returncode == 1 and run.stderr.strip().splitlines()[-1] == (
-        f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test); "
-        "pretrain on the training reviews alone with --set pretrain.splits=train")
+        f"error: {SMALL_DATA} has no 'unsupervised' split (it has: train, test) and [data] unlabelled is empty; "
+        "give unlabelled text with --unlabelled PATH, or pretrain on the training reviews alone with "
+        "--set pretrain.splits=train")
     run = subprocess.run([PYTHON, "-m", "sentiment_cli", "pretrain", "-c", str(cfg), "--data", str(SMALL_DATA),
                           "-o", str(tmp_path / "enc"), "--json", "--splits", "train"],
                          capture_output=True, text=True, env=SUBPROCESS_ENV)
