@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from sentiment_cli.cli import app
 from sentiment_cli.config import given_keys, load_config
-from sentiment_cli.data.splits import DataSpec, load_train_validation
+from sentiment_cli.data.splits import DataSpec, load_split, load_train_validation
 from sentiment_cli.data.unlabelled import load_unlabelled, unlabelled_texts
 from sentiment_cli.data.sources import load_source
-from sentiment_cli.errors import DataError
+from sentiment_cli.errors import ConfigError, DataError
 from sentiment_cli.training import auto
 
 from .conftest import SMALL_DATA
@@ -159,3 +159,21 @@ def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_
     assert config["training"]["init_from"] == rules["training.init_from"]
     assert (tmp_path / rules["training.init_from"] / "config.json").exists()
     assert "Settings chosen from the data" in (out / "README.md").read_text()
+
+
+def test_pretraining_reads_unlabelled_text_given_beside_a_source_without_it(tmp_path):
+    """--unlabelled fills the `unsupervised` part of [pretrain] splits: here the 500 reviews of a .txt file."""
+    from sentiment_cli.training.pretrain import load_pretrained, pretrain
+
+    from .conftest import small_config
+
+    texts = load_split(str(SMALL_DATA), "test").texts[:500]
+    path = tmp_path / "more.txt"
+    path.write_text("\n".join(" ".join(t.split()) for t in texts) + "\n", encoding="utf-8")
+    cfg = small_config().override("data", unlabelled=str(path)).override(
+        "pretrain", objective="word2vec", epochs=1, splits="unsupervised")
+    result = pretrain(cfg, tmp_path / "w2v")
+    assert result.metrics["data"]["reviews"] == 500
+    load_pretrained(tmp_path / "w2v", cfg)                                       # fits the config that made it
+    with pytest.raises(ConfigError, match=r"\[data\] unlabelled is"):            # other unlabelled text: refit
+        load_pretrained(tmp_path / "w2v", cfg.override("data", unlabelled=str(REVIEWS)))
