@@ -86,7 +86,7 @@ def test_rules_for_a_single_file_without_dev_split_or_unlabelled_text():
     chosen = {c.key: c.value for c in auto.data_rules(profile, cfg)}
     assert chosen["pretrain.splits"] == "train" and chosen["training.distill_reviews"] == 0
     assert chosen["data.validation_fraction"] == 0.1                             # small: a 10% hold-out
-    assert "data.max_length" not in chosen                                       # reviews: longer than 512 tokens at the 99th percentile
+    assert "data.max_length" not in chosen          # reviews: longer than 512 tokens at the 99th percentile
 
 
 def test_rules_on_the_shared_question_set_read_its_dev_split_lengths_and_imbalance():
@@ -120,7 +120,8 @@ def test_each_data_gets_its_own_pretrained_folder():
     cfg = load_config("default")
     a = auto.pretrained_folder(cfg.override("data", source=str(REVIEWS)))
     b = auto.pretrained_folder(cfg.override("data", source=str(SST5_SMALL)))
-    assert a != b and Path(a).name.startswith("pretrained-reviews.csv-") and Path(b).name.startswith("pretrained-sst5_small-")
+    assert a != b and Path(a).name.startswith("pretrained-reviews.csv-")
+    assert Path(b).name.startswith("pretrained-sst5_small-")
 
 
 # ----------------------------------------------------------------------------- bad labelled data

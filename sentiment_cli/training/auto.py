@@ -116,7 +116,8 @@ def read_profile(config: Config) -> Profile:
         ratio = float(np.median(dev_lengths) / max(1.0, np.median(lengths)))
     return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
                    unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
-                   tokens=int(lengths.mean() * len(train)), length_ratio=ratio, notes=tuple(found.notes) if found else ())
+                   tokens=int(lengths.mean() * len(train)), length_ratio=ratio,
+                   notes=tuple(found.notes) if found else ())
 
 
 def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
@@ -216,7 +217,8 @@ def _ngram_fit_rule(profile: Profile, config: Config) -> list[Choice]:
 
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
-    pretraining reads, so that runs on different data never meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    pretraining reads, so that runs on different data never meet in one folder
+    (``checkpoints/pretrained-trec6-1a2b3c``)."""
     d = config.data
     key = "\n".join([absolute_source(d.source), absolute_source(d.unlabelled) if d.unlabelled else "",
                      config.pretrain.splits])
