@@ -26,7 +26,6 @@ from ..checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, re
                          read_temperature, weights_digest)
 from ..errors import CheckpointError
 from ..model.classifier import SentimentClassifier
-from ..model.ngram import NgramFit
 from .plots import PlotUnavailable, curves_png, write_png
 
 CURVES_FILE = "curves.png"
@@ -73,7 +72,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
         model = SentimentClassifier.from_config(config, vocab_size, len(labels))
     if model.logit_term is not None:   # the form its fit chose, as training reported it
-        model.logit_term.fitted = NgramFit.from_report(metrics.get("teacher"))
+        model.logit_term.read_report(metrics.get("teacher"))
     data = metrics.get("data") or {}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
     evals = read_evals(directory, weights)

@@ -422,6 +422,11 @@ class NgramScore(nn.Module):
                 "lr": "logistic regression" if two else "multinomial logistic regression"}.get(
             self.form, "NB-LR or logistic regression, as cross-validation chose,")
 
+    def read_report(self, report: Any) -> None:
+        """Take the form a training run reported for this score (``metrics.json``'s ``"teacher"``), so that
+        :attr:`description` names it for a loaded checkpoint; a report naming none leaves it unknown."""
+        self.fitted = NgramFit.from_report(report)
+
     @property
     def description(self) -> str:
         """What the score is, in a phrase (the model card's architecture line)."""
