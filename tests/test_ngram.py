@@ -286,3 +286,20 @@ def test_a_fit_report_reads_back_and_a_malformed_one_is_ignored():
     score = NgramScore(1009, num_labels=3)
     score.fitted = NgramFit.from_report({"form": "nb-lr", "C": 0.1})
     assert "(one-vs-rest NB-LR over" in score.description
+
+
+def test_log_count_ratios_are_normalised_over_the_ngrams_that_occur():
+    """Wang & Manning's ratios with the norms over the seen features: hashed buckets that no text fills
+    change nothing, so a one-vs-rest class whose counts are a fifth of the rest's keeps its offset."""
+    import scipy.sparse as sp
+
+    from sentiment_cli.model.ngram import log_count_ratio
+
+    dense = np.array([[1, 1, 0], [1, 0, 0], [0, 1, 1], [0, 0, 1], [0, 1, 1], [1, 1, 1]], np.float32)
+    y = np.array([1, 0, 0, 0, 0, 0])
+    p, q = 1 + dense[y == 1].sum(0), 1 + dense[y == 0].sum(0)
+    expected = np.log((p / p.sum()) / (q / q.sum()))
+    padded = sp.csr_matrix(np.concatenate([dense, np.zeros((6, 1000), np.float32)], 1))
+    r = log_count_ratio(padded, y)
+    assert r.shape == (1003,) and np.allclose(r[:3], expected)
+    assert np.allclose(log_count_ratio(sp.csr_matrix(dense), y), expected)
