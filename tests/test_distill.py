@@ -75,6 +75,8 @@ def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabell
     teacher = a.metrics["teacher"]
     assert teacher["unlabelled_reviews"] == 500 and teacher["reviews_per_epoch"] == 200
     assert 0.6 < teacher["validation_accuracy"] <= 1.0
+    card = (tmp_path / "a" / "README.md").read_text()   # the card names the teacher the fit chose
+    assert f"from a teacher, {teacher['model']}, on 200 unlabelled reviews per epoch" in card
     # each epoch: the 900 labelled reviews and 200 unlabelled ones; accuracy counts labelled reviews only
     assert [r["train_examples"] for r in a.metrics["history"]] == [1100, 1100]
     assert all(0.0 <= r["train_accuracy"] <= 1.0 for r in a.metrics["history"])

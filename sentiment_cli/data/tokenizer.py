@@ -35,7 +35,13 @@ CLIP_MARGIN_CHARS = 16_384
 CLIP_JOIN = " "   # between the head and the tail: a word cut at either end is not glued to the other
 
 
-def _pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
+def pre_tokenizer_for(kind: str) -> pre_tokenizers.PreTokenizer:
+    """The HF pre-tokenizer that ``[data] pre_tokenizer`` names: how text is split into words before the
+    vocabulary (``train``'s tokenizer and the default's length rule read the same words).
+
+    Raises:
+        ValueError: an unknown ``kind`` (not ``"whitespace"`` or ``"punctuation"``).
+    """
     if kind == "whitespace":
         return pre_tokenizers.WhitespaceSplit()  # str.split(), as the notebook's torchtext Field
     if kind == "punctuation":
@@ -60,7 +66,7 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
         normalizers.NFKC(),
         normalizers.Lowercase(),
     ])
-    tok.pre_tokenizer = _pre_tokenizer(config.pre_tokenizer)
+    tok.pre_tokenizer = pre_tokenizer_for(config.pre_tokenizer)
     trainer = WordLevelTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
                                special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
     tok.train_from_iterator(clip_texts(texts, config.max_length), trainer, length=length)

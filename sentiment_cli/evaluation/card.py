@@ -88,6 +88,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "vocab_size": vocab_size,
         "parameters": model.num_parameters(),
         "logit_term": model.logit_term.description if model.logit_term is not None else None,
+        "teacher": _teacher_model(metrics),   # what distillation learned from, as training reported it
         "data": {"source": data.get("source", config.data.source),
                  "validation_from": data.get("validation_from"),
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
@@ -102,6 +103,13 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
+
+
+def _teacher_model(metrics: dict[str, Any]) -> str | None:
+    """The n-gram teacher's model in words (``metrics.json``'s ``teacher.model``), or ``None``."""
+    teacher = metrics.get("teacher")
+    model = teacher.get("model") if isinstance(teacher, dict) else None
+    return model if isinstance(model, str) else None
 
 
 def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:
@@ -293,7 +301,8 @@ def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
         ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
         ("adversarial training (Miyato et al. 2017), epsilon", "adversarial_epsilon")) if tr.get(key)]
     if tr.get("distill_reviews"):
-        regularisation.append(f"distillation from the NB-LR 1-3-gram teacher (Hinton et al. 2015) on "
+        teacher = card.get("teacher") or "an n-gram model over hashed token 1-3-grams"
+        regularisation.append(f"distillation (Hinton et al. 2015) from a teacher, {teacher}, on "
                               f"{tr['distill_reviews']:,} unlabelled reviews per epoch, weight {tr['distill_weight']:g}")
     if regularisation:
         optimizer += "; " + ", ".join(regularisation)

@@ -122,9 +122,9 @@ def read_profile(config: Config) -> Profile:
 
 def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
     """Token counts (pre-tokenizer words) of up to :data:`LENGTH_SAMPLE` texts, a seeded draw."""
-    from ..data.tokenizer import _pre_tokenizer
+    from ..data.tokenizer import pre_tokenizer_for
 
-    pre = _pre_tokenizer(config.data.pre_tokenizer)
+    pre = pre_tokenizer_for(config.data.pre_tokenizer)
     rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
     return np.asarray([len(pre.pre_tokenize_str(re.sub(r"<br\s*/?>", " ", texts[i][:200_000]))) for i in rows])
 
