@@ -326,3 +326,41 @@ def render_export(console, result) -> None:
                       f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
     console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "
                   f"sentiment serve --onnx --checkpoint {escape(str(result.path))}[/]", highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- suggest
+
+def render_suggestions(console, result, where: str, output) -> None:
+    """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.audit.suggest.Suggestions`), what was left out and
+    why, and where the CSV went."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..audit.suggest import LEFT_OUT
+
+    diverse = result.strategy == "diverse"
+    table = Table(title=f"{len(result.picks)} text{'s' if len(result.picks) != 1 else ''} to label next "
+                        f"({result.strategy}, {result.measure})", title_justify="left")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("index", justify="right", no_wrap=True)
+    table.add_column(result.measure, justify="right", no_wrap=True)
+    table.add_column("predicted", no_wrap=True)
+    if diverse:
+        table.add_column("cluster", justify="right", no_wrap=True)
+    table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=max(10, min(90, console.width - 50)))
+    for p in result.picks:
+        value = p.margin if result.measure == "margin" else p.entropy
+        cells = [str(p.rank), str(p.index), f"{value:.3f}",
+                 Text(f"{_printable(p.predicted)} {p.probabilities[p.predicted]:.2f}",
+                      style=label_style(p.predicted, result.labels))]
+        if diverse:
+            cells.append(str(p.cluster))
+        table.add_row(*cells, Text(_printable(_shorten(p.text, 400))))
+    console.print(table)
+    console.print(f"read {result.read:,} texts from {escape(where)}; scored {result.scored:,} in "
+                  f"{result.seconds:.1f} s" + (f"; {result.clusters} clusters" if diverse else ""), highlight=False)
+    for reason, count in result.left_out.items():
+        console.print(f"left out {count:,} {reason}: {LEFT_OUT[reason]}", highlight=False)
+    console.print(f"wrote {escape(str(output))}: fill in its label column, then `sentiment train --data "
+                  f"{escape(str(output))}`", highlight=False, soft_wrap=True)

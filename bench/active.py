@@ -1,0 +1,278 @@
+"""The active-learning benchmark of ``sentiment suggest``: accuracy against labels, suggest against random sampling.
+
+    python -m bench.active [--sets subj trec6] [--seeds 0 1 2] [--rounds 10] [--start 100] [--step 100]
+                           [--output bench-active] [--plot docs/audit-curve.png]
+
+A pool-based simulation (Settles 2009, "Active Learning Literature Survey", 2): for each set (Subj, TREC-6 in
+``../shared/data``) and seed, ``--start`` rows of ``train.csv`` drawn at random, stratified by label
+(scikit-learn's ``train_test_split``: every class is in the first model's label set), are labelled; then ``--rounds`` times a strategy picks ``--step`` more from the rest of ``train.csv`` (their
+labels are revealed), and the model is retrained from scratch on everything labelled so far. Strategies:
+
+- ``random``: uniform draws from the rest (numpy, seeded);
+- ``uncertainty`` and ``diverse``: :func:`sentiment_cli.audit.suggest.suggest` on the current checkpoint, with
+  the labelled texts as ``known`` (their duplicates and near-duplicates are left out).
+
+Every strategy shares the seed's first 100 rows and its first model, and every training uses the same fixed
+setting, :data:`TRAIN_SETS` (chosen before any test figure was seen; ``--epochs`` on dev with ``--dev``),
+in-process through :func:`sentiment_cli.training.loop.train`. Each round's model is scored on the set's
+test split (accuracy; dev accuracy is recorded too). The run writes ``results.json`` (every round of every
+run), prints a Markdown table (mean and range over seeds), and plots accuracy against labels, mean and
+range per strategy, to ``--plot``.
+
+The goals (issue 27): at every round each ``suggest`` strategy at least as good as random (mean over seeds),
+and random's accuracy at 1,100 labels reached by ``suggest`` with at most 700.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+STRATEGIES = ("random", "uncertainty", "diverse")
+# The one training setting of every round and strategy: the seed preset (1 layer, d_model 32), plus the
+# n-gram score (NB-LR over hashed 1-3-grams, its form and C pinned so that no cross-validation runs), no
+# validation hold-out (too few labels to spare), few epochs: fast enough for ~200 trainings on 2 cores.
+TRAIN_SETS = ("model.ngram_buckets=1048576", "model.ngram_fit=nb-lr", "data.validation_fraction=0")
+EPOCHS = 3
+
+
+def read_csv(path: Path) -> tuple[list[str], list[str]]:
+    """``(texts, labels)`` of a ``text,label`` CSV file."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [r["text"] for r in rows], [r["label"] for r in rows]
+
+
+def fit(texts: list[str], labels: list[str], names: list[str], seed: int, epochs: int, folder: Path):
+    """Train the benchmark's setting on ``texts`` into ``folder``; returns a Predictor over it."""
+    from sentiment_cli.config import build_config
+    from sentiment_cli.inference.predictor import Predictor
+    from sentiment_cli.training.loop import train
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "train.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "label"])
+        w.writerows(zip(texts, labels))
+    labels_set = "data.labels=[" + ", ".join(json.dumps(n) for n in names) + "]"
+    cfg = build_config("seed", [*TRAIN_SETS, labels_set],
+                       {"data": {"source": str(folder / "train.csv")}, "training": {"seed": seed, "epochs": epochs}})
+    train(cfg, folder / "model")
+    return Predictor(folder / "model")
+
+
+def accuracy(predictor, texts: list[str], labels: list[str]) -> float:
+    """Share of ``texts`` whose predicted label is the given one."""
+    names = np.asarray(predictor.labels)
+    pred = names[predictor.logits(texts).argmax(1)]
+    return float((pred == np.asarray(labels)).mean())
+
+
+def run(name: str, seed: int, strategies: list[str], args, log) -> dict:
+    """One set and seed: ``{strategy: [{"labels", "test_accuracy", "dev_accuracy", ...} per round]}``."""
+    from sentiment_cli.audit.suggest import suggest
+
+    folder = SHARED / name
+    train_texts, train_labels = read_csv(folder / "train.csv")
+    test = read_csv(folder / "test.csv")
+    dev = read_csv(folder / "dev.csv")
+    names = sorted(set(train_labels))
+    # Stratified, so that every class (TREC-6's ABBR is 1.6% of train) is in the first model's label set.
+    from sklearn.model_selection import train_test_split
+
+    start, _ = train_test_split(np.arange(len(train_texts)), train_size=args.start, stratify=train_labels,
+                                random_state=seed)
+    start = sorted(int(i) for i in start)
+    out: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-active-") as tmp:
+        def train_eval(idx: list[int], tag: str):
+            t0 = time.perf_counter()
+            p = fit([train_texts[i] for i in idx], [train_labels[i] for i in idx], names, seed, args.epochs,
+                    Path(tmp) / tag)
+            seconds = time.perf_counter() - t0
+            rec = {"labels": len(idx), "test_accuracy": accuracy(p, *test), "dev_accuracy": accuracy(p, *dev),
+                   "train_seconds": seconds,
+                   "classes_seen": len({train_labels[i] for i in idx})}
+            return p, rec
+
+        first, rec0 = train_eval(start, "start")
+        log(f"{name} seed {seed}: {args.start} labels: test {rec0['test_accuracy']:.4f}")
+        for strategy in strategies:
+            idx, p, recs = list(start), first, [dict(rec0)]
+            srng = np.random.default_rng([seed, 1])
+            for r in range(1, args.rounds + 1):
+                t0 = time.perf_counter()
+                taken = set(idx)
+                rest = [i for i in range(len(train_texts)) if i not in taken]
+                if strategy == "random":
+                    new = [rest[int(j)] for j in srng.choice(len(rest), args.step, replace=False)]
+                    info = {}
+                else:
+                    s = suggest(p, [train_texts[i] for i in rest], args.step, strategy,
+                                known=[train_texts[i] for i in idx], seed=seed)
+                    new = [rest[pk.index] for pk in s.picks]
+                    info = {"left_out": s.left_out}
+                pick_seconds = time.perf_counter() - t0
+                idx += new
+                p, rec = train_eval(idx, f"{strategy}-{r}")
+                recs.append(rec | info | {"pick_seconds": pick_seconds})
+                log(f"{name} seed {seed} {strategy} round {r}: {len(idx)} labels: test {rec['test_accuracy']:.4f} "
+                    f"(pick {pick_seconds:.1f} s, train {rec['train_seconds']:.1f} s)")
+            out[strategy] = recs
+    return out
+
+
+def summary(results: dict) -> dict:
+    """Per set and strategy, per round: labels, mean, min and max test accuracy over seeds."""
+    table: dict = {}
+    for name, by_seed in results["runs"].items():
+        table[name] = {}
+        for strategy in results["strategies"]:
+            curves = np.array([[r["test_accuracy"] for r in by_seed[s][strategy]] for s in by_seed])  # (seeds, rounds)
+            labels = [r["labels"] for r in next(iter(by_seed.values()))[strategy]]
+            table[name][strategy] = {"labels": labels, "mean": curves.mean(0).tolist(), "min": curves.min(0).tolist(),
+                                     "max": curves.max(0).tolist()}
+    return table
+
+
+def goals(table: dict) -> dict:
+    """Per set and suggest strategy: rounds not worse than random (mean), and the labels at which the mean
+    reaches random's mean at the last round (``None``: never)."""
+    out: dict = {}
+    for name, by in table.items():
+        rnd = by["random"]
+        target = rnd["mean"][-1]
+        out[name] = {}
+        for strategy, c in by.items():
+            if strategy == "random":
+                continue
+            not_worse = [m >= r - 1e-9 for m, r in zip(c["mean"][1:], rnd["mean"][1:])]
+            reach = next((n for n, m in zip(c["labels"], c["mean"]) if m >= target - 1e-9), None)
+            out[name][strategy] = {"rounds_not_worse": sum(not_worse), "rounds": len(not_worse),
+                                   "random_final": target, "labels_to_reach_random_final": reach}
+    return out
+
+
+def markdown(table: dict, results: dict) -> str:
+    """The table: one row per number of labels, one column per strategy (mean, [min, max]) per set."""
+    lines = []
+    for name, by in table.items():
+        strategies = list(by)
+        lines += [f"**{name}** (test accuracy, %, mean [min-max] over seeds {results['seeds']})", "",
+                  "| labels | " + " | ".join(strategies) + " |", "|---:|" + "---:|" * len(strategies)]
+        for i, n in enumerate(by[strategies[0]]["labels"]):
+            cells = [f"{100 * by[s]['mean'][i]:.1f} [{100 * by[s]['min'][i]:.1f}-{100 * by[s]['max'][i]:.1f}]"
+                     for s in strategies]
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        g = results["goals"][name]
+        for s, v in g.items():
+            reach = v["labels_to_reach_random_final"]
+            lines.append("")
+            lines.append(f"- {s}: not worse than random (mean) in {v['rounds_not_worse']} of {v['rounds']} rounds; "
+                         f"reaches random's {100 * v['random_final']:.1f}% at 1,100 labels with "
+                         f"{'never (within 1,100)' if reach is None else f'{reach:,} labels'}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(table: dict, path: Path) -> None:
+    """Accuracy against labels, mean line and min-max band per strategy, one panel per set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(table), figsize=(5.5 * len(table), 4), squeeze=False)
+    colours = {"random": "tab:gray", "uncertainty": "tab:blue", "diverse": "tab:orange"}
+    for ax, (name, by) in zip(axes[0], table.items()):
+        for s, c in by.items():
+            x = c["labels"]
+            ax.plot(x, 100 * np.array(c["mean"]), marker="o", ms=3, label=s, color=colours.get(s))
+            ax.fill_between(x, 100 * np.array(c["min"]), 100 * np.array(c["max"]), alpha=0.2, color=colours.get(s))
+        ax.set_title(f"{name}: test accuracy (mean, range over seeds)")
+        ax.set_xlabel("labelled rows")
+        ax.set_ylabel("accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def choose_epochs(args) -> None:
+    """Print the dev accuracy and training time of each ``--dev-epochs`` on ``--start`` and ``--start + rounds *
+    step`` random (stratified) rows of each set, seed 0: how :data:`EPOCHS` was chosen (never on test)."""
+    from sklearn.model_selection import train_test_split
+
+    for name in args.sets:
+        texts, labels = read_csv(SHARED / name / "train.csv")
+        dev = read_csv(SHARED / name / "dev.csv")
+        names = sorted(set(labels))
+        for size in (args.start, args.start + args.rounds * args.step):
+            idx, _ = train_test_split(np.arange(len(texts)), train_size=size, stratify=labels, random_state=0)
+            for epochs in args.dev_epochs:
+                with tempfile.TemporaryDirectory(prefix="bench-active-") as tmp:
+                    t0 = time.perf_counter()
+                    p = fit([texts[i] for i in idx], [labels[i] for i in idx], names, 0, epochs, Path(tmp))
+                    print(f"{name} {size} rows, {epochs} epochs: dev {100 * accuracy(p, *dev):.1f}%, "
+                          f"{time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.active", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", nargs="+", default=["subj", "trec6"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--start", type=int, default=100)
+    ap.add_argument("--step", type=int, default=100)
+    ap.add_argument("--epochs", type=int, default=EPOCHS, help="encoder epochs of every training")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a shared 2-core machine)")
+    ap.add_argument("--dev-epochs", nargs="+", type=int, default=None,
+                    help="instead of the benchmark: dev accuracy of random 100 and 1,100 rows per number of epochs")
+    ap.add_argument("--output", default="bench-active", help="folder for results.json and results.md")
+    ap.add_argument("--plot", default=str(ROOT / "docs" / "audit-curve.png"))
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.dev_epochs:
+        choose_epochs(args)
+        return
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(time.strftime("%H:%M:%S"), msg, file=sys.stderr, flush=True)
+
+    results = {"sets": args.sets, "seeds": args.seeds, "strategies": args.strategies, "rounds": args.rounds,
+               "start": args.start, "step": args.step, "start_draw": "random, stratified by label (train_test_split)",
+               "training": {"preset": "seed", "set": list(TRAIN_SETS), "epochs": args.epochs}, "runs": {}}
+    t0 = time.perf_counter()
+    for name in args.sets:
+        results["runs"][name] = {}
+        for seed in args.seeds:
+            results["runs"][name][str(seed)] = run(name, seed, args.strategies, args, log)
+            (out / "results.json").write_text(json.dumps(results, indent=1))
+    results["seconds"] = time.perf_counter() - t0
+    table = summary(results)
+    results["summary"], results["goals"] = table, goals(table)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    md = markdown(table, results)
+    (out / "results.md").write_text(md)
+    print(md)
+    plot(table, Path(args.plot))
+    log(f"results: {out / 'results.json'}, plot: {args.plot}, {results['seconds'] / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

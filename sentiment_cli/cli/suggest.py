@@ -1,0 +1,102 @@
+"""``sentiment suggest``: which unlabelled texts to label next (``audit/suggest.py``), as a table, JSON and a CSV."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
+from .render import consoles, print_note, render_suggestions
+
+
+class Strategy(str, Enum):
+    uncertainty = "uncertainty"
+    diverse = "diverse"
+
+
+class Measure(str, Enum):
+    margin = "margin"
+    entropy = "entropy"
+
+
+@app.command()
+def suggest(
+    unlabelled: Annotated[str, typer.Option(
+        help="Texts to choose from: a .txt file (one per line), a CSV/TSV/JSON/JSONL/Parquet file with a text "
+             "column, or a dataset folder (its unsupervised split, else its train split).", show_default=False)],
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    n: Annotated[int, typer.Option("-n", "--number", min=1, help="How many texts to suggest.")] = 100,
+    strategy: Annotated[Strategy, typer.Option(
+        help="uncertainty: the texts the model is least sure of; diverse: the most uncertain of each of n "
+             "clusters of the model's encoder states.")] = Strategy.uncertainty,
+    measure: Annotated[Measure, typer.Option(
+        help="Uncertainty: the margin between the two most probable classes, or the entropy.")] = Measure.margin,
+    output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write: text, an empty label column "
+                                                                "to fill in, rank and scores.")] = Path("suggest.csv"),
+    force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists.")] = False,
+    text_column: Annotated[Optional[str], typer.Option(
+        help="Column of --unlabelled holding the texts; default: the one named text, review, sentence or "
+             "content.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the diverse strategy's k-means.")] = 0,
+    device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (summary and picks) instead of "
+                                                         "a table.")] = False,
+) -> None:
+    """Suggest which unlabelled texts to label next, and write them to a CSV file to fill in for `train --data`.
+
+    Noise-like texts (empty, under 2 words, mostly not letters, no known word) and duplicates or near-duplicates
+    are left out and counted.
+    """
+    with handle_errors():
+        from ..audit.suggest import suggest as run_suggest
+        from ..audit.suggest import write_csv
+        from ..errors import UsageError
+
+        if output.is_dir():   # before any work: the answer would have nowhere to go
+            raise UsageError(f"--output {output}: is a folder; give a CSV file name")
+        if output.exists() and not force:
+            raise UsageError(f"--output {output}: the file exists; pass --force to replace it, or choose another name")
+        out, err = consoles()
+        from ..data.unlabelled import load_unlabelled
+        from ..inference.predictor import Predictor
+        from ..runtime import resolve_device
+        from .progress import RichEvalCallbacks
+
+        predictor = Predictor(checkpoint, resolve_device(device.value))
+        with err.status("reading the texts…") if not as_json and err.is_terminal else _Null():
+            pool = load_unlabelled(unlabelled, text_column or "")
+        for note in pool.notes:
+            print_note(err, note)
+        progress = RichEvalCallbacks(err, "scoring")
+        done = [0]
+
+        def on_progress(finished: int, total: int) -> None:
+            if progress.progress is None:
+                progress.on_start(total)
+            progress.on_batch(finished - done[0])
+            done[0] = finished
+
+        try:
+            result = run_suggest(predictor, pool.texts, n, strategy.value, measure.value, seed=seed,
+                                 on_progress=on_progress)
+        finally:
+            progress.close()
+        path = write_csv(result, output, force=force)
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_dict() | {"unlabelled": pool.where, "checkpoint": str(checkpoint),
+                                                            "output": str(path)}, ensure_ascii=False) + "\n")
+            return
+        render_suggestions(out, result, pool.where, path)
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
