@@ -46,6 +46,7 @@ STRATEGIES = ("random", "uncertainty", "diverse")
 TRAIN_SETS = ("model.ngram_buckets=1048576", "data.validation_fraction=0")
 NGRAM_FIT = "lr"
 EPOCHS = 1
+BATCH_SIZE = 164              # the seed preset's
 
 
 def read_csv(path: Path) -> tuple[list[str], list[str]]:
@@ -56,7 +57,7 @@ def read_csv(path: Path) -> tuple[list[str], list[str]]:
 
 
 def fit(texts: list[str], labels: list[str], names: list[str], seed: int, epochs: int, folder: Path,
-        ngram_fit: str = NGRAM_FIT):
+        ngram_fit: str = NGRAM_FIT, batch_size: int = BATCH_SIZE, extra: tuple[str, ...] = ()):
     """Train the benchmark's setting on ``texts`` into ``folder``; returns a Predictor over it."""
     from sentiment_cli.config import build_config
     from sentiment_cli.inference.predictor import Predictor
@@ -68,8 +69,9 @@ def fit(texts: list[str], labels: list[str], names: list[str], seed: int, epochs
         w.writerow(["text", "label"])
         w.writerows(zip(texts, labels))
     labels_set = "data.labels=[" + ", ".join(json.dumps(n) for n in names) + "]"
-    cfg = build_config("seed", [*TRAIN_SETS, f"model.ngram_fit={ngram_fit}", labels_set],
-                       {"data": {"source": str(folder / "train.csv")}, "training": {"seed": seed, "epochs": epochs}})
+    cfg = build_config("seed", [*TRAIN_SETS, f"model.ngram_fit={ngram_fit}", *extra, labels_set],
+                       {"data": {"source": str(folder / "train.csv")},
+                        "training": {"seed": seed, "epochs": epochs, "batch_size": batch_size}})
     train(cfg, folder / "model")
     return Predictor(folder / "model")
 
@@ -101,7 +103,7 @@ def run(name: str, seed: int, strategies: list[str], args, log) -> dict:
         def train_eval(idx: list[int], tag: str):
             t0 = time.perf_counter()
             p = fit([train_texts[i] for i in idx], [train_labels[i] for i in idx], names, seed, args.epochs,
-                    Path(tmp) / tag, args.ngram_fit)
+                    Path(tmp) / tag, args.ngram_fit, args.batch_size, tuple(args.set))
             seconds = time.perf_counter() - t0
             rec = {"labels": len(idx), "test_accuracy": accuracy(p, *test), "dev_accuracy": accuracy(p, *dev),
                    "train_seconds": seconds,
@@ -213,23 +215,32 @@ def plot(table: dict, path: Path) -> None:
 
 
 def choose_epochs(args) -> None:
-    """Print the dev accuracy and training time of each ``--dev-epochs`` on ``--start`` and ``--start + rounds *
-    step`` random (stratified) rows of each set, seed 0: how :data:`EPOCHS` was chosen (never on test)."""
+    """Print the dev accuracy (mean and minimum over ``--seeds``) of each ``--dev-epochs`` on ``--start``, the middle
+    and ``--start + rounds * step`` random (stratified) rows of each set: how the setting was chosen (never on test)."""
     from sklearn.model_selection import train_test_split
 
-    for name in args.sets:
-        texts, labels = read_csv(SHARED / name / "train.csv")
-        dev = read_csv(SHARED / name / "dev.csv")
-        names = sorted(set(labels))
-        for size in (args.start, args.start + args.rounds * args.step):
-            idx, _ = train_test_split(np.arange(len(texts)), train_size=size, stratify=labels, random_state=0)
-            for epochs in args.dev_epochs:
-                with tempfile.TemporaryDirectory(prefix="bench-active-") as tmp:
-                    t0 = time.perf_counter()
-                    p = fit([texts[i] for i in idx], [labels[i] for i in idx], names, 0, epochs, Path(tmp),
-                            args.ngram_fit)
-                    print(f"{name} {size} rows, {epochs} epochs, n-gram fit {args.ngram_fit}: "
-                          f"dev {100 * accuracy(p, *dev):.1f}%, {time.perf_counter() - t0:.1f} s", flush=True)
+    end = args.start + args.rounds * args.step
+    for epochs in args.dev_epochs:
+        means = []
+        for name in args.sets:
+            texts, labels = read_csv(SHARED / name / "train.csv")
+            dev = read_csv(SHARED / name / "dev.csv")
+            names = sorted(set(labels))
+            for size in (args.start, (args.start + end) // 2, end):
+                accs, t0 = [], time.perf_counter()
+                for seed in args.seeds:
+                    idx, _ = train_test_split(np.arange(len(texts)), train_size=size, stratify=labels,
+                                              random_state=seed)
+                    with tempfile.TemporaryDirectory(prefix="bench-active-") as tmp:
+                        p = fit([texts[i] for i in idx], [labels[i] for i in idx], names, seed, epochs, Path(tmp),
+                                args.ngram_fit, args.batch_size, tuple(args.set))
+                        accs.append(accuracy(p, *dev))
+                means.append(np.mean(accs))
+                print(f"{name} {size} rows, {epochs} epochs, batch {args.batch_size}, n-gram {args.ngram_fit}: dev "
+                      f"mean {100 * np.mean(accs):.1f}% min {100 * np.min(accs):.1f}%, "
+                      f"{(time.perf_counter() - t0) / len(args.seeds):.1f} s per training", flush=True)
+        print(f"{epochs} epochs, batch {args.batch_size}, n-gram {args.ngram_fit}, {' '.join(args.set)}: "
+              f"mean dev {100 * np.mean(means):.1f}%", flush=True)
 
 
 def main(argv=None) -> None:
@@ -243,6 +254,9 @@ def main(argv=None) -> None:
     ap.add_argument("--epochs", type=int, default=EPOCHS, help="encoder epochs of every training")
     ap.add_argument("--ngram-fit", default=NGRAM_FIT, choices=("nb-lr", "lr", "auto"),
                     help="[model] ngram_fit of every training")
+    ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="[training] batch_size of every training")
+    ap.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
+                    help="more config overrides of every training")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a shared 2-core machine)")
     ap.add_argument("--dev-epochs", nargs="+", type=int, default=None,
                     help="instead of the benchmark: dev accuracy of random 100 and 1,100 rows per number of epochs")
@@ -263,8 +277,8 @@ def main(argv=None) -> None:
 
     results = {"sets": args.sets, "seeds": args.seeds, "strategies": args.strategies, "rounds": args.rounds,
                "start": args.start, "step": args.step, "start_draw": "random, stratified by label (train_test_split)",
-               "training": {"preset": "seed", "set": [*TRAIN_SETS, f"model.ngram_fit={args.ngram_fit}"],
-                            "epochs": args.epochs}, "runs": {}}
+               "training": {"preset": "seed", "set": [*TRAIN_SETS, f"model.ngram_fit={args.ngram_fit}", *args.set],
+                            "epochs": args.epochs, "batch_size": args.batch_size}, "runs": {}}
     t0 = time.perf_counter()
     for name in args.sets:
         results["runs"][name] = {}
