@@ -219,3 +219,23 @@ def test_bad_input_is_one_line_and_nonzero(trained_checkpoint, tmp_path, case, c
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], r.stderr
     assert "Traceback" not in r.output
+
+
+def test_labelled_texts_and_their_near_duplicates_are_left_out(trained_checkpoint, reviews, tmp_path):
+    texts = [" ".join(t.split()) for t in reviews[0][:60]]
+    pool = tmp_path / "pool.txt"
+    pool.write_text("\n".join(texts) + "\n")
+    labelled = tmp_path / "labelled.csv"
+    with open(labelled, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "label"])
+        w.writerows([t, "positive"] for t in texts[:20])
+    r = invoke("suggest", "--checkpoint", trained_checkpoint, "--unlabelled", pool, "--labelled", labelled,
+               "-n", 60, "-o", tmp_path / "s.csv", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["labelled"] == 20 and d["left_out"]["duplicate"] == 20
+    assert all(p["index"] >= 20 for p in d["picks"]) and len(d["picks"]) == 40
+    r = invoke("suggest", "--checkpoint", trained_checkpoint, "--unlabelled", pool, "--labelled", tmp_path / "no.csv",
+               "-o", tmp_path / "t.csv")
+    assert r.exit_code == 1 and r.stderr.startswith("error: --labelled ") and len(r.stderr.splitlines()) == 1

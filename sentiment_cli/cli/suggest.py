@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -30,6 +31,9 @@ def suggest(
         help="Texts to choose from: a .txt file (one per line), a CSV/TSV/JSON/JSONL/Parquet file with a text "
              "column, or a dataset folder (its unsupervised split, else its train split).", show_default=False)],
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
+    labelled: Annotated[Optional[str], typer.Option(
+        help="Texts labelled already (a file or folder as --unlabelled reads them, labels ignored): their "
+             "duplicates and near-duplicates are left out.", show_default=False)] = None,
     n: Annotated[int, typer.Option("-n", "--number", min=1, help="How many texts to suggest.")] = 100,
     strategy: Annotated[Strategy, typer.Option(
         help="uncertainty: the texts the model is least sure of; diverse: the most uncertain of each of n "
@@ -50,7 +54,7 @@ def suggest(
     """Suggest which unlabelled texts to label next, and write them to a CSV file to fill in for `train --data`.
 
     Noise-like texts (empty, under 2 words, mostly not letters, no known word) and duplicates or near-duplicates
-    are left out and counted.
+    (of each other, of the picks, of --labelled texts) are left out and counted.
     """
     with handle_errors():
         from ..audit.suggest import suggest as run_suggest
@@ -68,8 +72,9 @@ def suggest(
         from .progress import RichEvalCallbacks
 
         predictor = Predictor(checkpoint, resolve_device(device.value))
-        with err.status("reading the texts…") if not as_json and err.is_terminal else _Null():
+        with err.status("reading the texts…") if not as_json and err.is_terminal else nullcontext():
             pool = load_unlabelled(unlabelled, text_column or "")
+            known = _labelled_texts(labelled, text_column or "") if labelled else []
         for note in pool.notes:
             print_note(err, note)
         progress = RichEvalCallbacks(err, "scoring")
@@ -82,21 +87,29 @@ def suggest(
             done[0] = finished
 
         try:
-            result = run_suggest(predictor, pool.texts, n, strategy.value, measure.value, seed=seed,
+            result = run_suggest(predictor, pool.texts, n, strategy.value, measure.value, known=known, seed=seed,
                                  on_progress=on_progress)
         finally:
             progress.close()
         path = write_csv(result, output, force=force)
         if as_json:
-            sys.stdout.write(json.dumps(result.to_dict() | {"unlabelled": pool.where, "checkpoint": str(checkpoint),
-                                                            "output": str(path)}, ensure_ascii=False) + "\n")
+            record = result.to_dict() | {"unlabelled": pool.where, "labelled": len(known),
+                                         "checkpoint": str(checkpoint), "output": str(path)}
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
         render_suggestions(out, result, pool.where, path)
 
 
-class _Null:
-    def __enter__(self):
-        return self
+def _labelled_texts(path: str, text_column: str) -> list[str]:
+    """The texts of ``--labelled PATH`` (read as ``--unlabelled`` is; its label column is not needed).
 
-    def __exit__(self, *exc):
-        return False
+    Raises:
+        DataError: as :func:`~sentiment_cli.data.unlabelled.load_unlabelled`, naming ``--labelled``.
+    """
+    from ..data.unlabelled import load_unlabelled
+    from ..errors import DataError
+
+    try:
+        return load_unlabelled(path, text_column).texts
+    except DataError as exc:
+        raise DataError(str(exc).replace("--unlabelled", "--labelled", 1)) from None
