@@ -5,15 +5,16 @@
 
 A pool-based simulation (Settles 2009, "Active Learning Literature Survey", 2): for each set (Subj, TREC-6 in
 ``../shared/data``) and seed, ``--start`` rows of ``train.csv`` drawn at random, stratified by label
-(scikit-learn's ``train_test_split``: every class is in the first model's label set), are labelled; then ``--rounds`` times a strategy picks ``--step`` more from the rest of ``train.csv`` (their
-labels are revealed), and the model is retrained from scratch on everything labelled so far. Strategies:
+(scikit-learn's ``train_test_split``: every class is in the first model's label set), are labelled; then
+``--rounds`` times a strategy picks ``--step`` more from the rest of ``train.csv`` (their labels are revealed),
+and the model is retrained from scratch on everything labelled so far. Strategies:
 
 - ``random``: uniform draws from the rest (numpy, seeded);
 - ``uncertainty`` and ``diverse``: :func:`sentiment_cli.audit.suggest.suggest` on the current checkpoint, with
   the labelled texts as ``known`` (their duplicates and near-duplicates are left out).
 
 Every strategy shares the seed's first 100 rows and its first model, and every training uses the same fixed
-setting, :data:`TRAIN_SETS` (chosen before any test figure was seen; ``--epochs`` on dev with ``--dev``),
+setting, :data:`TRAIN_SETS` (chosen on dev with ``--dev-epochs``, never on test),
 in-process through :func:`sentiment_cli.training.loop.train`. Each round's model is scored on the set's
 test split (accuracy; dev accuracy is recorded too). The run writes ``results.json`` (every round of every
 run), prints a Markdown table (mean and range over seeds), and plots accuracy against labels, mean and
@@ -126,7 +127,7 @@ def run(name: str, seed: int, strategies: list[str], args, log) -> dict:
                     new = [rest[int(j)] for j in srng.choice(len(rest), args.step, replace=False)]
                     info = {}
                 else:
-                    s = suggest(p, [train_texts[i] for i in rest], args.step, strategy,
+                    s = suggest(p, [train_texts[i] for i in rest], args.step, strategy, space=args.space,
                                 known=[train_texts[i] for i in idx], seed=seed)
                     new = [rest[pk.index] for pk in s.picks]
                     info = {"left_out": s.left_out}
@@ -260,6 +261,7 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="[training] batch_size of every training")
     ap.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
                     help="more config overrides of every training")
+    ap.add_argument("--space", default="encoder", choices=("encoder", "ngram"), help="what diverse clusters")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a shared 2-core machine)")
     ap.add_argument("--dev-epochs", nargs="+", type=int, default=None,
                     help="instead of the benchmark: dev accuracy of random 100 and 1,100 rows per number of epochs")
@@ -281,7 +283,7 @@ def main(argv=None) -> None:
     results = {"sets": args.sets, "seeds": args.seeds, "strategies": args.strategies, "rounds": args.rounds,
                "start": args.start, "step": args.step, "start_draw": "random, stratified by label (train_test_split)",
                "training": {"preset": "seed", "set": [*TRAIN_SETS, f"model.ngram_fit={args.ngram_fit}", *args.set],
-                            "epochs": args.epochs, "batch_size": args.batch_size}, "runs": {}}
+                            "epochs": args.epochs, "batch_size": args.batch_size}, "space": args.space, "runs": {}}
     t0 = time.perf_counter()
     for name in args.sets:
         results["runs"][name] = {}

@@ -239,3 +239,17 @@ def test_labelled_texts_and_their_near_duplicates_are_left_out(trained_checkpoin
     r = invoke("suggest", "--checkpoint", trained_checkpoint, "--unlabelled", pool, "--labelled", tmp_path / "no.csv",
                "-o", tmp_path / "t.csv")
     assert r.exit_code == 1 and r.stderr.startswith("error: --labelled ") and len(r.stderr.splitlines()) == 1
+
+
+def test_diverse_over_ngrams_spreads_picks(predictor, reviews):
+    texts = reviews[0][:300]
+    result = sg.suggest(predictor, texts, 10, "diverse", space="ngram")
+    assert len(result.picks) == 10 and result.clusters == 10 and len({p.cluster for p in result.picks}) == 10
+    with pytest.raises(UsageError, match="unknown space"):
+        sg.suggest(predictor, texts, 10, "diverse", space="pixels")
+
+
+@pytest.mark.parametrize("strategy", ["uncertainty", "diverse"])
+def test_a_pool_of_noise_gives_no_picks(predictor, strategy):
+    result = sg.suggest(predictor, ["1 2 3", "ok", "%%% ###"], 5, strategy)
+    assert result.picks == [] and result.scored == 0 and sum(result.left_out.values()) == 3

@@ -49,6 +49,8 @@ from ..evaluation.calibration import softmax
 
 STRATEGIES = ("uncertainty", "diverse")
 MEASURES = ("margin", "entropy")
+SPACES = ("encoder", "ngram")  # what diverse clusters: the pooled encoder states, or the texts' word n-grams (LSA)
+LSA_DIMENSIONS = 64
 MIN_WORDS = 2                 # fewer words than this: nothing to label
 MIN_LETTER_SHARE = 0.5        # under this share of letters among the non-space characters: not text
 NEAR_DUPLICATE = 0.9          # cosine over binarised word 1-3-grams at or above which two texts are near-duplicates
@@ -115,6 +117,7 @@ class Suggestions:
         left_out: reason -> number of texts left out for it (reasons as :data:`LEFT_OUT`); near-duplicates
             are counted among the candidates examined, not the whole input.
         clusters: ``diverse``: number of k-means clusters; else 0.
+        space: ``diverse``: what was clustered (``encoder`` or ``ngram``); else ``""``.
         seconds: wall time.
     """
 
@@ -126,17 +129,19 @@ class Suggestions:
     scored: int
     left_out: dict[str, int] = field(default_factory=dict)
     clusters: int = 0
+    space: str = ""
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary and the picks as JSON-ready values."""
         return {"strategy": self.strategy, "measure": self.measure, "labels": list(self.labels), "read": self.read,
-                "scored": self.scored, "left_out": dict(self.left_out), "clusters": self.clusters,
+                "scored": self.scored, "left_out": dict(self.left_out), "clusters": self.clusters, "space": self.space,
                 "seconds": self.seconds, "picks": [p.to_dict() for p in self.picks]}
 
 
 def normalise(text: str) -> str:
-    """``text`` for duplicate detection: NFKC, accents stripped, lower case, runs of non-word characters as one space."""
+    """``text`` for duplicate detection: NFKC, accents stripped, lower case, runs of non-word characters as one
+    space."""
     t = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
     t = "".join(c for c in t if not unicodedata.combining(c)).casefold()
     return _NON_WORD.sub(" ", t).strip()
@@ -171,7 +176,8 @@ def margins(probabilities: np.ndarray) -> np.ndarray:
 
 
 def entropies(probabilities: np.ndarray) -> np.ndarray:
-    """``(n,)`` Shannon entropy of each row of ``(n, num_labels)`` probabilities, over ``log(num_labels)``: in ``[0, 1]``."""
+    """``(n,)`` Shannon entropy of each row of ``(n, num_labels)`` probabilities, over ``log(num_labels)``: in
+    ``[0, 1]``."""
     p = np.clip(probabilities, 1e-12, 1.0)
     return -(p * np.log(p)).sum(axis=1) / np.log(probabilities.shape[1])
 
@@ -192,8 +198,11 @@ def uncertainty(probabilities: np.ndarray, measure: str = "margin") -> np.ndarra
 def text_vectors(texts: Sequence[str]):
     """``(len(texts), HASH_FEATURES)`` float32 scipy CSR: binarised hashed word 1-3-grams of the normalised texts,
     rows of unit L2 norm, so that a row product is a cosine similarity. Independent of any checkpoint."""
+    import scipy.sparse as sp
     from sklearn.feature_extraction.text import HashingVectorizer
 
+    if not len(texts):
+        return sp.csr_matrix((0, HASH_FEATURES), dtype=np.float32)
     vectoriser = HashingVectorizer(ngram_range=(1, 3), n_features=HASH_FEATURES, binary=True, norm="l2",
                                    alternate_sign=False, token_pattern=r"(?u)\b\w+\b", dtype=np.float32)
     return vectoriser.transform([normalise(t) for t in texts]).tocsr()
@@ -248,7 +257,8 @@ def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: in
 
 
 def _not_near_known(vectors, known_vectors) -> np.ndarray:
-    """``(m,)`` bool: the rows of ``vectors`` whose cosine with every row of ``known_vectors`` is below NEAR_DUPLICATE."""
+    """``(m,)`` bool: the rows of ``vectors`` whose cosine with every row of ``known_vectors`` is below
+    :data:`NEAR_DUPLICATE`."""
     if known_vectors is None or known_vectors.shape[0] == 0:
         return np.ones(vectors.shape[0], bool)
     best = np.zeros(vectors.shape[0])
@@ -277,8 +287,8 @@ class _Picker:
 
 
 def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = "uncertainty",
-            measure: str = "margin", *, known: Sequence[str] = (), seed: int = 0, chunk: int = CHUNK,
-            on_progress: Callable[[int, int], None] | None = None) -> Suggestions:
+            measure: str = "margin", *, space: str = "encoder", known: Sequence[str] = (), seed: int = 0,
+            chunk: int = CHUNK, on_progress: Callable[[int, int], None] | None = None) -> Suggestions:
     """Pick at most ``n`` of ``texts`` to label next (see the module docstring).
 
     Args:
@@ -287,6 +297,9 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
         n: how many to pick, at least 1; fewer come back when fewer are left after the exclusions.
         strategy: ``uncertainty`` or ``diverse``.
         measure: ``margin`` or ``entropy``.
+        space: what ``diverse`` clusters: ``encoder``, the max-pooled encoder states ``(m, d_model)``; ``ngram``,
+            the candidates' binarised word 1-3-grams reduced to ``LSA_DIMENSIONS`` by truncated SVD (latent
+            semantic analysis, Deerwester et al. 1990; scikit-learn's ``TruncatedSVD``).
         known: texts already labelled; their duplicates and near-duplicates are left out.
         seed: k-means' seed (``diverse``).
         chunk: texts per forward pass.
@@ -296,7 +309,8 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
         :class:`Suggestions`.
 
     Raises:
-        UsageError: ``n`` below 1, an unknown ``strategy`` or ``measure``, or ``diverse`` without a PyTorch model.
+        UsageError: ``n`` below 1, an unknown ``strategy``, ``measure`` or ``space``, or ``diverse`` over the encoder
+            without a PyTorch model.
     """
     start = time.perf_counter()
     if n < 1:
@@ -305,6 +319,8 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
         raise UsageError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
     if measure not in MEASURES:
         raise UsageError(f"unknown uncertainty measure {measure!r}; use one of: {', '.join(MEASURES)}")
+    if space not in SPACES:
+        raise UsageError(f"unknown space {space!r}; use one of: {', '.join(SPACES)}")
     texts = list(texts)
     kept, probs, left = _score(predictor, texts, known, chunk, on_progress)
     scores = uncertainty(probs, measure)
@@ -329,7 +345,7 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
                 break
             picker.take(j)
     else:
-        clusters = _diverse(predictor, [texts[kept[j]] for j in cand], scores[cand], n, seed, picker)
+        clusters = _diverse(predictor, [texts[kept[j]] for j in cand], scores[cand], n, seed, picker, space)
     left["near-duplicate"] = left.get("near-duplicate", 0) + picker.refused
     chosen = sorted(picker.picked, key=lambda j: -scores[cand[j]])
     m, e = margins(probs), entropies(probs)
@@ -342,17 +358,18 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
                           margin=float(m[r]), entropy=float(e[r]), predicted=labels[int(p.argmax())],
                           probabilities={c: float(x) for c, x in zip(labels, p)},
                           cluster=None if clusters is None else int(clusters[j])))
-    return Suggestions(picks, strategy, measure, labels, len(texts), len(kept),
-                       {k: v for k, v in left.items() if v}, 0 if clusters is None else int(clusters.max()) + 1,
-                       time.perf_counter() - start)
+    k = int(clusters.max()) + 1 if clusters is not None and len(clusters) else 0
+    return Suggestions(picks, strategy, measure, labels, len(texts), len(kept), {r: c for r, c in left.items() if c},
+                       k, "" if clusters is None else space, time.perf_counter() - start)
 
 
-def _diverse(predictor: Any, texts: list[str], scores: np.ndarray, n: int, seed: int, picker: _Picker) -> np.ndarray:
+def _diverse(predictor: Any, texts: list[str], scores: np.ndarray, n: int, seed: int, picker: _Picker,
+             space: str = "encoder") -> np.ndarray:
     """Pick the most uncertain text of each of ``n`` clusters (Zhdanov 2019) into ``picker``.
 
-    k-means (scikit-learn, k-means++ seeding, one run) over the L2-normalised max-pooled encoder states of the
-    candidates, each weighted by its uncertainty; clusters are visited best member first, round after round,
-    until ``n`` are picked or the candidates run out.
+    k-means (scikit-learn, k-means++ seeding, one run) over the candidates' L2-normalised max-pooled encoder states
+    (``space="encoder"``) or LSA vectors of their word 1-3-grams (``"ngram"``), each weighted by its uncertainty;
+    clusters are visited best member first, round after round, until ``n`` are picked or the candidates run out.
 
     Args:
         texts: the candidates ``(m,)``, most uncertain first.
@@ -365,7 +382,14 @@ def _diverse(predictor: Any, texts: list[str], scores: np.ndarray, n: int, seed:
 
     if len(texts) == 0:
         return np.zeros(0, np.int64)
-    x = pooled_states(predictor, texts).astype(np.float64)                  # (m, d_model)
+    if space == "encoder":
+        x = pooled_states(predictor, texts).astype(np.float64)              # (m, d_model)
+    else:
+        from sklearn.decomposition import TruncatedSVD
+
+        dims = min(LSA_DIMENSIONS, len(texts) - 1, picker.vectors.shape[1] - 1)
+        x = (TruncatedSVD(dims, random_state=seed).fit_transform(picker.vectors) if dims >= 1
+             else picker.vectors.toarray()).astype(np.float64)             # (m, dims)
     x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     k = min(n, len(texts), len(np.unique(x, axis=0)))
     clusters = KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(x, sample_weight=scores + 1e-6)

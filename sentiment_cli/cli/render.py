@@ -359,7 +359,7 @@ def render_suggestions(console, result, where: str, output) -> None:
         table.add_row(*cells, Text(_printable(_shorten(p.text, 400))))
     console.print(table)
     console.print(f"read {result.read:,} texts from {escape(where)}; scored {result.scored:,} in "
-                  f"{result.seconds:.1f} s" + (f"; {result.clusters} clusters" if diverse else ""), highlight=False)
+                  f"{result.seconds:.1f} s" + (f"; {result.clusters} clusters of {result.space} vectors" if diverse else ""), highlight=False)
     for reason, count in result.left_out.items():
         console.print(f"left out {count:,} {reason}: {LEFT_OUT[reason]}", highlight=False)
     console.print(f"wrote {escape(str(output))}: fill in its label column, then `sentiment train --data "

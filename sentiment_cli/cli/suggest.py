@@ -20,6 +20,11 @@ class Strategy(str, Enum):
     diverse = "diverse"
 
 
+class Space(str, Enum):
+    encoder = "encoder"
+    ngram = "ngram"
+
+
 class Measure(str, Enum):
     margin = "margin"
     entropy = "entropy"
@@ -38,6 +43,9 @@ def suggest(
     strategy: Annotated[Strategy, typer.Option(
         help="uncertainty: the texts the model is least sure of; diverse: the most uncertain of each of n "
              "clusters of the model's encoder states.")] = Strategy.uncertainty,
+    space: Annotated[Space, typer.Option(
+        help="What diverse clusters: the model's max-pooled encoder states, or the texts' word 1-3-grams (LSA).")
+    ] = Space.encoder,
     measure: Annotated[Measure, typer.Option(
         help="Uncertainty: the margin between the two most probable classes, or the entropy.")] = Measure.margin,
     output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write: text, an empty label column "
@@ -87,8 +95,8 @@ def suggest(
             done[0] = finished
 
         try:
-            result = run_suggest(predictor, pool.texts, n, strategy.value, measure.value, known=known, seed=seed,
-                                 on_progress=on_progress)
+            result = run_suggest(predictor, pool.texts, n, strategy.value, measure.value, space=space.value,
+                                 known=known, seed=seed, on_progress=on_progress)
         finally:
             progress.close()
         path = write_csv(result, output, force=force)
