@@ -387,9 +387,10 @@ def _diverse(predictor: Any, texts: list[str], scores: np.ndarray, n: int, seed:
     else:
         from sklearn.decomposition import TruncatedSVD
 
-        dims = min(LSA_DIMENSIONS, len(texts) - 1, picker.vectors.shape[1] - 1)
-        x = (TruncatedSVD(dims, random_state=seed).fit_transform(picker.vectors) if dims >= 1
-             else picker.vectors.toarray()).astype(np.float64)             # (m, dims)
+        v = picker.vectors[:, np.unique(picker.vectors.indices)]            # the used buckets only: a fast SVD
+        dims = min(LSA_DIMENSIONS, len(texts) - 1, v.shape[1] - 1)
+        x = (TruncatedSVD(dims, random_state=seed).fit_transform(v) if dims >= 1
+             else v.toarray()).astype(np.float64)                           # (m, dims)
     x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     k = min(n, len(texts), len(np.unique(x, axis=0)))
     clusters = KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(x, sample_weight=scores + 1e-6)
