@@ -128,7 +128,7 @@ def run(name: str, seed: int, strategies: list[str], args, log) -> dict:
                     info = {}
                 else:
                     s = suggest(p, [train_texts[i] for i in rest], args.step, strategy, space=args.space,
-                                known=[train_texts[i] for i in idx], seed=seed)
+                                known=[train_texts[i] for i in idx], seed=seed, candidates=args.candidates)
                     new = [rest[pk.index] for pk in s.picks]
                     info = {"left_out": s.left_out}
                 pick_seconds = time.perf_counter() - t0
@@ -261,7 +261,8 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="[training] batch_size of every training")
     ap.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
                     help="more config overrides of every training")
-    ap.add_argument("--space", default="encoder", choices=("encoder", "ngram"), help="what diverse clusters")
+    ap.add_argument("--space", default="ngram", choices=("encoder", "ngram"), help="what diverse clusters")
+    ap.add_argument("--candidates", type=int, default=10, help="diverse clusters the candidates x n most uncertain")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a shared 2-core machine)")
     ap.add_argument("--dev-epochs", nargs="+", type=int, default=None,
                     help="instead of the benchmark: dev accuracy of random 100 and 1,100 rows per number of epochs")
@@ -283,7 +284,8 @@ def main(argv=None) -> None:
     results = {"sets": args.sets, "seeds": args.seeds, "strategies": args.strategies, "rounds": args.rounds,
                "start": args.start, "step": args.step, "start_draw": "random, stratified by label (train_test_split)",
                "training": {"preset": "seed", "set": [*TRAIN_SETS, f"model.ngram_fit={args.ngram_fit}", *args.set],
-                            "epochs": args.epochs, "batch_size": args.batch_size}, "space": args.space, "runs": {}}
+                            "epochs": args.epochs, "batch_size": args.batch_size}, "space": args.space, "candidates": args.candidates,
+               "runs": {}}
     t0 = time.perf_counter()
     for name in args.sets:
         results["runs"][name] = {}

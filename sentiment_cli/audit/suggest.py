@@ -7,12 +7,14 @@ Pool-based active learning (Settles 2009, "Active Learning Literature Survey", 3
   3.1), or the *entropy* of the distribution (Shannon entropy, divided by ``log(num_labels)`` so that it
   lies in ``[0, 1]``). Small margin, high entropy: uncertain.
 - ``diverse``: uncertainty, spread over the space. The ``CANDIDATES_PER_PICK * n`` most uncertain texts are
-  clustered into ``n`` clusters by k-means weighted by their uncertainty over the model's max-pooled encoder
-  states, and the most uncertain text of each cluster is picked: the "diverse mini-batch" recipe of
-  Zhdanov 2019 ("Diverse mini-batch Active Learning", arXiv:1901.05954). It answers the weakness that Sener
-  & Savarese 2018 ("Active Learning for Convolutional Neural Networks: A Core-Set Approach") and Ash et
-  al. 2020 (BADGE, "Deep Batch Active Learning by Diverse, Uncertain Gradient Lower Bounds") point out in
-  top-``n`` uncertainty: a batch of near-identical uncertain texts teaches little more than one of them.
+  clustered into ``n`` clusters by k-means weighted by their uncertainty, over their word 1-3-grams reduced
+  by LSA (``space="ngram"``, the default: better on dev in ``bench/active.py``) or over the model's max-pooled
+  encoder states (``"encoder"``), and the most uncertain text of each cluster is picked: the "diverse
+  mini-batch" recipe of Zhdanov 2019 ("Diverse mini-batch Active Learning", arXiv:1901.05954). It answers
+  the weakness that Sener & Savarese 2018 ("Active Learning for Convolutional Neural Networks: A Core-Set
+  Approach") and Ash et al. 2020 (BADGE, "Deep Batch Active Learning by Diverse, Uncertain Gradient Lower
+  Bounds") point out in top-``n`` uncertainty: a batch of near-identical uncertain texts teaches little more
+  than one of them.
 
 Both strategies leave out, and count:
 
@@ -27,7 +29,7 @@ Both strategies leave out, and count:
 
 Work is bounded by the input: texts are checked and scored ``chunk`` at a time (one forward pass of the model
 each, progress reported per chunk); only the at most ``CANDIDATES_PER_PICK * n`` best candidates get n-gram
-vectors and (``diverse``) encoder states.
+vectors and (``diverse``) LSA vectors or encoder states.
 """
 
 from __future__ import annotations
@@ -223,11 +225,16 @@ def pooled_states(predictor: Any, texts: Sequence[str]) -> np.ndarray:
     return batched_pooled(backend.checkpoint.model, ids, batch_size=backend.batch_size, device=backend.device)
 
 
+def _key(text: str) -> bytes:
+    """A 16-byte hash of the normalised text: equal for duplicates (see :func:`normalise`)."""
+    return hashlib.blake2b(normalise(text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: int,
            on_progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """``(kept indices (m,), probabilities (m, num_labels), left out by reason)``: noise-like texts and exact
     duplicates (of each other or of ``known``) are left out before the model scores the rest, ``chunk`` at a time."""
-    seen = {hashlib.blake2b(normalise(t).encode(), digest_size=16).digest() for t in known}
+    seen = {_key(t) for t in known}
     left: dict[str, int] = {}
     kept, probs = [], []
     tokenizer, data = predictor.backend.tokenizer, predictor.config.data
@@ -238,7 +245,7 @@ def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: in
         for i, (text, row) in enumerate(zip(part, ids)):
             reason = noise_reason(text, row)
             if reason is None:
-                key = hashlib.blake2b(normalise(text).encode(), digest_size=16).digest()
+                key = _key(text)
                 reason = "duplicate" if key in seen else None
                 seen.add(key)
             if reason is not None:
@@ -287,8 +294,9 @@ class _Picker:
 
 
 def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = "uncertainty",
-            measure: str = "margin", *, space: str = "encoder", known: Sequence[str] = (), seed: int = 0,
-            chunk: int = CHUNK, on_progress: Callable[[int, int], None] | None = None) -> Suggestions:
+            measure: str = "margin", *, space: str = "ngram", known: Sequence[str] = (), seed: int = 0,
+            candidates: int = CANDIDATES_PER_PICK, chunk: int = CHUNK,
+            on_progress: Callable[[int, int], None] | None = None) -> Suggestions:
     """Pick at most ``n`` of ``texts`` to label next (see the module docstring).
 
     Args:
@@ -302,6 +310,7 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
             semantic analysis, Deerwester et al. 1990; scikit-learn's ``TruncatedSVD``).
         known: texts already labelled; their duplicates and near-duplicates are left out.
         seed: k-means' seed (``diverse``).
+        candidates: ``diverse`` clusters the ``candidates * n`` most uncertain texts (Zhdanov 2019's beta).
         chunk: texts per forward pass.
         on_progress: called with ``(texts done, texts in all)`` after each chunk.
 
@@ -327,7 +336,7 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
     order = np.argsort(-scores, kind="stable")          # most uncertain first; ties by input order
     known_vectors = text_vectors(known) if len(known) else None
     # The best candidates, in blocks, until enough of them are neither near-duplicates of known texts nor noise.
-    want = min(len(order), CANDIDATES_PER_PICK * n)
+    want = min(len(order), max(1, candidates) * n)
     cand = np.zeros(0, np.int64)
     lo = 0
     while lo < len(order) and len(cand) < want:

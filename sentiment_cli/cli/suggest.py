@@ -45,7 +45,7 @@ def suggest(
              "clusters of the model's encoder states.")] = Strategy.uncertainty,
     space: Annotated[Space, typer.Option(
         help="What diverse clusters: the model's max-pooled encoder states, or the texts' word 1-3-grams (LSA).")
-    ] = Space.encoder,
+    ] = Space.ngram,
     measure: Annotated[Measure, typer.Option(
         help="Uncertainty: the margin between the two most probable classes, or the entropy.")] = Measure.margin,
     output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write: text, an empty label column "
