@@ -79,9 +79,11 @@ class _FakeBackend:
         return np.array([self.logits_of[tuple(r)] for r in rows], np.float32), None, None
 
 
-def test_diverse_covers_more_groups_than_uncertainty(predictor, monkeypatch):
+@pytest.mark.parametrize("space", ["encoder", "ngram"])
+def test_diverse_covers_more_groups_than_uncertainty(predictor, monkeypatch, space):
     """Five groups of texts; the 40 most uncertain all lie in group 0. Uncertainty takes 5 from group 0; diverse,
-    clustering the 50 most uncertain over states that separate the groups, takes from more than one."""
+    clustering the 50 most uncertain over encoder states that separate the groups (constructed), or over their
+    n-grams (each group has words of its own), takes from more than one."""
     from sentiment_cli.data.tokenizer import encode_texts
 
     words = ["movie film plot", "actor role cast", "music score song", "camera shot scene", "ending story twist"]
@@ -103,7 +105,7 @@ def test_diverse_covers_more_groups_than_uncertainty(predictor, monkeypatch):
     states = {t: centres[g] + rng.normal(0, 0.1, 5) for t, g in zip(texts, group)}
     monkeypatch.setattr(sg, "pooled_states", lambda _p, ts: np.array([states[t] for t in ts]))
     unc = sg.suggest(predictor, texts, 5, "uncertainty")
-    div = sg.suggest(predictor, texts, 5, "diverse")
+    div = sg.suggest(predictor, texts, 5, "diverse", space=space)
     groups = {s: {group[p.index] for p in r.picks} for s, r in (("uncertainty", unc), ("diverse", div))}
     assert groups["uncertainty"] == {0}
     assert len(groups["diverse"]) > 1 and len(div.picks) == 5 and div.clusters == 5

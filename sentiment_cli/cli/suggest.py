@@ -12,7 +12,10 @@ from typing import Annotated, Optional
 import typer
 
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
+from .options import column_options
 from .render import consoles, print_note, render_suggestions
+
+TextColumnOption, _ = column_options("Column of --unlabelled and --labelled holding the texts; default: {names}.", "")
 
 
 class Strategy(str, Enum):
@@ -42,7 +45,7 @@ def suggest(
     n: Annotated[int, typer.Option("-n", "--number", min=1, help="How many texts to suggest.")] = 100,
     strategy: Annotated[Strategy, typer.Option(
         help="uncertainty: the texts the model is least sure of; diverse: the most uncertain of each of n "
-             "clusters of the model's encoder states.")] = Strategy.uncertainty,
+             "clusters of the 10 n most uncertain (see --space).")] = Strategy.uncertainty,
     space: Annotated[Space, typer.Option(
         help="What diverse clusters: the model's max-pooled encoder states, or the texts' word 1-3-grams (LSA).")
     ] = Space.ngram,
@@ -51,9 +54,7 @@ def suggest(
     output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write: text, an empty label column "
                                                                 "to fill in, rank and scores.")] = Path("suggest.csv"),
     force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists.")] = False,
-    text_column: Annotated[Optional[str], typer.Option(
-        help="Column of --unlabelled holding the texts; default: the one named text, review, sentence or "
-             "content.")] = None,
+    text_column: TextColumnOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the diverse strategy's k-means.")] = 0,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.cpu,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (summary and picks) instead of "
