@@ -284,8 +284,8 @@ def main(argv=None) -> None:
     results = {"sets": args.sets, "seeds": args.seeds, "strategies": args.strategies, "rounds": args.rounds,
                "start": args.start, "step": args.step, "start_draw": "random, stratified by label (train_test_split)",
                "training": {"preset": "seed", "set": [*TRAIN_SETS, f"model.ngram_fit={args.ngram_fit}", *args.set],
-                            "epochs": args.epochs, "batch_size": args.batch_size}, "space": args.space, "candidates": args.candidates,
-               "runs": {}}
+                            "epochs": args.epochs, "batch_size": args.batch_size},
+               "space": args.space, "candidates": args.candidates, "runs": {}}
     t0 = time.perf_counter()
     for name in args.sets:
         results["runs"][name] = {}

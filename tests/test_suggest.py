@@ -255,3 +255,14 @@ def test_diverse_over_ngrams_spreads_picks(predictor, reviews):
 def test_a_pool_of_noise_gives_no_picks(predictor, strategy):
     result = sg.suggest(predictor, ["1 2 3", "ok", "%%% ###"], 5, strategy)
     assert result.picks == [] and result.scored == 0 and sum(result.left_out.values()) == 3
+
+
+def test_help_keeps_its_paragraphs():
+    import inspect
+
+    callback = next(c.callback for c in app.registered_commands if c.callback.__name__ == "suggest")
+    r = runner.invoke(app, ["suggest", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "(, " not in r.output
+    lines = [" ".join(line.split()) for line in r.output.splitlines()]
+    for paragraph in inspect.cleandoc(callback.__doc__).split("\n\n"):
+        assert " ".join(paragraph.split()) in lines, paragraph

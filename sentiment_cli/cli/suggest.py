@@ -62,8 +62,7 @@ def suggest(
 ) -> None:
     """Suggest which unlabelled texts to label next, and write them to a CSV file to fill in for `train --data`.
 
-    Noise-like texts (empty, under 2 words, mostly not letters, no known word) and duplicates or near-duplicates
-    (of each other, of the picks, of --labelled texts) are left out and counted.
+    Noise-like texts, duplicates and near-duplicates (of each other, the picks, --labelled texts) are left out.
     """
     with handle_errors():
         from ..audit.suggest import suggest as run_suggest
