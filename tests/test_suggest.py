@@ -266,3 +266,21 @@ def test_help_keeps_its_paragraphs():
     lines = [" ".join(line.split()) for line in r.output.splitlines()]
     for paragraph in inspect.cleandoc(callback.__doc__).split("\n\n"):
         assert " ".join(paragraph.split()) in lines, paragraph
+
+
+def test_bench_goals_compare_means_round_by_round():
+    from bench.active import goals, summary
+
+    def curve(accs):
+        return [{"labels": 100 * (i + 1), "test_accuracy": a} for i, a in enumerate(accs)]
+
+    runs = {"s": {"0": {"random": curve([0.5, 0.6, 0.7]), "uncertainty": curve([0.5, 0.55, 0.75])},
+                  "1": {"random": curve([0.5, 0.6, 0.7]), "uncertainty": curve([0.5, 0.75, 0.75])}}}
+    table = summary({"runs": runs, "strategies": ["random", "uncertainty"]})
+    assert table["s"]["uncertainty"]["mean"] == pytest.approx([0.5, 0.65, 0.75])
+    assert table["s"]["uncertainty"]["min"] == pytest.approx([0.5, 0.55, 0.75])
+    g = goals(table)["s"]["uncertainty"]
+    assert g["rounds_not_worse"] == 2 and g["rounds"] == 2 and g["labels_to_reach_random_final"] == 300
+    runs["s"]["0"]["uncertainty"][1]["test_accuracy"] = 0.3      # mean 0.525 < 0.6 at 200 labels
+    assert goals(summary({"runs": runs, "strategies": ["random", "uncertainty"]}))["s"]["uncertainty"][
+        "rounds_not_worse"] == 1
