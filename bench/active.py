@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sentiment_cli.audit.suggest import CANDIDATES_PER_PICK
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 STRATEGIES = ("random", "uncertainty", "diverse")
@@ -262,7 +264,8 @@ def main(argv=None) -> None:
     ap.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
                     help="more config overrides of every training")
     ap.add_argument("--space", default="ngram", choices=("encoder", "ngram"), help="what diverse clusters")
-    ap.add_argument("--candidates", type=int, default=10, help="diverse clusters the candidates x n most uncertain")
+    ap.add_argument("--candidates", type=int, default=CANDIDATES_PER_PICK,
+                    help="diverse clusters the candidates x n most uncertain")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a shared 2-core machine)")
     ap.add_argument("--dev-epochs", nargs="+", type=int, default=None,
                     help="instead of the benchmark: dev accuracy of random 100 and 1,100 rows per number of epochs")

@@ -82,7 +82,7 @@ class _FakeBackend:
 @pytest.mark.parametrize("space", ["encoder", "ngram"])
 def test_diverse_covers_more_groups_than_uncertainty(predictor, monkeypatch, space):
     """Five groups of texts; the 40 most uncertain all lie in group 0. Uncertainty takes 5 from group 0; diverse,
-    clustering the 50 most uncertain over encoder states that separate the groups (constructed), or over their
+    clustering the 150 most uncertain over encoder states that separate the groups (constructed), or over their
     n-grams (each group has words of its own), takes from more than one."""
     from sentiment_cli.data.tokenizer import encode_texts
 

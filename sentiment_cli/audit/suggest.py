@@ -6,15 +6,15 @@ Pool-based active learning (Settles 2009, "Active Learning Literature Survey", 3
   temperature): the *margin* between its two most probable classes (Scheffer et al. 2001; Settles 2009,
   3.1), or the *entropy* of the distribution (Shannon entropy, divided by ``log(num_labels)`` so that it
   lies in ``[0, 1]``). Small margin, high entropy: uncertain.
-- ``diverse``: uncertainty, spread over the space. The ``CANDIDATES_PER_PICK * n`` most uncertain texts are
-  clustered into ``n`` clusters by k-means weighted by their uncertainty, over their word 1-3-grams reduced
-  by LSA (``space="ngram"``, the default: better on dev in ``bench/active.py``) or over the model's max-pooled
-  encoder states (``"encoder"``), and the most uncertain text of each cluster is picked: the "diverse
-  mini-batch" recipe of Zhdanov 2019 ("Diverse mini-batch Active Learning", arXiv:1901.05954). It answers
-  the weakness that Sener & Savarese 2018 ("Active Learning for Convolutional Neural Networks: A Core-Set
-  Approach") and Ash et al. 2020 (BADGE, "Deep Batch Active Learning by Diverse, Uncertain Gradient Lower
-  Bounds") point out in top-``n`` uncertainty: a batch of near-identical uncertain texts teaches little more
-  than one of them.
+- ``diverse``: uncertainty, spread over the space. The ``CANDIDATES_PER_PICK * n`` most uncertain texts (30 n:
+  better on dev than 10 n in ``bench/active.py``) are clustered into ``n`` clusters by k-means weighted by their
+  uncertainty, over their word 1-3-grams reduced by LSA (``space="ngram"``, the default: better on dev) or over
+  the model's max-pooled encoder states (``"encoder"``), and the most uncertain text of each cluster is
+  picked: the "diverse mini-batch" recipe of Zhdanov 2019 ("Diverse mini-batch Active Learning",
+  arXiv:1901.05954). It answers the weakness that Sener & Savarese 2018 ("Active Learning for Convolutional
+  Neural Networks: A Core-Set Approach") and Ash et al. 2020 (BADGE, "Deep Batch Active Learning by Diverse,
+  Uncertain Gradient Lower Bounds") point out in top-``n`` uncertainty: a batch of near-identical uncertain
+  texts teaches little more than one of them.
 
 Both strategies leave out, and count:
 
@@ -56,7 +56,7 @@ LSA_DIMENSIONS = 64
 MIN_WORDS = 2                 # fewer words than this: nothing to label
 MIN_LETTER_SHARE = 0.5        # under this share of letters among the non-space characters: not text
 NEAR_DUPLICATE = 0.9          # cosine over binarised word 1-3-grams at or above which two texts are near-duplicates
-CANDIDATES_PER_PICK = 10      # diverse: cluster the 10 n most uncertain texts (Zhdanov 2019's beta)
+CANDIDATES_PER_PICK = 30      # diverse: cluster the 30 n most uncertain texts (Zhdanov 2019's beta; 30 beat 10 on dev)
 HASH_FEATURES = 1 << 20       # buckets of the near-duplicate vectors
 CHUNK = 1024                  # texts scored per forward pass (memory and progress)
 

@@ -45,7 +45,7 @@ def suggest(
     n: Annotated[int, typer.Option("-n", "--number", min=1, help="How many texts to suggest.")] = 100,
     strategy: Annotated[Strategy, typer.Option(
         help="uncertainty: the texts the model is least sure of; diverse: the most uncertain of each of n "
-             "clusters of the 10 n most uncertain (see --space).")] = Strategy.uncertainty,
+             "clusters of the 30 n most uncertain (see --space).")] = Strategy.uncertainty,
     space: Annotated[Space, typer.Option(
         help="What diverse clusters: the model's max-pooled encoder states, or the texts' word 1-3-grams (LSA).")
     ] = Space.ngram,
