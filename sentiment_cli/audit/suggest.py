@@ -404,6 +404,7 @@ def _diverse(predictor: Any, texts: list[str], scores: np.ndarray, n: int, seed:
     k = min(n, len(texts), len(np.unique(x, axis=0)))
     clusters = KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(x, sample_weight=scores + 1e-6)
     members = [list(np.flatnonzero(clusters == c)) for c in range(k)]     # each most uncertain first
+    members = [js for js in members if js]
     members.sort(key=lambda js: js[0])
     while len(picker.picked) < n and any(members):
         for js in members:
