@@ -326,3 +326,45 @@ def render_export(console, result) -> None:
                       f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
     console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "
                   f"sentiment serve --onnx --checkpoint {escape(str(result.path))}[/]", highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- suggest
+
+def render_suggestions(console, result, where: str, output) -> None:
+    """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.audit.suggest.Suggestions`), what was left out and
+    why, and where the CSV went."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..audit.suggest import LEFT_OUT
+
+    diverse = result.strategy == "diverse"
+    table = Table(title=f"{len(result.picks)} text{'s' if len(result.picks) != 1 else ''} to label next "
+                        f"({result.strategy}, {result.measure})", title_justify="left")
+    # the numbers keep their width (min_width); the text takes what is left
+    width = max(len(str(p.predicted)) for p in result.picks) + 5 if result.picks else 9
+    table.add_column("#", justify="right", no_wrap=True, min_width=len(str(len(result.picks))))
+    table.add_column("index", justify="right", no_wrap=True, min_width=max(5, len(f"{result.read:,}")))
+    table.add_column(result.measure, justify="right", no_wrap=True, min_width=max(6, len(result.measure)))
+    table.add_column("predicted", no_wrap=True, min_width=width)
+    if diverse:
+        table.add_column("cluster", justify="right", no_wrap=True, min_width=7)
+    fixed = sum(c.min_width + 3 for c in table.columns) + 4     # the other columns, their padding and borders
+    table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=max(10, console.width - fixed))
+    for p in result.picks:
+        value = p.margin if result.measure == "margin" else p.entropy
+        cells = [str(p.rank), f"{p.index:,}", f"{value:.3f}",
+                 Text(f"{_printable(p.predicted)} {p.probabilities[p.predicted]:.2f}",
+                      style=label_style(p.predicted, result.labels))]
+        if diverse:
+            cells.append(str(p.cluster))
+        table.add_row(*cells, Text(_printable(_shorten(p.text, 400))))
+    console.print(table)
+    clusters = f"; {result.clusters} clusters of {result.space} vectors" if diverse else ""
+    console.print(f"read {result.read:,} texts from {escape(where)}; scored {result.scored:,} in "
+                  f"{result.seconds:.1f} s{clusters}", highlight=False, soft_wrap=True)
+    for reason, count in result.left_out.items():
+        console.print(f"left out {count:,} ({reason}): {LEFT_OUT[reason]}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {escape(str(output))}: fill in its label column, then `sentiment train --data "
+                  f"{escape(str(output))}`", highlight=False, soft_wrap=True)

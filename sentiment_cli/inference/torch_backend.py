@@ -18,7 +18,7 @@ import torch
 
 from ..checkpoint import load_checkpoint
 from ..data.batching import collate, make_batches
-from ..model.classifier import SentimentClassifier
+from ..model.classifier import SentimentClassifier, masked_max_pool
 from ..runtime import autocast, inference_attention
 
 
@@ -52,6 +52,32 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
             out[torch.as_tensor(batch)] = logits.float().cpu()
             if on_batch is not None:
                 on_batch(len(batch))
+    return out
+
+
+@torch.inference_mode()
+def batched_pooled(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
+                   device: torch.device) -> np.ndarray:
+    """The max-pooled encoder state of every example (the dense head's input), in input order.
+
+    What ``sentiment suggest --strategy diverse`` clusters; batched by length, like :func:`batched_logits`.
+
+    Args:
+        model: the classifier (put in eval mode here).
+        ids: token ids per example (each 1 to ``max_length`` long).
+        batch_size: examples per forward pass.
+        device: where the model lives.
+
+    Returns:
+        ``(len(ids), d_model)`` float32.
+    """
+    model.eval()
+    out = np.zeros((len(ids), model.config.d_model), np.float32)
+    with inference_attention(device):
+        for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
+            input_ids, padding_mask = collate(ids, batch)
+            hidden = model.hidden_states(input_ids.to(device), padding_mask.to(device))   # (batch, seq_len, d_model)
+            out[np.asarray(batch)] = masked_max_pool(hidden, padding_mask.to(device))[0].float().cpu().numpy()
     return out
 
 
