@@ -120,3 +120,36 @@ class RichEvalCallbacks:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+
+class RichAuditCallbacks:
+    """Renders an audit's progress on stderr: a line per stage, then a progress bar per fold of the cross-fit."""
+
+    def __init__(self, console):
+        from ..audit.callbacks import AuditCallbacks  # noqa: F401  (documents the protocol implemented)
+        self.console = console
+        self.progress = self.task = None
+
+    def on_stage(self, text: str) -> None:
+        from rich.markup import escape
+        self.close()
+        self.console.print(f"[dim]{escape(text)}…[/]", highlight=False)
+
+    def on_fold_start(self, fold: int, folds: int, fit_rows: int, held_out_rows: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self.progress is None:
+            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=self.console,
+                                     disable=not self.console.is_terminal)
+            self.progress.start()
+        self.task = self.progress.add_task(f"fold {fold}/{folds}: fit on {fit_rows:,} rows, score {held_out_rows:,}",
+                                           total=held_out_rows)
+
+    def on_fold_end(self, fold: int, held_out_rows: int) -> None:
+        self.progress.update(self.task, advance=held_out_rows)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None

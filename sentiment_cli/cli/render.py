@@ -326,3 +326,62 @@ def render_export(console, result) -> None:
                       f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
     console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "
                   f"sentiment serve --onnx --checkpoint {escape(str(result.path))}[/]", highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- audit
+
+def render_audit(console, result, top: int) -> None:
+    """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    m, s = result.method, result.summary
+    console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} classes  ·  "
+                  f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s", highlight=False)
+    console.print(f"[dim]out-of-fold probabilities: {escape(m['model'])}, C {m['C']:g} (by {m['chosen_by']}), "
+                  f"cross-fitted over {m['folds']} stratified folds, temperature {m['temperature']:.3f}; "
+                  f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
+                  highlight=False, soft_wrap=True)
+    if not top or not result.findings:
+        return
+    shown = result.findings[:top]
+    table = Table(title=f"{len(shown)} most likely label error{'s' if len(shown) != 1 else ''}", title_justify="left",
+                  show_lines=True, caption="quality: the out-of-fold probability of the given label · why: the "
+                                           "words that pushed towards the suggested label (logit units)")
+    table.add_column("#", justify="right")
+    table.add_column("row")
+    table.add_column("given")
+    table.add_column("suggested")
+    table.add_column("quality", justify="right")
+    table.add_column("text", ratio=2)
+    table.add_column("why", ratio=1)
+    for f in shown:
+        table.add_row(str(f.rank), Text(f.line), Text(f.given, style=label_style(f.given, result.labels)),
+                      Text(f.suggested, style=label_style(f.suggested, result.labels)), f"{f.quality:.3f}",
+                      Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
+    console.print(table)
+
+
+def render_audit_summary(console, result) -> None:
+    """An ``audit`` result's summary: the estimated label error rate per class and the most confused pairs."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    s = result.summary
+    per = Table(title=f"estimated label errors: {s['estimated_error_rate']:.1%} of the rows (cleanlab's "
+                      "estimate_joint)", title_justify="left")
+    for col in ("class", "rows", "flagged", "est. error rate"):
+        per.add_column(col, justify="left" if col == "class" else "right")
+    for c in s["classes"]:
+        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['estimated_error_rate']:.1%}")
+    console.print(per)
+    if s["pairs"]:
+        pairs = Table(title="most confused: given label → likely true label", title_justify="left")
+        for col in ("given", "likely", "est. rows", "flagged"):
+            pairs.add_column(col, justify="right" if col in ("est. rows", "flagged") else "left")
+        for p in s["pairs"]:
+            pairs.add_row(escape(p["given"]), escape(p["likely"]), f"{p['estimated_rows']:,.0f}", f"{p['flagged']:,}")
+        console.print(pairs)
+    if result.output is not None:
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
