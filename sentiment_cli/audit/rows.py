@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import UsageError
 
 OUTPUT_TYPES = (".csv", ".jsonl")
-ADDED = ("given", "suggested", "quality", "rank", "line", "reasons")   # columns the output adds to the input's
+# Columns the output adds to the input's; "line" is the file's line (or the row number, 1-based, without one).
+ADDED = ("given", "suggested", "quality", "rank", "line", "reasons")
 
 
 def check_output(path: str | Path) -> Path:
@@ -35,10 +36,10 @@ def check_output(path: str | Path) -> Path:
     return p
 
 
-def locations(file: str | None, n: int) -> list[str]:
-    """``"file:line"`` (or ``"row i"``) for each of the ``n`` rows of a split read from ``file``.
-
-    Falls back to row numbers when the file's records do not number ``n`` (a file changed since it was read).
+def locations(file: str | None, n: int) -> tuple[str | None, list[int]]:
+    """``(file, numbers)``: the line each of the ``n`` rows of a split read from ``file`` starts on, or
+    ``(None, 1-based row numbers)`` where there are no lines to name (Parquet, a JSON array, a Hub dataset),
+    or when the file's records do not number ``n`` (a file changed since it was read).
     """
     lines = None
     if file is not None:
@@ -48,8 +49,8 @@ def locations(file: str | None, n: int) -> list[str]:
         elif suffix == ".jsonl" or (suffix == ".json" and not _json_array(file)):
             lines = _jsonl_lines(file)
     if lines is None or len(lines) != n:
-        return [f"row {i + 1}" for i in range(n)]
-    return [f"{file}:{line}" for line in lines]
+        return None, list(range(1, n + 1))
+    return file, lines
 
 
 def _csv_lines(file: str, sep: str) -> list[int]:
@@ -102,3 +103,47 @@ def write_output(path: str | Path, records: Sequence[dict[str, Any]], input_colu
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_flags(path: str | Path, text_column: str | None = None) -> dict[str, dict[str, Any]]:
+    """The rows an audit's ``--output`` file flagged, by text: ``{text: {"rank", "given", "suggested", "quality"}}``.
+
+    For ``eval --errors --audit FILE``: a mistake of the model whose text the audit flagged is likely the
+    data's, not the model's. The text column is ``text_column`` or found by its usual names; the added
+    columns may carry the ``audit_`` prefix (:func:`write_output`). Reads the file once, in memory
+    linear in its size.
+
+    Raises:
+        UsageError: not a ``.csv`` / ``.jsonl`` file, or a named column is missing.
+        DataError: the file is unreadable or not an audit's output (no text column, no ``rank`` column).
+        OSError: the file cannot be opened.
+    """
+    from ..data.columns import TEXT_COLUMNS, resolve_column
+    from ..errors import DataError
+
+    p = Path(path)
+    if p.suffix.lower() not in OUTPUT_TYPES:
+        raise UsageError(f"--audit {path}: give the .csv or .jsonl file that 'sentiment audit --output' wrote")
+    try:
+        with open(p, encoding="utf-8", newline="") as fh:
+            records = list(csv.DictReader(fh)) if p.suffix.lower() == ".csv" else \
+                [json.loads(line) for line in fh if line.strip()]
+    except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
+        raise DataError(f"{path}: not an audit's output ({exc})") from None
+    if not records:
+        return {}
+    if not all(isinstance(r, dict) for r in records):
+        raise DataError(f"{path}: not an audit's output (expected one object per line)")
+    columns = list(records[0])
+    text = resolve_column(columns, text_column or "", TEXT_COLUMNS, "text", str(path))
+    added = {c: (f"audit_{c}" if f"audit_{c}" in columns else c) for c in ADDED}
+    if added["rank"] not in columns or added["suggested"] not in columns:
+        raise DataError(f"{path}: not an audit's output (no {added['rank']!r} or {added['suggested']!r} column)")
+    out = {}
+    for r in records:
+        try:
+            out[str(r[text])] = {"rank": int(r[added["rank"]]), "given": str(r.get(added["given"])),
+                                 "suggested": str(r[added["suggested"]]), "quality": float(r[added["quality"]])}
+        except (KeyError, TypeError, ValueError):
+            raise DataError(f"{path}: not an audit's output (a row without rank, suggested or quality)") from None
+    return out

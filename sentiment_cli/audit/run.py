@@ -34,7 +34,8 @@ class Finding:
     Attributes:
         rank: 1 for the most likely error.
         row: 0-based index of the row in its split (the source's order).
-        line: where it is, ``"file:line"`` or ``"row i"`` (:func:`~sentiment_cli.audit.rows.locations`).
+        file: the file it is in; ``None`` where there are no lines to name (:func:`~.rows.locations`).
+        line: the line of ``file`` it starts on; without a file, its 1-based row number.
         given, suggested: its label and the most probable other one.
         quality: the out-of-fold probability of the given label (cleanlab's self-confidence), in [0, 1].
         explanation: the split of ``logit(suggested) - logit(given)`` over its tokens (``audit/reasons.py``).
@@ -42,11 +43,17 @@ class Finding:
 
     rank: int
     row: int
-    line: str
+    file: str | None
+    line: int
     given: str
     suggested: str
     quality: float
     explanation: Explanation
+
+    @property
+    def where(self) -> str:
+        """``"file:line"``, or ``"row N"``."""
+        return f"{self.file}:{self.line}" if self.file else f"row {self.line}"
 
     @property
     def text(self) -> str:
@@ -61,12 +68,12 @@ class Finding:
         return ", ".join(f"{t} {s:+.2f}" for t, s in self.reasons(k))
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``audit --json`` object: ``rank``, ``row``, ``line``, ``text``, ``given``, ``suggested``,
+        """The ``audit --json`` object: ``rank``, ``row``, ``file``, ``line``, ``text``, ``given``, ``suggested``,
         ``quality``, ``probabilities`` (calibrated, out-of-fold), ``tokens`` and ``scores`` (same length),
         ``bias`` (``bias + sum(scores)`` = ``logit(suggested) - logit(given)``) and ``reasons``
         (the top tokens as ``[token, score]`` pairs)."""
         e = self.explanation
-        return {"rank": self.rank, "row": self.row, "line": self.line, "text": e.text, "given": self.given,
+        return {"rank": self.rank, "row": self.row, "file": self.file, "line": self.line, "text": e.text, "given": self.given,
                 "suggested": self.suggested, "quality": self.quality, "probabilities": e.probabilities,
                 "tokens": e.tokens, "scores": e.scores, "bias": e.bias, "reasons": [list(r) for r in self.reasons()]}
 
@@ -136,8 +143,8 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     probabilities = cross.probabilities()
     issues = find_issues(y, probabilities)
     explained = explain_rows(cross, tokenizer, s.texts, issues.ranked, y, issues.suggested, names)
-    where = locations(rows.file, len(s))
-    findings = [Finding(rank, int(i), where[i], names[y[i]], names[issues.suggested[i]], float(issues.quality[i]),
+    file, lines = locations(rows.file, len(s))
+    findings = [Finding(rank, int(i), file, lines[i], names[y[i]], names[issues.suggested[i]], float(issues.quality[i]),
                         explained[int(i)]) for rank, i in enumerate(issues.ranked.tolist(), 1)]
     method = {"model": f"{_form_phrase(cross.fit.form, len(names))} over hashed token 1-3-grams",
               **cross.fit.report(), "folds": folds, "temperature": cross.temperature, "buckets": cross.buckets,

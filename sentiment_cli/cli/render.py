@@ -159,12 +159,23 @@ def render_errors(console, errors: list[dict], asked: int, labels=("negative", "
     table.add_column("index", justify="right")
     table.add_column("predicted")
     table.add_column("true")
+    audited = any("audit" in e for e in errors)
+    if audited:
+        table.add_column("audit")
     table.add_column("review", ratio=1)
     for i, e in enumerate(errors, 1):
         color = label_style(e["label"], labels)
-        table.add_row(str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color),
-                      e["true_label"], Text(_shorten(e["text"], 240)))
+        cells = [str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color), e["true_label"]]
+        if audited:
+            flag = e.get("audit")
+            cells.append(Text(f"likely mislabelled (#{flag['rank']}, suggests {flag['suggested']})", style="yellow")
+                         if flag else Text("-", style="dim"))
+        table.add_row(*cells, Text(_shorten(e["text"], 240)))
     console.print(table)
+    if audited:
+        n = sum(1 for e in errors if e.get("audit"))
+        console.print(f"[dim]{n} of these {len(errors)} mistakes are rows the audit flagged as likely mislabelled: "
+                      "the label may be wrong, not the model[/]", highlight=False)
 
 
 # ----------------------------------------------------------------------------- predict
@@ -350,14 +361,14 @@ def render_audit(console, result, top: int) -> None:
                   show_lines=True, caption="quality: the out-of-fold probability of the given label · why: the "
                                            "words that pushed towards the suggested label (logit units)")
     table.add_column("#", justify="right")
-    table.add_column("row")
+    table.add_column("line" if result.findings[0].file else "row", justify="right")
     table.add_column("given")
     table.add_column("suggested")
     table.add_column("quality", justify="right")
     table.add_column("text", ratio=2)
     table.add_column("why", ratio=1)
     for f in shown:
-        table.add_row(str(f.rank), Text(f.line), Text(f.given, style=label_style(f.given, result.labels)),
+        table.add_row(str(f.rank), str(f.line), Text(f.given, style=label_style(f.given, result.labels)),
                       Text(f.suggested, style=label_style(f.suggested, result.labels)), f"{f.quality:.3f}",
                       Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
     console.print(table)
