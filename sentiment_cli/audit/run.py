@@ -86,8 +86,9 @@ class AuditResult:
         where: the file (or ``source: split``) audited.
         split: the split's name.
         labels: the class names, by id.
-        method: how the out-of-fold probabilities were made: ``{"model", "form", "C", "chosen_by",
-            "cv_accuracy", "folds", "temperature", "buckets", "out_of_fold_accuracy"}``.
+        method: how the out-of-fold probabilities were made: ``{"model"`` (in words), ``"C"`` (per form),
+            ``"cv_accuracy"`` (of every candidate form and C), ``"folds"``, ``"temperature"``, ``"buckets"``,
+            ``"out_of_fold_accuracy"``, ``"seconds"}``.
         summary: :func:`~sentiment_cli.audit.label_issues.summary`'s dict.
         findings: every flagged row, ranked.
         seconds: wall time, loading included.
@@ -146,8 +147,10 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     file, lines = locations(rows.file, len(s))
     findings = [Finding(rank, int(i), file, lines[i], names[y[i]], names[issues.suggested[i]], float(issues.quality[i]),
                         explained[int(i)]) for rank, i in enumerate(issues.ranked.tolist(), 1)]
-    method = {"model": f"{_form_phrase(cross.fit.form, len(names))} over hashed token 1-3-grams",
-              **cross.fit.report(), "folds": folds, "temperature": cross.temperature, "buckets": cross.buckets,
+    forms = " and ".join(f"{_form_phrase(form, len(names))} (C {C:g})" for form, C in cross.C.items())
+    method = {"model": f"the average of {forms} over hashed token 1-3-grams, each calibrated",
+              "C": cross.C, "cv_accuracy": cross.fit.cv_accuracy, "folds": folds,
+              "temperature": cross.temperature, "buckets": cross.buckets,
               "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds}
     result = AuditResult(s.where, split, names, method, summary(y, probabilities, issues, names), findings,
                          time.perf_counter() - start)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..audit.crossfit import FOLDS
 from .app import app, handle_errors
 from .options import column_options
 from .progress import RichAuditCallbacks
@@ -42,7 +43,7 @@ TextColumnOption, LabelColumnOption = column_options("Column holding the texts; 
 def audit_(
     data: DataOption,
     split: SplitOption = SplitName.train,
-    folds: FoldsOption = 5,
+    folds: FoldsOption = FOLDS,
     top: TopOption = 20,
     output: OutputOption = None,
     as_json: JsonOption = False,
@@ -51,7 +52,7 @@ def audit_(
 ) -> None:
     """Find the likely label errors in labelled data, ranked, each with the words behind the suggestion.
 
-    Every row is scored by the n-gram score (NB-LR or logistic regression over word 1-3-grams)
+    Every row is scored by the n-gram score (NB-LR and logistic regression over word 1-3-grams, averaged)
     fitted on the other folds; cleanlab's confident learning ranks the rows whose given label
     those out-of-fold probabilities contradict (see docs/audit.md).
     """

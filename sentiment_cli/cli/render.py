@@ -350,8 +350,8 @@ def render_audit(console, result, top: int) -> None:
     m, s = result.method, result.summary
     console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} classes  ·  "
                   f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s", highlight=False)
-    console.print(f"[dim]out-of-fold probabilities: {escape(m['model'])}, C {m['C']:g} (by {m['chosen_by']}), "
-                  f"cross-fitted over {m['folds']} stratified folds, temperature {m['temperature']:.3f}; "
+    console.print(f"[dim]out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} "
+                  f"stratified folds ({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; "
                   f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
                   highlight=False, soft_wrap=True)
     if not top or not result.findings:
