@@ -180,3 +180,10 @@ def test_bad_input_is_one_error_line(tmp_path, case, code, words):
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], r.stderr
     if case == "rare":
         assert "'c' has 3 rows" in lines[0] and "lower --folds to 3" in lines[0]
+
+
+def test_the_cli_default_folds_are_the_librarys():
+    from sentiment_cli.audit import crossfit
+    from sentiment_cli.cli import audit
+
+    assert audit.FOLDS == crossfit.FOLDS
