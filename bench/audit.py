@@ -178,9 +178,11 @@ def run_case(name: str, rate: float, seed: int, out: Path) -> dict:
 
 def markdown(results: dict) -> str:
     """The results as Markdown tables: label errors found, then test accuracy after removing them."""
-    lines = ["| case | flipped | system | flagged | precision | recall | F1 | time (s) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | flipped | system | flagged | precision | recall | F1 | time (s) |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, r in results["cases"].items():
-        for system, label in (("audit", "`sentiment audit`"), ("peer", f"TF-IDF + LR (C {r['peer']['C']:g}) + cleanlab")):
+        peer = f"TF-IDF + LR (C {r['peer']['C']:g}) + cleanlab"
+        for system, label in (("audit", "`sentiment audit`"), ("peer", peer)):
             s = r[system]
             lines.append(f"| {name} | {r['flipped']:,} of {r['rows']:,} ({r['flips']}) | {label} | {s['flagged']:,} | "
                          f"{s['precision']:.3f} | {s['recall']:.3f} | **{s['f1']:.3f}** | {s['seconds']:.0f} |")
@@ -191,8 +193,8 @@ def markdown(results: dict) -> str:
         return "n/a (no cost)" if v is None else f"{v:.0%}"
     for name, r in results["cases"].items():
         a, rc = r["test_accuracy"], r["recovered"]
-        lines.append(f"| {name} | {a['clean']:.2%} | {a['noisy']:.2%} | {a['audit_removed']:.2%} | {rec(rc['audit'])} | "
-                     f"{a['peer_removed']:.2%} | {rec(rc['peer'])} |")
+        lines.append(f"| {name} | {a['clean']:.2%} | {a['noisy']:.2%} | {a['audit_removed']:.2%} | "
+                     f"{rec(rc['audit'])} | {a['peer_removed']:.2%} | {rec(rc['peer'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -208,7 +210,8 @@ def main(argv=None) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     results = {"date": dt.date.today().isoformat(), "commit": commit.strip() or "unknown", "rate": args.rate,
                "seed": args.seed, "hardware": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU",
-               "trainer": "the n-gram score, ngram_fit auto (form and C by 3-fold cross-validation on the training rows)",
+               "trainer": "the n-gram score, ngram_fit auto (form and C by 3-fold cross-validation on the "
+                          "training rows)",
                "cases": {}}
     for name in args.cases:
         results["cases"][name] = run_case(name, args.rate, args.seed, out)

@@ -1,4 +1,4 @@
-"""`sentiment audit` on the committed slices: flipped labels rank high, the outputs' shapes, exact reasons, bad input."""
+"""`sentiment audit` on the committed slices: flipped labels rank high, the outputs, exact reasons, bad input."""
 
 import csv
 import json

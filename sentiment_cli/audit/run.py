@@ -73,9 +73,9 @@ class Finding:
         ``bias`` (``bias + sum(scores)`` = ``logit(suggested) - logit(given)``) and ``reasons``
         (the top tokens as ``[token, score]`` pairs)."""
         e = self.explanation
-        return {"rank": self.rank, "row": self.row, "file": self.file, "line": self.line, "text": e.text, "given": self.given,
-                "suggested": self.suggested, "quality": self.quality, "probabilities": e.probabilities,
-                "tokens": e.tokens, "scores": e.scores, "bias": e.bias, "reasons": [list(r) for r in self.reasons()]}
+        return {"rank": self.rank, "row": self.row, "file": self.file, "line": self.line, "text": e.text,
+                "given": self.given, "suggested": self.suggested, "quality": self.quality,
+                "probabilities": e.probabilities, "tokens": e.tokens, "scores": e.scores, "bias": e.bias, "reasons": [list(r) for r in self.reasons()]}
 
 
 @dataclass

@@ -349,7 +349,8 @@ def render_audit(console, result, top: int) -> None:
 
     m, s = result.method, result.summary
     console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} classes  ·  "
-                  f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s", highlight=False)
+                  f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s",
+                  highlight=False)
     console.print(f"[dim]out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} "
                   f"stratified folds ({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; "
                   f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
