@@ -75,7 +75,8 @@ class Finding:
         e = self.explanation
         return {"rank": self.rank, "row": self.row, "file": self.file, "line": self.line, "text": e.text,
                 "given": self.given, "suggested": self.suggested, "quality": self.quality,
-                "probabilities": e.probabilities, "tokens": e.tokens, "scores": e.scores, "bias": e.bias, "reasons": [list(r) for r in self.reasons()]}
+                "probabilities": e.probabilities, "tokens": e.tokens, "scores": e.scores, "bias": e.bias,
+                "reasons": [list(r) for r in self.reasons()]}
 
 
 @dataclass
