@@ -85,7 +85,8 @@ def run_ours(texts: list[str], noisy: np.ndarray, names: list[str], out: Path) -
     seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu
     if proc.returncode:
         raise RuntimeError(f"sentiment audit failed: {proc.stderr.strip()[-500:]}")
-    rows = [json.loads(line) for line in flagged.read_text(encoding="utf-8").split("\n") if line]   # U+2028 is no newline
+    text = flagged.read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.split("\n") if line]   # not splitlines(): a review may hold U+2028
     head = next((line for line in proc.stdout.splitlines() if "out-of-fold probabilities" in line), "")
     return np.array(sorted(int(r["id"]) for r in rows), dtype=np.int64), {"seconds": seconds, "cpu_seconds": cpu,
                                                                         "method": head.strip()}
