@@ -341,6 +341,8 @@ def render_export(console, result) -> None:
 
 # ----------------------------------------------------------------------------- audit
 
+WEAK_AUDIT_SHARE = 0.2   # flagging more than this share of the rows says more about the model than the data
+
 def render_audit(console, result, top: int) -> None:
     """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
     from rich.markup import escape
@@ -355,6 +357,10 @@ def render_audit(console, result, top: int) -> None:
                   f"stratified folds ({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; "
                   f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
                   highlight=False, soft_wrap=True)
+    if s["flagged"] > WEAK_AUDIT_SHARE * s["rows"]:
+        print_note(console, f"{s['flagged'] / s['rows']:.0%} of the rows are flagged: the out-of-fold model is right "
+                            f"on {m['out_of_fold_accuracy']:.0%} of them, so many flags are its own mistakes; the "
+                            "top of the ranking is the most trustworthy")
     if not top or not result.findings:
         return
     shown = result.findings[:top]
