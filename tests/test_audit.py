@@ -137,16 +137,19 @@ def test_read_flags_reads_what_audit_wrote(audited):
 
 
 def test_eval_errors_marks_the_mistakes_the_audit_flagged(trained_checkpoint, tmp_path):
+    import shutil
+
     from sentiment_cli.audit.rows import write_output
     from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
 
-    plain = evaluate_checkpoint(trained_checkpoint, "test", errors=5, record=False)
+    checkpoint = shutil.copytree(trained_checkpoint, tmp_path / "ckpt")   # eval records into it: a copy of the shared
+    plain = evaluate_checkpoint(checkpoint, "test", errors=5, record=False)
     marked = plain["errors"][0]
     path = tmp_path / "flags.jsonl"
     write_output(path, [{"text": marked["text"], "label": marked["true_label"], "given": marked["true_label"],
                          "suggested": marked["label"], "quality": 0.01, "rank": 1, "line": 7, "reasons": ""}],
                  ["text", "label"])
-    r = invoke("eval", "--checkpoint", trained_checkpoint, "--split", "test", "--errors", 5, "--audit", path, "--json")
+    r = invoke("eval", "--checkpoint", checkpoint, "--split", "test", "--errors", 5, "--audit", path, "--json")
     assert r.exit_code == 0, r.output
     errors = json.loads(r.stdout)["errors"]
     assert errors[0]["audit"] == {"rank": 1, "given": marked["true_label"], "suggested": marked["label"],
