@@ -40,6 +40,9 @@ ErrorsOption = Annotated[int, typer.Option("--errors", min=0, metavar="N",
 PlotOption = Annotated[Optional[Path], typer.Option(
     "--plot", metavar="PATH", help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
                                    "diagram beside it as PATH's name + '-reliability.png'.")]
+AuditOption = Annotated[Optional[Path], typer.Option(
+    "--audit", metavar="FILE", help="With --errors: mark the mistakes whose rows 'sentiment audit --output FILE' "
+                                    "flagged as likely mislabelled (the data's error, not the model's).")]
 
 
 @app.command("eval")
@@ -54,6 +57,7 @@ def eval_(
     as_json: JsonOption = False,
     errors: ErrorsOption = 0,
     plot: PlotOption = None,
+    audit: AuditOption = None,
 ) -> None:
     """Score a split: accuracy, per-class and averaged precision/recall/F1, confusion matrix, calibration (ECE).
 
@@ -67,12 +71,14 @@ def eval_(
 
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
             _check_plot(plot)
+        flags = _read_flags(audit, errors, text_column) if audit is not None else None
         out, err = consoles()
         callbacks = RichEvalCallbacks(err, f"eval {split.value}")
         try:
             result = evaluate_checkpoint(checkpoint, split.value, data=data, text_column=text_column,
                                          label_column=label_column, batch_size=batch_size,
-                                         device=resolve_device(device.value), errors=errors, callbacks=callbacks)
+                                         device=resolve_device(device.value), errors=errors, flags=flags,
+                                         callbacks=callbacks)
         finally:
             callbacks.close()
         reliability_plot = _write_plots(plot, split.value, result) if plot is not None else None
@@ -80,6 +86,19 @@ def eval_(
             typer.echo(json.dumps(result, ensure_ascii=False))
         else:
             _render(out, result, errors, plot, reliability_plot)
+
+
+def _read_flags(audit: Path, errors: int, text_column: Optional[str]) -> dict[str, dict[str, Any]]:
+    """The rows an audit flagged, by text, read before any work.
+
+    Raises:
+        UsageError: ``--audit`` without ``--errors N``; see :func:`~sentiment_cli.audit.rows.read_flags`.
+    """
+    from ..audit.rows import read_flags
+
+    if not errors:
+        raise UsageError("--audit marks the mistakes that --errors N lists; give --errors N too")
+    return read_flags(audit, text_column)
 
 
 def _check_plot(plot: Path) -> None:

@@ -120,3 +120,45 @@ class RichEvalCallbacks:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+
+class RichAuditCallbacks:
+    """Renders an audit's progress on stderr, in a terminal only (piped, stderr holds errors alone): a spinner
+    per stage, and a progress bar per fold of the cross-fit that stays, with the fold's time."""
+
+    def __init__(self, console):
+        from ..audit.callbacks import AuditCallbacks  # noqa: F401  (documents the protocol implemented)
+        self.console = console
+        self.progress = self.task = self.status = None
+
+    def on_stage(self, text: str) -> None:
+        self.close()
+        if self.console.is_terminal:
+            self.status = self.console.status(text)
+            self.status.start()
+
+    def on_fold_start(self, fold: int, folds: int, fit_rows: int, held_out_rows: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._stop_status()
+        if self.progress is None:
+            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=self.console,
+                                     disable=not self.console.is_terminal)
+            self.progress.start()
+        self.task = self.progress.add_task(f"fold {fold}/{folds}: fit on {fit_rows:,} rows, score {held_out_rows:,}",
+                                           total=held_out_rows)
+
+    def on_fold_end(self, fold: int, held_out_rows: int) -> None:
+        self.progress.update(self.task, advance=held_out_rows)
+
+    def _stop_status(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def close(self) -> None:
+        self._stop_status()
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None

@@ -159,12 +159,23 @@ def render_errors(console, errors: list[dict], asked: int, labels=("negative", "
     table.add_column("index", justify="right")
     table.add_column("predicted")
     table.add_column("true")
+    audited = any("audit" in e for e in errors)
+    if audited:
+        table.add_column("audit")
     table.add_column("review", ratio=1)
     for i, e in enumerate(errors, 1):
         color = label_style(e["label"], labels)
-        table.add_row(str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color),
-                      e["true_label"], Text(_shorten(e["text"], 240)))
+        cells = [str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color), e["true_label"]]
+        if audited:
+            flag = e.get("audit")
+            cells.append(Text(f"likely mislabelled (#{flag['rank']}, suggests {flag['suggested']})", style="yellow")
+                         if flag else Text("-", style="dim"))
+        table.add_row(*cells, Text(_shorten(e["text"], 240)))
     console.print(table)
+    if audited:
+        n = sum(1 for e in errors if e.get("audit"))
+        console.print(f"[dim]{n} of these {len(errors)} mistakes are rows the audit flagged as likely mislabelled: "
+                      "the label may be wrong, not the model[/]", highlight=False)
 
 
 # ----------------------------------------------------------------------------- predict
@@ -333,6 +344,12 @@ def render_export(console, result) -> None:
 def render_suggestions(console, result, where: str, output) -> None:
     """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.audit.suggest.Suggestions`), what was left out and
     why, and where the CSV went."""
+# ----------------------------------------------------------------------------- audit
+
+WEAK_AUDIT_SHARE = 0.2   # flagging more than this share of the rows says more about the model than the data
+
+def render_audit(console, result, top: int) -> None:
+    """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
@@ -368,3 +385,57 @@ def render_suggestions(console, result, where: str, output) -> None:
         console.print(f"left out {count:,} ({reason}): {LEFT_OUT[reason]}", highlight=False, soft_wrap=True)
     console.print(f"wrote {escape(str(output))}: fill in its label column, then `sentiment train --data "
                   f"{escape(str(output))}`", highlight=False, soft_wrap=True)
+    m, s = result.method, result.summary
+    console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} classes  ·  "
+                  f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s",
+                  highlight=False)
+    console.print(f"[dim]out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} "
+                  f"stratified folds ({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; "
+                  f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
+                  highlight=False, soft_wrap=True)
+    if s["flagged"] > WEAK_AUDIT_SHARE * s["rows"]:
+        print_note(console, f"{s['flagged'] / s['rows']:.0%} of the rows are flagged: the out-of-fold model is right "
+                            f"on {m['out_of_fold_accuracy']:.0%} of them, so many flags are its own mistakes; the "
+                            "top of the ranking is the most trustworthy")
+    if not top or not result.findings:
+        return
+    shown = result.findings[:top]
+    table = Table(title=f"{len(shown)} most likely label error{'s' if len(shown) != 1 else ''}", title_justify="left",
+                  show_lines=True, caption="quality: the out-of-fold probability of the given label · why: the "
+                                           "words that pushed towards the suggested label (logit units)")
+    table.add_column("#", justify="right")
+    table.add_column("line" if result.findings[0].file else "row", justify="right")
+    table.add_column("given")
+    table.add_column("suggested")
+    table.add_column("quality", justify="right")
+    table.add_column("text", ratio=2)
+    table.add_column("why", ratio=1)
+    for f in shown:
+        table.add_row(str(f.rank), str(f.line), Text(f.given, style=label_style(f.given, result.labels)),
+                      Text(f.suggested, style=label_style(f.suggested, result.labels)), f"{f.quality:.3f}",
+                      Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
+    console.print(table)
+
+
+def render_audit_summary(console, result) -> None:
+    """An ``audit`` result's summary: the estimated label error rate per class and the most confused pairs."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    s = result.summary
+    per = Table(title=f"estimated label errors: {s['estimated_error_rate']:.1%} of the rows (cleanlab's "
+                      "estimate_joint)", title_justify="left")
+    for col in ("class", "rows", "flagged", "est. error rate"):
+        per.add_column(col, justify="left" if col == "class" else "right")
+    for c in s["classes"]:
+        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['estimated_error_rate']:.1%}")
+    console.print(per)
+    if s["pairs"]:
+        pairs = Table(title="most confused: given label → likely true label", title_justify="left")
+        for col in ("given", "likely", "est. rows", "flagged"):
+            pairs.add_column(col, justify="right" if col in ("est. rows", "flagged") else "left")
+        for p in s["pairs"]:
+            pairs.add_row(escape(p["given"]), escape(p["likely"]), f"{p['estimated_rows']:,.0f}", f"{p['flagged']:,}")
+        console.print(pairs)
+    if result.output is not None:
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)

@@ -382,3 +382,42 @@ def block_validation_indices(labels: Sequence[int], validation_fraction: float, 
         for start in rng.choice(starts, size=take, replace=False):
             chosen.append(rows[start:start + block])
     return np.sort(np.concatenate(chosen))
+
+
+@dataclass
+class Rows:
+    """One split of a source whole, in the source's own row order (``sentiment audit``).
+
+    Attributes:
+        split: the texts and label ids, row ``i`` of the source at index ``i``; its label set comes from
+            this split (or ``[data] labels``), as training derives one.
+        dataset: the split's ``datasets.Dataset`` with all its columns, in the same order.
+        file: the file the split was read from, or ``None`` (a Hub dataset, the Hub layout, ``aclImdb``).
+        text_column, label_column: the columns found (or named).
+    """
+
+    split: Split
+    dataset: Any
+    file: str | None
+    text_column: str
+    label_column: str
+
+
+def load_rows(source: str | DataSpec, name: str = "train") -> Rows:
+    """The labelled rows of split ``name`` of a source, whole and unshuffled (no validation hold-out).
+
+    A single-file source has only ``train`` (the whole file).
+
+    Raises:
+        UsageError: ``name`` is not train, validation or test; a named column is missing.
+        DataError: as :func:`load_train_validation`; also a split the source does not have.
+    """
+    spec = source if isinstance(source, DataSpec) else DataSpec(source)
+    if name not in SPLITS:
+        raise UsageError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
+    src = load_source(spec.source)
+    _need(src, name)
+    lab, names = _labelled(src, name, spec.text_column, spec.label_column, None, spec.labels)
+    ds = src.splits[name]
+    label = resolve_column(ds.column_names, spec.label_column, LABEL_COLUMNS, "label", lab.where)
+    return Rows(_split(lab, name, names), ds, src.files.get(name), lab.text_column, label)

@@ -11,7 +11,7 @@ columns = predicted label, in label-id order.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,8 @@ _SINGLE_FILE_HINT = "score other data with --data FILE (all of it), or use --spl
 def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
                         text_column: str | None = None, label_column: str | None = None,
                         batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
-                        record: bool = True, callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
+                        flags: Mapping[str, dict[str, Any]] | None = None, record: bool = True,
+                        callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
     """Score a checkpoint on a split: the ``sentiment eval`` use case.
 
     Loads the checkpoint and the split (drawn as in training, from the
@@ -164,6 +165,9 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         device: where to run the model.
         errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),
             each with its ``text``.
+        flags: the rows a ``sentiment audit`` flagged as likely mislabelled, by text
+            (:func:`~sentiment_cli.audit.rows.read_flags`): each listed mistake gets ``"audit"``, the
+            flag of its text (``{"rank", "given", "suggested", "quality"}``) or ``None``.
         record: keep the result in the checkpoint folder and refresh its model card.
         callbacks: progress hooks.
 
@@ -195,6 +199,9 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
     if errors:
         mistakes = confident_errors(logits / ckpt.temperature, s.labels, errors, ckpt.labels)   # as predict's
         result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
+        if flags is not None:
+            for e in result["errors"]:
+                e["audit"] = flags.get(e["text"])
     return result
 
 

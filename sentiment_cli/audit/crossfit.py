@@ -1,0 +1,217 @@
+"""Out-of-fold class probabilities for every labelled row: the n-gram score, cross-fitted over stratified folds.
+
+Confident learning needs, for each row, class probabilities from a model that never saw that row's
+label (Northcutt, Jiang & Chuang 2021, "Confident Learning: Estimating Uncertainty in Dataset Labels",
+JAIR 70, section 3; cleanlab's docs, "out-of-sample predicted probabilities"). This module gives them:
+
+1. the texts become token ids with :data:`AUDIT_DATA` (words and punctuation, lowercased; a
+   vocabulary of the words seen at least twice, since a word seen once cannot carry a label from one
+   fold to another), and hashed, binarised token 1-3-grams (:func:`~sentiment_cli.model.ngram.ngram_features`);
+2. the C of each of the score's two forms, NB-LR and logistic regression, is chosen once on all rows
+   by :func:`~sentiment_cli.model.ngram.select_fit` (3-fold cross-validation on up to 10,000 texts);
+3. the rows are split into ``folds`` stratified folds (scikit-learn's ``StratifiedKFold``, seeded),
+   and for each fold both forms are fitted on the others (:func:`~sentiment_cli.model.ngram.fit_columns`)
+   and give the held-out rows' logits;
+4. each form's out-of-fold logits are calibrated by a temperature and the two averaged, and a last
+   temperature is fitted on the average (Guo et al. 2017; cleanlab's per-class thresholds are averages
+   of these probabilities, so over-confident ones flag too few rows). The average is again one linear
+   score of the n-grams, so a row's logits still split exactly over its tokens (``audit/reasons.py``).
+
+Why the n-gram score and no encoder: it is fitted in seconds (IMDB's 22,500-row folds: well under a
+minute each on one core), and an encoder per fold costs minutes to half an hour each; the averaged two
+forms and 10 folds were chosen on flipped labels of the dev splits of Subj and TREC-6 (docs/audit.md has
+the measurements).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import DataConfig
+from ..data.tokenizer import build_tokenizer, encode_texts
+from ..errors import DataError
+from ..evaluation.calibration import fit_temperature, softmax
+from ..model.ngram import MAX_N, NgramFit, NgramScore, fit_columns, ngram_features, select_fit
+from .callbacks import AuditCallbacks
+
+# The token ids the audit's n-gram score reads (1,024 tokens keep 98% of IMDB's reviews whole).
+AUDIT_DATA = DataConfig(max_length=1024, truncation="head_tail", vocab_size=1_000_000, min_frequency=2,
+                        pre_tokenizer="punctuation")
+FOLDS = 10   # 10 folds against 5: a better F1 on the dev splits of Subj and TREC-6 (docs/audit.md)
+SEED = 0
+MAX_BUCKETS = 1 << 22     # as the default preset's n-gram score
+MIN_BUCKETS = 1 << 16
+
+
+@dataclass
+class CrossFit:
+    """The out-of-fold logits of every row and each fold's fitted score.
+
+    Attributes:
+        logits: ``(n, num_labels)`` float32 unscaled out-of-fold logits (``[0, margin]`` with two classes).
+        fold: ``(n,)`` int64: the fold each row was held out in.
+        weights: per fold, the averaged score's weights as a scipy CSC matrix ``(buckets + 1, k)``
+            (``k`` = 1 with two classes, else ``num_labels``; see :func:`~sentiment_cli.model.ngram.fit_columns`).
+        intercepts: per fold, ``(k,)`` float64.
+        fit: cross-validation's choice among the forms and C (:func:`~sentiment_cli.model.ngram.select_fit`),
+            with every candidate's accuracy.
+        C: the C of each form averaged (:func:`best_per_form`).
+        scale: each form's weight in the average, ``1 / (forms * its temperature)``.
+        temperature: fitted on ``logits`` (the average) and the given labels.
+        buckets: hashed n-gram buckets.
+        num_labels: classes.
+        seconds: wall time of the choice and the folds.
+    """
+
+    logits: np.ndarray
+    fold: np.ndarray
+    weights: list
+    intercepts: list[np.ndarray]
+    fit: NgramFit
+    C: dict[str, float]
+    scale: dict[str, float]
+    temperature: float
+    buckets: int
+    num_labels: int
+    seconds: float
+
+    @property
+    def folds(self) -> int:
+        return len(self.weights)
+
+    def probabilities(self) -> np.ndarray:
+        """``(n, num_labels)`` float64: ``softmax(logits / temperature)``, each row summing to 1."""
+        return softmax(self.logits, self.temperature)
+
+    def score(self, fold: int) -> NgramScore:
+        """Fold ``fold``'s fitted score as the model's own :class:`~sentiment_cli.model.ngram.NgramScore`
+        module (scale 1), so that its ``token_logits`` split a held-out row's logits over its tokens."""
+        import torch
+
+        score = NgramScore(self.buckets, num_labels=self.num_labels)
+        w = self.weights[fold].toarray()
+        with torch.no_grad():
+            score.weight.copy_(torch.from_numpy(w).view(score.weight.shape))
+            score.bias.copy_(torch.from_numpy(self.intercepts[fold]).float().view(score.bias.shape))
+        score.intercept = self.intercepts[fold]
+        return score
+
+
+def check_folds(labels: Sequence[int], label_names: Sequence[str], folds: int, where: str) -> None:
+    """Stratified ``folds``-fold cross-fitting needs two classes and ``folds`` rows of every class present.
+
+    Raises:
+        DataError: one class only, or the first class with fewer rows than folds (the message suggests
+            a ``--folds`` that works, when one does).
+    """
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(label_names))
+    present = np.flatnonzero(counts)
+    if len(present) < 2:
+        only = label_names[present[0]] if len(present) else "none"
+        raise DataError(f"{where}: one class only ({only!r}); an audit compares each row with the other classes, "
+                        "so it needs labelled rows of at least two")
+    rare = [int(c) for c in present if counts[c] < folds]
+    if rare:
+        c = min(rare, key=lambda i: counts[i])
+        fix = f"lower --folds to {counts[c]}, or " if counts[c] >= 2 else ""
+        raise DataError(f"{where}: class {label_names[c]!r} has {counts[c]} row{'s' if counts[c] != 1 else ''}, "
+                        f"too few for {folds} folds (each fold holds out rows of every class); {fix}add rows of it "
+                        "or drop the class")
+
+
+def encode(texts: Sequence[str]):
+    """``(tokenizer, ids)``: a vocabulary built on ``texts`` (labels unused) with :data:`AUDIT_DATA`, and
+    each text's token ids."""
+    tokenizer = build_tokenizer(texts, AUDIT_DATA, length=len(texts))
+    return tokenizer, encode_texts(tokenizer, texts, AUDIT_DATA)
+
+
+def bucket_count(ids: Sequence[Sequence[int]]) -> int:
+    """Hashed buckets for these texts: the next power of two above 4x their n-gram occurrences, in
+    [:data:`MIN_BUCKETS`, :data:`MAX_BUCKETS`] (the default's rule, ``training/auto.py``)."""
+    occurrences = MAX_N * sum(len(i) for i in ids)
+    return min(MAX_BUCKETS, 1 << max(16, math.ceil(math.log2(max(1, 4 * occurrences)))))
+
+
+def best_per_form(fit: NgramFit) -> dict[str, float]:
+    """The C of each form that :func:`~sentiment_cli.model.ngram.select_fit` scored best (ties: the first tried)."""
+    best: dict[str, tuple[float, float]] = {}
+    for name, accuracy in fit.cv_accuracy.items():   # "nb-lr C=0.1": accuracy, in the grid's order
+        form, C = name.split(" C=")
+        if form not in best or accuracy > best[form][0]:
+            best[form] = (accuracy, float(C))
+    return {form: C for form, (_, C) in best.items()}
+
+
+def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: int, folds: int = FOLDS,
+              seed: int = SEED, callbacks: AuditCallbacks | None = None) -> CrossFit:
+    """Out-of-fold logits of the n-gram score for every row (module docstring).
+
+    Both forms of the score, NB-LR and logistic regression, each at the C that cross-validation scored best,
+    are fitted on every fold; each form's out-of-fold logits are divided by a temperature fitted on them, and
+    the two averaged (one linear score, so the explanation stays exact); a last temperature is fitted on the
+    average.
+
+    Args:
+        ids: each text's token ids (:func:`encode`).
+        labels: ``(n,)`` given label ids in ``[0, num_labels)``; every class present has at least ``folds``
+            rows (:func:`check_folds`).
+        num_labels: classes.
+        folds: stratified folds, at least 2.
+        seed: the folds' shuffle.
+        callbacks: progress: ``on_stage`` for the choice of C, ``on_fold_start`` / ``on_fold_end`` per fold.
+
+    Returns:
+        The :class:`CrossFit`. Work is linear in the rows and their tokens: the choice reads at most
+        10,000 texts, and each fold two fits on the other folds.
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    cb = callbacks or AuditCallbacks()
+    start = time.perf_counter()
+    y = np.asarray(labels, dtype=np.int64)
+    buckets = bucket_count(ids)
+    x = ngram_features(ids, buckets)
+    cb.on_stage(f"choosing C for NB-LR and logistic regression by 3-fold cross-validation on "
+                f"{min(len(y), 10_000):,} rows")
+    chosen = select_fit(x, y, num_labels)
+    Cs = best_per_form(chosen)
+    k = 1 if num_labels == 2 else num_labels
+    logits = {form: np.zeros((len(y), k), np.float32) for form in Cs}
+    fold = np.zeros(len(y), np.int64)
+    fitted: list[dict[str, tuple]] = []
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    for f, (inside, outside) in enumerate(splitter.split(np.zeros(len(y)), y)):
+        cb.on_fold_start(f + 1, folds, len(inside), len(outside))
+        fitted.append({})
+        for form, C in Cs.items():
+            w, b = fit_columns(x[inside], y[inside], num_labels, form, C)
+            w[0] = 0.0   # "no n-gram" is never a feature
+            logits[form][outside] = x[outside] @ w + b
+            fitted[f][form] = (_sparse(w), b)
+        fold[outside] = f
+        cb.on_fold_end(f + 1, len(outside))
+    scale = {form: 1.0 / (len(Cs) * fit_temperature(_full(z, num_labels), y)) for form, z in logits.items()}
+    average = sum(scale[form] * z for form, z in logits.items()).astype(np.float32)
+    weights = [sum(scale[form] * w for form, (w, _) in per.items()).tocsc() for per in fitted]
+    intercepts = [sum(scale[form] * b for form, (_, b) in per.items()) for per in fitted]
+    full = _full(average, num_labels)
+    return CrossFit(full, fold, weights, intercepts, chosen, Cs, scale, fit_temperature(full, y), buckets,
+                    num_labels, time.perf_counter() - start)
+
+
+def _full(z: np.ndarray, num_labels: int) -> np.ndarray:
+    """``(n, num_labels)`` logits from the score's columns: ``[0, margin]`` with two classes."""
+    return np.concatenate([np.zeros_like(z), z], 1) if num_labels == 2 else z
+
+
+def _sparse(w: np.ndarray):
+    """A fold's weights, mostly zero (an n-gram absent from the fold's texts has none), as a CSC matrix."""
+    import scipy.sparse as sp
+
+    return sp.csc_matrix(w)

@@ -1,0 +1,77 @@
+"""``sentiment audit``: parse the options, call :func:`~sentiment_cli.audit.run.audit`, render the findings
+(a table and a summary, or one JSON object per finding)."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app, handle_errors
+from .options import column_options
+from .progress import RichAuditCallbacks
+from .render import consoles, render_audit, render_audit_summary
+
+
+FOLDS = 10   # audit/crossfit.py's FOLDS, not imported: the CLI starts without torch (predict --onnx)
+
+
+class SplitName(str, Enum):
+    train = "train"
+    validation = "validation"
+    test = "test"
+
+
+DataOption = Annotated[str, typer.Option(
+    help="Labelled data to audit: a folder of train/dev/test files, one CSV, TSV, JSON, JSON Lines or Parquet file, "
+         "or a Hub id (as for train).")]
+SplitOption = Annotated[SplitName, typer.Option(help="Which split to audit, whole (a single file is its train).")]
+FoldsOption = Annotated[int, typer.Option(min=2, max=20, help="Stratified folds of the cross-fit: each row is scored "
+                                                                "by a model fitted on the other folds.")]
+TopOption = Annotated[int, typer.Option(min=0, help="Show (and with --json print) the N most likely label errors.")]
+OutputOption = Annotated[Optional[Path], typer.Option(
+    "--output", "-o", help="Write every flagged row, ranked, to this .csv or .jsonl file: the input's columns plus "
+                           "given, suggested, quality, rank, line and reasons.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N) instead of "
+                                                          "tables; the summary goes to stderr.")]
+TextColumnOption, LabelColumnOption = column_options("Column holding the texts; default: {names}.",
+                                                     "Column holding the labels; default: {names}.")
+
+
+@app.command("audit")
+def audit_(
+    data: DataOption,
+    split: SplitOption = SplitName.train,
+    folds: FoldsOption = FOLDS,
+    top: TopOption = 20,
+    output: OutputOption = None,
+    as_json: JsonOption = False,
+    text_column: TextColumnOption = None,
+    label_column: LabelColumnOption = None,
+) -> None:
+    """Find the likely label errors in labelled data, ranked, each with the words behind the suggestion.
+
+    Every row is scored by the n-gram score (NB-LR and logistic regression over word 1-3-grams, averaged)
+    fitted on the other folds; cleanlab's confident learning ranks the rows whose given label
+    those out-of-fold probabilities contradict (see docs/audit.md).
+    """
+    with handle_errors():
+        from ..audit.run import audit
+
+        out, err = consoles()
+        callbacks = RichAuditCallbacks(err)
+        try:
+            result = audit(data, split.value, folds=folds, text_column=text_column, label_column=label_column,
+                           output=output, callbacks=callbacks)
+        finally:
+            callbacks.close()
+        if as_json:
+            for f in result.findings[:top]:
+                typer.echo(json.dumps(f.to_dict(), ensure_ascii=False))
+            render_audit_summary(err, result)
+        else:
+            render_audit(out, result, top)
+            render_audit_summary(out, result)
