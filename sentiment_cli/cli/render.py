@@ -344,12 +344,6 @@ def render_export(console, result) -> None:
 def render_suggestions(console, result, where: str, output) -> None:
     """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.audit.suggest.Suggestions`), what was left out and
     why, and where the CSV went."""
-# ----------------------------------------------------------------------------- audit
-
-WEAK_AUDIT_SHARE = 0.2   # flagging more than this share of the rows says more about the model than the data
-
-def render_audit(console, result, top: int) -> None:
-    """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
@@ -385,6 +379,18 @@ def render_audit(console, result, top: int) -> None:
         console.print(f"left out {count:,} ({reason}): {LEFT_OUT[reason]}", highlight=False, soft_wrap=True)
     console.print(f"wrote {escape(str(output))}: fill in its label column, then `sentiment train --data "
                   f"{escape(str(output))}`", highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- audit
+
+WEAK_AUDIT_SHARE = 0.2   # flagging more than this share of the rows says more about the model than the data
+
+def render_audit(console, result, top: int) -> None:
+    """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
     m, s = result.method, result.summary
     console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} classes  ·  "
                   f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s",
