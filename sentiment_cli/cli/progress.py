@@ -84,7 +84,22 @@ class RichPretrainCallbacks(RichTrainCallbacks):
                            f"{r['train_seconds']:.1f}s", highlight=False, soft_wrap=True)
 
 
-class RichEvalCallbacks:
+class _SpinnerAndBar:
+    """A spinner (``status``) and a progress bar (``progress``), each stopped once, by :meth:`close`."""
+
+    def _stop_status(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def close(self) -> None:
+        self._stop_status()
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+class RichEvalCallbacks(_SpinnerAndBar):
     """Renders an evaluation's progress on stderr: a spinner while the split loads, then a progress bar."""
 
     def __init__(self, console, description: str):
@@ -110,19 +125,8 @@ class RichEvalCallbacks:
         from rich.markup import escape
         self.console.print(f"[dim]note: {escape(text)}[/]", highlight=False, soft_wrap=True)
 
-    def _stop_status(self) -> None:
-        if self.status is not None:
-            self.status.stop()
-            self.status = None
 
-    def close(self) -> None:
-        self._stop_status()
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-
-
-class RichAuditCallbacks:
+class RichAuditCallbacks(_SpinnerAndBar):
     """Renders an audit's progress on stderr, in a terminal only (piped, stderr holds errors alone): a spinner
     per stage, and a progress bar per fold of the cross-fit that stays, with the fold's time."""
 
@@ -152,13 +156,3 @@ class RichAuditCallbacks:
     def on_fold_end(self, fold: int, held_out_rows: int) -> None:
         self.progress.update(self.task, advance=held_out_rows)
 
-    def _stop_status(self) -> None:
-        if self.status is not None:
-            self.status.stop()
-            self.status = None
-
-    def close(self) -> None:
-        self._stop_status()
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
