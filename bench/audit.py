@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -36,6 +33,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench import record
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -220,18 +219,14 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-bench-audit-"))
     out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    results = {"date": dt.date.today().isoformat(), "commit": commit.strip() or "unknown", "rate": args.rate,
-               "seed": args.seed, "hardware": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU",
+    results = {**record.header(), "rate": args.rate, "seed": args.seed,
                "trainer": "the n-gram score, ngram_fit auto (form and C by 3-fold cross-validation on the "
                           "training rows)",
                "cases": {}}
     for name in args.cases:
         results["cases"][name] = run_case(name, args.rate, args.seed, out)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(markdown(results))
-    print(markdown(results))
-    print(f"results: {out / 'results.json'}", file=sys.stderr)
+        record.save(results, out)
+    record.finish(results, out, markdown)
 
 
 if __name__ == "__main__":

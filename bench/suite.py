@@ -24,15 +24,15 @@ process trains a second model; see ``bench.peers.fasttext_bigrams``).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench import record
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -249,16 +249,12 @@ def main(argv=None) -> None:
         return
     out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-suite-"))
     out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    results = {"date": dt.date.today().isoformat(), "commit": commit.strip() or "unknown",
-               "hardware": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU", "sets": {}}
+    results = {**record.header(), "sets": {}}
     earlier = json.loads(Path(args.peers_from).read_text())["sets"] if args.peers_from else {}
     for name in args.sets:
         results["sets"][name] = run_set(name, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
-        (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(markdown(results))
-    print(markdown(results))
-    print(f"results: {out / 'results.json'}", file=sys.stderr)
+        record.save(results, out)
+    record.finish(results, out, markdown)
 
 
 if __name__ == "__main__":
