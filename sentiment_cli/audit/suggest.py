@@ -322,30 +322,11 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
             without a PyTorch model.
     """
     start = time.perf_counter()
-    if n < 1:
-        raise UsageError(f"-n must be at least 1, got {n}")
-    if strategy not in STRATEGIES:
-        raise UsageError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
-    if measure not in MEASURES:
-        raise UsageError(f"unknown uncertainty measure {measure!r}; use one of: {', '.join(MEASURES)}")
-    if space not in SPACES:
-        raise UsageError(f"unknown space {space!r}; use one of: {', '.join(SPACES)}")
+    _check_choices(n, strategy, measure, space)
     texts = list(texts)
     kept, probs, left = _score(predictor, texts, known, chunk, on_progress)
     scores = uncertainty(probs, measure)
-    order = np.argsort(-scores, kind="stable")          # most uncertain first; ties by input order
-    known_vectors = text_vectors(known) if len(known) else None
-    # The best candidates, in blocks, until enough of them are neither near-duplicates of known texts nor noise.
-    want = min(len(order), max(1, candidates) * n)
-    cand = np.zeros(0, np.int64)
-    lo = 0
-    while lo < len(order) and len(cand) < want:
-        block = order[lo:lo + want]
-        ok = _not_near_known(text_vectors([texts[kept[j]] for j in block]), known_vectors)
-        left["near-duplicate"] = left.get("near-duplicate", 0) + int((~ok).sum())
-        cand = np.concatenate([cand, block[ok]])
-        lo += want
-    cand = cand[:want]                                   # positions in kept, most uncertain first
+    cand = _candidates(scores, [texts[k] for k in kept], known, min(len(scores), max(1, candidates) * n), left)
     picker = _Picker(text_vectors([texts[kept[j]] for j in cand]))
     clusters = None
     if strategy == "uncertainty":
@@ -356,9 +337,51 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
     else:
         clusters = _diverse(predictor, [texts[kept[j]] for j in cand], scores[cand], n, seed, picker, space)
     left["near-duplicate"] = left.get("near-duplicate", 0) + picker.refused
-    chosen = sorted(picker.picked, key=lambda j: -scores[cand[j]])
-    m, e = margins(probs), entropies(probs)
     labels = tuple(predictor.labels)
+    chosen = sorted(picker.picked, key=lambda j: -scores[cand[j]])
+    picks = _picks(chosen, cand, kept, texts, probs, scores, labels, clusters)
+    k = int(clusters.max()) + 1 if clusters is not None and len(clusters) else 0
+    return Suggestions(picks, strategy, measure, labels, len(texts), len(kept), {r: c for r, c in left.items() if c},
+                       k, "" if clusters is None else space, time.perf_counter() - start)
+
+
+def _check_choices(n: int, strategy: str, measure: str, space: str) -> None:
+    """Raises:
+        UsageError: ``n`` below 1, or an unknown ``strategy``, ``measure`` or ``space``.
+    """
+    if n < 1:
+        raise UsageError(f"-n must be at least 1, got {n}")
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
+    if measure not in MEASURES:
+        raise UsageError(f"unknown uncertainty measure {measure!r}; use one of: {', '.join(MEASURES)}")
+    if space not in SPACES:
+        raise UsageError(f"unknown space {space!r}; use one of: {', '.join(SPACES)}")
+
+
+def _candidates(scores: np.ndarray, texts: list[str], known: Sequence[str], want: int,
+                left: dict[str, int]) -> np.ndarray:
+    """The ``want`` most uncertain of ``texts`` (the scored ones, ``scores`` ``(m,)``) that are no near-duplicate of a
+    ``known`` text, most uncertain first (ties by input order): positions into ``texts``, taken in blocks of
+    ``want``. Counts the near-duplicates left out in ``left``."""
+    order = np.argsort(-scores, kind="stable")
+    known_vectors = text_vectors(known) if len(known) else None
+    cand = np.zeros(0, np.int64)
+    lo = 0
+    while lo < len(order) and len(cand) < want:
+        block = order[lo:lo + want]
+        ok = _not_near_known(text_vectors([texts[j] for j in block]), known_vectors)
+        left["near-duplicate"] = left.get("near-duplicate", 0) + int((~ok).sum())
+        cand = np.concatenate([cand, block[ok]])
+        lo += want
+    return cand[:want]
+
+
+def _picks(chosen: list[int], cand: np.ndarray, kept: Sequence[int], texts: Sequence[str], probs: np.ndarray,
+           scores: np.ndarray, labels: tuple[str, ...], clusters: np.ndarray | None) -> list[Pick]:
+    """A :class:`Pick` per ``chosen`` candidate, ranked in that order; ``probs`` ``(m, num_labels)`` and
+    ``scores`` ``(m,)`` are over the scored texts ``kept`` (indices into ``texts``)."""
+    m, e = margins(probs), entropies(probs)
     picks = []
     for rank, j in enumerate(chosen, 1):
         r = int(cand[j])
@@ -367,9 +390,7 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
                           margin=float(m[r]), entropy=float(e[r]), predicted=labels[int(p.argmax())],
                           probabilities={c: float(x) for c, x in zip(labels, p)},
                           cluster=None if clusters is None else int(clusters[j])))
-    k = int(clusters.max()) + 1 if clusters is not None and len(clusters) else 0
-    return Suggestions(picks, strategy, measure, labels, len(texts), len(kept), {r: c for r, c in left.items() if c},
-                       k, "" if clusters is None else space, time.perf_counter() - start)
+    return picks
 
 
 def _diverse(predictor: Any, texts: list[str], scores: np.ndarray, n: int, seed: int, picker: _Picker,
