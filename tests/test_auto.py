@@ -84,7 +84,10 @@ def test_rules_for_a_single_file_without_dev_split_or_unlabelled_text():
     profile = auto.read_profile(cfg)
     assert profile.train_rows == 600 and not profile.has_validation and profile.unlabelled == 0
     chosen = {c.key: c.value for c in auto.data_rules(profile, cfg)}
-    assert chosen["pretrain.splits"] == "train" and chosen["training.distill_reviews"] == 0
+    assert profile.tokens < auto.FEW_TOKENS                                      # 600 reviews: a small set
+    assert chosen["training.init_from"] == "" and "pretrain.splits" not in chosen   # no word2vec on so few
+    assert chosen["training.distill_reviews"] == 0
+    assert chosen["training.embedding_lr_scale"] == auto.SMALL_EMBEDDING_LR_SCALE
     assert chosen["data.validation_fraction"] == 0.1                             # small: a 10% hold-out
     assert "data.max_length" not in chosen          # reviews: longer than 512 tokens at the 99th percentile
 
@@ -96,14 +99,28 @@ def test_rules_on_the_shared_question_set_read_its_dev_split_lengths_and_imbalan
     chosen = {c.key: c for c in auto.data_rules(profile, cfg)}
     assert chosen["data.max_length"].value < 64                                  # questions are short
     assert "dev split" in chosen["data.validation_fraction"].reason
+    assert chosen["training.embedding_lr_scale"].value == 10.0 and "52," in chosen["training.embedding_lr_scale"].reason
+    assert chosen["training.init_from"].value == ""
+
+
+def test_a_large_set_keeps_the_presets_embedding_and_word2vec_on_its_own_texts():
+    profile = auto.Profile(train_rows=25_000, class_counts=(12_500, 12_500), has_validation=False, unlabelled=0,
+                           length_quantile=1000, tokens=6_700_000)
+    chosen = {c.key: c.value for c in auto.data_rules(profile, load_config("default"))}
+    assert chosen["pretrain.splits"] == "train" and "training.init_from" not in chosen
+    assert "training.embedding_lr_scale" not in chosen
+    just_under = auto.Profile(**{**profile.__dict__, "tokens": auto.FEW_TOKENS - 1})
+    chosen = {c.key: c.value for c in auto.data_rules(just_under, load_config("default"))}
+    assert chosen["training.init_from"] == "" and chosen["training.embedding_lr_scale"] == 10.0
 
 
 def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
     profile = auto.Profile(train_rows=25_000, class_counts=(12_500, 12_500), has_validation=False, unlabelled=50_000,
-                           length_quantile=1000)
+                           length_quantile=1000, tokens=6_700_000)
     chosen = {c.key: c.value for c in auto.data_rules(profile, load_config("default"))}
     assert chosen["data.validation_fraction"] == 0.05 and "pretrain.splits" not in chosen
     assert "data.max_length" not in chosen and "training.distill_reviews" not in chosen
+    assert "training.init_from" not in chosen and "training.embedding_lr_scale" not in chosen
 
 
 def test_keys_set_on_the_command_line_are_left_alone():
@@ -113,7 +130,13 @@ def test_keys_set_on_the_command_line_are_left_alone():
     cfg = load_config("default").override("data", source=str(REVIEWS))
     fitted, choices = auto.fit_to_data(cfg, given, auto.TrainCallbacks())
     assert "data.max_length" not in {c.key for c in choices}
-    assert fitted.training.distill_reviews == 0 and fitted.pretrain.splits == "train"
+    assert fitted.training.distill_reviews == 0 and fitted.training.init_from == ""
+    given = given_keys(None, ["training.embedding_lr_scale=1", "training.init_from=checkpoints/mine"], {})
+    mine = cfg.override("training", embedding_lr_scale=1.0, init_from="checkpoints/mine")
+    fitted, choices = auto.fit_to_data(mine, given, auto.TrainCallbacks())
+    assert not {"training.embedding_lr_scale", "training.init_from"} & {c.key for c in choices}
+    assert fitted.training.embedding_lr_scale == 1.0 and fitted.training.init_from == "checkpoints/mine"
+    assert fitted.pretrain.splits == "train"                  # the pretraining asked for reads the training texts
 
 
 def test_each_data_gets_its_own_pretrained_folder():
@@ -145,21 +168,34 @@ def test_one_class_is_one_line(tmp_path):
     assert "only one class" in r.output.strip().splitlines()[-1]
 
 
-@pytest.mark.slow   # the default preset's whole path on 1,000 reviews: word2vec, the n-gram score, an epoch
+@pytest.mark.slow   # the default preset's whole path on 600 reviews: the n-gram score, an epoch
 def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--set", "pretrain.epochs=1", "--device", "cpu")
+    r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--device", "cpu")
     assert r.exit_code == 0, r.output
-    assert "note: pretrain.splits = 'train': no unlabelled text" in r.output
+    assert "note: training.init_from = '': no unlabelled text" in r.output
+    assert "note: training.embedding_lr_scale = 10.0: " in r.output
     out = tmp_path / "checkpoints" / "default"
     metrics = json.loads((out / "metrics.json").read_text())
     rules = {rule["key"]: rule["value"] for rule in metrics["data_rules"]}
     assert rules["training.distill_reviews"] == 0 and rules["data.validation_fraction"] == 0.1
     assert metrics["calibration"]["temperature"] != 1.0 and "ece" in metrics["calibration"]
     config = json.loads((out / "config.json").read_text())
-    assert config["training"]["init_from"] == rules["training.init_from"]
-    assert (tmp_path / rules["training.init_from"] / "config.json").exists()
+    assert config["training"]["init_from"] == "" and config["training"]["embedding_lr_scale"] == 10.0
+    assert not list(tmp_path.glob("checkpoints/pretrained*"))                   # no word2vec on 600 reviews
     assert "Settings chosen from the data" in (out / "README.md").read_text()
+
+
+@pytest.mark.slow   # word2vec on the training texts, the n-gram score, an epoch
+def test_a_pretrained_start_asked_for_on_a_small_set_reads_its_training_texts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--set", "pretrain.epochs=1", "--device", "cpu",
+                "--set", "training.init_from=checkpoints/w2v")
+    assert r.exit_code == 0, r.output
+    assert "note: pretrain.splits = 'train': no unlabelled text" in r.output
+    assert (tmp_path / "checkpoints" / "w2v" / "config.json").exists()
+    config = json.loads((tmp_path / "checkpoints" / "default" / "config.json").read_text())
+    assert config["training"]["init_from"] == "checkpoints/w2v"
 
 
 def test_pretraining_reads_unlabelled_text_given_beside_a_source_without_it(tmp_path):
