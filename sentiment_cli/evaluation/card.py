@@ -295,7 +295,9 @@ def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
                                                             else "the last kept (no validation)")
     if t["stopped_early"]:
         epochs += " (stopped early)"
-    optimizer = (f"AdamW, lr {tr['lr']:g} ({tr['schedule']} schedule), weight decay "
+    scale = tr.get("embedding_lr_scale", 1.0)
+    embedding = f", token embedding {tr['lr'] * scale:g}" if scale != 1.0 else ""
+    optimizer = (f"AdamW, lr {tr['lr']:g}{embedding} ({tr['schedule']} schedule), weight decay "
                  f"{tr['weight_decay']:g}, batch {tr['batch_size']}")
     regularisation = [f"{name} {tr[key]:g}" for name, key in (
         ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
