@@ -137,6 +137,8 @@ def test_keys_set_on_the_command_line_are_left_alone():
     assert not {"training.embedding_lr_scale", "training.init_from"} & {c.key for c in choices}
     assert fitted.training.embedding_lr_scale == 1.0 and fitted.training.init_from == "checkpoints/mine"
     assert fitted.pretrain.splits == "train"                  # the pretraining asked for reads the training texts
+    fitted, choices = auto.fit_to_data(cfg, frozenset({"pretrain.epochs"}), auto.TrainCallbacks())
+    assert fitted.training.init_from.startswith("checkpoints/pretrained-reviews.csv-")   # a pretrain key: pretrain
 
 
 def test_each_data_gets_its_own_pretrained_folder():

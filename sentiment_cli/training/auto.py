@@ -143,10 +143,12 @@ def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -
     """Pretraining and distillation read unlabelled text when there is some. Without any, distillation is off,
     and word2vec reads the training texts, unless they hold fewer than :data:`FEW_TOKENS` tokens: then the
     encoder starts from random vectors (on TREC-6's dev split word2vec on 52,129 tokens started it 2 to 3
-    points worse); a pretrained start the command line asks for still reads the training texts."""
+    points worse). A command line that sets ``training.init_from`` or a ``pretrain`` key asks for pretraining,
+    and gets it."""
     t = config.training
+    asked = "training.init_from" in given or any(key.startswith("pretrain.") for key in given)
     if profile.unlabelled == 0:
-        if profile.tokens < FEW_TOKENS and t.init_from and "training.init_from" not in given:
+        if profile.tokens < FEW_TOKENS and t.init_from and not asked:
             start = Choice("training.init_from", "", f"no unlabelled text (no unsupervised split, no --unlabelled) "
                            f"and {profile.tokens:,} training tokens (under {FEW_TOKENS:,}): too few for word2vec; "
                            "the encoder starts from random vectors")
