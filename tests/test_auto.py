@@ -146,6 +146,8 @@ def test_each_data_gets_its_own_pretrained_folder():
     a = auto.pretrained_folder(cfg.override("data", source=str(REVIEWS)))
     b = auto.pretrained_folder(cfg.override("data", source=str(SST5_SMALL)))
     assert a != b and Path(a).name.startswith("pretrained-reviews.csv-")
+    files = cfg.override("data", source=str(REVIEWS), validation_fraction=0.1).override("pretrain", splits="train")
+    assert auto.pretrained_folder(files) != auto.pretrained_folder(files.override("training", seed=4321))
     assert Path(b).name.startswith("pretrained-sst5_small-")
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Config
-from ..data.sources import absolute_source, load_source
+from ..data.sources import load_source
 from ..data.splits import DataSpec, load_train_validation
 from ..data.unlabelled import unlabelled_texts
 from .callbacks import TrainCallbacks
@@ -247,11 +247,13 @@ def _ngram_fit_rule(profile: Profile, config: Config) -> list[Choice]:
 
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
-    pretraining reads, so that runs on different data never meet in one folder
-    (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
+    that draws the hold-out it must not read), so that runs on other data or with another ``--seed`` never
+    meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    from .pretrain import pretraining_reads
+
     d = config.data
-    key = "\n".join([absolute_source(d.source), absolute_source(d.unlabelled) if d.unlabelled else "",
-                     config.pretrain.splits])
+    key = "\n".join(f"{section}.{name}={value}" for section, name, value in pretraining_reads(config))
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(d.source.rstrip("/\\")).name or "data").strip("-.") or "data"
     base = Path(config.training.init_from)
     return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")

@@ -451,8 +451,10 @@ def _rebuild_hint(directory: Path) -> str:
     return f"delete {directory} to pretrain it again with this config, or give another folder with --init"
 
 
-def _pretraining_data(config: Config) -> list[tuple[str, str, object]]:
-    """``(section, key, value)`` of the settings that decide which reviews a pretraining stage reads."""
+def pretraining_reads(config: Config) -> list[tuple[str, str, object]]:
+    """``(section, key, value)`` of the settings that decide which reviews a pretraining stage reads: the
+    source, ``[pretrain] splits``, the unlabelled text, and with the training split its hold-out (fraction,
+    kind and the seed that draws it)."""
     d, p = config.data, config.pretrain
     keys = [("data", "source", absolute_source(d.source)), ("pretrain", "splits", p.splits)]
     if "unsupervised" in p.splits.split("+"):
@@ -506,9 +508,9 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
             if getattr(mine, key) != getattr(theirs, key):
                 raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
                                   f"but {getattr(mine, key)!r} in this config; {_rebuild_hint(directory)}")
-    theirs = {(s, k): v for s, k, v in _pretraining_data(ckpt.config)}
+    theirs = {(s, k): v for s, k, v in pretraining_reads(ckpt.config)}
     theirs[("data", "source")] = ckpt.metrics.get("data", {}).get("source", theirs[("data", "source")])
-    for section, key, mine in _pretraining_data(config):
+    for section, key, mine in pretraining_reads(config):
         if (section, key) in theirs and theirs[(section, key)] != mine:
             raise ConfigError(f"init_from {directory}: [{section}] {key} is {theirs[(section, key)]!r} there "
                               f"but {mine!r} in this config; {_rebuild_hint(directory)}")
