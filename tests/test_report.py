@@ -283,7 +283,8 @@ def test_card_says_whether_the_model_reads_word_bigrams(trained_checkpoint):
 def test_card_gives_the_token_embeddings_own_learning_rate_when_it_has_one(trained_checkpoint):
     card = model_card(trained_checkpoint)
     optimizer = dict(dict(card_sections(card))["Training"])["optimizer"]
-    assert optimizer.startswith(f"AdamW, lr {card['config']['training']['lr']:g} (") and "token embedding" not in optimizer
+    lr = card["config"]["training"]["lr"]
+    assert optimizer.startswith(f"AdamW, lr {lr:g} (") and "token embedding" not in optimizer
     card["config"]["training"].update(lr=0.002, embedding_lr_scale=10.0)
     optimizer = dict(dict(card_sections(card))["Training"])["optimizer"]
     assert optimizer.startswith("AdamW, lr 0.002, token embedding 0.02 (")

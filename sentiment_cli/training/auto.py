@@ -37,7 +37,7 @@ HOLD_OUT_ROWS = 1250
 TARGET_STEPS = 1000       # optimizer steps of a run at least (IMDB: 4 epochs of 391 steps)
 MAX_EPOCHS = 10
 SHIFT_RATIO = 2.0         # dev texts this many times as long as training texts (median): another kind of text
-FEW_TOKENS = 1_000_000    # training texts with fewer tokens are a small set (TREC-6 52k, SST-5 175k; IMDB ~6.7M)
+FEW_TOKENS = 1_000_000    # fewer training tokens: a small set (TREC-6 52k, SST-5 175k; IMDB 6.9M)
 SMALL_EMBEDDING_LR_SCALE = 10.0   # a small set's token embedding learns this many times faster than lr
 
 
