@@ -162,26 +162,11 @@ def _parts_accuracy(folder, data: str, cfg) -> dict:
     without the score and the score without the encoder (what each adds; the model is their sum)."""
     if not cfg.model.ngram_buckets:
         return {}
-    import numpy as np
-    import torch
+    from bench.parts import parts
 
-    from sentiment_cli.data.batching import collate
-    from sentiment_cli.checkpoint import load_checkpoint
-    from sentiment_cli.data.splits import load_split
-    from sentiment_cli.data.tokenizer import encode_texts
-
-    ckpt = load_checkpoint(folder)
-    model = ckpt.model.eval()
-    test = load_split(data, "test")
-    ids, labels = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data), np.asarray(test.labels)
-    encoder = []
-    with torch.inference_mode():
-        for lo in range(0, len(ids), 64):
-            input_ids, padding_mask = collate(ids[lo:lo + 64])
-            encoder.append(model(input_ids, padding_mask, encoder_only=True).logits.argmax(1))
-    score = model.logit_term.logits(ids).argmax(1)
-    return {"test_accuracy_encoder_alone": float((torch.cat(encoder).numpy() == labels).mean()),
-            "test_accuracy_ngram_score_alone": float((score == labels).mean())}
+    p = parts(str(folder), data, "test")
+    return {"test_accuracy_encoder_alone": float((p["encoder"].argmax(1) == p["labels"]).mean()),
+            "test_accuracy_ngram_score_alone": float((p["score"].argmax(1) == p["labels"]).mean())}
 
 
 def job_peer(args) -> dict:
