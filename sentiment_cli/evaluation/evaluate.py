@@ -20,7 +20,7 @@ import torch
 
 from .calibration import calibration_report
 from .card import write_card
-from ..checkpoint import load_checkpoint, record_eval
+from ..checkpoint import Checkpoint, load_checkpoint, record_eval
 from ..data.splits import Split, load_split, scoring_spec
 from ..data.labels import LABELS
 from ..model.classifier import SentimentClassifier
@@ -147,39 +147,36 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
                         callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
     """Score a checkpoint on a split: the ``sentiment eval`` use case.
 
-    Loads the checkpoint and the split (drawn as in training, from the
-    checkpoint's ``[data]`` settings and seed), computes the metrics, and with
-    ``record`` keeps the result in the folder (``eval_<split>.json``, see
-    :func:`~sentiment_cli.checkpoint.record_eval`) and rewrites the model
-    card to list it. A folder that cannot be written loses only that record
-    (``callbacks.on_note`` says so); the result is still returned.
+    Loads the checkpoint and the split (drawn as in training, from the checkpoint's ``[data]`` settings and
+    seed), computes the metrics, and with ``record`` keeps the result in the folder (``eval_<split>.json``, see
+    :func:`~sentiment_cli.checkpoint.record_eval`) and rewrites the model card to list it. A folder that cannot
+    be written loses only that record (``callbacks.on_note`` says so); the result is still returned.
 
     Args:
         directory: the checkpoint folder.
         split: ``train``, ``validation`` or ``test``.
-        data: dataset to score (Hub id, folder or file; a file's ``test`` is all of it); default: the
-            one the checkpoint was trained on.
-        text_column, label_column: its columns; default: the checkpoint's ``[data]`` settings for its
-            own data, else found by name (see :func:`~sentiment_cli.data.columns.resolve_column`).
+        data: dataset to score (Hub id, folder or file; a file's ``test`` is all of it); default: the one the
+            checkpoint was trained on.
+        text_column, label_column: its columns; default: the checkpoint's ``[data]`` settings for its own data,
+            else found by name (see :func:`~sentiment_cli.data.columns.resolve_column`).
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
         device: where to run the model.
-        errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`),
-            each with its ``text``.
+        errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`), each with
+            its ``text``.
         flags: the rows a ``sentiment audit`` flagged as likely mislabelled, by text
-            (:func:`~sentiment_cli.audit.rows.read_flags`): each listed mistake gets ``"audit"``, the
-            flag of its text (``{"rank", "given", "suggested", "quality"}``) or ``None``.
+            (:func:`~sentiment_cli.audit.rows.read_flags`): each listed mistake gets ``"audit"``, the flag of its
+            text (``{"rank", "given", "suggested", "quality"}``) or ``None``.
         record: keep the result in the checkpoint folder and refresh its model card.
         callbacks: progress hooks.
 
     Returns:
-        The ``eval --json`` object (see DESIGN.md's output contract): ``split``, ``num_examples``,
-        ``accuracy``, ``labels`` (the class names by id), ``precision`` / ``recall`` / ``f1`` (per
-        label, ``macro`` and ``weighted``), ``support`` (true examples per label),
-        ``confusion_matrix`` (N x N, rows true, in ``labels`` order), ``loss``,
-        ``examples_per_second``, ``checkpoint``; the expected calibration error (15 bins) after and
-        before the checkpoint's temperature, ``ece`` and ``ece_uncalibrated``, the ``temperature``
-        and both diagrams' bins, ``reliability`` (:func:`~sentiment_cli.evaluation.calibration.calibration_report`);
-        and ``errors`` when asked for.
+        The ``eval --json`` object (see DESIGN.md's output contract): ``split``, ``num_examples``, ``accuracy``,
+        ``labels`` (the class names by id), ``precision`` / ``recall`` / ``f1`` (per label, ``macro`` and
+        ``weighted``), ``support`` (true examples per label), ``confusion_matrix`` (N x N, rows true, in
+        ``labels`` order), ``loss``, ``examples_per_second``, ``checkpoint``; the expected calibration error
+        (15 bins) after and before the checkpoint's temperature, ``ece`` and ``ece_uncalibrated``, the
+        ``temperature`` and both diagrams' bins, ``reliability``
+        (:func:`~sentiment_cli.evaluation.calibration.calibration_report`); and ``errors`` when asked for.
 
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
@@ -187,22 +184,24 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
             of a run trained on a single file (it has none), or a named column is missing.
         DataError: the dataset cannot be loaded or is unusable, or holds a label the model never saw.
     """
-    cb = callbacks or EvalCallbacks()
-    device = torch.device(device)
+    cb, device = callbacks or EvalCallbacks(), torch.device(device)
+    ckpt, s, source = _load(directory, split, data, text_column, label_column, device, cb)   # preprocess
+    result, logits = _score(ckpt, s, str(directory), device, batch_size, cb)                 # compute
+    if record:
+        _keep(directory, result, source, cb)
+    if errors:
+        result["errors"] = _listed_errors(ckpt, s, logits, errors, flags)
+    return result
+
+
+def _load(directory: str | Path, split: str, data: str | None, text_column: str | None,
+          label_column: str | None, device: torch.device, cb: EvalCallbacks) -> tuple[Checkpoint, Split, str]:
+    """The checkpoint and the split to score: ``(checkpoint, split, the data's source)``; raises as
+    :func:`evaluate_checkpoint`."""
     ckpt = load_checkpoint(directory, device)
     spec = scoring_spec(ckpt.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT)
     cb.on_stage(f"loading the {split} split")
-    s = load_split(spec, split, label_names=ckpt.labels)
-    result, logits = _score(ckpt, s, str(directory), device, batch_size, cb)
-    if record:
-        _keep(directory, result, spec.source, cb)
-    if errors:
-        mistakes = confident_errors(logits / ckpt.temperature, s.labels, errors, ckpt.labels)   # as predict's
-        result["errors"] = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
-        if flags is not None:
-            for e in result["errors"]:
-                e["audit"] = flags.get(e["text"])
-    return result
+    return ckpt, load_split(spec, split, label_names=ckpt.labels), spec.source
 
 
 def _score(ckpt, s: Split, checkpoint: str, device: torch.device, batch_size: int | None,
@@ -221,6 +220,18 @@ def _score(ckpt, s: Split, checkpoint: str, device: torch.device, batch_size: in
     if len(ids):
         result.update(calibration_report(m["logits"].numpy(), s.labels, ckpt.temperature))
     return result, m["logits"]
+
+
+def _listed_errors(ckpt: Checkpoint, s: Split, logits: torch.Tensor, n: int,
+                   flags: Mapping[str, dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The ``n`` most confident mistakes (``logits``: ``(len(s.texts), num_labels)``), each with its ``text``,
+    and with ``flags``, its ``audit`` flag or ``None``."""
+    mistakes = confident_errors(logits / ckpt.temperature, s.labels, n, ckpt.labels)   # as predict's
+    listed = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
+    if flags is not None:
+        for e in listed:
+            e["audit"] = flags.get(e["text"])
+    return listed
 
 
 def _keep(directory: str | Path, result: dict[str, Any], source: str, cb: EvalCallbacks) -> None:
