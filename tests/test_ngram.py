@@ -245,6 +245,25 @@ def test_cross_validation_scores_each_candidate_on_held_out_folds():
     assert capped.cv_texts == 50 and capped == select_fit(x, y, 2, grid={"nb-lr": (1.0,)}, max_texts=50)
 
 
+def test_select_forms_keeps_each_forms_best_C_and_fits_both_as_the_score_does():
+    """The audit's entry point: each form at the C cross-validation scored best for it, fitted as
+    NgramScore.fit fits one (row 0, "no n-gram", zero)."""
+    from sentiment_cli.model.ngram import FIT_GRID, fit_columns, select_fit, select_forms
+
+    texts, labels = _topic_texts(3, 40)
+    x, y = ngram_features(texts, 1009), np.asarray(labels)
+    forms = select_forms(x, y, 3)
+    assert forms.choice == select_fit(x, y, 3) and list(forms.C) == list(FIT_GRID)
+    for form, C in forms.C.items():
+        assert forms.choice.cv_accuracy[f"{form} C={C:g}"] == max(
+            v for k, v in forms.choice.cv_accuracy.items() if k.startswith(f"{form} C="))
+    fitted = forms.fit(x[:90], y[:90])
+    for form, (w, b) in fitted.items():
+        expected_w, expected_b = fit_columns(x[:90], y[:90], 3, form, forms.C[form])
+        expected_w[0] = 0.0
+        assert w.shape == (1010, 3) and np.array_equal(w, expected_w) and np.array_equal(b, expected_b)
+
+
 def test_a_pinned_nb_lr_fit_is_the_nb_lr_of_before_and_its_card_text_is_unchanged():
     from sentiment_cli.model.ngram import FIT_C, nb_lr_columns
 

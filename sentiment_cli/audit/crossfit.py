@@ -8,9 +8,9 @@ JAIR 70, section 3; cleanlab's docs, "out-of-sample predicted probabilities"). T
    vocabulary of the words seen at least twice, since a word seen once cannot carry a label from one
    fold to another), and hashed, binarised token 1-3-grams (:func:`~sentiment_cli.model.ngram.ngram_features`);
 2. the C of each of the score's two forms, NB-LR and logistic regression, is chosen once on all rows
-   by :func:`~sentiment_cli.model.ngram.select_fit` (3-fold cross-validation on up to 10,000 texts);
+   by :func:`~sentiment_cli.model.ngram.select_forms` (3-fold cross-validation on up to 10,000 texts);
 3. the rows are split into ``folds`` stratified folds (scikit-learn's ``StratifiedKFold``, seeded),
-   and for each fold both forms are fitted on the others (:func:`~sentiment_cli.model.ngram.fit_columns`)
+   and for each fold both forms are fitted on the others (:meth:`~sentiment_cli.model.ngram.NgramForms.fit`)
    and give the held-out rows' logits;
 4. each form's out-of-fold logits are calibrated by a temperature and the two averaged, and a last
    temperature is fitted on the average (Guo et al. 2017; cleanlab's per-class thresholds are averages
@@ -36,7 +36,7 @@ from ..config import DataConfig
 from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
 from ..evaluation.calibration import fit_temperature, softmax
-from ..model.ngram import MAX_N, NgramFit, NgramScore, fit_columns, ngram_features, select_fit
+from ..model.ngram import MAX_N, NgramFit, NgramScore, ngram_features, select_forms
 from .callbacks import AuditCallbacks
 
 # The token ids the audit's n-gram score reads (1,024 tokens keep 98% of IMDB's reviews whole).
@@ -56,11 +56,11 @@ class CrossFit:
         logits: ``(n, num_labels)`` float32 unscaled out-of-fold logits (``[0, margin]`` with two classes).
         fold: ``(n,)`` int64: the fold each row was held out in.
         weights: per fold, the averaged score's weights as a scipy CSC matrix ``(buckets + 1, k)``
-            (``k`` = 1 with two classes, else ``num_labels``; see :func:`~sentiment_cli.model.ngram.fit_columns`).
+            (``k`` = 1 with two classes, else ``num_labels``; see :meth:`~sentiment_cli.model.ngram.NgramForms.fit`).
         intercepts: per fold, ``(k,)`` float64.
         fit: cross-validation's choice among the forms and C (:func:`~sentiment_cli.model.ngram.select_fit`),
             with every candidate's accuracy.
-        C: the C of each form averaged (:func:`best_per_form`).
+        C: the C of each form averaged (:func:`~sentiment_cli.model.ngram.select_forms`).
         scale: each form's weight in the average, ``1 / (forms * its temperature)``.
         temperature: fitted on ``logits`` (the average) and the given labels.
         buckets: hashed n-gram buckets.
@@ -138,16 +138,6 @@ def bucket_count(ids: Sequence[Sequence[int]]) -> int:
     return min(MAX_BUCKETS, 1 << max(16, math.ceil(math.log2(max(1, 4 * occurrences)))))
 
 
-def best_per_form(fit: NgramFit) -> dict[str, float]:
-    """The C of each form that :func:`~sentiment_cli.model.ngram.select_fit` scored best (ties: the first tried)."""
-    best: dict[str, tuple[float, float]] = {}
-    for name, accuracy in fit.cv_accuracy.items():   # "nb-lr C=0.1": accuracy, in the grid's order
-        form, C = name.split(" C=")
-        if form not in best or accuracy > best[form][0]:
-            best[form] = (accuracy, float(C))
-    return {form: C for form, (_, C) in best.items()}
-
-
 def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: int, folds: int = FOLDS,
               seed: int = SEED, callbacks: AuditCallbacks | None = None) -> CrossFit:
     """Out-of-fold logits of the n-gram score for every row (module docstring).
@@ -179,30 +169,27 @@ def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: i
     x = ngram_features(ids, buckets)
     cb.on_stage(f"choosing C for NB-LR and logistic regression by 3-fold cross-validation on "
                 f"{min(len(y), 10_000):,} rows")
-    chosen = select_fit(x, y, num_labels)
-    Cs = best_per_form(chosen)
+    forms = select_forms(x, y, num_labels)
     k = 1 if num_labels == 2 else num_labels
-    logits = {form: np.zeros((len(y), k), np.float32) for form in Cs}
+    logits = {form: np.zeros((len(y), k), np.float32) for form in forms.C}
     fold = np.zeros(len(y), np.int64)
     fitted: list[dict[str, tuple]] = []
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     for f, (inside, outside) in enumerate(splitter.split(np.zeros(len(y)), y)):
         cb.on_fold_start(f + 1, folds, len(inside), len(outside))
         fitted.append({})
-        for form, C in Cs.items():
-            w, b = fit_columns(x[inside], y[inside], num_labels, form, C)
-            w[0] = 0.0   # "no n-gram" is never a feature
+        for form, (w, b) in forms.fit(x[inside], y[inside]).items():
             logits[form][outside] = x[outside] @ w + b
             fitted[f][form] = (_sparse(w), b)
         fold[outside] = f
         cb.on_fold_end(f + 1, len(outside))
-    scale = {form: 1.0 / (len(Cs) * fit_temperature(_full(z, num_labels), y)) for form, z in logits.items()}
+    scale = {form: 1.0 / (len(forms.C) * fit_temperature(_full(z, num_labels), y)) for form, z in logits.items()}
     average = sum(scale[form] * z for form, z in logits.items()).astype(np.float32)
     weights = [sum(scale[form] * w for form, (w, _) in per.items()).tocsc() for per in fitted]
     intercepts = [sum(scale[form] * b for form, (_, b) in per.items()) for per in fitted]
     full = _full(average, num_labels)
-    return CrossFit(full, fold, weights, intercepts, chosen, Cs, scale, fit_temperature(full, y), buckets,
-                    num_labels, time.perf_counter() - start)
+    return CrossFit(full, fold, weights, intercepts, forms.choice, forms.C, scale, fit_temperature(full, y),
+                    buckets, num_labels, time.perf_counter() - start)
 
 
 def _full(z: np.ndarray, num_labels: int) -> np.ndarray:

@@ -21,7 +21,8 @@ scikit-learn, seconds to a minute) rather than by gradient; its weights are
 buffers that the optimizer never touches, saved with the model as
 ``ngram_weight`` and ``ngram_bias`` in the same shapes whatever the form.
 
-The same fit is the teacher of distillation (``training/distill.py``).
+The same fit is the teacher of distillation (``training/distill.py``); both forms, each at its own
+cross-validated C (:func:`select_forms`), are what ``sentiment audit`` cross-fits (``audit/crossfit.py``).
 
 Shapes use ``batch``, ``seq_len`` and ``max_n`` (the longest n-gram, 3). Token
 id 0 is ``<pad>`` and 1 is ``<unk>``. scikit-learn and scipy are imported
@@ -365,6 +366,60 @@ def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence
     form, C = candidates[int(np.argmax(right))]                           # the first of equals
     accuracy = {f"{f} C={c:g}": float(r / len(rows)) for (f, c), r in zip(candidates, right)}
     return NgramFit(form, C, "cross-validation", accuracy, len(rows), folds)
+
+@dataclass(frozen=True)
+class NgramForms:
+    """Every form of the n-gram score, each at the C cross-validation scored best for it: what a cross-fit
+    (``sentiment audit``, ``audit/crossfit.py``) refits on each fold's training rows. Made by :func:`select_forms`.
+
+    Attributes:
+        choice: :func:`select_fit`'s result: the winning form and C, with every candidate's accuracy.
+        C: each form's best C (a tie: the first tried), in :data:`FIT_GRID`'s order (NB-LR first).
+        num_labels: classes.
+    """
+
+    choice: NgramFit
+    C: dict[str, float]
+    num_labels: int
+
+    def fit(self, x, y: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each form fitted at its C on features ``x`` and labels ``y``, as :meth:`NgramScore.fit` fits one.
+
+        Args:
+            x: ``(n_texts, buckets + 1)`` scipy sparse binarised counts (:func:`ngram_features`).
+            y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
+
+        Returns:
+            ``{form: (weights, intercepts)}`` in :attr:`C`'s order: ``(buckets + 1, k)`` float64 weights with
+            row 0 ("no n-gram") zero, and ``(k,)`` intercepts, ``k`` = 1 with two classes (the log-odds of the
+            second), else ``num_labels``; a text's scores are ``x @ weights + intercepts``.
+        """
+        fitted = {}
+        for form, C in self.C.items():
+            weights, intercepts = fit_columns(x, y, self.num_labels, form, C)
+            weights[0] = 0.0   # "no n-gram" is never a feature
+            fitted[form] = (weights, intercepts)
+        return fitted
+
+
+def select_forms(x, y: np.ndarray, num_labels: int) -> NgramForms:
+    """Choose each form's C by :func:`select_fit`'s cross-validation (at most :data:`CV_TEXTS` texts,
+    :data:`CV_FOLDS` folds, deterministic), for a cross-fit that refits every form on each fold
+    (:meth:`NgramForms.fit`).
+
+    Args:
+        x: ``(n_texts, buckets + 1)`` scipy sparse binarised counts (:func:`ngram_features`).
+        y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
+        num_labels: classes.
+    """
+    choice = select_fit(x, y, num_labels)
+    best: dict[str, tuple[float, float]] = {}
+    for name, accuracy in choice.cv_accuracy.items():   # "nb-lr C=0.1": accuracy, in the grid's order
+        form, C = name.split(" C=")
+        if form not in best or accuracy > best[form][0]:
+            best[form] = (accuracy, float(C))
+    return NgramForms(choice, {form: C for form, (_, C) in best.items()}, num_labels)
+
 
 class NgramScore(nn.Module):
     """The n-gram score's share of the logits, per token, and its fit.
