@@ -367,6 +367,7 @@ def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence
     accuracy = {f"{f} C={c:g}": float(r / len(rows)) for (f, c), r in zip(candidates, right)}
     return NgramFit(form, C, "cross-validation", accuracy, len(rows), folds)
 
+
 @dataclass(frozen=True)
 class NgramForms:
     """Every form of the n-gram score, each at the C cross-validation scored best for it: what a cross-fit
