@@ -284,3 +284,11 @@ def test_bench_goals_compare_means_round_by_round():
     runs["s"]["0"]["uncertainty"][1]["test_accuracy"] = 0.3      # mean 0.525 < 0.6 at 200 labels
     assert goals(summary({"runs": runs, "strategies": ["random", "uncertainty"]}))["s"]["uncertainty"][
         "rounds_not_worse"] == 1
+
+
+def test_bench_goals_skip_a_run_without_random():
+    from bench.active import goals, summary
+
+    runs = {"s": {"0": {"diverse": [{"labels": 100, "test_accuracy": 0.5}, {"labels": 200, "test_accuracy": 0.6}]}}}
+    table = summary({"runs": runs, "strategies": ["diverse"]})
+    assert goals(table) == {}
