@@ -1,6 +1,7 @@
 """The label-error benchmark: ``sentiment audit`` against cleanlab on TF-IDF + logistic regression, on known flips.
 
-    python -m bench.audit [--cases subj trec6 trec6-cc imdb] [--rate 0.05] [--seed 0] [--output DIR]
+    python -m bench.audit [--cases subj trec6 trec6-cc imdb] [--rate 0.05] [--seeds 0] [--trainer ngram|default]
+                          [--output DIR]
 
 For each case, a known ``rate`` of the whole training split's labels are flipped with a fixed seed:
 uniformly (each flipped row gets one of the other classes at random), or for ``trec6-cc``
@@ -18,7 +19,8 @@ fixed training setting, the n-gram score as ``train`` fits it (``[model] ngram_f
 by cross-validation on the training rows, then fitted on all of them; the audit's tokenizer), is trained
 on the clean rows, the noisy rows, and the noisy rows less each system's flagged ones, and scored on the
 set's test split: ``recovered`` is the share of the accuracy the noise cost that removing the flagged
-rows won back. Prints a Markdown table; writes ``results.json`` and ``results.md`` to ``--output``.
+rows won back. ``--trainer default`` trains the product's default instead (``sentiment train --data FOLDER``
+with no flags, in its own process; the set's clean dev split beside the training rows), four times a case. Prints a Markdown table; writes ``results.json`` and ``results.md`` to ``--output``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ TFIDF_C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 TFIDF_C_GRID_LARGE = (1.0, 4.0, 16.0)   # over LARGE rows: each fit takes a minute
 LARGE = 20_000
 FOLDS = 5
+TRAINERS = {"ngram": "the n-gram score, ngram_fit auto (form and C by 3-fold cross-validation on the training rows)",
+            "default": "sentiment train --data FOLDER with no flags (the set's clean dev split when it has one), "
+                       "then sentiment eval --split test"}
 
 
 def flip(labels: np.ndarray, names: list[str], rate: float, seed: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +150,34 @@ def ngram_accuracy(x_train, y_train: np.ndarray, x_test, y_test: np.ndarray, k: 
     return float((predicted(x_test @ w + b) == y_test).mean())
 
 
-def run_case(name: str, rate: float, seed: int, out: Path) -> dict:
+def default_accuracy(texts: list[str], labels: np.ndarray, names: list[str], rows: np.ndarray, data: dict,
+                     folder: Path) -> float:
+    """Test accuracy of ``sentiment train --data FOLDER`` with no flags (the product default), in its own
+    process, on ``texts[rows]`` with ``labels[rows]``. ``FOLDER`` holds them as ``train.csv``, the set's clean
+    ``dev.csv`` when it has one (else ``train`` holds out its own validation rows from the noisy ones) and its
+    ``test.csv``; then ``sentiment eval --split test --json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def write(name: str, xs, ys) -> None:
+        with open(folder / name, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["text", "label"])
+            w.writerows((t, names[int(y)]) for t, y in zip(xs, ys))
+
+    write("train.csv", [texts[i] for i in rows], labels[rows])
+    if data["dev_from"] == "its dev split":
+        write("dev.csv", *data["dev"])
+    write("test.csv", *data["test"])
+    model = folder / "model"
+    for cmd in (["train", "--data", str(folder), "--output", str(model)],
+                ["eval", "--split", "test", "--checkpoint", str(model), "--json"]):
+        proc = subprocess.run([sys.executable, "-m", "sentiment_cli", *cmd], cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"sentiment {cmd[0]} failed: {proc.stderr.strip()[-500:]}")
+    return float(json.loads(proc.stdout)["accuracy"])
+
+
+def run_case(name: str, rate: float, seed: int, out: Path, trainer: str = "ngram") -> dict:
     from bench.suite import splits
     from sentiment_cli.audit.crossfit import AUDIT_DATA, bucket_count
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
@@ -171,13 +203,15 @@ def run_case(name: str, rate: float, seed: int, out: Path) -> dict:
     x_test = ngram_features(encode_texts(tok, data["test"][0], AUDIT_DATA), buckets)
     y_test = data["test"][1]
 
-    def acc(rows, labels):
+    def acc(rows, labels, tag):
+        if trainer == "default":
+            return default_accuracy(texts, labels, names, rows, data, case_out / f"train-{tag}")
         return ngram_accuracy(x[rows], labels[rows], x_test, y_test, len(names))
 
     every = np.arange(len(texts))
-    accuracy = {"clean": acc(every, clean), "noisy": acc(every, noisy),
-                "audit_removed": acc(np.setdiff1d(every, ours), noisy),
-                "peer_removed": acc(np.setdiff1d(every, peer), noisy)}
+    accuracy = {"clean": acc(every, clean, "clean"), "noisy": acc(every, noisy, "noisy"),
+                "audit_removed": acc(np.setdiff1d(every, ours), noisy, "audit-removed"),
+                "peer_removed": acc(np.setdiff1d(every, peer), noisy, "peer-removed")}
     cost = accuracy["clean"] - accuracy["noisy"]
     recovered = {s: (accuracy[f"{s}_removed"] - accuracy["noisy"]) / cost if cost > 0 else None
                  for s in ("audit", "peer")}
@@ -207,25 +241,58 @@ def markdown(results: dict) -> str:
         a, rc = r["test_accuracy"], r["recovered"]
         lines.append(f"| {name} | {a['clean']:.2%} | {a['noisy']:.2%} | {a['audit_removed']:.2%} | "
                      f"{rec(rc['audit'])} | {a['peer_removed']:.2%} | {rec(rc['peer'])} |")
+    if len(results.get("seeds", [0])) > 1:
+        lines += ["", f"Means over the flip seeds {results['seeds']}:", "",
+                  "| case | F1 audit | F1 peer | clean | noisy | less audit's flagged | recovered | "
+                  "less peer's flagged | recovered |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, m in results["means"].items():
+            a, rc = m["test_accuracy"], m["recovered"]
+            lines.append(f"| {name} | **{m['f1']['audit']:.3f}** | {m['f1']['peer']:.3f} | {a['clean']:.2%} | "
+                         f"{a['noisy']:.2%} | {a['audit_removed']:.2%} | {rec(rc['audit'])} | "
+                         f"{a['peer_removed']:.2%} | {rec(rc['peer'])} |")
     return "\n".join(lines) + "\n"
+
+
+def means(results: dict) -> dict:
+    """Per case over its flip seeds: mean F1 per system, mean test accuracy per arm, and ``recovered`` as the mean
+    gain of removing the flags over the mean cost of the noise (``None`` when the noise cost nothing on average)."""
+    by: dict[str, list[dict]] = {}
+    for r in results["cases"].values():
+        by.setdefault(r["case"], []).append(r)
+    out = {}
+    for case, rs in by.items():
+        acc = {k: float(np.mean([r["test_accuracy"][k] for r in rs])) for k in rs[0]["test_accuracy"]}
+        cost = acc["clean"] - acc["noisy"]
+        out[case] = {"seeds": [r["seed"] for r in rs], "test_accuracy": acc,
+                     "f1": {s: float(np.mean([r[s]["f1"] for r in rs])) for s in ("audit", "peer")},
+                     "recovered": {s: (acc[f"{s}_removed"] - acc["noisy"]) / cost if cost > 0 else None
+                                   for s in ("audit", "peer")}}
+    return out
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.audit", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     ap.add_argument("--rate", type=float, default=0.05, help="share of the training labels flipped")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the flips and of the peer's folds")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0],
+                    help="seeds of the flips and of the peer's folds: one noisy copy of each case per seed, and "
+                         "a table of the means over them")
     ap.add_argument("--output", default=None, help="folder for the noisy files and results (default: temp)")
+    ap.add_argument("--trainer", choices=TRAINERS, default="ngram",
+                    help="what is trained on the clean, noisy and cleaned rows: the n-gram score alone (fast), or "
+                         "the full default of `sentiment train` (minutes a set; IMDB about 40)")
     args = ap.parse_args(argv)
     out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-bench-audit-"))
     out.mkdir(parents=True, exist_ok=True)
-    results = {**record.header(), "rate": args.rate, "seed": args.seed,
-               "trainer": "the n-gram score, ngram_fit auto (form and C by 3-fold cross-validation on the "
-                          "training rows)",
+    results = {**record.header(), "rate": args.rate, "seeds": args.seeds, "trainer": TRAINERS[args.trainer],
                "cases": {}}
     for name in args.cases:
-        results["cases"][name] = run_case(name, args.rate, args.seed, out)
-        record.save(results, out)
+        for seed in args.seeds:
+            key = name if len(args.seeds) == 1 else f"{name} seed {seed}"
+            results["cases"][key] = {"case": name, "seed": seed,
+                                     **run_case(name, args.rate, seed, out / key.replace(" ", "-"), args.trainer)}
+            results["means"] = means(results)
+            record.save(results, out)
     record.finish(results, out, markdown)
 
 
