@@ -101,6 +101,25 @@ def test_rules_on_the_shared_question_set_read_its_dev_split_lengths_and_imbalan
     assert "dev split" in chosen["data.validation_fraction"].reason
     assert chosen["training.embedding_lr_scale"].value == 10.0 and "52," in chosen["training.embedding_lr_scale"].reason
     assert chosen["training.init_from"].value == ""
+    assert chosen["data.min_frequency"].value == 1                               # words seen once are kept
+
+
+def test_a_small_sets_vocabulary_keeps_the_words_seen_once():
+    import csv
+    from dataclasses import replace
+
+    from sentiment_cli.data.tokenizer import build_tokenizer
+
+    cfg = load_config("default").override("data", source=str(SST5_SMALL))
+    profile = auto.read_profile(cfg)
+    chosen = {c.key: c.value for c in auto.data_rules(profile, cfg)}
+    assert cfg.data.min_frequency == 2 and chosen["data.min_frequency"] == 1
+    with open(SST5_SMALL / "train.csv", newline="", encoding="utf-8") as fh:
+        texts = [row["sentence"] for row in csv.DictReader(fh)]
+    kept = build_tokenizer(texts, replace(cfg.data, min_frequency=1), length=len(texts)).get_vocab_size()
+    assert kept > build_tokenizer(texts, cfg.data, length=len(texts)).get_vocab_size()
+    mine = cfg.override("data", min_frequency=1)                                  # already 1: nothing to choose
+    assert "data.min_frequency" not in {c.key for c in auto.data_rules(profile, mine)}
 
 
 def test_a_large_set_keeps_the_presets_embedding_and_word2vec_on_its_own_texts():
@@ -108,10 +127,11 @@ def test_a_large_set_keeps_the_presets_embedding_and_word2vec_on_its_own_texts()
                            length_quantile=1000, tokens=6_700_000)
     chosen = {c.key: c.value for c in auto.data_rules(profile, load_config("default"))}
     assert chosen["pretrain.splits"] == "train" and "training.init_from" not in chosen
-    assert "training.embedding_lr_scale" not in chosen
+    assert "training.embedding_lr_scale" not in chosen and "data.min_frequency" not in chosen
     just_under = auto.Profile(**{**profile.__dict__, "tokens": auto.FEW_TOKENS - 1})
     chosen = {c.key: c.value for c in auto.data_rules(just_under, load_config("default"))}
     assert chosen["training.init_from"] == "" and chosen["training.embedding_lr_scale"] == 10.0
+    assert chosen["data.min_frequency"] == 1
 
 
 def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
