@@ -20,7 +20,10 @@ by cross-validation on the training rows, then fitted on all of them; the audit'
 on the clean rows, the noisy rows, and the noisy rows less each system's flagged ones, and scored on the
 set's test split: ``recovered`` is the share of the accuracy the noise cost that removing the flagged
 rows won back. ``--trainer default`` trains the product's default instead (``sentiment train --data FOLDER``
-with no flags, in its own process; the set's clean dev split beside the training rows), four times a case. Prints a Markdown table; writes ``results.json`` and ``results.md`` to ``--output``.
+with no flags, in its own process; the set's clean dev split beside the training rows), four times a case.
+``--seeds`` makes one noisy copy of each case per flip seed and adds a table of the means over them (one
+seed's accuracies move more than the cleaning does). Prints Markdown tables; writes ``results.json`` and
+``results.md`` to ``--output``.
 """
 
 from __future__ import annotations
