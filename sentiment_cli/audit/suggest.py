@@ -439,6 +439,21 @@ CSV_COLUMNS = ("text", "label", "rank", "uncertainty", "margin", "entropy", "pre
                "cluster")
 
 
+def check_output(path: str | Path, *, force: bool = False) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, once it is known that :func:`write_csv` may write there: a caller
+    checks it before any work, so that the picks never have nowhere to go.
+
+    Raises:
+        UsageError: ``path`` is a folder, or it exists and ``force`` is not set.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--output {path}: is a folder; give a CSV file name")
+    if p.exists() and not force:
+        raise UsageError(f"--output {path}: the file exists; pass --force to replace it, or choose another name")
+    return p
+
+
 def write_csv(result: Suggestions, path: str | Path, *, force: bool = False) -> Path:
     """Write the picks as a CSV file that ``sentiment train --data`` reads once its ``label`` column is filled in.
 
@@ -463,11 +478,7 @@ def write_csv(result: Suggestions, path: str | Path, *, force: bool = False) -> 
 
     from ..checkpoint import atomic_write
 
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--output {path}: is a folder; give a CSV file name")
-    if p.exists() and not force:
-        raise UsageError(f"--output {path}: the file exists; pass --force to replace it, or choose another name")
+    p = check_output(path, force=force)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)

@@ -82,11 +82,11 @@ def suggest(
     Noise-like texts, duplicates and near-duplicates (of each other, the picks, --labelled texts) are left out.
     """
     with handle_errors():
-        from ..audit.suggest import write_csv
+        from ..audit.suggest import check_output, write_csv
         from ..inference.predictor import Predictor
         from ..runtime import resolve_device
 
-        _check_output(output, force)   # before any work: the answer would have nowhere to go
+        check_output(output, force=force)   # before any work: the answer would have nowhere to go
         out, err = consoles()
         predictor = Predictor(checkpoint, resolve_device(device.value))
         texts, where, known = _read_texts(err, unlabelled, labelled, text_column or "", spinner=not as_json)
@@ -99,20 +99,6 @@ def suggest(
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
         render_suggestions(out, result, where, path)
-
-
-def _check_output(output: Path, force: bool) -> None:
-    """Refuse an ``--output`` that is a folder, or that exists without ``--force``.
-
-    Raises:
-        UsageError: either refusal, naming ``--output``.
-    """
-    from ..errors import UsageError
-
-    if output.is_dir():
-        raise UsageError(f"--output {output}: is a folder; give a CSV file name")
-    if output.exists() and not force:
-        raise UsageError(f"--output {output}: the file exists; pass --force to replace it, or choose another name")
 
 
 def _read_texts(err, unlabelled: str, labelled: str | None, text_column: str,
