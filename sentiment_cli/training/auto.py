@@ -135,8 +135,9 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
     """Every rule's choice for this data, given the default ``config`` (before any is applied) and the keys
     the command line set (``given``: their rules are left to the caller to drop; a rule may read them)."""
     return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
-            *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile), *_epochs_rule(profile, config),
-            *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config), *_ngram_fit_rule(profile, config)]
+            *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
+            *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
+            *_ngram_fit_rule(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
