@@ -79,13 +79,18 @@ def scores(flagged: np.ndarray, flipped: np.ndarray) -> dict:
     return {"flagged": int(len(flagged)), "precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
 
 
+def write_rows(path: Path, columns: list[str], rows) -> None:
+    """Write ``rows`` (tuples in ``columns``' order) as a UTF-8 CSV file with a header."""
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(columns)
+        w.writerows(rows)
+
+
 def run_ours(texts: list[str], noisy: np.ndarray, names: list[str], out: Path) -> tuple[np.ndarray, dict]:
     """``sentiment audit`` on the noisy rows written as a CSV (with an ``id`` column), in its own process."""
     data, flagged = out / "noisy.csv", out / "flagged.jsonl"
-    with open(data, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["id", "text", "label"])
-        w.writerows((i, t, names[y]) for i, (t, y) in enumerate(zip(texts, noisy)))
+    write_rows(data, ["id", "text", "label"], ((i, t, names[y]) for i, (t, y) in enumerate(zip(texts, noisy))))
     start, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.run([sys.executable, "-m", "sentiment_cli", "audit", "--data", str(data), "--top", "0",
                            "--output", str(flagged)], cwd=ROOT, capture_output=True, text=True)
@@ -162,10 +167,7 @@ def default_accuracy(texts: list[str], labels: np.ndarray, names: list[str], row
     folder.mkdir(parents=True, exist_ok=True)
 
     def write(name: str, xs, ys) -> None:
-        with open(folder / name, "w", encoding="utf-8", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["text", "label"])
-            w.writerows((t, names[int(y)]) for t, y in zip(xs, ys))
+        write_rows(folder / name, ["text", "label"], ((t, names[int(y)]) for t, y in zip(xs, ys)))
 
     write("train.csv", [texts[i] for i in rows], labels[rows])
     if data["dev_from"] == "its dev split":
