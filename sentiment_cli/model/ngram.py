@@ -270,6 +270,15 @@ _CHOSEN_BY = ("cross-validation", "config", "caller")
 _COLUMNS = {"nb-lr": nb_lr_columns, "lr": lr_columns}
 
 
+def form_phrase(form: str | None, num_labels: int) -> str:
+    """A fitted ``form`` (``"nb-lr"`` or ``"lr"``) in words, as the model card names it, per the number of
+    classes; both candidates when ``form`` is ``None`` (not known)."""
+    two = num_labels == 2
+    return {"nb-lr": "NB-LR" if two else "one-vs-rest NB-LR",
+            "lr": "logistic regression" if two else "multinomial logistic regression"}.get(
+        form, "NB-LR or logistic regression, as cross-validation chose,")
+
+
 def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float) -> tuple[np.ndarray, np.ndarray]:
     """The weights of ``form`` (``"nb-lr"``: :func:`nb_lr_columns`, ``"lr"``: :func:`lr_columns`), fitted
     on one thread: bit-for-bit the same on any machine, and L-BFGS's OpenMP threads, on cores that
@@ -480,11 +489,8 @@ class NgramScore(nn.Module):
 
     @property
     def form_phrase(self) -> str:
-        """:attr:`form` in words, per the number of classes; both candidates when unknown."""
-        two = self.num_labels == 2
-        return {"nb-lr": "NB-LR" if two else "one-vs-rest NB-LR",
-                "lr": "logistic regression" if two else "multinomial logistic regression"}.get(
-            self.form, "NB-LR or logistic regression, as cross-validation chose,")
+        """:attr:`form` in words (:func:`form_phrase`)."""
+        return form_phrase(self.form, self.num_labels)
 
     def read_report(self, report: Any) -> None:
         """Take the form a training run reported for this score (``metrics.json``'s ``"teacher"``), so that
