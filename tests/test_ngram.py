@@ -185,6 +185,27 @@ def _topic_texts(num_labels, per_class, seed=0, noise=0.5):
     return texts, labels
 
 
+@pytest.mark.parametrize("num_labels", [2, 5])
+def test_a_fit_made_elsewhere_loads_into_a_score_exactly_and_a_misshapen_one_is_refused(num_labels):
+    """``load_fit`` is how a cross-fit's fold becomes a score: loading the fit's own weights and intercepts
+    into a fresh score gives the same logits, row 0 (no n-gram) is zeroed, and other shapes raise."""
+    from sentiment_cli.model.ngram import DEFAULT_C, fit_columns
+
+    reviews = [[10 + c, 30 + i, 40 + i] for c in range(num_labels) for i in range(4)]
+    labels = [c for c in range(num_labels) for _ in range(4)]
+    fitted = NgramScore(1009, num_labels=num_labels, fit="nb-lr")
+    fitted.fit(reviews, labels)
+    w, b = fit_columns(ngram_features(reviews, 1009), np.asarray(labels), num_labels, "nb-lr", DEFAULT_C["nb-lr"])
+    w[0] = 7.0
+    loaded = NgramScore(1009, num_labels=num_labels)
+    loaded.load_fit(w, b)
+    assert float(loaded.weight[0].abs().sum()) == 0.0 and w[0].sum() != 0   # the caller's array is untouched
+    np.testing.assert_array_equal(loaded.logits(reviews), fitted.logits(reviews))
+    with pytest.raises(ValueError, match="do not fit"):
+        NgramScore(1013, num_labels=num_labels).load_fit(w, b)
+
+
+
 @pytest.mark.parametrize("num_labels", [2, 4])
 def test_the_lr_fit_is_sklearns_logistic_regression_on_the_binarised_ngrams(num_labels):
     """ngram_fit = "lr": the stored weights and bias give scikit-learn's decision_function of a plain L2

@@ -91,14 +91,8 @@ class CrossFit:
     def score(self, fold: int) -> NgramScore:
         """Fold ``fold``'s fitted score as the model's own :class:`~sentiment_cli.model.ngram.NgramScore`
         module (scale 1), so that its ``token_logits`` split a held-out row's logits over its tokens."""
-        import torch
-
         score = NgramScore(self.buckets, num_labels=self.num_labels)
-        w = self.weights[fold].toarray()
-        with torch.no_grad():
-            score.weight.copy_(torch.from_numpy(w).view(score.weight.shape))
-            score.bias.copy_(torch.from_numpy(self.intercepts[fold]).float().view(score.bias.shape))
-        score.intercept = self.intercepts[fold]
+        score.load_fit(self.weights[fold].toarray(), self.intercepts[fold])
         return score
 
 

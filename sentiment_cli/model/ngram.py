@@ -537,12 +537,32 @@ class NgramScore(nn.Module):
         x = ngram_features(ids, self.buckets)
         choice = self.choose(x, y) if form is None else NgramFit(form, DEFAULT_C[form] if C is None else C)
         weights, intercepts = fit_columns(x, y, self.num_labels, choice.form, choice.C)
-        weights[0] = 0.0   # "no n-gram" is never a feature
-        self.intercept, self.fitted = intercepts, choice
-        with torch.no_grad():
-            self.weight.copy_(torch.from_numpy(weights).view(self.weight.shape))
-            self.bias.copy_(torch.from_numpy(intercepts).view(self.bias.shape))
+        self.load_fit(weights, intercepts, choice)
         return choice
+
+    def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, fitted: NgramFit | None = None) -> None:
+        """Take a fit made elsewhere (:func:`fit_columns`' output, or a cross-fit's fold) as this score's.
+
+        Args:
+            weights: ``(buckets + 1,)`` with two classes, ``(buckets + 1, num_labels)`` with more; row 0
+                (no n-gram) is set to zero.
+            intercepts: ``(1,)`` or ``()`` with two classes, ``(num_labels,)`` with more (float64 kept as
+                :attr:`intercept`).
+            fitted: the :class:`NgramFit` they come from, when known.
+
+        Raises:
+            ValueError: the shapes do not fit this score.
+        """
+        weights = np.array(weights, dtype=np.float32).reshape(-1, *self.weight.shape[1:])
+        intercepts = np.asarray(intercepts, dtype=np.float64).reshape(self.bias.shape or (1,))
+        if weights.shape != tuple(self.weight.shape):
+            raise ValueError(f"n-gram weights of shape {weights.shape} do not fit a score of shape "
+                             f"{tuple(self.weight.shape)}")
+        weights[0] = 0.0   # "no n-gram" is never a feature
+        self.intercept, self.fitted = intercepts, fitted
+        with torch.no_grad():
+            self.weight.copy_(torch.from_numpy(weights))
+            self.bias.copy_(torch.from_numpy(intercepts).float().view(self.bias.shape))
 
     def margins(self, ids: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
         """Unscaled scores ``w . x + b`` of each text: ``(len(ids),)`` float32, the log-odds of the second
