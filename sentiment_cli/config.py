@@ -240,6 +240,9 @@ class TrainingConfig:
     ngram_residual: bool = _spec(False, help="the encoder learns what the n-gram score leaves: its training logits "
                                              "include the score, cross-fitted over 5 folds of the training split "
                                              "(stacking, Wolpert 1992); needs ngram_buckets > 0")
+    refit: bool = _spec(False, help="after a run that held out part of train (validation_fraction > 0, no dev "
+                                    "split), train again on every training row for its best epoch count; the "
+                                    "weights keep its temperature (a second fine-tuning)")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

@@ -88,7 +88,8 @@ def test_rules_for_a_single_file_without_dev_split_or_unlabelled_text():
     assert chosen["training.init_from"] == "" and "pretrain.splits" not in chosen   # no word2vec on so few
     assert chosen["training.distill_reviews"] == 0
     assert chosen["training.embedding_lr_scale"] == auto.SMALL_EMBEDDING_LR_SCALE
-    assert chosen["data.validation_fraction"] == 0.1                             # small: a 10% hold-out
+    assert chosen["data.validation_fraction"] == 0.1                             # small: a 10% hold-out,
+    assert chosen["training.refit"] is True                                      # then trained on
     assert "data.max_length" not in chosen          # reviews: longer than 512 tokens at the 99th percentile
 
 
@@ -99,6 +100,7 @@ def test_rules_on_the_shared_question_set_read_its_dev_split_lengths_and_imbalan
     chosen = {c.key: c for c in auto.data_rules(profile, cfg)}
     assert chosen["data.max_length"].value < 64                                  # questions are short
     assert "dev split" in chosen["data.validation_fraction"].reason
+    assert "training.refit" not in chosen                                        # dev rows are not training rows
     assert chosen["training.embedding_lr_scale"].value == 10.0 and "52," in chosen["training.embedding_lr_scale"].reason
     assert chosen["training.init_from"].value == ""
     assert chosen["data.min_frequency"].value == 1                               # words seen once are kept
@@ -139,6 +141,7 @@ def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
                            length_quantile=1000, tokens=6_700_000)
     chosen = {c.key: c.value for c in auto.data_rules(profile, load_config("default"))}
     assert chosen["data.validation_fraction"] == 0.05 and "pretrain.splits" not in chosen
+    assert "training.refit" not in chosen                     # a second fine-tuning for 5% more rows: not worth it
     assert "data.max_length" not in chosen and "training.distill_reviews" not in chosen
     assert "training.init_from" not in chosen and "training.embedding_lr_scale" not in chosen
 
@@ -204,6 +207,9 @@ def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_
     rules = {rule["key"]: rule["value"] for rule in metrics["data_rules"]}
     assert rules["training.distill_reviews"] == 0 and rules["data.validation_fraction"] == 0.1
     assert metrics["calibration"]["temperature"] != 1.0 and "ece" in metrics["calibration"]
+    assert rules["training.refit"] is True and metrics["held_out_run"]["validation_examples"] > 50
+    assert metrics["data"]["train_examples"] == 600                              # the hold-out, trained on
+    assert "then trained again on all 600 rows for 1 epoch (the refit)" in " ".join(r.output.split())
     config = json.loads((out / "config.json").read_text())
     assert config["training"]["init_from"] == "" and config["training"]["embedding_lr_scale"] == 10.0
     assert not list(tmp_path.glob("checkpoints/pretrained*"))                   # no word2vec on 600 reviews

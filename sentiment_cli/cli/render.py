@@ -21,11 +21,13 @@ def print_note(console, text: str) -> None:
 
 def render_train_summary(console, result) -> None:
     """The per-epoch table of a finished training run (validation loss, accuracy and macro F1 when it was
-    validated) and where its best epoch was saved."""
+    validated) and where its best epoch was saved. A refitted run (``training/refit.py``) shows the held-out
+    run's table, which chose the epoch count, and says that the saved weights learned from every row."""
     from rich.markup import escape
     from rich.table import Table
 
-    m = result.metrics
+    first = result.metrics.get("held_out_run")
+    m = {**result.metrics, **first} if first else result.metrics
     validated = m["best_validation_accuracy"] is not None
     table = Table(title="training summary", title_justify="left",
                   caption="val F1: macro F1 (the mean of the classes' F1)" if validated else None,
@@ -44,7 +46,13 @@ def render_train_summary(console, result) -> None:
     kept = (f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%}"
             + (f", macro F1 {f1:.4f})" if f1 is not None else ")") if validated
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
-    console.print(f"{kept} saved to {escape(str(result.output))}  ·  {m['wall_time_seconds']:.0f} s on {m['device']}"
+    if first:
+        rows, epochs = result.metrics["data"]["train_examples"], m["best_epoch"]
+        kept = (f"{kept}; then trained again on all {rows:,} rows for {epochs} epoch{'s' if epochs != 1 else ''} "
+                "(the refit), "
+                f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
+    console.print(f"{kept} saved to {escape(str(result.output))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
+                  f"on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
     cal = m.get("calibration") or {}
     if "ece" in cal:

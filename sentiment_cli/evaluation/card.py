@@ -119,7 +119,17 @@ def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:
             "best_epoch": metrics.get("best_epoch"), "stopped_early": metrics.get("stopped_early"),
             "seed": metrics.get("seed", config.training.seed), "device": metrics.get("device", UNKNOWN),
             "device_name": metrics.get("device_name"), "wall_time_seconds": metrics.get("wall_time_seconds"),
-            "class_weights": metrics.get("class_weights")}
+            "class_weights": metrics.get("class_weights"), "refit": _refit_record(metrics)}
+
+
+def _refit_record(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """What the card says of a refit (``training/refit.py``): the held-out run's rows, best epoch and its
+    validation accuracy; ``None`` for a run that was not refitted."""
+    first = metrics.get("held_out_run")
+    if not isinstance(first, dict):
+        return None
+    return {"validation_examples": first.get("validation_examples"), "best_epoch": first.get("best_epoch"),
+            "best_validation_accuracy": first.get("best_validation_accuracy")}
 
 
 def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -271,12 +281,25 @@ def _training_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
         ("epochs", epochs),
         ("optimizer", optimizer),
         *_class_weight_facts(t.get("class_weights")),
+        *_refit_facts(t.get("refit")),
         ("device", t["device"] + (f" ({t['device_name']})" if t.get("device_name") else "")),
         ("wall time", _num(t["wall_time_seconds"], ".0f") + " s" if t["wall_time_seconds"] is not None else UNKNOWN),
         ("seed", str(t["seed"])),
         ("created", str(card["created"])),
         ("versions", ", ".join(f"{k} {v}" for k, v in card["versions"].items()) or UNKNOWN),
     ]
+
+
+def _refit_facts(refit: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The "refit" fact of a run trained again on every row after its hold-out (``training/refit.py``)."""
+    if not refit:
+        return []
+    acc = refit.get("best_validation_accuracy")
+    seen = f" (validation accuracy {acc:.2%})" if isinstance(acc, (int, float)) else ""
+    held = _count(refit.get("validation_examples"))
+    return [("refit", f"these weights were trained again on every training row, the {held} held-out rows "
+                      f"included, for the {refit.get('best_epoch')} epochs that were best on them{seen}; the "
+                      "temperature was fitted on the held-out rows before")]
 
 
 def _class_weight_facts(weights: dict[str, float] | None) -> list[tuple[str, str]]:

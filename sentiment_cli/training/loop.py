@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from . import auto, distill, distributed, imbalance
+from . import auto, distill, distributed, imbalance, refit
 from ..checkpoint import METRICS_FILE, Checkpoint, check_writable, load_weights, save_checkpoint, write_json
 from ..config import Config
 from ..data.batching import collate, make_batches
@@ -145,14 +145,17 @@ class RunContext:
 
 
 def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, *,
-                 saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None) -> TrainResult:
+                 saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None,
+                 pretrained: Checkpoint | None = None) -> TrainResult:
     """Run training from setup to the written report: a new run, or the saved one ``saved`` continued.
 
     :func:`train` and :func:`~.resume.resume` call it once they have the config (``resume``: the saved
     one, with its ``epochs`` and ``device`` overridden). ``data_rules`` are the default's choices made
-    for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``.
+    for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``. ``pretrained``: the encoder to
+    start from, already loaded (the refit's); ``None``: ``init_from``'s, made first when missing.
 
-    Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end.
+    Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end, the
+    refit (``refit.py``: with ``[training] refit``, a second run on every training row) included.
 
     Raises:
         FolderInUse: another process holds the output folder's lock (its pid named).
@@ -162,18 +165,19 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
     """
     ctx = _context(config, output, callbacks, stop, data_rules or [])
     with output_lock(ctx.output, enabled=ctx.info.is_main):   # one writer: refuse a second train or --resume
-        pretrained = None
-        if saved is None and config.training.init_from:   # pretrain, or refuse an unfit folder, before the data loads
+        if pretrained is None and saved is None and config.training.init_from:
+            # pretrain, or refuse an unfit folder, before the data loads
             pretrained, made = ensure_pretrained(config, ctx.cb, stop=stop)
             pretrained.metrics["made_by_this_run"] = made
             ctx.cb.on_stage(f"starting from the pretrained weights in {config.training.init_from}")
         with distributed.process_group(ctx.info, ctx.device):
             try:
-                return _train_loop(ctx, saved, pretrained)
+                result = _train_loop(ctx, saved, pretrained)
             except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
                 if not ctx.info.enabled:
                     raise
                 raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
+        return refit.refit(ctx, result, pretrained) if refit.wanted(ctx, result) else result
 
 
 def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,

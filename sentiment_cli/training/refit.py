@@ -1,0 +1,123 @@
+"""The refit: after a run that held part of train out, train once more on every training row.
+
+A run of the default on data without a dev split holds out a stratified slice of train
+(``training/auto.py``, the validation rule). The slice picks the best epoch and fits the temperature.
+With ``[training] refit = true`` it is then trained on, as issue 25 asks ("held out to fit the
+temperature, then trained on"). A second run learns from all rows of train, for the first run's best
+epoch count, with nothing held out. Its weights replace the first run's in the checkpoint folder, and
+they keep the first run's temperature.
+
+This is scikit-learn's ``refit=True`` for the one setting validation chose here (the epoch count), as
+in AutoGluon's ``refit_full``. The temperature was fitted on the first model's held-out logits. The
+refitted model trains on ``1 / (1 - validation_fraction)`` times the rows for as many epochs, so its
+confidence is close to the first model's. Dev evidence is in ``docs/experiments.md`` ("The hold-out,
+trained on"); it costs a second fine-tuning.
+
+The refit trains into a hidden sibling folder and moves its files into place only once it is done, so a
+stop during it leaves the first run's checkpoint, complete and calibrated, in the output folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_temperature
+from ..errors import Interrupted
+from ..evaluation.card import write_training_report
+from .callbacks import TrainResult
+from .state import clear_trainer_state
+
+if TYPE_CHECKING:
+    from .loop import RunContext
+
+# What metrics.json keeps of the first run, under "held_out_run".
+FIRST_RUN_KEYS = ("history", "best_epoch", "best_validation_accuracy", "best_validation_f1_macro",
+                  "stopped_early", "wall_time_seconds")
+
+
+def wanted(ctx: RunContext, first: TrainResult) -> bool:
+    """Whether ``first`` is to be refitted: ``[training] refit`` is on, and its validation rows were held
+    out of train (not the source's own dev split, which is no training data) and gave a best epoch."""
+    data = first.metrics.get("data") or {}
+    return bool(ctx.config.training.refit and data.get("validation_examples")
+                and data.get("validation_from") is None and first.metrics.get("best_epoch"))
+
+
+def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) -> TrainResult:
+    """Train again on every training row for ``first``'s best epoch count; the weights replace ``first``'s.
+
+    Args:
+        ctx: the first run's context (its config has ``refit`` on and a hold-out of train).
+        first: the first run's result; its folder holds the best epoch and the fitted temperature.
+        pretrained: the pretrained encoder the first run started from, or ``None`` (it is loaded again
+            from ``init_from`` when the first run was resumed and did not load it).
+
+    Returns:
+        The refitted folder's :class:`TrainResult`: the second run's ``metrics.json``, with the first run's
+        ``calibration`` and, under ``"held_out_run"``, its history, best epoch and wall time.
+
+    Raises:
+        Interrupted: stopped during the second run; the output keeps the first run's checkpoint.
+        DataError, CheckpointError, SentimentError: as :func:`~.loop.train`.
+    """
+    from .loop import run_training   # here, not at the top: the loop calls this module
+    from .pretrain import load_pretrained
+
+    config, output, best = ctx.config, ctx.output, int(first.metrics["best_epoch"])
+    data = first.metrics["data"]
+    rows = data["train_examples"] + data["validation_examples"]
+    again = config.with_overrides({"data": {"validation_fraction": 0.0},
+                                   "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
+    if pretrained is None and config.training.init_from:
+        pretrained = load_pretrained(config.training.init_from, config)   # read the hold-out as the first run did
+    ctx.cb.on_stage(f"refit: training again on all {rows:,} training rows ({data['validation_examples']:,} held "
+                    f"out until now) for {best} epoch{'s' if best != 1 else ''}, the held-out run's best")
+    partial = output.parent / f".{output.name}.refit"   # the same name on every torchrun rank; rank 0 writes it
+    if ctx.info.is_main:
+        shutil.rmtree(partial, ignore_errors=True)
+    try:
+        second = run_training(again, partial, ctx.cb, ctx.stop, saved=None, data_rules=ctx.data_rules,
+                              pretrained=pretrained)
+    except Interrupted as exc:
+        if ctx.info.is_main:
+            shutil.rmtree(partial, ignore_errors=True)
+        raise Interrupted(f"interrupted by {ctx.stop.reason or 'a signal'} during the refit on all rows; "
+                          f"{output} keeps the held-out run's checkpoint, complete and calibrated",
+                          exit_code=exc.exit_code) from None
+    metrics = _merged_metrics(first.metrics, second.metrics)
+    report = None
+    if ctx.info.is_main:   # the second run's process group is closed: the other ranks are done
+        report = _move_into_place(partial, output, metrics, first.metrics["calibration"]["temperature"])
+    return TrainResult(output, metrics, ctx.info.is_main, report)
+
+
+def _merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """The refitted folder's ``metrics.json``: the second run's, with the first run's ``calibration`` (the
+    temperature the weights keep, and its held-out ECE) and its record as ``"held_out_run"``."""
+    metrics = dict(second)
+    metrics["held_out_run"] = {**{k: first.get(k) for k in FIRST_RUN_KEYS},
+                               "validation_examples": first["data"]["validation_examples"],
+                               "class_counts": first["data"]["class_counts"]}
+    metrics["calibration"] = {**first["calibration"], "fitted_on": "the held-out run's validation rows"}
+    metrics["wall_time_seconds"] = (first.get("wall_time_seconds") or 0.0) + (second.get("wall_time_seconds") or 0.0)
+    return metrics
+
+
+def _move_into_place(partial: Path, output: Path, metrics: dict[str, Any], temperature: float):
+    """Give the refitted weights the first run's temperature, then replace the output's files with them.
+
+    The first run's trainer state goes first: resuming it would continue other weights than the folder's.
+    Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.card.write_training_report`).
+    """
+    write_temperature(partial, temperature)
+    write_json(partial / METRICS_FILE, metrics)
+    clear_trainer_state(partial)
+    clear_trainer_state(output)
+    for path in sorted(partial.iterdir()):
+        if path.is_file() and not path.name.startswith("."):   # not the lock file (output's own is held)
+            os.replace(path, output / path.name)
+    shutil.rmtree(partial, ignore_errors=True)
+    return write_training_report(output)
