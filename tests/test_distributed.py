@@ -103,3 +103,16 @@ def test_two_process_run_resumes_exactly(ddp_runs):
     assert [{k: v for k, v in h.items() if k not in timing} for h in resumed["history"]] == strip
     a, b = load_file(root / "straight" / "model.safetensors"), load_file(root / "split" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow   # torchrun: two processes train twice
+def test_two_process_run_refits_on_every_row_and_keeps_rank_0s_temperature(ddp_runs):
+    root = ddp_runs[0]
+    out = root / "refit"
+    metrics = _torchrun("--config", root / "small.toml", "--data", SMALL_DATA, "--batch-size", 64, "--device", "cpu",
+                        "--epochs", 1, "--set", "training.refit=true", "--output", out)
+    assert metrics["held_out_run"]["validation_examples"] == 100 and metrics["data"]["train_examples"] == 1000
+    assert [h["train_examples"] for h in metrics["history"]] == [1000]      # both ranks' shards, hold-out included
+    config = json.loads((out / "config.json").read_text())
+    assert config["temperature"] == metrics["calibration"]["temperature"] != 1.0
+    assert load_checkpoint(out).model.vocab_size == 3000 and not (root / ".refit.refit").exists()

@@ -101,7 +101,8 @@ def _merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, 
     metrics["held_out_run"] = {**{k: first.get(k) for k in FIRST_RUN_KEYS},
                                "validation_examples": first["data"]["validation_examples"],
                                "class_counts": first["data"]["class_counts"]}
-    metrics["calibration"] = {**first["calibration"], "fitted_on": "the held-out run's validation rows"}
+    # rank 0 fitted the temperature; other torchrun ranks have no "calibration" (and write nothing)
+    metrics["calibration"] = {**(first.get("calibration") or {}), "fitted_on": "the held-out run's validation rows"}
     metrics["wall_time_seconds"] = (first.get("wall_time_seconds") or 0.0) + (second.get("wall_time_seconds") or 0.0)
     return metrics
 
