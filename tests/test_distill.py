@@ -184,7 +184,10 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
     # unsupervised + the training part of train (the rules hold out 10% of the 1,000 for the temperature)
     assert pretrained["kind"] == "pretrained" and pretrained["data"]["reviews"] == 500 + 900
     assert metrics["pretrained"]["made_by_this_run"] is True
-    assert metrics["teacher"]["reviews_per_epoch"] == 200 and metrics["history"][0]["train_examples"] == 900 + 200
+    assert metrics["teacher"]["reviews_per_epoch"] == 200
+    assert metrics["held_out_run"]["history"][0]["train_examples"] == 900 + 200
+    # then the refit (under 20,000 rows): the 100 held-out reviews too, from the same pretrained folder
+    assert metrics["history"][0]["train_examples"] == 1000 + 200 and metrics["pretrained"]["from"].endswith(folder)
 
 
 def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
