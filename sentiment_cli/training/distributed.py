@@ -86,8 +86,13 @@ def device_for(info: DistInfo, device: torch.device) -> torch.device:
 
 @contextmanager
 def process_group(info: DistInfo, device: torch.device) -> Iterator[None]:
-    """Initialise the default process group (NCCL on CUDA, gloo on CPU) and always destroy it on exit."""
-    if not info.enabled:
+    """Initialise the default process group (NCCL on CUDA, gloo on CPU) and always destroy it on exit.
+
+    Re-entrant: inside an open group (the refit's second run, ``refit.py``) it keeps that group. A second
+    ``init_process_group`` after ``destroy_process_group`` in the same torchrun job can hang on the
+    rendezvous store's stale keys (pytorch/pytorch#55967, #114585), so one group serves the whole job.
+    """
+    if not info.enabled or dist.is_initialized():
         yield
         return
     backend = "nccl" if device.type == "cuda" else "gloo"

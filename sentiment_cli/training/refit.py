@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_temperature
 from ..errors import Interrupted
 from ..evaluation.card import write_training_report
+from . import distributed
 from .callbacks import TrainResult
 from .state import clear_trainer_state
 
@@ -88,8 +89,9 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
                           f"{output} keeps the held-out run's checkpoint, complete and calibrated",
                           exit_code=exc.exit_code) from None
     metrics = _merged_metrics(first.metrics, second.metrics)
+    distributed.barrier(ctx.info)   # every rank is done with the second run before rank 0 moves its files
     report = None
-    if ctx.info.is_main:   # the second run's process group is closed: the other ranks are done
+    if ctx.info.is_main:
         report = _move_into_place(partial, output, metrics, first.metrics["calibration"]["temperature"])
     return TrainResult(output, metrics, ctx.info.is_main, report)
 
