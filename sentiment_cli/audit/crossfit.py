@@ -82,6 +82,7 @@ class CrossFit:
 
     @property
     def folds(self) -> int:
+        """The number of folds fitted (k)."""
         return len(self.weights)
 
     def probabilities(self) -> np.ndarray:

@@ -57,6 +57,7 @@ class Finding:
 
     @property
     def text(self) -> str:
+        """The row's text, as the explanation read it."""
         return self.explanation.text
 
     def reasons(self, k: int = TOP_TOKENS) -> list[tuple[str, float]]:

@@ -284,6 +284,8 @@ class _Picker:
         self.refused = 0
 
     def take(self, j: int) -> bool:
+        """Pick candidate ``j`` unless its cosine similarity to a picked row reaches ``NEAR_DUPLICATE``;
+        whether it was picked."""
         if self.picked:
             sims = (self.vectors[self.picked] @ self.vectors[j].T).toarray().ravel()
             if sims.max() >= NEAR_DUPLICATE - 1e-6:

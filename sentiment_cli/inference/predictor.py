@@ -40,10 +40,17 @@ class Backend(Protocol):
     batch_size: int
 
     @property
-    def card(self) -> dict[str, Any]: ...
+    def card(self) -> dict[str, Any]:
+        """The model card, as ``sentiment info --json`` prints it."""
+        ...
 
     def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False
-                ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]: ...
+                ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]:
+        """``(logits, token_logits, bias)`` for token-id rows (each at most ``max_length`` ids), in input
+        order: ``(n, num_labels)`` float32 logits before the temperature; with ``token_logits``, per row
+        ``(len(row), num_labels)`` token shares and ``(num_labels,)`` the part no token carries (the exact
+        explanation), else ``None`` for both."""
+        ...
 
 
 class Predictor:
