@@ -147,3 +147,19 @@ def test_validation_fraction_0_trains_on_all_of_train_and_keeps_the_last_epoch(t
     assert r.exit_code == 2 and "no validation split: [data] validation_fraction is 0" in r.stderr
     r = runner.invoke(app, ["eval", "--split", "test", "--checkpoint", str(out), "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["num_examples"] == 500
+
+
+def test_a_validation_accuracy_tie_goes_to_the_lower_validation_loss():
+    from sentiment_cli.training.loop import _improves
+    from sentiment_cli.training.state import LoopState
+
+    state = LoopState(2, 0.9, 0, {"best_epoch": 1, "history": [
+        {"epoch": 1, "validation_accuracy": 0.9, "validation_loss": 0.30},
+        {"epoch": 2, "validation_accuracy": 0.8, "validation_loss": 0.20}]})
+    assert _improves(state, 0.91, 0.50)        # higher accuracy wins, whatever the loss
+    assert not _improves(state, 0.89, 0.10)    # lower accuracy loses, whatever the loss
+    assert _improves(state, 0.9, 0.29)         # a tie: the lower loss than the best epoch's (not the last's)
+    assert not _improves(state, 0.9, 0.30)     # a full tie keeps the earlier epoch
+    assert not _improves(state, 0.9, 0.31)
+    assert _improves(state, None, None)        # no validation split: every epoch replaces the last
+    assert _improves(LoopState(0, -1.0, 0, {"history": []}), 0.5, 0.7)   # the first epoch
