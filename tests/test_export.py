@@ -194,7 +194,8 @@ def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     assert q["test_reviews"] == 500 and 0.0 <= q["accuracy_after"] <= 1.0
     # the gate's promise (signed: int8 may also score higher); a 500-review slice moves in steps of 0.2 point,
     # and which reviews flip depends on the CPU's int8 kernels
-    assert q["accuracy_before"] - q["accuracy_after"] <= q["max_accuracy_drop"] == 0.01
+    assert q["max_accuracy_drop"] == 0.01
+    assert round((q["accuracy_before"] - q["accuracy_after"]) * 500) <= 5   # in reviews: at most 1 point
     assert abs(q["accuracy_before"] - q["accuracy_after"]) <= 0.02
     assert b["onnx_int8"] == result.path.stat().st_size < b["onnx"]
     preds = Predictor(result.path, onnx=True).predict(reviews[:10])
