@@ -36,7 +36,7 @@ from ..config import DataConfig
 from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
 from ..evaluation.calibration import fit_temperature, softmax
-from ..model.ngram import MAX_N, NgramFit, NgramScore, ngram_features, select_forms
+from ..model.ngram import MAX_N, NgramFit, NgramScore, form_phrase, ngram_features, select_forms
 from .callbacks import AuditCallbacks
 
 # The token ids the audit's n-gram score reads (1,024 tokens keep 98% of IMDB's reviews whole).
@@ -79,6 +79,12 @@ class CrossFit:
     buckets: int
     num_labels: int
     seconds: float
+
+    @property
+    def model_phrase(self) -> str:
+        """The cross-fitted model in words (the audit's ``method.model``): its forms, their C, the features."""
+        forms = " and ".join(f"{form_phrase(form, self.num_labels)} (C {C:g})" for form, C in self.C.items())
+        return f"the average of {forms} over hashed token 1-3-grams, each calibrated"
 
     @property
     def folds(self) -> int:

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..data.splits import DataSpec, load_rows
 from ..inference.prediction import Explanation
-from ..model.ngram import form_phrase
 from .callbacks import AuditCallbacks
 from .crossfit import FOLDS, SEED, check_folds, cross_fit, encode
 from .label_issues import find_issues, summary
@@ -149,8 +148,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     file, lines = locations(rows.file, len(s))
     findings = [Finding(rank, int(i), file, lines[i], names[y[i]], names[issues.suggested[i]], float(issues.quality[i]),
                         explained[int(i)]) for rank, i in enumerate(issues.ranked.tolist(), 1)]
-    forms = " and ".join(f"{form_phrase(form, len(names))} (C {C:g})" for form, C in cross.C.items())
-    method = {"model": f"the average of {forms} over hashed token 1-3-grams, each calibrated",
+    method = {"model": cross.model_phrase,
               "C": cross.C, "cv_accuracy": cross.fit.cv_accuracy, "folds": folds,
               "temperature": cross.temperature, "buckets": cross.buckets,
               "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds}
