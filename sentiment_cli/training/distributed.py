@@ -88,6 +88,11 @@ def device_for(info: DistInfo, device: torch.device) -> torch.device:
 def process_group(info: DistInfo, device: torch.device) -> Iterator[None]:
     """Initialise the default process group (NCCL on CUDA, gloo on CPU) and always destroy it on exit.
 
+    On a normal exit the ranks meet at a barrier first, so that none shuts its connections while another
+    still works inside the group: after a refit, rank 0 moves files and draws the card while the others are
+    done, and a rank tearing gloo down then aborted once on CI ("terminate called without an active
+    exception").
+
     Re-entrant: inside an open group (the refit's second run, ``refit.py``) it keeps that group. A second
     ``init_process_group`` after ``destroy_process_group`` in the same torchrun job can hang on the
     rendezvous store's stale keys (pytorch/pytorch#55967, #114585), so one group serves the whole job.
@@ -100,9 +105,16 @@ def process_group(info: DistInfo, device: torch.device) -> Iterator[None]:
                             device_id=device if device.type == "cuda" else None)
     try:
         yield
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    except BaseException:
+        _destroy()   # no barrier: the other ranks may never reach it
+        raise
+    dist.barrier()   # every rank is done with the group before any rank tears its connections down
+    _destroy()
+
+
+def _destroy() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def barrier(info: DistInfo) -> None:

@@ -170,14 +170,14 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
             pretrained, made = ensure_pretrained(config, ctx.cb, stop=stop)
             pretrained.metrics["made_by_this_run"] = made
             ctx.cb.on_stage(f"starting from the pretrained weights in {config.training.init_from}")
-        with distributed.process_group(ctx.info, ctx.device):   # one group for both runs of a refit
-            try:
+        try:
+            with distributed.process_group(ctx.info, ctx.device):   # one group for both runs of a refit
                 result = _train_loop(ctx, saved, pretrained)
                 return refit.refit(ctx, result, pretrained) if refit.wanted(ctx, result) else result
-            except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
-                if not ctx.info.enabled:
-                    raise
-                raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
+        except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
+            if not ctx.info.enabled:
+                raise
+            raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
 def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
