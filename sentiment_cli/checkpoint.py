@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -429,6 +430,24 @@ def write_temperature(directory: str | Path, temperature: float) -> None:
     path = Path(directory) / CONFIG_FILE
     raw = _read_json(path)
     raw["temperature"] = float(temperature)
+    write_json(path, raw)
+
+
+def write_ngram_scale(directory: str | Path, scale: float) -> None:
+    """Store ``scale`` as ``config.json``'s ``[model] ngram_scale`` (the n-gram score's weight), atomically.
+
+    Raises:
+        CheckpointError: ``config.json`` is missing or invalid, or has no ``model`` section.
+        ValueError: ``scale`` is not a finite number of at least 0 (what loading accepts).
+        OSError: the folder is not writable (``config.json`` is then unchanged).
+    """
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
+        raise ValueError(f"ngram_scale must be a finite number of at least 0, got {scale!r}")
+    path = Path(directory) / CONFIG_FILE
+    raw = _read_json(path)
+    if not isinstance(raw.get("model"), dict):
+        raise CheckpointError(f"{path}: no [model] section to store the n-gram score's weight in")
+    raw["model"]["ngram_scale"] = float(scale)
     write_json(path, raw)
 
 

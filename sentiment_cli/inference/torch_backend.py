@@ -24,7 +24,7 @@ from ..runtime import autocast, inference_attention
 
 @torch.inference_mode()
 def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
-                   device: torch.device, bf16: bool = False,
+                   device: torch.device, bf16: bool = False, encoder_only: bool = False,
                    on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
     """Logits for every example, in input order.
 
@@ -37,6 +37,7 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
         batch_size: examples per forward pass.
         device: where the model lives.
         bf16: run the forward pass under bf16 autocast.
+        encoder_only: the encoder's logits alone, without the n-gram score (``score_weight.py``).
         on_batch: called with the size of each finished batch (progress).
 
     Returns:
@@ -48,7 +49,7 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
         for batch in make_batches([len(x) for x in ids], batch_size, shuffle=False, bucket=True):
             input_ids, padding_mask = collate(ids, batch)
             with autocast(device, bf16):
-                logits = model(input_ids.to(device), padding_mask.to(device)).logits
+                logits = model(input_ids.to(device), padding_mask.to(device), encoder_only=encoder_only).logits
             out[torch.as_tensor(batch)] = logits.float().cpu()
             if on_batch is not None:
                 on_batch(len(batch))

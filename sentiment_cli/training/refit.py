@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_temperature
+from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_ngram_scale, write_temperature
 from ..errors import Interrupted
 from ..evaluation.card import write_training_report
 from . import distributed
@@ -92,7 +92,7 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
     distributed.barrier(ctx.info)   # every rank is done with the second run before rank 0 moves its files
     report = None
     if ctx.info.is_main:
-        report = _move_into_place(partial, output, metrics, first.metrics["calibration"]["temperature"])
+        report = _move_into_place(partial, output, metrics, first.metrics["calibration"])
     return TrainResult(output, metrics, ctx.info.is_main, report)
 
 
@@ -109,13 +109,16 @@ def _merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, 
     return metrics
 
 
-def _move_into_place(partial: Path, output: Path, metrics: dict[str, Any], temperature: float):
-    """Give the refitted weights the first run's temperature, then replace the output's files with them.
+def _move_into_place(partial: Path, output: Path, metrics: dict[str, Any], fitted: dict[str, Any]):
+    """Give the refitted weights the first run's temperature (and its n-gram score's weight, when it chose
+    one: ``score_weight.py``), then replace the output's files with them.
 
     The first run's trainer state goes first: resuming it would continue other weights than the folder's.
     Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.card.write_training_report`).
     """
-    write_temperature(partial, temperature)
+    write_temperature(partial, fitted["temperature"])
+    if "ngram_scale" in fitted:
+        write_ngram_scale(partial, fitted["ngram_scale"])
     write_json(partial / METRICS_FILE, metrics)
     clear_trainer_state(partial)
     clear_trainer_state(output)
