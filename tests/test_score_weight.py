@@ -86,3 +86,15 @@ def test_a_refit_keeps_the_held_out_runs_weight(tmp_path):
     assert scale in SCALES                                                 # not the configured 1.25
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["ngram_scale"] == scale
     assert load_checkpoint(tmp_path / "run").model.logit_term.scale == scale
+
+
+def test_the_model_card_names_the_chosen_weight(tmp_path):
+    from sentiment_cli.evaluation.card import card_sections, model_card
+
+    cfg = small_config(epochs=1, fit_ngram_scale=True).override("model", ngram_buckets=1 << 16, ngram_scale=1.25)
+    train(cfg, tmp_path / "run")
+    card = model_card(tmp_path / "run")
+    scale = json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]["ngram_scale"]
+    assert card["calibration"]["ngram_scale"] == scale
+    rows = dict(dict(card_sections(card))["Calibration"])
+    assert rows["n-gram score's weight"].startswith(f"{scale:g} ")

@@ -164,8 +164,9 @@ def _class_balance(data: dict[str, Any], evals: dict[str, dict[str, Any]],
 
 def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The card's ``calibration``: the ``temperature`` in ``config.json`` (1.0: none fitted), whether it was
-    ``fitted`` (on the validation split at the end of training), and the ECE after / before it by split
-    (``validation`` from training, other splits from ``sentiment eval``)."""
+    ``fitted`` (on the validation split at the end of training), the ECE after / before it by split
+    (``validation`` from training, other splits from ``sentiment eval``), and the n-gram score's fitted
+    weight ``ngram_scale`` when training chose one."""
     fitted = metrics.get("calibration") or {}
     ece: dict[str, dict[str, float]] = {}
     if "ece" in fitted:
@@ -173,7 +174,10 @@ def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict
     for split, r in evals.items():
         if "ece" in r:
             ece[split] = {"ece": r["ece"], "ece_uncalibrated": r.get("ece_uncalibrated")}
-    return {"temperature": read_temperature(directory), "fitted": "ece" in fitted, "ece": ece}
+    out = {"temperature": read_temperature(directory), "fitted": "ece" in fitted, "ece": ece}
+    if "ngram_scale" in fitted:   # the n-gram score's weight, chosen with it (training/score_weight.py)
+        out["ngram_scale"] = fitted["ngram_scale"]
+    return out
 
 
 def _eval_balance(record: dict[str, Any], labels: tuple[str, ...]) -> dict[str, int]:
@@ -358,6 +362,9 @@ def _calibration_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[st
            else "none fitted (no validation split, or trained before temperatures were fitted)")
     return [("Calibration", [
         ("temperature", f"{cal['temperature']:.4g}: probabilities are softmax(logits / T); {how}"),
+        *((("n-gram score's weight", f"{cal['ngram_scale']:g} (the logits are the encoder's + {cal['ngram_scale']:g} "
+            "x the score's), chosen on the validation split from 0.5 to 5 by the NLL after the temperature"),)
+          if "ngram_scale" in cal else ()),
         *((f"ECE, {split}", f"{r['ece']:.2%} with the temperature, {_num(r.get('ece_uncalibrated'), '.2%')} "
                             f"without (15 bins)") for split, r in cal["ece"].items()),
     ])]
