@@ -244,7 +244,7 @@ class TrainingConfig:
                                     "split), train again on every training row for its best epoch count; the "
                                     "weights keep its temperature (a second fine-tuning)")
     fit_ngram_scale: bool = _spec(False, help="after training, choose [model] ngram_scale (the n-gram score's "
-                                              "weight beside the encoder) from 0.5 to 5 by the validation NLL "
+                                              "weight beside the encoder) from 1 to 5 by the validation NLL "
                                               "after the temperature; stored in the checkpoint's config.json")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")

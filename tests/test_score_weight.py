@@ -34,13 +34,13 @@ def _brute_force(enc, score, y):
     return min(losses, key=losses.get)
 
 
-def test_a_noisy_encoder_gives_the_score_more_weight_and_a_noisy_score_less():
+def test_a_noisy_encoder_gives_the_score_more_weight_and_a_noisy_score_keeps_the_sum():
     enc, score, y = _parts(encoder_noise=3.0, score_noise=0.5)
     scale, losses = choose_scale(enc, score, y)
     assert scale > 1 and scale == _brute_force(enc, score, y) and set(losses) == set(SCALES)
     enc, score, y = _parts(encoder_noise=0.5, score_noise=3.0)
-    scale, _ = choose_scale(enc, score, y)
-    assert scale < 1 and scale == _brute_force(enc, score, y)
+    scale, losses = choose_scale(enc, score, y)
+    assert scale == 1.0 == _brute_force(enc, score, y) and losses[1.0] < losses[1.5]
 
 
 def test_parts_of_different_shapes_are_refused():

@@ -363,7 +363,7 @@ def _calibration_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[st
     return [("Calibration", [
         ("temperature", f"{cal['temperature']:.4g}: probabilities are softmax(logits / T); {how}"),
         *((("n-gram score's weight", f"{cal['ngram_scale']:g} (the logits are the encoder's + {cal['ngram_scale']:g} "
-            "x the score's), chosen on the validation split from 0.5 to 5 by the NLL after the temperature"),)
+            "x the score's), chosen on the validation split from 1 to 5 by the NLL after the temperature"),)
           if "ngram_scale" in cal else ()),
         *((f"ECE, {split}", f"{r['ece']:.2%} with the temperature, {_num(r.get('ece_uncalibrated'), '.2%')} "
                             f"without (15 bins)") for split, r in cal["ece"].items()),
