@@ -154,3 +154,22 @@ def test_ratio_table_has_every_peer_and_the_notebook():
     md = markdown(_results())
     separators = [line for line in md.splitlines() if line.startswith("|---|")]
     assert len(separators) == 2 and "| NB-SVM ² | 91.50% |" in md   # two tables; the peer's own row
+
+
+def test_score_weight_analysis_keeps_the_runs_epoch_and_reports_the_chosen_weight(tmp_path):
+    import numpy as np
+
+    from bench.score_weight import analyse
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    sign, signal = np.array([-1.0, 1.0]), np.where(y == 1, 1.0, -1.0)
+    z = {"val_y": y[:200], "dev_y": y[200:]}
+    for epoch, noise in ((1, 0.3), (2, 3.0)):   # epoch 2's encoder is noise: epoch 1 validates better
+        enc = sign * (signal + rng.normal(0, noise, 400))[:, None] * 3
+        score = sign * (signal + rng.normal(0, 1.0, 400))[:, None]
+        z[f"val_enc_{epoch}"], z[f"dev_enc_{epoch}"] = enc[:200], enc[200:]
+        z[f"val_score_{epoch}"], z[f"dev_score_{epoch}"] = score[:200], score[200:]
+    np.savez(tmp_path / "run.parts.npz", **z)
+    line = analyse(str(tmp_path / "run.parts.npz"), (1.0, 2.0))
+    assert "epoch 1," in line and "chosen 1:" in line and "every weight on DEV: 1: " in line
