@@ -59,6 +59,8 @@ def probe(train_file: str, dev_file: str, out: str, train_args: list[str]) -> No
         end_of_epoch(run, epoch, totals, validation)
         names = [str(x) for x in run.data.labels]
         keep = df[df[label_col].astype(str).isin(names)]
+        if keep.empty:
+            raise SystemExit(f"{dev_file}: no row has one of the run's labels {names}")
         store.setdefault("dev_y", np.array([names.index(str(x)) for x in keep[label_col]]))
         store.setdefault("val_y", np.array(run.data.validation.labels))
         store[f"val_loss_{epoch}"] = np.array(validation[0])
