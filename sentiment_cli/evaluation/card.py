@@ -303,7 +303,7 @@ def _refit_facts(refit: dict[str, Any] | None) -> list[tuple[str, str]]:
     held, epochs = _count(refit.get("validation_examples")), refit.get("best_epoch")
     return [("refit", f"these weights were trained again on every training row, the {held} held-out rows "
                       f"included, for {epochs} epoch{'' if epochs == 1 else 's'}, the count that was best on "
-                      f"them{seen}; the temperature was fitted on the held-out rows before")]
+                      f"them{seen}; the calibration below was fitted on the held-out rows before")]
 
 
 def _class_weight_facts(weights: dict[str, float] | None) -> list[tuple[str, str]]:
