@@ -21,25 +21,35 @@ def parts(checkpoint: str, data: str, split: str = "validation") -> dict:
     """``{"labels", "encoder", "score"}``: the split's label ids and the two parts' logits,
     ``(rows, num_labels)`` each (the score's are zero for a model without one)."""
     from sentiment_cli.checkpoint import load_checkpoint
-    from sentiment_cli.data.batching import collate
     from sentiment_cli.data.splits import load_split
     from sentiment_cli.data.tokenizer import encode_texts
 
     ckpt = load_checkpoint(checkpoint)
     rows = load_split(data, split, 0.1, ckpt.config.training.seed, label_names=ckpt.labels)
     ids = encode_texts(ckpt.tokenizer, rows.texts, ckpt.config.data)
+    enc, score = logit_parts(ckpt.model, ids)
+    return {"labels": np.asarray(rows.labels), "encoder": enc, "score": score}
+
+
+def logit_parts(model, ids) -> tuple[np.ndarray, np.ndarray]:
+    """``(encoder, score)``: the logits of the encoder alone and of the n-gram score alone (at its configured
+    weight; zero for a model without one), ``(len(ids), num_labels)`` each. The model is left in the mode
+    it was in."""
+    from sentiment_cli.data.batching import collate
+
     encoder, score = [], []
+    was_training = model.training
+    model.eval()
     with torch.no_grad():
         for i in range(0, len(ids), 256):
             x, mask = collate(ids[i:i + 256])
-            encoder.append(ckpt.model(x, mask, encoder_only=True).logits.numpy())       # (batch, num_labels)
-            term = ckpt.model.logit_term
-            if term is not None:
-                shares, bias = term(x)                                                   # (batch, seq, labels)
-                score.append((shares.sum(1) + bias).numpy())
+            encoder.append(model(x, mask, encoder_only=True).logits.float().numpy())    # (batch, num_labels)
+            if model.logit_term is not None:
+                shares, bias = model.logit_term(x)                                       # (batch, seq, labels)
+                score.append((shares.sum(1) + bias).float().numpy())
+    model.train(was_training)
     enc = np.concatenate(encoder)
-    return {"labels": np.asarray(rows.labels), "encoder": enc,
-            "score": np.concatenate(score) if score else np.zeros_like(enc)}
+    return enc, (np.concatenate(score) if score else np.zeros_like(enc))
 
 
 def main(argv=None) -> None:

@@ -19,26 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _parts(model, ids) -> tuple[np.ndarray, np.ndarray]:
-    """``(encoder, score)`` logits, ``(len(ids), num_labels)`` each; the score's at its configured weight."""
-    import torch
-
-    from sentiment_cli.data.batching import collate
-
-    enc, score = [], []
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        for i in range(0, len(ids), 256):
-            x, mask = collate(ids[i:i + 256])
-            enc.append(model(x, mask, encoder_only=True).logits.float().numpy())
-            if model.logit_term is not None:
-                shares, bias = model.logit_term(x)
-                score.append((shares.sum(1) + bias).float().numpy())
-    model.train(was_training)
-    e = np.concatenate(enc)
-    return e, (np.concatenate(score) if score else np.zeros_like(e))
+from bench.parts import logit_parts
 
 
 def probe(train_file: str, dev_file: str, out: str, train_args: list[str]) -> None:
@@ -65,8 +46,8 @@ def probe(train_file: str, dev_file: str, out: str, train_args: list[str]) -> No
         store.setdefault("val_y", np.array(run.data.validation.labels))
         store[f"val_loss_{epoch}"] = np.array(validation[0])
         ids = encode_texts(run.data.tokenizer, keep[text_col].astype(str).tolist(), run.ctx.config.data)
-        store[f"dev_enc_{epoch}"], store[f"dev_score_{epoch}"] = _parts(run.model, ids)
-        store[f"val_enc_{epoch}"], store[f"val_score_{epoch}"] = _parts(run.model, run.data.val_ids)
+        store[f"dev_enc_{epoch}"], store[f"dev_score_{epoch}"] = logit_parts(run.model, ids)
+        store[f"val_enc_{epoch}"], store[f"val_score_{epoch}"] = logit_parts(run.model, run.data.val_ids)
         np.savez(out + ".parts.npz", **store)
 
     loop._end_of_epoch = probed
