@@ -150,7 +150,8 @@ class ModelConfig:
                                help="rows of the n-gram score: a linear model over hashed token 1-3-grams "
                                     "(ngram_fit) that train fits on the training split; its score joins the "
                                     "head's logits and teaches distillation; 0: none")
-    ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits")
+    ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits (with [training] "
+                                                 "fit_ngram_scale, chosen on validation after training)")
     ngram_fit: str = _spec("auto", choices=("auto", "nb-lr", "lr"),
                            help="the n-gram score's form: nb-lr (NB-LR, C 0.1; one-vs-rest with more than two "
                                 "classes), lr (plain L2 logistic regression on the binarised n-grams, C 10; "
