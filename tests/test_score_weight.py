@@ -60,13 +60,13 @@ def test_training_stores_the_chosen_weight_and_predict_uses_it(tmp_path):
     assert fitted["nll"] <= fitted["ngram_scale_nll"]["1"] + 1e-9        # no worse than the sum as trained
     ckpt = load_checkpoint(out)
     assert ckpt.model.logit_term.scale == fitted["ngram_scale"]
-    # predict's logits are the encoder's plus the score at the stored weight
+    # predict reads the weight from config.json: doubling it there moves its logits
     text = ["A moving, beautifully acted film with a thin plot."]
     scaled = Predictor(out).logits(text)
     stored["model"]["ngram_scale"] = fitted["ngram_scale"] * 2
     (out / "config.json").write_text(json.dumps(stored))
-    unscaled = Predictor(out).logits(text)
-    assert not np.allclose(scaled, unscaled)
+    doubled = Predictor(out).logits(text)
+    assert not np.allclose(scaled, doubled)
 
 
 def test_without_the_option_the_configured_weight_stays(tmp_path):
