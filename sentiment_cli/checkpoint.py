@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -433,21 +432,18 @@ def write_temperature(directory: str | Path, temperature: float) -> None:
     write_json(path, raw)
 
 
-def write_ngram_scale(directory: str | Path, scale: float) -> None:
-    """Store ``scale`` as ``config.json``'s ``[model] ngram_scale`` (the n-gram score's weight), atomically.
+def write_config_entry(directory: str | Path, section: str, key: str, value: Any) -> None:
+    """Store ``value`` as ``config.json``'s ``[section] key``, atomically; the rest is kept.
 
     Raises:
-        CheckpointError: ``config.json`` is missing or invalid, or has no ``model`` section.
-        ValueError: ``scale`` is not a finite number of at least 0 (what loading accepts).
+        CheckpointError: ``config.json`` is missing or invalid, or has no ``section``.
         OSError: the folder is not writable (``config.json`` is then unchanged).
     """
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
-        raise ValueError(f"ngram_scale must be a finite number of at least 0, got {scale!r}")
     path = Path(directory) / CONFIG_FILE
     raw = _read_json(path)
-    if not isinstance(raw.get("model"), dict):
-        raise CheckpointError(f"{path}: no [model] section to store the n-gram score's weight in")
-    raw["model"]["ngram_scale"] = float(scale)
+    if not isinstance(raw.get(section), dict):
+        raise CheckpointError(f"{path}: no [{section}] section")
+    raw[section][key] = value
     write_json(path, raw)
 
 

@@ -37,7 +37,7 @@ def batched_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
         batch_size: examples per forward pass.
         device: where the model lives.
         bf16: run the forward pass under bf16 autocast.
-        encoder_only: the encoder's logits alone, without the n-gram score (``score_weight.py``).
+        encoder_only: the encoder's logits alone (the model's ``encoder_only``).
         on_batch: called with the size of each finished batch (progress).
 
     Returns:

@@ -1,8 +1,7 @@
 """Temperature scaling after training: fit ``T`` on the kept epoch's validation logits, store it with the weights.
 
-With ``[training] fit_ngram_scale`` the same logits first choose the n-gram score's weight
-(``score_weight.py``), stored in ``config.json`` as ``[model] ngram_scale``; the temperature is then fitted
-at that weight.
+The same logits may first choose the weight of the logits' parts (``score_weight.py``); the temperature is
+then fitted at that weight.
 
 Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural
 Networks", section 4.2): the ``T`` minimising the validation NLL of
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from safetensors.torch import load as st_load
 
-from ..checkpoint import WEIGHTS_FILE, load_weights, write_ngram_scale, write_temperature
+from ..checkpoint import WEIGHTS_FILE, load_weights, write_temperature
 from ..evaluation import calibration
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
@@ -46,8 +45,7 @@ def calibrate(ctx: RunContext, trained: SentimentClassifier, val_ids: list[list[
     Returns:
         ``metrics.json``'s ``calibration``: ``temperature``, and with validation ``bins`` and the
         validation ``ece`` / ``nll`` after and ``ece_uncalibrated`` / ``nll_uncalibrated`` before it;
-        with a fitted n-gram score's weight also ``ngram_scale``, ``ngram_scale_nll`` (each candidate's
-        validation NLL) and the validation ``accuracy`` at the chosen weight.
+        with a chosen weight also :func:`~.score_weight.fit`'s entries.
 
     Raises:
         CheckpointError: the saved weights cannot be read back.
@@ -55,9 +53,11 @@ def calibrate(ctx: RunContext, trained: SentimentClassifier, val_ids: list[list[
     if not val_ids:
         write_temperature(ctx.output, 1.0)
         return {"temperature": 1.0}
-    labels = list(val_labels)
+    t, labels = ctx.config.training, list(val_labels)
     kept = _kept_model(ctx, trained)
-    logits, fitted = _logits_at_fitted_scale(ctx, kept, val_ids, labels)
+    logits = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=ctx.device,
+                            bf16=t.autocast_bf16).numpy().astype(np.float64)
+    logits, fitted = score_weight.fit(ctx, kept, val_ids, labels, logits)
     ctx.cb.on_stage("fitting the temperature on the validation split")
     temperature = calibration.fit_temperature(logits, labels)
     write_temperature(ctx.output, temperature)
@@ -73,29 +73,3 @@ def _kept_model(ctx: RunContext, trained: SentimentClassifier) -> SentimentClass
     weights = ctx.output / WEIGHTS_FILE
     load_weights(kept, st_load(weights.read_bytes()), weights)
     return kept.to(ctx.device)
-
-
-def _logits_at_fitted_scale(ctx: RunContext, kept: SentimentClassifier, val_ids: list[list[int]],
-                            labels: list[int]) -> tuple[np.ndarray, dict[str, Any]]:
-    """The kept weights' ``(len(val_ids), num_labels)`` validation logits, at the n-gram score's fitted weight
-    when ``[training] fit_ngram_scale`` is on and the model has a score (else at the configured one).
-
-    Returns:
-        The logits, and the ``calibration`` entries of the fit (empty without one). The chosen weight is
-        written to ``config.json``.
-    """
-    t = ctx.config.training
-    term = kept.logit_term
-    run = dict(batch_size=t.eval_batch_size, device=ctx.device, bf16=t.autocast_bf16)
-    logits = batched_logits(kept, val_ids, **run).numpy().astype(np.float64)
-    if not (t.fit_ngram_scale and term is not None and term.scale > 0):
-        return logits, {}
-    ctx.cb.on_stage("choosing the n-gram score's weight on the validation split")
-    encoder = batched_logits(kept, val_ids, encoder_only=True, **run).numpy().astype(np.float64)
-    score = (logits - encoder) / term.scale                                 # (n, num_labels), at weight 1
-    scale, losses = score_weight.choose_scale(encoder, score, labels)
-    write_ngram_scale(ctx.output, scale)
-    logits = encoder + scale * score
-    accuracy = float((logits.argmax(1) == np.asarray(labels)).mean())
-    return logits, {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()},
-                    "accuracy": accuracy}

@@ -24,10 +24,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_ngram_scale, write_temperature
+from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_temperature
 from ..errors import Interrupted
 from ..evaluation.card import write_training_report
-from . import distributed
+from . import distributed, score_weight
 from .callbacks import TrainResult
 from .state import clear_trainer_state
 
@@ -110,15 +110,14 @@ def _merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, 
 
 
 def _move_into_place(partial: Path, output: Path, metrics: dict[str, Any], fitted: dict[str, Any]):
-    """Give the refitted weights the first run's temperature (and its n-gram score's weight, when it chose
-    one: ``score_weight.py``), then replace the output's files with them.
+    """Give the refitted weights the first run's temperature (and the weight ``score_weight.py`` chose, if
+    any), then replace the output's files with them.
 
     The first run's trainer state goes first: resuming it would continue other weights than the folder's.
     Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.card.write_training_report`).
     """
     write_temperature(partial, fitted["temperature"])
-    if "ngram_scale" in fitted:
-        write_ngram_scale(partial, fitted["ngram_scale"])
+    score_weight.keep(partial, fitted)
     write_json(partial / METRICS_FILE, metrics)
     clear_trainer_state(partial)
     clear_trainer_state(output)

@@ -12,16 +12,26 @@ from 1 up, because the failure it mends is the encoder's overfitting (scales bel
 Subj's dev and cost 0.8 point on the other half). Dev evidence: ``docs/experiments.md``, "Small sets: the
 n-gram score's weight".
 
-The arithmetic is NumPy only; ``calibrate.py`` computes the two parts' logits and stores the choice.
+``calibrate.py`` calls :func:`fit` before it fits the temperature; the refit carries the choice over with
+:func:`keep`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..checkpoint import write_config_entry
 from ..evaluation import calibration
+from ..inference.torch_backend import batched_logits
+
+if TYPE_CHECKING:
+    from ..model.classifier import SentimentClassifier
+    from .loop import RunContext
 
 SCALES = (1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates; 1: the sum as trained
 
@@ -52,3 +62,61 @@ def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: S
         losses[float(s)] = calibration.nll(z, labels, calibration.fit_temperature(z, labels))
     best = min(losses, key=lambda s: (losses[s], abs(s - 1.0)))   # equal NLL: nearer the trained sum
     return best, losses
+
+
+def fit(ctx: RunContext, kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int],
+        logits: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """Choose the weight for the kept weights and store it in ``ctx.output``'s ``config.json``.
+
+    A no-op unless ``[training] fit_ngram_scale`` is on and the model has a score of positive weight.
+
+    Args:
+        ctx: the run's context (config, output folder, device, progress hooks).
+        kept: the kept epoch's model, on ``ctx.device``.
+        val_ids: the validation rows' token ids.
+        labels: their label ids.
+        logits: ``(len(val_ids), num_labels)`` the kept model's validation logits at the configured weight.
+
+    Returns:
+        The validation logits at the chosen weight, and ``metrics.json``'s ``calibration`` entries of the
+        choice: ``ngram_scale``, ``ngram_scale_nll`` (each candidate's NLL) and the validation ``accuracy``
+        at the chosen weight (empty without a choice).
+
+    Raises:
+        CheckpointError, OSError: ``config.json`` cannot be rewritten.
+    """
+    t, term = ctx.config.training, kept.logit_term
+    if not (t.fit_ngram_scale and term is not None and term.scale > 0):
+        return logits, {}
+    ctx.cb.on_stage("choosing the n-gram score's weight on the validation split")
+    encoder = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=ctx.device,
+                             bf16=t.autocast_bf16, encoder_only=True).numpy().astype(np.float64)
+    score = (logits - encoder) / term.scale                                 # (n, num_labels), at weight 1
+    scale, losses = choose_scale(encoder, score, labels)
+    _store(ctx.output, scale)
+    logits = encoder + scale * score
+    return logits, {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()},
+                    "accuracy": float((logits.argmax(1) == np.asarray(labels)).mean())}
+
+
+def keep(directory: str | Path, fitted: dict[str, Any]) -> None:
+    """Store a weight chosen earlier (``fitted``: a ``calibration`` record) in ``directory``'s ``config.json``;
+    nothing without one. The refit gives its weights the held-out run's choice with it.
+
+    Raises:
+        CheckpointError, OSError, ValueError: as :func:`_store`.
+    """
+    if "ngram_scale" in fitted:
+        _store(directory, fitted["ngram_scale"])
+
+
+def _store(directory: str | Path, scale: float) -> None:
+    """Write ``scale`` as ``config.json``'s ``[model] ngram_scale``.
+
+    Raises:
+        ValueError: ``scale`` is not a finite number of at least 0 (what loading accepts).
+        CheckpointError, OSError: as :func:`~sentiment_cli.checkpoint.write_config_entry`.
+    """
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
+        raise ValueError(f"ngram_scale must be a finite number of at least 0, got {scale!r}")
+    write_config_entry(directory, "model", "ngram_scale", float(scale))
