@@ -128,6 +128,7 @@ class RunContext:
         info: this process's rank and the world size (``distributed.py``).
         device: where this rank trains.
         data_rules: the default's choices for this data (``auto.py``), as ``metrics.json`` keeps them.
+        report: whether the run ends by writing its curves and model card (rank 0).
     """
 
     config: Config
@@ -137,6 +138,7 @@ class RunContext:
     info: distributed.DistInfo
     device: torch.device
     data_rules: list[dict[str, Any]] = field(default_factory=list)
+    report: bool = True
 
     @property
     def local_batch(self) -> int:
@@ -146,13 +148,15 @@ class RunContext:
 
 def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, *,
                  saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None,
-                 pretrained: Checkpoint | None = None) -> TrainResult:
+                 pretrained: Checkpoint | None = None, report: bool = True) -> TrainResult:
     """Run training from setup to the written report: a new run, or the saved one ``saved`` continued.
 
     :func:`train` and :func:`~.resume.resume` call it once they have the config (``resume``: the saved
     one, with its ``epochs`` and ``device`` overridden). ``data_rules`` are the default's choices made
     for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``. ``pretrained``: the encoder to
     start from, already loaded (the refit's); ``None``: ``init_from``'s, made first when missing.
+    ``report``: write the curves and the model card at the end (the refit's second run does not: its
+    files are moved into place and the report is written then).
 
     Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end, the
     refit (``refit.py``: with ``[training] refit``, a second run on every training row) included.
@@ -163,7 +167,7 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
             and :func:`~.resume.resume`; under torchrun, a failing collective as a ``SentimentError``
             naming the rank.
     """
-    ctx = _context(config, output, callbacks, stop, data_rules or [])
+    ctx = _context(config, output, callbacks, stop, data_rules or [], report)
     with output_lock(ctx.output, enabled=ctx.info.is_main):   # one writer: refuse a second train or --resume
         if pretrained is None and saved is None and config.training.init_from:
             # pretrain, or refuse an unfit folder, before the data loads
@@ -181,7 +185,7 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
 
 
 def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
-             data_rules: list[dict[str, Any]]) -> RunContext:
+             data_rules: list[dict[str, Any]], report: bool = True) -> RunContext:
     """This process's context: its rank, its device (checked for bf16), and the output folder checked
     writable (rank 0).
 
@@ -200,7 +204,7 @@ def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
                    "train slower than float32; [training] autocast_bf16 = false turns it off")
     if info.is_main:
         check_writable(output)
-    return RunContext(config, output, cb, stop, info, device, data_rules)
+    return RunContext(config, output, cb, stop, info, device, data_rules, report)
 
 
 def _train_loop(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint | None) -> TrainResult:
@@ -677,13 +681,13 @@ def _save_epoch(run: _Run, epoch: int, improved: bool, rng: dict[str, torch.Tens
 
 def _finish(run: _Run) -> TrainResult:
     """Fit the temperature (``calibrate.py``), write the final ``metrics.json`` (wall time), then the
-    curves and the model card (rank 0)."""
+    curves and the model card (rank 0, unless ``ctx.report`` is off)."""
     ctx = run.ctx
     if ctx.info.is_main:
         run.state.metrics["calibration"] = calibrate(ctx, run.model, run.data.val_ids, run.data.validation.labels)
     run.state.metrics["wall_time_seconds"] = run.wall_time()
     if ctx.info.is_main:
         write_json(ctx.output / METRICS_FILE, run.state.metrics)
-    report = write_training_report(ctx.output) if ctx.info.is_main else None
+    report = write_training_report(ctx.output) if ctx.info.is_main and ctx.report else None
     distributed.barrier(ctx.info)
     return TrainResult(ctx.output, run.state.metrics, ctx.info.is_main, report)

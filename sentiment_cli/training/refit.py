@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_temperature
 from ..errors import Interrupted
 from ..evaluation.card import write_training_report
+from ..wording import plural
 from . import distributed, score_weight
 from .callbacks import TrainResult
 from .state import clear_trainer_state
@@ -75,13 +76,13 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
     if pretrained is None and config.training.init_from:
         pretrained = load_pretrained(config.training.init_from, config)   # read the hold-out as the first run did
     ctx.cb.on_stage(f"refit: training again on all {rows:,} training rows ({data['validation_examples']:,} held "
-                    f"out until now) for {best} epoch{'s' if best != 1 else ''}, the held-out run's best")
+                    f"out until now) for {plural(best, 'epoch')}, the held-out run's best")
     partial = output.parent / f".{output.name}.refit"   # the same name on every torchrun rank; rank 0 writes it
     if ctx.info.is_main:
         shutil.rmtree(partial, ignore_errors=True)
     try:
         second = run_training(again, partial, ctx.cb, ctx.stop, saved=None, data_rules=ctx.data_rules,
-                              pretrained=pretrained)
+                              pretrained=pretrained, report=False)   # written once, after the move
     except Interrupted as exc:
         if ctx.info.is_main:
             shutil.rmtree(partial, ignore_errors=True)
