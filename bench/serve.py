@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from sentiment_cli.wording import plural
+
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = "A moving, beautifully acted film that I would gladly watch again."   # 11 words
 
@@ -205,7 +207,7 @@ def table(results: dict) -> str:
                      f"{r['in_process_reviews_per_second']:,.0f} | {r['ratio']:.2f}x |")
     for r in results["rows"]:
         lines.append(f"{'' if r is not results['rows'][0] else chr(10)}in-process {r['review']}: " + ", ".join(
-            f"{v:,.0f} reviews/s with {n} thread{'s' if n > 1 else ''}" for n, v in r["in_process"].items()))
+            f"{v:,.0f} reviews/s with {plural(n, 'thread')}" for n, v in r["in_process"].items()))
     rss = ", ".join(f"{k} {v:,.0f} MiB" for k, v in results["rss_mib"].items())
     la = results["load_average"]
     lines += ["", f"{results['backend']} backend, {results['checkpoint']}; server peak RSS: {rss}; "

@@ -288,3 +288,10 @@ def test_card_gives_the_token_embeddings_own_learning_rate_when_it_has_one(train
     card["config"]["training"].update(lr=0.002, embedding_lr_scale=10.0)
     optimizer = dict(dict(card_sections(card))["Training"])["optimizer"]
     assert optimizer.startswith("AdamW, lr 0.002, token embedding 0.02 (")
+
+
+def test_card_counts_the_encoder_layers_in_the_singular_and_the_plural(trained_checkpoint):
+    card = model_card(trained_checkpoint)
+    for n, words in ((1, "1 post-norm encoder layer,"), (2, "2 post-norm encoder layers,")):
+        card["config"]["model"].update(n_layers=n, norm_first=False)
+        assert words in dict(dict(card_sections(card))["Model"])["architecture"]

@@ -37,6 +37,7 @@ from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
 from ..evaluation.calibration import fit_temperature, softmax
 from ..model.ngram import MAX_N, NgramFit, NgramScore, form_phrase, ngram_features, select_forms
+from ..wording import plural
 from .callbacks import AuditCallbacks
 
 # The token ids the audit's n-gram score reads (1,024 tokens keep 98% of IMDB's reviews whole).
@@ -120,7 +121,7 @@ def check_folds(labels: Sequence[int], label_names: Sequence[str], folds: int, w
     if rare:
         c = min(rare, key=lambda i: counts[i])
         fix = f"lower --folds to {counts[c]}, or " if counts[c] >= 2 else ""
-        raise DataError(f"{where}: class {label_names[c]!r} has {counts[c]} row{'s' if counts[c] != 1 else ''}, "
+        raise DataError(f"{where}: class {label_names[c]!r} has {plural(counts[c], 'row')}, "
                         f"too few for {folds} folds (each fold holds out rows of every class); {fix}add rows of it "
                         "or drop the class")
 

@@ -5,6 +5,8 @@ Everything here only draws what a library call returned; nothing computes.
 
 from __future__ import annotations
 
+from ..wording import plural
+
 def consoles():
     """``(stdout console, stderr console)``."""
     from rich.console import Console
@@ -48,7 +50,7 @@ def render_train_summary(console, result) -> None:
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
     if first:
         rows, epochs = result.metrics["data"]["train_examples"], m["best_epoch"]
-        kept = (f"{kept}; then trained again on all {rows:,} rows for {epochs} epoch{'s' if epochs != 1 else ''} "
+        kept = (f"{kept}; then trained again on all {rows:,} rows for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
     console.print(f"{kept} saved to {escape(str(result.output))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
@@ -159,7 +161,7 @@ def render_errors(console, errors: list[dict], asked: int, labels=("negative", "
     from rich.table import Table
     from rich.text import Text
 
-    title = f"{len(errors)} most confident mistake{'s' if len(errors) != 1 else ''}"
+    title = plural(len(errors), "most confident mistake")
     if len(errors) < asked:
         title += f" (only {len(errors)} in the split)"
     table = Table(title=title, title_justify="left", show_lines=True)
@@ -359,7 +361,7 @@ def render_suggestions(console, result, where: str, output) -> None:
     from ..audit.suggest import LEFT_OUT
 
     diverse = result.strategy == "diverse"
-    table = Table(title=f"{len(result.picks)} text{'s' if len(result.picks) != 1 else ''} to label next "
+    table = Table(title=f"{plural(len(result.picks), 'text')} to label next "
                         f"({result.strategy}, {result.measure})", title_justify="left")
     # the numbers keep their width (min_width); the text takes what is left
     width = max(len(str(p.predicted)) for p in result.picks) + 5 if result.picks else 9
@@ -414,7 +416,7 @@ def render_audit(console, result, top: int) -> None:
     if not top or not result.findings:
         return
     shown = result.findings[:top]
-    table = Table(title=f"{len(shown)} most likely label error{'s' if len(shown) != 1 else ''}", title_justify="left",
+    table = Table(title=plural(len(shown), "most likely label error"), title_justify="left",
                   show_lines=True, caption="quality: the out-of-fold probability of the given label · why: the "
                                            "words that pushed towards the suggested label (logit units)")
     table.add_column("#", justify="right")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import DataError, UsageError
+from ..wording import plural
 
 TEXT_COLUMNS = ("text", "review", "sentence", "content")
 LABEL_COLUMNS = ("label", "sentiment", "rating", "stars", "class")
@@ -57,7 +58,7 @@ def check_text_column(ds, column: str, where: str):
     if col.null_count:
         row = pc.indices_nonzero(pc.is_null(col))[0].as_py()
         raise DataError(f"{where}, row {row + 1}: no text (column {column!r} is empty; "
-                        f"{col.null_count} such row{'s' if col.null_count > 1 else ''})")
+                        f"{plural(col.null_count, 'such row')})")
     offset = 0
     for chunk in col.chunks:   # chunk by chunk: bounded extra memory for any file size
         blank = pc.or_(pc.equal(pc.utf8_length(chunk), 0), pc.utf8_is_space(chunk))

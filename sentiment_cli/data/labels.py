@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from ..wording import plural
 
 LABELS = ("negative", "positive")   # IMDB's label names, by id; also those of checkpoints that predate label sets
 NUM_LABELS = len(LABELS)
@@ -240,7 +241,7 @@ def label_ids(raw: RawLabels, names: Sequence[str], where: str, column: str, tra
     if keys.null_count:
         row = pc.indices_nonzero(pc.is_null(keys))[0].as_py()
         raise DataError(f"{where}, row {row + 1}: no label (column {column!r} is empty; "
-                        f"{keys.null_count} such row{'s' if keys.null_count > 1 else ''})")
+                        f"{plural(keys.null_count, 'such row')})")
     ids = pc.index_in(keys, value_set=pa.array(list(names), pa.string()))
     if ids.null_count:
         row = pc.indices_nonzero(pc.is_null(ids))[0].as_py()

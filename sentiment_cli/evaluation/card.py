@@ -26,6 +26,7 @@ from ..checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, re
                          read_temperature, weights_digest)
 from ..errors import CheckpointError
 from ..model.classifier import SentimentClassifier
+from ..wording import plural
 from .plots import PlotUnavailable, curves_png, write_png
 
 CURVES_FILE = "curves.png"
@@ -235,7 +236,7 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     """The "Model" section: architecture, parameter counts, vocabulary, input length."""
     m, d, p = card["config"]["model"], card["config"]["data"], card["parameters"]
     norm = "pre-norm" if m["norm_first"] else "post-norm"
-    layers = f"{m['n_layers']} {norm} encoder layer{'s' if m['n_layers'] != 1 else ''}"
+    layers = plural(m["n_layers"], f"{norm} encoder layer")
     truncation = (f"first {d['max_length']} tokens" if d["truncation"] == "head" else
                   f"{d['max_length']} tokens, head and tail ({d['head_fraction']:.0%} from the start)")
     sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
