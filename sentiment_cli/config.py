@@ -245,8 +245,14 @@ class TrainingConfig:
                                     "split), train again on every training row for its best epoch count; the "
                                     "weights keep its temperature (a second fine-tuning)")
     fit_ngram_scale: bool = _spec(False, help="after training, choose [model] ngram_scale (the n-gram score's "
-                                              "weight beside the encoder) from 1 to 5 by the validation NLL "
-                                              "after the temperature; stored in the checkpoint's config.json")
+                                              "weight beside the encoder) from ngram_scale_min to 5 by the "
+                                              "validation NLL after the temperature; stored in the checkpoint's "
+                                              "config.json")
+    ngram_scale_min: float = _spec(1.0, lo=0.5, hi=5.0,
+                                   help="fit_ngram_scale's smallest candidate: of 0.5, 0.75, 1, 1.5, 2, 3 and 5, "
+                                        "those from this one up; below 1 for validation texts of another kind "
+                                        "than the training texts (the default: 0.5 when the dev texts are over "
+                                        "twice as long)")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

@@ -146,6 +146,20 @@ def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
     assert "training.init_from" not in chosen and "training.embedding_lr_scale" not in chosen
 
 
+def test_dev_texts_longer_than_the_training_texts_let_the_scores_weight_go_below_1():
+    cfg = load_config("default")
+    profile = auto.Profile(train_rows=156_810, class_counts=(1, 2, 3, 2, 1), has_validation=True, unlabelled=0,
+                           length_quantile=44, tokens=1_240_000, length_ratio=4.0)
+    chosen = {c.key: c for c in auto.data_rules(profile, cfg)}
+    assert chosen["training.ngram_scale_min"].value == 0.5 == auto.SCALE_FLOOR_FOR_LONGER_DEV
+    assert "4.0x as long" in chosen["training.ngram_scale_min"].reason
+    assert chosen["model.ngram_fit"].value == "nb-lr"                      # the same reading of the same lengths
+    alike = auto.Profile(**{**profile.__dict__, "length_ratio": 1.5})
+    assert "training.ngram_scale_min" not in {c.key for c in auto.data_rules(alike, cfg)}
+    unfitted = cfg.override("training", fit_ngram_scale=False)            # no weight to fit: nothing to open
+    assert "training.ngram_scale_min" not in {c.key for c in auto.data_rules(profile, unfitted)}
+
+
 def test_keys_set_on_the_command_line_are_left_alone():
     assert given_keys("seed") is None and given_keys("my.toml") is None            # a chosen config: no rules
     given = given_keys(None, ["data.max_length=40"], {"training": {"epochs": 3, "lr": None}})

@@ -11,7 +11,7 @@ from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.evaluation import calibration
 from sentiment_cli.inference.predictor import Predictor
 from sentiment_cli.training.loop import train
-from sentiment_cli.training.score_weight import SCALES, choose_scale
+from sentiment_cli.training.score_weight import LADDER, SCALES, candidates, choose_scale
 
 from .conftest import small_config
 
@@ -67,6 +67,16 @@ def test_training_stores_the_chosen_weight_and_predict_uses_it(tmp_path):
     (out / "config.json").write_text(json.dumps(stored))
     doubled = Predictor(out).logits(text)
     assert not np.allclose(scaled, doubled)
+
+
+def test_ngram_scale_min_opens_the_grid_below_1(tmp_path):
+    assert candidates() == SCALES == (1.0, 1.5, 2.0, 3.0, 5.0) and candidates(0.5) == LADDER
+    assert candidates(0.75)[0] == 0.75 and candidates(5.0) == (5.0,)
+    cfg = small_config(epochs=1, fit_ngram_scale=True, ngram_scale_min=0.5).override("model", ngram_buckets=1 << 16)
+    train(cfg, tmp_path / "run")
+    fitted = json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]
+    assert set(fitted["ngram_scale_nll"]) == {"0.5", "0.75", "1", "1.5", "2", "3", "5"}
+    assert fitted["ngram_scale"] == min(LADDER, key=lambda s: (fitted["ngram_scale_nll"][f"{s:g}"], abs(s - 1)))
 
 
 def test_without_the_option_the_configured_weight_stays(tmp_path):

@@ -7,10 +7,13 @@ trails the score's own fit. With ``[training] fit_ngram_scale`` the kept weights
 ``ngram_scale`` from :data:`SCALES`: the scale whose logits, each after its own temperature, give the
 lowest validation NLL. That fits two weights on held-out rows, the encoder's ``1 / T`` and the score's
 ``ngram_scale / T``: stacked generalisation (Wolpert 1992) with temperature scaling's loss (Guo et al.
-2017). A short grid, not a free weight, because a few hundred validation rows choose it; and one-sided,
-from 1 up, because the failure it mends is the encoder's overfitting (scales below 1 were chosen on half of
-Subj's dev and cost 0.8 point on the other half). Dev evidence: ``docs/experiments.md``, "Small sets: the
-n-gram score's weight".
+2017). A short grid, not a free weight, because a few hundred validation rows choose it; and from 1 up
+by default, because the failure it mends is the encoder's overfitting (scales below 1 were chosen on half of
+Subj's dev and cost 0.8 point on the other half). ``[training] ngram_scale_min`` opens the grid below 1 for
+validation texts longer than the training texts (SST-5's sentences against its phrases, set by the default's
+data rules): the score sums over a text's n-grams, so on texts longer than those it was trained on its logits
+outgrow the encoder's, whose max-pool does not grow with length. Dev evidence: ``docs/experiments.md``, "Small
+sets: the n-gram score's weight" and "SST-5 phrases: the n-gram score's weight below 1".
 
 ``calibrate.py`` calls :func:`fit` before it fits the temperature; the refit carries the choice over with
 :func:`keep`.
@@ -33,7 +36,13 @@ if TYPE_CHECKING:
     from ..model.classifier import SentimentClassifier
     from .loop import RunContext
 
-SCALES = (1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates; 1: the sum as trained
+LADDER = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates, from [training] ngram_scale_min up
+SCALES = tuple(s for s in LADDER if s >= 1.0)     # the preset's candidates; 1: the sum as trained
+
+
+def candidates(smallest: float = 1.0) -> tuple[float, ...]:
+    """The weights of :data:`LADDER` from ``smallest`` up (``[training] ngram_scale_min``); at least the largest."""
+    return tuple(s for s in LADDER if s >= smallest) or LADDER[-1:]
 
 
 def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: Sequence[int],
@@ -92,7 +101,7 @@ def fit(ctx: RunContext, kept: SentimentClassifier, val_ids: list[list[int]], la
     encoder = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=ctx.device,
                              bf16=t.autocast_bf16, encoder_only=True).numpy().astype(np.float64)
     score = (logits - encoder) / term.scale                                 # (n, num_labels), at weight 1
-    scale, losses = choose_scale(encoder, score, labels)
+    scale, losses = choose_scale(encoder, score, labels, candidates(t.ngram_scale_min))
     _store(ctx.output, scale)
     logits = encoder + scale * score
     return logits, {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()},
