@@ -276,6 +276,26 @@ def _ngram_fit_rule(profile: Profile, config: Config) -> list[Choice]:
                    "training texts (median): cross-validation on training texts would choose for other texts")]
 
 
+def _ngram_scale_rule(profile: Profile, config: Config) -> list[Choice]:
+    """When the dev texts are of another kind (twice as long at the median), the n-gram score's fitted weight may
+    go below 1 (``training.ngram_scale_min = 0.5``).
+
+    The score sums over a text's n-grams, so on sentences 4x as long as the phrases it was fitted on, its
+    logits outgrow the encoder's, whose max-pool does not grow with length. SST-5's phrases, 4 probes on its
+    dev split, the weight chosen by NLL on one half and scored on the other: +0.2 to +2.5 points in 6 of 8
+    halves and +0 in 2 (docs/experiments.md, "SST-5 phrases: the n-gram score's weight below 1"). Sets whose
+    dev texts are like their training texts keep 1 as the floor: there, half of Subj's dev chose 0.5 and lost
+    0.8 point on the other half.
+    """
+    t = config.training
+    if not (t.fit_ngram_scale and config.model.ngram_buckets) or profile.length_ratio < SHIFT_RATIO \
+            or t.ngram_scale_min <= SCALE_FLOOR_FOR_LONGER_DEV:
+        return []
+    return [Choice("training.ngram_scale_min", SCALE_FLOOR_FOR_LONGER_DEV,
+                   f"the dev texts are {profile.length_ratio:.1f}x as long as the training texts (median): the "
+                   "n-gram score sums over more n-grams in them than it was fitted on, so its weight may go below 1")]
+
+
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
     pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
@@ -318,22 +338,3 @@ def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks) -> tu
         cb.on_note(c.line())
     return config, choices
 
-
-def _ngram_scale_rule(profile: Profile, config: Config) -> list[Choice]:
-    """When the dev texts are of another kind (twice as long at the median), the n-gram score's fitted weight may
-    go below 1 (``training.ngram_scale_min = 0.5``).
-
-    The score sums over a text's n-grams, so on sentences 4x as long as the phrases it was fitted on, its
-    logits outgrow the encoder's, whose max-pool does not grow with length. SST-5's phrases, 4 probes on its
-    dev split, the weight chosen by NLL on one half and scored on the other: +0.2 to +2.5 points in 6 of 8
-    halves and +0 in 2 (docs/experiments.md, "SST-5 phrases: the n-gram score's weight below 1"). Sets whose
-    dev texts are like their training texts keep 1 as the floor: there, half of Subj's dev chose 0.5 and lost
-    0.8 point on the other half.
-    """
-    t = config.training
-    if not (t.fit_ngram_scale and config.model.ngram_buckets) or profile.length_ratio < SHIFT_RATIO \
-            or t.ngram_scale_min <= SCALE_FLOOR_FOR_LONGER_DEV:
-        return []
-    return [Choice("training.ngram_scale_min", SCALE_FLOOR_FOR_LONGER_DEV,
-                   f"the dev texts are {profile.length_ratio:.1f}x as long as the training texts (median): the "
-                   "n-gram score sums over more n-grams in them than it was fitted on, so its weight may go below 1")]

@@ -41,8 +41,8 @@ SCALES = tuple(s for s in LADDER if s >= 1.0)     # the preset's candidates; 1: 
 
 
 def candidates(smallest: float = 1.0) -> tuple[float, ...]:
-    """The weights of :data:`LADDER` from ``smallest`` up (``[training] ngram_scale_min``); at least the largest."""
-    return tuple(s for s in LADDER if s >= smallest) or LADDER[-1:]
+    """The weights of :data:`LADDER` from ``smallest`` up (``[training] ngram_scale_min``, at most 5: one at least)."""
+    return tuple(s for s in LADDER if s >= smallest)
 
 
 def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: Sequence[int],
