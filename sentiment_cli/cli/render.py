@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..wording import plural
 
+
 def consoles():
     """``(stdout console, stderr console)``."""
     from rich.console import Console

@@ -138,7 +138,7 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
     return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
             *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
             *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
-            *_ngram_fit_rule(profile, config), *_ngram_scale_rule(profile, config)]
+            *_longer_dev_rules(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
@@ -267,33 +267,32 @@ def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
                    "occurrences: buckets for 4x as many")]
 
 
-def _ngram_fit_rule(profile: Profile, config: Config) -> list[Choice]:
-    """Cross-validation on the training texts chooses the n-gram score's form, unless the dev texts are of
-    another kind (twice as long at the median, as SST-5's sentences against its phrases): then NB-LR."""
-    if not config.model.ngram_buckets or config.model.ngram_fit != "auto" or profile.length_ratio < SHIFT_RATIO:
-        return []
-    return [Choice("model.ngram_fit", "nb-lr", f"the dev texts are {profile.length_ratio:.1f}x as long as the "
-                   "training texts (median): cross-validation on training texts would choose for other texts")]
+def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
+    """When the dev texts are of another kind than the training texts (over :data:`SHIFT_RATIO` times as long at
+    the median, as SST-5's sentences against its phrases), the n-gram score is fitted and weighted for them.
 
-
-def _ngram_scale_rule(profile: Profile, config: Config) -> list[Choice]:
-    """When the dev texts are of another kind (twice as long at the median), the n-gram score's fitted weight may
-    go below 1 (``training.ngram_scale_min = 0.5``).
-
-    The score sums over a text's n-grams, so on sentences 4x as long as the phrases it was fitted on, its
-    logits outgrow the encoder's, whose max-pool does not grow with length. SST-5's phrases, 4 probes on its
-    dev split, the weight chosen by NLL on one half and scored on the other: +0.2 to +2.5 points in 6 of 8
-    halves and +0 in 2 (docs/experiments.md, "SST-5 phrases: the n-gram score's weight below 1"). Sets whose
-    dev texts are like their training texts keep 1 as the floor: there, half of Subj's dev chose 0.5 and lost
-    0.8 point on the other half.
+    - ``model.ngram_fit = "nb-lr"``: cross-validation on the training texts would choose the form for other
+      texts.
+    - ``training.ngram_scale_min = 0.5``: the score sums over a text's n-grams, so on sentences 4x as long as
+      the phrases it was fitted on, its logits outgrow the encoder's, whose max-pool does not grow with length;
+      its fitted weight may go below 1. SST-5's phrases, 4 probes on its dev split, the weight chosen by NLL on
+      one half and scored on the other: +0.2 to +2.5 points in 6 of 8 halves and +0 in 2 (docs/experiments.md,
+      "SST-5 phrases: the n-gram score's weight below 1"). Sets whose dev texts are like their training texts
+      keep 1 as the floor: there, half of Subj's dev chose 0.5 and lost 0.8 point on the other half.
     """
-    t = config.training
-    if not (t.fit_ngram_scale and config.model.ngram_buckets) or profile.length_ratio < SHIFT_RATIO \
-            or t.ngram_scale_min <= SCALE_FLOOR_FOR_LONGER_DEV:
+    m, t = config.model, config.training
+    if not m.ngram_buckets or profile.length_ratio < SHIFT_RATIO:
         return []
-    return [Choice("training.ngram_scale_min", SCALE_FLOOR_FOR_LONGER_DEV,
-                   f"the dev texts are {profile.length_ratio:.1f}x as long as the training texts (median): the "
-                   "n-gram score sums over more n-grams in them than it was fitted on, so its weight may go below 1")]
+    longer = f"the dev texts are {profile.length_ratio:.1f}x as long as the training texts (median)"
+    choices = []
+    if m.ngram_fit == "auto":
+        choices.append(Choice("model.ngram_fit", "nb-lr",
+                              f"{longer}: cross-validation on training texts would choose for other texts"))
+    if t.fit_ngram_scale and t.ngram_scale_min > SCALE_FLOOR_FOR_LONGER_DEV:
+        choices.append(Choice("training.ngram_scale_min", SCALE_FLOOR_FOR_LONGER_DEV,
+                              f"{longer}: the n-gram score sums over more n-grams in them than it was fitted on, "
+                              "so its weight may go below 1"))
+    return choices
 
 
 def pretrained_folder(config: Config) -> str:
