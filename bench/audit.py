@@ -12,7 +12,8 @@ in one run:
 - **peer**: what a practitioner does today: TF-IDF over word 1-2-grams + logistic regression with
   ``C`` chosen on dev (the set's own dev split with its clean labels; IMDB has none, so 10% of the noisy
   training rows held out in blocks), out-of-fold probabilities by 5-fold stratified ``cross_val_predict``,
-  and cleanlab's ``find_label_issues`` with its defaults (the same call ``audit`` makes), timed.
+  and cleanlab's ``find_label_issues`` with the rule ``audit`` flags by (``filter_by="both"``; the
+  same call), timed. Only the out-of-fold probabilities differ.
 
 Each is scored by precision, recall and F1 of its flagged rows against the flipped ones. Then one fast,
 fixed training setting, the n-gram score as ``train`` fits it (``[model] ngram_fit = "auto"``: form and C
@@ -128,6 +129,8 @@ def run_peer(texts: list[str], noisy: np.ndarray, dev: tuple | None, seed: int) 
     from cleanlab.filter import find_label_issues
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
+    from sentiment_cli.audit.label_issues import FILTER_BY
+
     from sentiment_cli.data.splits import block_validation_indices
 
     start, cpu = time.perf_counter(), time.process_time()
@@ -143,7 +146,8 @@ def run_peer(texts: list[str], noisy: np.ndarray, dev: tuple | None, seed: int) 
     C = max(grid, key=lambda c: (dev_acc[c], -c))
     probs = cross_val_predict(tfidf(C), x, noisy, method="predict_proba",
                               cv=StratifiedKFold(FOLDS, shuffle=True, random_state=seed))
-    flagged = find_label_issues(noisy, probs, return_indices_ranked_by="self_confidence", n_jobs=1)
+    flagged = find_label_issues(noisy, probs, filter_by=FILTER_BY, return_indices_ranked_by="self_confidence",
+                                n_jobs=1)
     return np.sort(np.asarray(flagged, dtype=np.int64)), {"seconds": time.perf_counter() - start,
                                                           "cpu_seconds": time.process_time() - cpu, "C": C,
                                                           "dev_accuracy_by_C": {str(c): a for c, a in dev_acc.items()}}

@@ -4,8 +4,14 @@ Given each row's given label and out-of-fold class probabilities (``audit/crossf
 learning (Northcutt, Jiang & Chuang 2021, "Confident Learning: Estimating Uncertainty in Dataset Labels",
 JAIR 70) counts the rows confidently of another class than their label (the *confident joint*, with a
 per-class threshold: the mean probability of that class among the rows labelled with it), estimates the
-joint distribution of given and true labels from it, and flags as many rows per class pair as that
-estimate says are wrong, those least likely of their given label first (``prune_by_noise_rate``).
+joint distribution of given and true labels from it, and flags the rows that two of its rules agree on
+(``filter_by="both"``): per class pair, as many rows as that estimate says are wrong, those with the largest
+margin of the other class over the given one first (``prune_by_noise_rate``); and per given class, as many
+rows as it is estimated to hold errors, those least likely of their given label first (``prune_by_class``).
+With two classes the rules flag the same rows. With more, the agreement flagged fewer correct rows: on 5%
+flips of TREC-6's training labels (3 seeds, uniform and class-conditional), precision 0.430 → 0.515 and
+0.382 → 0.445, F1 0.565 → 0.626 and 0.523 → 0.574, for recall 0.826 → 0.799 and 0.826 → 0.808
+(docs/audit.md, "Fewer correct rows flagged").
 This module calls cleanlab for all of it (``cleanlab.filter.find_label_issues``,
 ``cleanlab.rank.get_label_quality_scores``, ``cleanlab.count.estimate_joint``; docs at
 https://docs.cleanlab.ai) and only shapes the result.
@@ -20,6 +26,7 @@ from typing import Any
 import numpy as np
 
 MAX_PAIRS = 5   # the most confused class pairs a summary lists
+FILTER_BY = "both"   # cleanlab's rule for which rows to flag (module docstring)
 
 
 @dataclass
@@ -54,7 +61,7 @@ def find_issues(labels: Sequence[int], probabilities: np.ndarray) -> LabelIssues
 
     y = np.asarray(labels, dtype=np.int64)
     p = np.asarray(probabilities, dtype=np.float64)
-    ranked = find_label_issues(y, p, return_indices_ranked_by="self_confidence", n_jobs=1)
+    ranked = find_label_issues(y, p, filter_by=FILTER_BY, return_indices_ranked_by="self_confidence", n_jobs=1)
     quality = get_label_quality_scores(y, p, method="self_confidence")
     others = p.copy()
     others[np.arange(len(y)), y] = -1.0

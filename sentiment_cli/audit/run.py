@@ -150,7 +150,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
                         explained[int(i)]) for rank, i in enumerate(issues.ranked.tolist(), 1)]
     method = {"model": cross.model_phrase,
               "C": cross.C, "cv_accuracy": cross.fit.cv_accuracy, "folds": folds,
-              "temperature": cross.temperature, "buckets": cross.buckets,
+              "temperature": cross.temperature, "buckets": cross.buckets, "class_weight": cross.class_weight,
               "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds}
     result = AuditResult(s.where, split, names, method, summary(y, probabilities, issues, names), findings,
                          time.perf_counter() - start)

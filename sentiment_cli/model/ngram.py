@@ -164,7 +164,7 @@ def log_count_ratio(x, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.log((p / p[seen].sum()) / (q / q[seen].sum()))
 
 
-def nb_lr(x, y: np.ndarray, C: float = FIT_C):
+def nb_lr(x, y: np.ndarray, C: float = FIT_C, class_weight: str | None = None):
     """``(r, classifier)``: the log-count ratios of ``x`` (:func:`log_count_ratio`) and the L2 logistic
     regression (inverse strength ``C``) fitted on ``x * r``. Deterministic (liblinear, fixed seed).
 
@@ -172,6 +172,8 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C):
         x: ``(n_reviews, n_features)`` scipy sparse binarised counts.
         y: ``(n_reviews,)`` label ids 0 and 1, both present.
         C: inverse L2 strength.
+        class_weight: scikit-learn's: ``None``, or ``"balanced"`` (each class's rows weigh
+            ``n / (2 * n_class)``).
 
     Returns:
         ``(n_features,)`` float32 ratios and a fitted scikit-learn ``LogisticRegression``.
@@ -181,7 +183,8 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C):
 
     r = log_count_ratio(x, y).astype(np.float32)
     # liblinear's dual solver: the fast one when features (millions of n-grams) far outnumber reviews
-    classifier = LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=1000, random_state=0)
+    classifier = LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=1000, random_state=0,
+                                    class_weight=class_weight)
     classifier.fit(x @ sp.diags(r), y)
     return r, classifier
 
@@ -200,7 +203,8 @@ def label_ids(labels: Sequence[int], num_labels: int) -> np.ndarray:
     return y
 
 
-def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[np.ndarray, np.ndarray]:
+def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C,
+                  class_weight: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """NB-LR's weights, one column per scored class: the second class against the first with two classes
     (Wang & Manning 2012), else each class against the rest (one-vs-rest NB-LR).
 
@@ -209,6 +213,7 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[
         y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
         num_labels: classes.
         C: inverse L2 strength.
+        class_weight: each fit's (:func:`nb_lr`): ``None`` or ``"balanced"`` (a class against the rest).
 
     Returns:
         ``(n_features, k)`` float32 weights (the ratios folded in) and ``(k,)`` float64 intercepts, with
@@ -221,13 +226,14 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C) -> tuple[
     for k, target in enumerate(targets):
         if len(np.unique(target)) < 2:
             continue
-        r, classifier = nb_lr(x, target, C)
+        r, classifier = nb_lr(x, target, C, class_weight)
         weights[:, k] = (r * classifier.coef_[0]).astype(np.float32)
         intercepts[k] = float(classifier.intercept_[0])
     return weights, intercepts
 
 
-def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C) -> tuple[np.ndarray, np.ndarray]:
+def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C,
+               class_weight: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Plain L2 logistic regression's weights on the binarised counts, in :func:`nb_lr_columns`' layout:
     one column, the second class's log-odds, with two classes (binary LR); one per class with more
     (multinomial LR: the softmax over the columns is its probability).
@@ -241,6 +247,8 @@ def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C) -> tuple[np.n
         y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
         num_labels: classes.
         C: inverse L2 strength.
+        class_weight: scikit-learn's: ``None``, or ``"balanced"`` (each class's rows weigh
+            ``n / (classes present * n_class)``).
 
     Returns:
         ``(n_features, k)`` float32 weights and ``(k,)`` float64 intercepts, ``k`` as :func:`nb_lr_columns`.
@@ -255,7 +263,7 @@ def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C) -> tuple[np.n
     if len(present) < 2:
         return weights, intercepts
     seen = np.unique(x.indices)                                          # columns with an entry
-    classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000).fit(x[:, seen], y)
+    classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000, class_weight=class_weight).fit(x[:, seen], y)
     coef, bias = classifier.coef_.T, classifier.intercept_               # (n_seen, 1 or n_present), (1 or n_present,)
     if k > 1 and coef.shape[1] == 1:                                     # two classes present: binary form
         coef, bias = np.concatenate([np.zeros_like(coef), coef], 1), np.array([0.0, bias[0]])
@@ -279,8 +287,10 @@ def form_phrase(form: str | None, num_labels: int) -> str:
         form, "NB-LR or logistic regression, as cross-validation chose,")
 
 
-def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float) -> tuple[np.ndarray, np.ndarray]:
-    """The weights of ``form`` (``"nb-lr"``: :func:`nb_lr_columns`, ``"lr"``: :func:`lr_columns`), fitted
+def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float,
+                class_weight: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The weights of ``form`` (``"nb-lr"``: :func:`nb_lr_columns`, ``"lr"``: :func:`lr_columns`, which take
+    ``class_weight``: ``None`` or ``"balanced"``), fitted
     on one thread: bit-for-bit the same on any machine, and L-BFGS's OpenMP threads, on cores that
     other work shares, made it ~5x slower (TREC-6: 20 s against 4 s).
 
@@ -292,7 +302,7 @@ def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float) -> tuple
     if form not in _COLUMNS:
         raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
     with threadpool_limits(limits=1):
-        return _COLUMNS[form](x, y, num_labels, C)
+        return _COLUMNS[form](x, y, num_labels, C, class_weight)
 
 
 def predicted(scores: np.ndarray) -> np.ndarray:
@@ -343,7 +353,8 @@ class NgramFit:
 
 
 def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence[float]] = FIT_GRID,
-               folds: int = CV_FOLDS, max_texts: int = CV_TEXTS, seed: int = CV_SEED) -> NgramFit:
+               folds: int = CV_FOLDS, max_texts: int = CV_TEXTS, seed: int = CV_SEED,
+               class_weight: str | None = None) -> NgramFit:
     """Choose the form and C by k-fold cross-validation on the training texts alone.
 
     At most ``max_texts`` texts, a seeded sample, are split into ``folds`` seeded folds; each
@@ -357,6 +368,7 @@ def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence
         num_labels: classes.
         grid: the C to try per form, in order.
         folds, max_texts, seed: the cross-validation's folds, sample size and seed.
+        class_weight: every candidate's fit's (:func:`fit_columns`); the score is still accuracy.
 
     Returns:
         The winner, with every candidate's accuracy (``chosen_by="cross-validation"``).
@@ -370,7 +382,7 @@ def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence
     for k in range(folds):
         inside, outside = fold != k, fold == k
         for i, (form, C) in enumerate(candidates):
-            w, b = fit_columns(xs[inside], ys[inside], num_labels, form, C)
+            w, b = fit_columns(xs[inside], ys[inside], num_labels, form, C, class_weight)
             right[i] += int((predicted(xs[outside] @ w + b) == ys[outside]).sum())
     form, C = candidates[int(np.argmax(right))]                           # the first of equals
     accuracy = {f"{f} C={c:g}": float(r / len(rows)) for (f, c), r in zip(candidates, right)}
@@ -386,11 +398,13 @@ class NgramForms:
         choice: :func:`select_fit`'s result: the winning form and C, with every candidate's accuracy.
         C: each form's best C (a tie: the first tried), in :data:`FIT_GRID`'s order (NB-LR first).
         num_labels: classes.
+        class_weight: every fit's (:func:`fit_columns`): ``None`` or ``"balanced"``.
     """
 
     choice: NgramFit
     C: dict[str, float]
     num_labels: int
+    class_weight: str | None = None
 
     def fit(self, x, y: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each form fitted at its C on features ``x`` and labels ``y``, as :meth:`NgramScore.fit` fits one.
@@ -406,13 +420,13 @@ class NgramForms:
         """
         fitted = {}
         for form, C in self.C.items():
-            weights, intercepts = fit_columns(x, y, self.num_labels, form, C)
+            weights, intercepts = fit_columns(x, y, self.num_labels, form, C, self.class_weight)
             weights[0] = 0.0   # "no n-gram" is never a feature
             fitted[form] = (weights, intercepts)
         return fitted
 
 
-def select_forms(x, y: np.ndarray, num_labels: int) -> NgramForms:
+def select_forms(x, y: np.ndarray, num_labels: int, class_weight: str | None = None) -> NgramForms:
     """Choose each form's C by :func:`select_fit`'s cross-validation (at most :data:`CV_TEXTS` texts,
     :data:`CV_FOLDS` folds, deterministic), for a cross-fit that refits every form on each fold
     (:meth:`NgramForms.fit`).
@@ -421,14 +435,15 @@ def select_forms(x, y: np.ndarray, num_labels: int) -> NgramForms:
         x: ``(n_texts, buckets + 1)`` scipy sparse binarised counts (:func:`ngram_features`).
         y: ``(n_texts,)`` label ids in ``[0, num_labels)``.
         num_labels: classes.
+        class_weight: every fit's, in the choice and after it (:func:`fit_columns`).
     """
-    choice = select_fit(x, y, num_labels)
+    choice = select_fit(x, y, num_labels, class_weight=class_weight)
     best: dict[str, tuple[float, float]] = {}
     for name, accuracy in choice.cv_accuracy.items():   # "nb-lr C=0.1": accuracy, in the grid's order
         form, C = name.split(" C=")
         if form not in best or accuracy > best[form][0]:
             best[form] = (accuracy, float(C))
-    return NgramForms(choice, {form: C for form, (_, C) in best.items()}, num_labels)
+    return NgramForms(choice, {form: C for form, (_, C) in best.items()}, num_labels, class_weight)
 
 
 class NgramScore(nn.Module):
