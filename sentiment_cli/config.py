@@ -214,7 +214,7 @@ class TrainingConfig:
                               help="weight of a labelled review's loss by its class, for imbalanced data: none "
                                    "(all 1), or balanced: a class of n_c of the n training reviews weighs "
                                    "n / (k * n_c), k classes (scikit-learn's compute_class_weight(\"balanced\"), "
-                                   "King & Zeng 2001)")
+                                   "King & Zeng 2001); the n-gram score's fit weighs its classes the same way")
     patience: int = _spec(0, lo=0, help="stop after this many epochs without a better validation accuracy; 0 = never")
     bucket_batches: bool = _spec(True, help="group reviews of similar length into a batch (less padding)")
     autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")

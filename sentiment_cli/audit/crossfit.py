@@ -137,7 +137,8 @@ def check_folds(labels: Sequence[int], label_names: Sequence[str], folds: int, w
 
 def class_weight(labels: Sequence[int]) -> str | None:
     """``"balanced"`` when the largest class present outnumbers the smallest by more than
-    :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO` to 1, as ``train`` decides its loss's weights; else ``None``."""
+    :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO` to 1, as ``train`` decides its loss's weights;
+    else ``None``."""
     counts = np.bincount(np.asarray(labels, dtype=np.int64))
     counts = counts[counts > 0]
     return "balanced" if counts.max() > IMBALANCE_RATIO * counts.min() else None
@@ -162,8 +163,9 @@ def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: i
     """Out-of-fold logits of the n-gram score for every row (module docstring).
 
     Both forms of the score, NB-LR and logistic regression, each at the C that cross-validation scored best,
-    are fitted on every fold, with balanced class weights when :func:`class_weight` says so; each form's out-of-fold logits are divided by a temperature fitted on them, and
-    the two averaged (one linear score, so the explanation stays exact); a last temperature is fitted on the
+    are fitted on every fold, with balanced class weights when :func:`class_weight` says so; each form's
+    out-of-fold logits are divided by a temperature fitted on them, and the two averaged (one linear score,
+    so the explanation stays exact); a last temperature is fitted on the
     average.
 
     Args:

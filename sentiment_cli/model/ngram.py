@@ -519,15 +519,16 @@ class NgramScore(nn.Module):
         return (f"{self.scale:g} x an n-gram score ({self.form_phrase} over token 1-3-grams hashed into "
                 f"{self.buckets:,} buckets{source})")
 
-    def choose(self, x, y: np.ndarray) -> NgramFit:
+    def choose(self, x, y: np.ndarray, class_weight: str | None = None) -> NgramFit:
         """The fit ``[model] ngram_fit`` asks for on features ``x`` and labels ``y``: :func:`select_fit`'s
-        choice with ``"auto"``, else the pinned form with its :data:`DEFAULT_C`."""
+        choice with ``"auto"`` (its fits weighted by ``class_weight``), else the pinned form with its
+        :data:`DEFAULT_C`."""
         if self.fit_form == "auto":
-            return select_fit(x, y, self.num_labels)
+            return select_fit(x, y, self.num_labels, class_weight=class_weight)
         return NgramFit(self.fit_form, DEFAULT_C[self.fit_form], "config")
 
     def fit(self, ids: Sequence[Sequence[int]], labels: Sequence[int], form: str | None = None,
-            C: float | None = None) -> NgramFit:
+            C: float | None = None, class_weight: str | None = None) -> NgramFit:
         """Fit the score on the training texts' hashed token 1-3-grams: in ``form`` with ``C`` when given
         (a cross-fit's folds repeat the full fit's choice), else as :meth:`choose` says.
 
@@ -538,6 +539,9 @@ class NgramScore(nn.Module):
             labels: their label ids, in ``[0, num_labels)``.
             form: ``"nb-lr"`` or ``"lr"``; ``None``: as ``[model] ngram_fit`` says.
             C: inverse L2 strength; ``None``: the form's :data:`DEFAULT_C`.
+            class_weight: ``None``, or ``"balanced"``: each class's texts weigh inversely to its count
+                (scikit-learn's ``class_weight``, :func:`fit_columns`), as ``[training] class_weight``
+                weighs the encoder's loss.
 
         Returns:
             The :class:`NgramFit` fitted (also kept as :attr:`fitted`).
@@ -550,8 +554,11 @@ class NgramScore(nn.Module):
             raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
         y = label_ids(labels, self.num_labels)
         x = ngram_features(ids, self.buckets)
-        choice = self.choose(x, y) if form is None else NgramFit(form, DEFAULT_C[form] if C is None else C)
-        weights, intercepts = fit_columns(x, y, self.num_labels, choice.form, choice.C)
+        if form is None:
+            choice = self.choose(x, y, class_weight)
+        else:
+            choice = NgramFit(form, DEFAULT_C[form] if C is None else C)
+        weights, intercepts = fit_columns(x, y, self.num_labels, choice.form, choice.C, class_weight)
         self.load_fit(weights, intercepts, choice)
         return choice
 

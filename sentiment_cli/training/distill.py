@@ -41,6 +41,7 @@ from ..errors import DataError
 from ..model.classifier import SentimentClassifier
 from ..model.ngram import TEACHER_BUCKETS, NgramScore
 from .callbacks import TrainCallbacks
+from .imbalance import fit_weighting
 
 RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted scores
 
@@ -86,7 +87,8 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
 
     The report (``metrics.json``'s ``"teacher"``) names the form fitted, its C and how they were
     chosen, with each candidate's cross-validated accuracy when cross-validation chose
-    (:meth:`~sentiment_cli.model.ngram.NgramFit.report`).
+    (:meth:`~sentiment_cli.model.ngram.NgramFit.report`). With ``[training] class_weight = "balanced"``
+    the teacher's fits weigh the classes as the encoder's loss does (:func:`~.imbalance.fit_weighting`).
 
     Returns:
         The :class:`Teacher`, or ``None`` when the run has neither an n-gram score nor distillation.
@@ -102,34 +104,38 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
         TEACHER_BUCKETS, num_labels=model.num_labels, fit=config.model.ngram_fit)
     how = "choosing its form by cross-validation" if score.fit_form == "auto" else score.fit_form.upper()
     cb.on_stage(f"fitting the n-gram teacher (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
-    fit = score.fit(train_ids, train_labels)
+    weighting = fit_weighting(t.class_weight)
+    fit = score.fit(train_ids, train_labels, class_weight=weighting)
     source = "" if fit.form == "lr" else " (Wang & Manning 2012)"
-    report: dict[str, Any] = {"model": f"{score.form_phrase} over hashed token 1-3-grams{source}",
-                              "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets), **fit.report()}
+    balanced = ", classes balanced" if weighting else ""
+    report: dict[str, Any] = {"model": f"{score.form_phrase} over hashed token 1-3-grams{balanced}{source}",
+                              "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets),
+                              "class_weight": t.class_weight, **fit.report()}
     if val_ids:
         report["validation_accuracy"] = float((score.logits(val_ids).argmax(1) == np.asarray(val_labels)).mean())
     cross_fitted = None
     if t.ngram_residual:
         cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
         cross_fitted = torch.from_numpy(cross_fitted_logits(train_ids, train_labels, score.buckets, model.num_labels,
-                                                            t.seed, form=fit.form, C=fit.C))
+                                                            t.seed, form=fit.form, C=fit.C,
+                                                            class_weight=weighting))
         report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
     return Teacher(score, report, cross_fitted)
 
 
 def cross_fitted_logits(ids: list[list[int]], labels: list[int], buckets: int, num_labels: int,
-                        seed: int, *, form: str, C: float) -> np.ndarray:
+                        seed: int, *, form: str, C: float, class_weight: str | None = None) -> np.ndarray:
     """``(len(ids), num_labels)`` float32: each text's unscaled n-gram logits from a score fitted on the
     other folds (:data:`RESIDUAL_FOLDS` seeded random folds), each in ``form`` with ``C`` (the full
-    fit's choice, not chosen again per fold)."""
+    fit's choice, not chosen again per fold) and ``class_weight`` (the full fit's)."""
     fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
     out = np.zeros((len(ids), num_labels), np.float32)
     y = np.asarray(labels)
     for k in range(RESIDUAL_FOLDS):
         inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
         score = NgramScore(buckets, num_labels=num_labels)
-        score.fit([ids[i] for i in inside], y[inside], form=form, C=C)
+        score.fit([ids[i] for i in inside], y[inside], form=form, C=C, class_weight=class_weight)
         out[outside] = score.logits([ids[i] for i in outside])
     return out
 
