@@ -130,7 +130,6 @@ def run_peer(texts: list[str], noisy: np.ndarray, dev: tuple | None, seed: int) 
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
     from sentiment_cli.audit.label_issues import FILTER_BY
-
     from sentiment_cli.data.splits import block_validation_indices
 
     start, cpu = time.perf_counter(), time.process_time()

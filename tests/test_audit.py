@@ -205,3 +205,23 @@ def test_a_rare_class_keeps_its_own_rows(tmp_path):
     assert abbr["rows"] == 84 and abbr["flagged"] <= 8, abbr
     assert 100 <= result.summary["flagged"] <= 400   # the other classes' suspects are still flagged
     assert class_weight([0] * 5 + [1] * 25) is None and class_weight([0] * 5 + [1] * 26 + [3] * 7) == "balanced"
+
+
+def test_flagged_rows_are_those_both_rules_of_confident_learning_agree_on():
+    """With more than two classes the audit flags only the rows that cleanlab's ``prune_by_noise_rate`` and
+    ``prune_by_class`` both flag: fewer correctly labelled rows (docs/audit.md)."""
+    from cleanlab.filter import find_label_issues
+
+    from sentiment_cli.audit.crossfit import cross_fit, encode
+    from sentiment_cli.audit.label_issues import find_issues
+    from sentiment_cli.data.splits import load_rows
+
+    s = load_rows(str(SST5), "validation").split
+    _, ids = encode(s.texts)
+    y = np.asarray(s.labels)
+    p = cross_fit(ids, y, len(s.label_names), folds=3).probabilities()
+    flagged = set(find_issues(y, p).ranked.tolist())
+    by_rule = {rule: set(np.flatnonzero(find_label_issues(y, p, filter_by=rule)).tolist())
+               for rule in ("prune_by_noise_rate", "prune_by_class")}
+    assert flagged == by_rule["prune_by_noise_rate"] & by_rule["prune_by_class"]
+    assert len(flagged) < len(by_rule["prune_by_noise_rate"])   # the agreement is stricter on this slice
