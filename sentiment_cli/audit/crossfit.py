@@ -16,7 +16,7 @@ JAIR 70, section 3; cleanlab's docs, "out-of-sample predicted probabilities"). T
    by, :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO`), every fit weighs the classes as balanced
    (scikit-learn's ``class_weight="balanced"``). Unweighted, a rare class's prior shrinks its probabilities
    on its own rows, and confident learning flags them: on TREC-6's own labels, 24 of ABBR's 84 questions
-   (29%) unweighted, 6 balanced, with about as many flags in all (docs/audit.md);
+   (29%) unweighted, 6 balanced, with about as many flags in all (docs/audit.md, "A rare class keeps its rows");
 5. each form's out-of-fold logits are calibrated by a temperature and the two averaged, and a last
    temperature is fitted on the average (Guo et al. 2017; cleanlab's per-class thresholds are averages
    of these probabilities, so over-confident ones flag too few rows). The average is again one linear
