@@ -196,7 +196,7 @@ def test_a_rare_class_keeps_its_own_rows(tmp_path):
     """TREC-6's own labels: ABBR has 84 of 4,907 questions (the largest class outnumbers it 13 to 1). Cross-fitted
     without class weights, its prior shrinks its probabilities and confident learning flagged 24 of its questions
     (29%); balanced, as ``train`` weighs such classes, it flags at most a tenth of them."""
-    from sentiment_cli.audit.crossfit import class_weight
+    from sentiment_cli.audit.crossfit import class_weighting
     from sentiment_cli.audit.run import audit
 
     result = audit(str(ROOT.parent / "shared" / "data" / "trec6"))
@@ -204,7 +204,8 @@ def test_a_rare_class_keeps_its_own_rows(tmp_path):
     abbr = next(c for c in result.summary["classes"] if c["label"] == "ABBR")
     assert abbr["rows"] == 84 and abbr["flagged"] <= 8, abbr
     assert 100 <= result.summary["flagged"] <= 400   # the other classes' suspects are still flagged
-    assert class_weight([0] * 5 + [1] * 25) is None and class_weight([0] * 5 + [1] * 26 + [3] * 7) == "balanced"
+    assert class_weighting([0] * 5 + [1] * 25) is None                      # 5 to 1: not over it
+    assert class_weighting([0] * 5 + [1] * 26 + [3] * 7) == "balanced"      # 5.2 to 1; class 2 absent
 
 
 def test_flagged_rows_are_those_both_rules_of_confident_learning_agree_on():

@@ -73,7 +73,7 @@ class CrossFit:
         buckets: hashed n-gram buckets.
         num_labels: classes.
         seconds: wall time of the choice and the folds.
-        class_weight: every fit's: ``None``, or ``"balanced"`` for imbalanced classes (:func:`class_weight`).
+        class_weight: every fit's: ``None``, or ``"balanced"`` for imbalanced classes (:func:`class_weighting`).
     """
 
     logits: np.ndarray
@@ -135,7 +135,7 @@ def check_folds(labels: Sequence[int], label_names: Sequence[str], folds: int, w
                         "or drop the class")
 
 
-def class_weight(labels: Sequence[int]) -> str | None:
+def class_weighting(labels: Sequence[int]) -> str | None:
     """``"balanced"`` when the largest class present outnumbers the smallest by more than
     :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO` to 1, as ``train`` decides its loss's weights;
     else ``None``."""
@@ -163,7 +163,7 @@ def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: i
     """Out-of-fold logits of the n-gram score for every row (module docstring).
 
     Both forms of the score, NB-LR and logistic regression, each at the C that cross-validation scored best,
-    are fitted on every fold, with balanced class weights when :func:`class_weight` says so; each form's
+    are fitted on every fold, with balanced class weights when :func:`class_weighting` says so; each form's
     out-of-fold logits are divided by a temperature fitted on them, and the two averaged (one linear score,
     so the explanation stays exact); a last temperature is fitted on the
     average.
@@ -190,7 +190,7 @@ def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: i
     x = ngram_features(ids, buckets)
     cb.on_stage(f"choosing C for NB-LR and logistic regression by 3-fold cross-validation on "
                 f"{min(len(y), 10_000):,} rows")
-    forms = select_forms(x, y, num_labels, class_weight(y))
+    forms = select_forms(x, y, num_labels, class_weighting(y))
     k = 1 if num_labels == 2 else num_labels
     logits = {form: np.zeros((len(y), k), np.float32) for form in forms.C}
     fold = np.zeros(len(y), np.int64)
