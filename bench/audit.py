@@ -154,10 +154,12 @@ def run_peer(texts: list[str], noisy: np.ndarray, dev: tuple | None, seed: int) 
 
 def ngram_accuracy(x_train, y_train: np.ndarray, x_test, y_test: np.ndarray, k: int) -> float:
     """Test accuracy of the n-gram score fitted as ``train`` fits it (``ngram_fit = "auto"``)."""
+    from sentiment_cli.audit.crossfit import class_weighting
     from sentiment_cli.model.ngram import fit_columns, predicted, select_fit
 
-    fit = select_fit(x_train, y_train, k)
-    w, b = fit_columns(x_train, y_train, k, fit.form, fit.C)
+    weighting = class_weighting(y_train)   # balanced over 5 to 1, as the default's rule balances train's fit
+    fit = select_fit(x_train, y_train, k, class_weight=weighting)
+    w, b = fit_columns(x_train, y_train, k, fit.form, fit.C, weighting)
     w[0] = 0.0
     return float((predicted(x_test @ w + b) == y_test).mean())
 
