@@ -41,7 +41,6 @@ from ..errors import DataError
 from ..model.classifier import SentimentClassifier
 from ..model.ngram import TEACHER_BUCKETS, NgramScore
 from .callbacks import TrainCallbacks
-from .imbalance import fit_weighting
 
 RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted scores
 
@@ -88,7 +87,7 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
     The report (``metrics.json``'s ``"teacher"``) names the form fitted, its C and how they were
     chosen, with each candidate's cross-validated accuracy when cross-validation chose
     (:meth:`~sentiment_cli.model.ngram.NgramFit.report`). With ``[training] class_weight = "balanced"``
-    the teacher's fits weigh the classes as the encoder's loss does (:func:`~.imbalance.fit_weighting`).
+    the teacher's fits weigh the classes as the encoder's loss does (scikit-learn's ``class_weight``).
 
     Returns:
         The :class:`Teacher`, or ``None`` when the run has neither an n-gram score nor distillation.
@@ -104,7 +103,7 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
         TEACHER_BUCKETS, num_labels=model.num_labels, fit=config.model.ngram_fit)
     how = "choosing its form by cross-validation" if score.fit_form == "auto" else score.fit_form.upper()
     cb.on_stage(f"fitting the n-gram teacher (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
-    weighting = fit_weighting(t.class_weight)
+    weighting = "balanced" if t.class_weight == "balanced" else None   # as scikit-learn names it
     fit = score.fit(train_ids, train_labels, class_weight=weighting)
     source = "" if fit.form == "lr" else " (Wang & Manning 2012)"
     balanced = ", classes balanced" if weighting else ""

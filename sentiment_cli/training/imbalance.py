@@ -6,8 +6,7 @@ Class ``c`` of ``n_c`` of the ``n`` training reviews weighs ``n / (k * n_c)``,
 "Logistic Regression in Rare Events Data"). Every class then carries the same
 total weight, and the mean weight over the training reviews is 1, so the
 learning rate keeps its meaning. The run computes the weights once, from the
-training split; ``distill.loss_function`` applies them. The n-gram score (and teacher) is fitted with the
-same weighting (:func:`fit_weighting`).
+training split; ``distill.loss_function`` applies them.
 """
 
 from __future__ import annotations
@@ -54,15 +53,3 @@ def weights_report(weights: torch.Tensor | None, label_names: Sequence[str]) -> 
     if weights is None:
         return None
     return {name: float(w) for name, w in zip(label_names, weights.tolist())}
-
-
-def fit_weighting(mode: str) -> str | None:
-    """``[training] class_weight`` as scikit-learn's ``class_weight`` for the n-gram score's fits
-    (:func:`~sentiment_cli.model.ngram.fit_columns`): ``None`` for ``"none"``, ``"balanced"`` for ``"balanced"``.
-
-    Raises:
-        ValueError: an unknown ``mode``.
-    """
-    if mode not in ("none", "balanced"):
-        raise ValueError(f"class_weight must be none or balanced, got {mode!r}")
-    return None if mode == "none" else "balanced"
