@@ -42,7 +42,7 @@ from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
 from ..evaluation.calibration import fit_temperature, softmax
 from ..model.ngram import MAX_N, NgramFit, NgramScore, form_phrase, ngram_features, select_forms
-from ..training.auto import IMBALANCE_RATIO
+from ..training.auto import IMBALANCE_RATIO, imbalance
 from ..wording import plural
 from .callbacks import AuditCallbacks
 
@@ -140,8 +140,7 @@ def class_weighting(labels: Sequence[int]) -> str | None:
     :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO` to 1, as ``train`` decides its loss's weights;
     else ``None``."""
     counts = np.bincount(np.asarray(labels, dtype=np.int64))
-    counts = counts[counts > 0]
-    return "balanced" if counts.max() > IMBALANCE_RATIO * counts.min() else None
+    return "balanced" if imbalance(counts[counts > 0].tolist()) > IMBALANCE_RATIO else None
 
 
 def encode(texts: Sequence[str]):

@@ -91,9 +91,15 @@ class Profile:
 
     @property
     def imbalance(self) -> float:
-        """Largest class over smallest (``inf`` when a class has no rows)."""
-        low = min(self.class_counts)
-        return math.inf if low == 0 else max(self.class_counts) / low
+        """Largest class over smallest (``inf`` when a class has no rows): :func:`imbalance`."""
+        return imbalance(self.class_counts)
+
+
+def imbalance(class_counts) -> float:
+    """Rows of the largest class over rows of the smallest, ``inf`` when a class has none: the ratio the
+    ``training.class_weight`` rule compares with :data:`IMBALANCE_RATIO`."""
+    low = min(class_counts)
+    return math.inf if low == 0 else max(class_counts) / low
 
 
 def read_profile(config: Config) -> Profile:
