@@ -1,7 +1,7 @@
 """The suite benchmark: `sentiment train --data DIR` with no flags against dev-tuned peers, set by set.
 
-    python -m bench --suite [--sets imdb sst5 sst5-phrases trec6 subj] [--output DIR] [--skip-ours]
-                            [--peers-from results.json]
+    python -m bench --suite [--sets imdb sst5 sst5-phrases trec6 subj] [--data DIR ...] [--output DIR]
+                            [--skip-ours] [--peers-from results.json]
 
 For each labelled set in ``../shared/data`` (IMDB, SST-5 sentences, SST-5 with its
 treebank phrases, TREC-6, Subj), in one run:
@@ -16,7 +16,9 @@ treebank phrases, TREC-6, Subj), in one run:
   with more than two classes; ``C``) and fastText with word bigrams (``lr``, ``epoch``).
 
 It prints test accuracy, macro-F1 and training time per system, and ours against the best peer,
-and writes ``results.json`` and ``results.md`` (the README's table). Every system runs in its own
+and writes ``results.json`` and ``results.md`` (the README's table). ``--data DIR`` runs the same comparison on
+any folder with ``train`` and ``test`` files (and ``dev``, else a 10% hold-out chooses the peers' settings),
+named by its folder: your own labelled set against the peers, tuned alike. Every system runs in its own
 process, one after another; fastText in a fresh process per fit (fastText 0.9.3 can diverge when a
 process trains a second model; see ``bench.peers.fasttext_bigrams``).
 """
@@ -175,9 +177,8 @@ def run_fasttext(folder: str) -> dict:
             **job("fasttext", folder, json.dumps(best), "test")}
 
 
-def run_set(name: str, out: Path, skip_ours: bool, peers: dict | None = None) -> dict:
-    """One set: the peers (or ``peers``, measured by an earlier run), then ours."""
-    folder = str(SHARED / SETS[name])
+def run_set(name: str, folder: str, out: Path, skip_ours: bool, peers: dict | None = None) -> dict:
+    """One set (``folder``, reported as ``name``): the peers (or ``peers``, measured by an earlier run), then ours."""
     print(f"== {name}", file=sys.stderr, flush=True)
     result = {"data": folder, "peers": {}}
     if peers is not None:
@@ -234,9 +235,39 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def set_folders(sets: list[str] | None, data: list[str]) -> dict[str, str]:
+    """``{name: folder}``: the shared ``sets`` (all of them when neither ``sets`` nor ``data`` is given), then
+    each folder of ``data`` named by its folder's name.
+
+    Raises:
+        SystemExit: a ``data`` folder that is not a folder, that ``sentiment`` cannot read a ``test`` split
+            from, or whose name repeats a set's (one line).
+    """
+    from sentiment_cli.data.splits import load_split
+    from sentiment_cli.errors import SentimentError
+
+    names = list(SETS) if sets is None and not data else list(sets or [])
+    folders = {name: str(SHARED / SETS[name]) for name in names}
+    for d in data:
+        path = Path(d).resolve()
+        if not path.is_dir():
+            raise SystemExit(f"error: --data {d}: not a folder (train, dev and test files, or the Hub's layout)")
+        try:
+            load_split(str(path), "test")   # the peers and ours are scored on it; reads train's labels too
+        except SentimentError as e:
+            raise SystemExit(f"error: --data {d}: {e}") from None
+        if path.name in folders:
+            raise SystemExit(f"error: --data {d}: a set named {path.name!r} is already in the run")
+        folders[path.name] = str(path)
+    return folders
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(SETS))
+    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=None,
+                    help="shared sets to run (default: all, unless --data is given)")
+    ap.add_argument("--data", nargs="+", default=[], metavar="DIR",
+                    help="also run these folders (train and test files, dev optional), named by their folder")
     ap.add_argument("--output", default=None, help="folder for checkpoints and results (default: temp)")
     ap.add_argument("--skip-ours", action="store_true", help="the peers only")
     ap.add_argument("--peers-from", default=None, help="take the peers' figures from this results.json of an "
@@ -247,12 +278,13 @@ def main(argv=None) -> None:
         kind, *rest = args.job
         print(json.dumps(job_linear(*rest) if kind == "linear" else job_fasttext(*rest)))
         return
+    folders = set_folders(args.sets, args.data)
     out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-suite-"))
     out.mkdir(parents=True, exist_ok=True)
     results = {**record.header(), "sets": {}}
     earlier = json.loads(Path(args.peers_from).read_text())["sets"] if args.peers_from else {}
-    for name in args.sets:
-        results["sets"][name] = run_set(name, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
+    for name, folder in folders.items():
+        results["sets"][name] = run_set(name, folder, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
         record.save(results, out)
     record.finish(results, out, markdown)
 

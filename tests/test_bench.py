@@ -173,3 +173,21 @@ def test_score_weight_analysis_keeps_the_runs_epoch_and_reports_the_chosen_weigh
     np.savez(tmp_path / "run.parts.npz", **z)
     line = analyse(str(tmp_path / "run.parts.npz"), (1.0, 2.0))
     assert "epoch 1," in line and "chosen 1:" in line and "every weight on DEV: 1: " in line
+
+
+def test_suite_data_folders_join_the_shared_sets_by_their_folder_name_and_bad_ones_stop_in_one_line(tmp_path):
+    from bench.suite import SETS, set_folders
+
+    from .conftest import SMALL_DATA
+
+    sst5 = ROOT / "tests" / "data" / "sst5_small"
+    assert list(set_folders(None, [])) == list(SETS)                      # no flags: every shared set
+    assert set_folders(None, [str(sst5)]) == {"sst5_small": str(sst5)}   # --data alone: that folder only
+    both = set_folders(["trec6"], [str(sst5), str(SMALL_DATA)])            # a Hub-layout folder reads too
+    assert list(both) == ["trec6", "sst5_small", "imdb_small"]
+    (tmp_path / "train.csv").write_text("text,label\ngood,1\nbad,0\n")   # nothing to score the systems on
+    for bad, says in (([str(tmp_path / "missing")], "not a folder"), ([str(tmp_path)], "no 'test' split"),
+                      ([str(sst5), str(sst5)], "already in the run")):
+        with pytest.raises(SystemExit) as e:
+            set_folders([], bad)
+        assert str(e.value).startswith("error: --data") and says in str(e.value) and "\n" not in str(e.value)
