@@ -146,6 +146,17 @@ def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
     assert "training.init_from" not in chosen and "training.embedding_lr_scale" not in chosen
 
 
+def test_epochs_by_size_reach_the_target_steps_within_the_cap():
+    cfg = load_config("default")                                  # batch 64, 4 epochs
+    def epochs(rows):
+        profile = auto.Profile(train_rows=rows, class_counts=(rows // 2, rows - rows // 2), has_validation=True,
+                               unlabelled=0, length_quantile=40, tokens=2_000_000)
+        return {c.key: c for c in auto.data_rules(profile, cfg)}.get("training.epochs")
+    assert epochs(25_000) is None                                 # 391 steps an epoch: the preset's 4 suffice
+    assert epochs(8_000).value == 8 and "125 steps an epoch" in epochs(8_000).reason   # 8 x 125 >= 1,000
+    assert epochs(1_000).value == auto.MAX_EPOCHS and "at most" in epochs(1_000).reason   # 16 steps: capped
+
+
 def test_dev_texts_longer_than_the_training_texts_let_the_scores_weight_go_below_1():
     cfg = load_config("default")
     profile = auto.Profile(train_rows=156_810, class_counts=(1, 2, 3, 2, 1), has_validation=True, unlabelled=0,
