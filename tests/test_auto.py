@@ -148,6 +148,7 @@ def test_a_large_set_without_dev_split_holds_out_a_smaller_share():
 
 def test_epochs_by_size_reach_the_target_steps_within_the_cap():
     cfg = load_config("default")                                  # batch 64, 4 epochs
+
     def epochs(rows):
         profile = auto.Profile(train_rows=rows, class_counts=(rows // 2, rows - rows // 2), has_validation=True,
                                unlabelled=0, length_quantile=40, tokens=2_000_000)
