@@ -158,6 +158,25 @@ def test_epochs_by_size_reach_the_target_steps_within_the_cap():
     assert epochs(1_000).value == auto.MAX_EPOCHS and "at most" in epochs(1_000).reason   # 16 steps: capped
 
 
+def test_a_small_set_with_unlabelled_text_counts_distillations_steps_and_keeps_the_presets_embedding_rate():
+    cfg = load_config("default")                                  # batch 64, 4 epochs, 11,300 distilled an epoch
+    alone = auto.Profile(train_rows=2_000, class_counts=(1_000, 1_000), has_validation=False, unlabelled=0,
+                         length_quantile=600, tokens=560_000)
+    chosen = {c.key: c for c in auto.data_rules(alone, cfg)}
+    assert chosen["training.epochs"].value == auto.MAX_EPOCHS        # 32 steps an epoch: capped at 10
+    assert chosen["training.embedding_lr_scale"].value == auto.SMALL_EMBEDDING_LR_SCALE   # a random start
+    with_unlabelled = auto.Profile(**{**alone.__dict__, "unlabelled": 50_000})
+    chosen = {c.key: c for c in auto.data_rules(with_unlabelled, cfg)}
+    assert chosen["training.epochs"].value == 5                      # (2,000 + 11,300) / 64 = 208 steps an epoch
+    assert "and 11,300 unlabelled texts make 208 steps an epoch" in chosen["training.epochs"].reason
+    assert "training.embedding_lr_scale" not in chosen               # word2vec on the unlabelled text starts it
+    assert chosen["data.min_frequency"].value == 1                   # the labelled set is still small
+    fewer = auto.Profile(**{**alone.__dict__, "unlabelled": 8_000})  # distillation draws all 8,000 an epoch
+    chosen = {c.key: c for c in auto.data_rules(fewer, cfg)}
+    assert chosen["training.distill_reviews"].value == 8_000
+    assert chosen["training.epochs"].value == 7                      # 157 steps an epoch: 7 make 1,099
+
+
 def test_dev_texts_longer_than_the_training_texts_let_the_scores_weight_go_below_1():
     cfg = load_config("default")
     profile = auto.Profile(train_rows=156_810, class_counts=(1, 2, 3, 2, 1), has_validation=True, unlabelled=0,

@@ -178,8 +178,12 @@ def _embedding_rule(profile: Profile, config: Config) -> list[Choice]:
     rarely for their vectors to move far at the preset's ``lr``, and the encoder underfits (dev accuracy of
     the encoder alone: TREC-6 after 5 epochs 75.1% -> 83.9%, SST-5 in the whole default 30.8% -> 41.2%;
     docs/experiments.md, "Small sets").
+
+    With unlabelled text the encoder starts from word2vec vectors learned on it, not from random ones, and the
+    preset's rate keeps them (2,000 IMDB reviews with IMDB's unlabelled ones: docs/experiments.md, "A small
+    labelled set with unlabelled text").
     """
-    if profile.tokens >= FEW_TOKENS or config.training.embedding_lr_scale != 1.0:
+    if profile.tokens >= FEW_TOKENS or profile.unlabelled or config.training.embedding_lr_scale != 1.0:
         return []
     return [Choice("training.embedding_lr_scale", SMALL_EMBEDDING_LR_SCALE,
                    f"{profile.tokens:,} training tokens (under {FEW_TOKENS:,}): most words occur too rarely for "
@@ -240,14 +244,22 @@ def _validation_rule(profile: Profile) -> list[Choice]:
 
 def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
     """Epochs by size: at least :data:`TARGET_STEPS` optimizer steps, from the preset's epochs up to
-    :data:`MAX_EPOCHS`; validation keeps the best epoch."""
+    :data:`MAX_EPOCHS`; validation keeps the best epoch.
+
+    An epoch's steps count the unlabelled texts distillation draws beside the labelled rows
+    (``distill_reviews``, at most as many as there are): 2,000 labelled reviews with IMDB's unlabelled ones
+    make 208 steps an epoch, not 32, so 5 epochs, not 10 (docs/experiments.md, "A small labelled set with
+    unlabelled text").
+    """
     t = config.training
-    steps = math.ceil(profile.train_rows / t.batch_size)
+    distilled = min(t.distill_reviews, profile.unlabelled)   # 0 without unlabelled text: distillation is off
+    steps = math.ceil((profile.train_rows + distilled) / t.batch_size)
     epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(TARGET_STEPS / steps)))
     if epochs == t.epochs:
         return []
     capped = f" (at most {MAX_EPOCHS} epochs)" if epochs == MAX_EPOCHS else ""
-    return [Choice("training.epochs", epochs, f"{profile.train_rows:,} training rows make {steps:,} steps an epoch; "
+    rows = f"{profile.train_rows:,} training rows" + (f" and {distilled:,} unlabelled texts" if distilled else "")
+    return [Choice("training.epochs", epochs, f"{rows} make {steps:,} steps an epoch; "
                    f"{epochs} epochs make {epochs * steps:,} steps{capped}")]
 
 
