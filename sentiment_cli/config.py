@@ -34,6 +34,7 @@ PRESETS = {
     "default": "the main job: word2vec on the unlabelled reviews, then the tuned encoder with word bigrams",
     "seed": "the course notebook's small model, trained from scratch in minutes",
     "sst5": "five-class sentences (SST-5, ../shared/data/sst5), from scratch, settings chosen on its dev split",
+    "gpu": "for one GPU: a 4-layer encoder pretrained by ELECTRA on the unlabelled text (a draft, not yet measured)",
 }
 DEFAULT_PRESET = "default"
 
@@ -261,23 +262,30 @@ class TrainingConfig:
 class PretrainConfig:
     """Pretraining on unlabelled reviews (``sentiment pretrain``): word2vec embeddings or a masked language model."""
 
-    objective: str = _spec("word2vec", choices=("word2vec", "mlm"),
-                           help="mlm: the whole encoder (Devlin et al. 2019); word2vec: the token embedding "
-                                "only, skip-gram with negative sampling (Mikolov et al. 2013, gensim)")
+    objective: str = _spec("word2vec", choices=("word2vec", "mlm", "electra"),
+                           help="mlm: the whole encoder (Devlin et al. 2019); electra: the whole encoder as the "
+                                "discriminator of replaced-token detection (Clark et al. 2020); word2vec: the token "
+                                "embedding only, skip-gram with negative sampling (Mikolov et al. 2013, gensim)")
     epochs: int = _spec(5, lo=1, help="passes over the pretraining reviews")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
     subsample: float = _spec(1e-3, lo=0.0, hi=1.0,
                              help="word2vec: frequent-word downsampling threshold t (Mikolov et al. 2013, 2.3; "
                                   "gensim's sample); 0 keeps every word")
-    batch_size: int = _spec(64, lo=1, help="mlm: reviews per optimizer step")
-    lr: float = _spec(2e-3, lo=0.0, lo_open=True, help="mlm: peak AdamW learning rate (warmup, then cosine decay)")
-    weight_decay: float = _spec(0.01, lo=0.0, help="mlm: AdamW decoupled weight decay on matrices")
-    warmup_fraction: float = _spec(0.05, lo=0.0, hi=1.0, help="mlm: share of all steps spent warming up linearly")
-    grad_clip: float = _spec(1.0, lo=0.0, help="mlm: max global gradient norm; 0 disables clipping")
+    batch_size: int = _spec(64, lo=1, help="mlm, electra: reviews per optimizer step")
+    lr: float = _spec(2e-3, lo=0.0, lo_open=True, help="mlm, electra: peak AdamW learning rate (warmup, then cosine decay)")
+    weight_decay: float = _spec(0.01, lo=0.0, help="mlm, electra: AdamW decoupled weight decay on matrices")
+    warmup_fraction: float = _spec(0.05, lo=0.0, hi=1.0, help="mlm, electra: share of all steps spent warming up linearly")
+    grad_clip: float = _spec(1.0, lo=0.0, help="mlm, electra: max global gradient norm; 0 disables clipping")
     mask_fraction: float = _spec(0.15, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
-                                 help="mlm: share of tokens to predict (Devlin et al. 2019: 15%)")
+                                 help="mlm, electra: share of tokens to predict (Devlin et al. 2019: 15%)")
     negatives: int = _spec(2048, lo=0,
-                           help="mlm: random vocabulary words added to the batch's own targets as softmax candidates")
+                           help="mlm, electra: random vocabulary words added to the batch's own targets as softmax "
+                                "candidates; the vocabulary size or more: the exact softmax over every word")
+    generator_layers: int = _spec(1, lo=1, help="electra: encoder layers of the generator (a masked language model "
+                                               "with d_model and n_heads of [model], d_ff a quarter of its d_ff)")
+    rtd_weight: float = _spec(50.0, lo=0.0, lo_open=True,
+                              help="electra: weight of the replaced-token loss against the generator's "
+                                   "(Clark et al. 2020, lambda = 50)")
     splits: str = _spec("unsupervised+train", choices=("unsupervised+train", "unsupervised", "train"),
                         help="reviews to pretrain on; train means the training part (validation held out)")
 

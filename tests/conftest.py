@@ -37,3 +37,15 @@ def trained_checkpoint(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ckpt") / "small"
     train(small_config(epochs=3), out)
     return out
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped, with the reason, where torch sees no CUDA device, unless
+    ``SENTIMENT_TEST_CUDA_DEVICE`` names another device to run them on (``cpu``: a check of the tests)."""
+    if torch.cuda.is_available() or os.environ.get("SENTIMENT_TEST_CUDA_DEVICE"):
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False here); "
+                                   "SENTIMENT_TEST_CUDA_DEVICE=cpu runs it on the CPU")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

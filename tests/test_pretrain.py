@@ -12,7 +12,8 @@ import torch
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.errors import CheckpointError, ConfigError
-from sentiment_cli.training.pretrain import FIRST_WORD_ID, MASK_ID, mask_tokens, pretrain, sampled_candidates
+from sentiment_cli.training.mlm import FIRST_WORD_ID, MASK_ID, mask_tokens, sampled_candidates
+from sentiment_cli.training.pretrain import pretrain
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.loop import train
 
@@ -105,8 +106,8 @@ def test_init_from_refuses_an_unknown_objective(pretrained, tmp_path):
     out, _ = pretrained
     shutil.copytree(out, tmp_path / "enc")
     metrics = json.loads((tmp_path / "enc" / "metrics.json").read_text())
-    (tmp_path / "enc" / "metrics.json").write_text(json.dumps({**metrics, "objective": "electra"}))
-    with pytest.raises(CheckpointError, match="unknown objective 'electra'.*knows word2vec, mlm"):
+    (tmp_path / "enc" / "metrics.json").write_text(json.dumps({**metrics, "objective": "bert"}))
+    with pytest.raises(CheckpointError, match="unknown objective 'bert'.*knows word2vec, mlm"):
         train(finetune_config(init_from=str(tmp_path / "enc")), tmp_path / "ft")
 
 

@@ -75,11 +75,13 @@ class RichPretrainCallbacks(RichTrainCallbacks):
 
     def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
         self.progress.update(self.task, advance=examples,
-                             stats=f"mlm loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
+                             stats=f"loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
 
     def on_epoch_end(self, r: dict) -> None:
         self.close()
         mlm = f"mlm loss {r['mlm_loss']:.4f} acc {r['mlm_accuracy']:.2%}  " if "mlm_loss" in r else ""
+        if "rtd_loss" in r:
+            mlm = f"replaced-token loss {r['rtd_loss']:.4f} acc {r['rtd_accuracy']:.2%}  generator's {mlm}"
         self.console.print(f"epoch {r['epoch']:>2}  {mlm}{r['train_examples_per_second']:,.0f} reviews/s  "
                            f"{r['train_seconds']:.1f}s", highlight=False, soft_wrap=True)
 

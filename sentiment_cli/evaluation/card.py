@@ -347,7 +347,9 @@ def _pretraining_text(card: dict[str, Any]) -> tuple[str, str]:
         optimizer = (f"gensim Word2Vec, window {pre['window']}, 5 negative samples, "
                      f"frequent words downsampled at {pre['subsample']:g}")
     else:
-        what = "masked-language-model pretraining"
+        what = ("replaced-token-detection (ELECTRA) pretraining, generator of "
+                f"{pre.get('generator_layers', 1)} layer(s), loss weight {pre.get('rtd_weight', 50.0):g}"
+                if pre["objective"] == "electra" else "masked-language-model pretraining")
         optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
                      f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
     epochs = f"{card['training']['epochs']} of {pre['epochs']} of {what} on {pre['splits']} (classifier head untrained)"

@@ -47,9 +47,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
-from torch import Tensor, nn
+from torch import nn
 
 from . import distributed
 from ..data.batching import collate, make_batches
@@ -62,88 +61,11 @@ from .interrupts import StopFlag
 from .lock import output_lock
 from ..model.classifier import SentimentClassifier
 from .optim import decay_groups, lr_lambda, optimizer_step
-from ..runtime import device_name, resolve_device, seed_everything, versions
+from ..runtime import autocast, device_name, resolve_device, seed_everything, versions
 from ..data.sources import absolute_source
-from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer
-
-MASK_ID = UNK_ID
-FIRST_WORD_ID = 2   # ids below are <pad> and <unk>: never drawn as random words or negatives
-
-
-class MaskedLMHead(nn.Module):
-    """Predicts a masked word from its contextual state; the output matrix is the token embedding.
-
-    Args:
-        embedding: the classifier's token embedding, ``(vocab_size, d_model)``; shared, not copied.
-    """
-
-    def __init__(self, embedding: nn.Embedding):
-        super().__init__()
-        d = embedding.embedding_dim
-        self.embedding = embedding
-        self.transform = nn.Linear(d, d)
-        self.norm = nn.LayerNorm(d)
-        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings))
-        # Embedding rows start at N(0, 1), so a dot product with a unit-variance state has variance
-        # d_model; scale it back to ~1, or the first logits are ~sqrt(d_model) large and the loss explodes.
-        self.scale = embedding.embedding_dim ** -0.5
-
-    def forward(self, hidden: Tensor, candidates: Tensor) -> Tensor:
-        """Logits over ``candidates``.
-
-        Args:
-            hidden: ``(n, d_model)`` encoder states at the masked positions.
-            candidates: ``(k,)`` int64 word ids to score.
-
-        Returns:
-            ``(n, k)`` logits.
-        """
-        h = self.norm(F.gelu(self.transform(hidden))) * self.scale                 # (n, d_model)
-        return h @ self.embedding.weight[candidates].T + self.bias[candidates]      # (n, k)
-
-
-def mask_tokens(input_ids: Tensor, padding_mask: Tensor, mask_fraction: float, vocab_size: int,
-                generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-    """BERT's corruption: choose ``mask_fraction`` of the real tokens; 80% mask, 10% random word, 10% kept.
-
-    Args:
-        input_ids: ``(batch, seq_len)`` int64.
-        padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding (never chosen).
-        mask_fraction: probability that a real token is chosen, in (0, 1).
-        vocab_size: random words are drawn from ``[2, vocab_size)``.
-        generator: CPU random generator (reproducible masks).
-
-    Returns:
-        ``(corrupted, chosen, targets)``: ``(batch, seq_len)`` int64 input,
-        ``(batch, seq_len)`` bool positions to predict, ``(n_chosen,)`` original ids.
-    """
-    shape = input_ids.shape
-    u = torch.rand(shape, generator=generator)
-    chosen = (torch.rand(shape, generator=generator) < mask_fraction) & ~padding_mask
-    random_words = torch.randint(FIRST_WORD_ID, max(vocab_size, FIRST_WORD_ID + 1), shape, generator=generator)
-    corrupted = torch.where(chosen & (u < 0.8), torch.full_like(input_ids, MASK_ID), input_ids)
-    corrupted = torch.where(chosen & (u >= 0.8) & (u < 0.9), random_words, corrupted)
-    return corrupted, chosen, input_ids[chosen]
-
-
-def sampled_candidates(targets: Tensor, negatives: int, vocab_size: int,
-                       generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """The softmax's candidate words: the batch's targets plus ``negatives`` uniform draws.
-
-    Args:
-        targets: ``(n,)`` int64 word ids to predict.
-        negatives: extra words drawn uniformly from ``[2, vocab_size)``.
-        vocab_size: vocabulary size.
-        generator: CPU random generator.
-
-    Returns:
-        ``(candidates, target_index)``: ``(k,)`` sorted unique ids and ``(n,)``
-        the position of each target in ``candidates``.
-    """
-    drawn = torch.randint(FIRST_WORD_ID, max(vocab_size, FIRST_WORD_ID + 1), (negatives,), generator=generator)
-    candidates = torch.unique(torch.cat([targets.cpu(), drawn]))                  # sorted
-    return candidates, torch.searchsorted(candidates, targets.cpu())
-
+from ..data.tokenizer import build_tokenizer, encode_texts, save_tokenizer
+from .electra import ElectraObjective
+from .mlm import FIRST_WORD_ID, MaskedLMObjective
 
 def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
              stop: StopFlag | None = None) -> TrainResult:
@@ -205,8 +127,8 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     if config.pretrain.objective == "word2vec":
         _word2vec(config, model, tokenizer, texts, cb, check_stop, save_epoch)
     else:
-        _masked_lm(config, model.to(device), device, encode_texts(tokenizer, texts, config.data), cb, check_stop,
-                   save_epoch)
+        _encoder_pretraining(config, model.to(device), device, encode_texts(tokenizer, texts, config.data), cb,
+                             check_stop, save_epoch)
     return TrainResult(output, metrics)
 
 
@@ -315,52 +237,51 @@ def _embed(model: SentimentClassifier, vectors, vocab: dict[str, int], words: li
         model.token_embedding.weight[rows] = torch.from_numpy(values).float()
 
 
-def _masked_lm(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
-               cb: TrainCallbacks, check_stop, save_epoch) -> None:
-    """The masked-language-model loop (see the module docstring)."""
+def _objective_for(config: Config, model: SentimentClassifier, generator: torch.Generator) -> nn.Module:
+    """The step of ``[pretrain] objective`` (mlm or electra): a module whose call gives ``(loss, tally)``."""
+    if config.pretrain.objective == "electra":
+        return ElectraObjective(model, config.pretrain, generator, config.training.seed)
+    return MaskedLMObjective(model, config.pretrain, generator)
+
+
+def _encoder_pretraining(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
+                         cb: TrainCallbacks, check_stop, save_epoch) -> None:
+    """The loop of the objectives that train the whole encoder (mlm, electra; see the module docstring)."""
     p, t = config.pretrain, config.training
     ids = [x for x in ids if x]
-    vocab_size = model.vocab_size
-    head = MaskedLMHead(model.token_embedding).to(device)
-    both = nn.ModuleList([model, head])   # .parameters() lists the shared embedding once
+    generator = torch.Generator().manual_seed(t.seed)
+    objective = _objective_for(config, model, generator).to(device)
+    both = nn.ModuleList([model, objective])   # .parameters() lists the shared embedding once
     optimizer = torch.optim.AdamW(decay_groups(both.parameters(), p.weight_decay), lr=p.lr)
     total_steps = math.ceil(len(ids) / p.batch_size) * p.epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda("cosine", p.warmup_fraction, total_steps))
-    generator = torch.Generator().manual_seed(t.seed)
     lengths = np.asarray([len(x) for x in ids])
 
     for epoch in range(1, p.epochs + 1):
         both.train()
         cb.on_epoch_start(epoch, p.epochs, len(ids))
         epoch_start = time.perf_counter()
-        loss_sum, correct, predicted, seen = 0.0, 0, 0, 0
+        tally: dict[str, float] = {}
+        seen = 0
         for batch in make_batches(lengths, p.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch):
             check_stop(epoch)
             input_ids, padding_mask = collate(ids, batch)
-            corrupted, chosen, targets = mask_tokens(input_ids, padding_mask, p.mask_fraction, vocab_size, generator)
-            if not bool(chosen.any()):
+            with autocast(device, t.autocast_bf16):
+                loss, step = objective(model, input_ids, padding_mask)
+            if loss is None:
                 continue
-            candidates, target_index = sampled_candidates(targets, p.negatives, vocab_size, generator)
-            hidden = model.hidden_states(corrupted.to(device), padding_mask.to(device))      # (batch, seq_len, d_model)
-            logits = head(hidden[chosen.to(device)], candidates.to(device))           # (n_chosen, k)
-            loss = F.cross_entropy(logits, target_index.to(device))
             if not torch.isfinite(loss):
                 raise SentimentError(f"pretraining diverged at epoch {epoch} (loss {loss.item()}); "
                                      "lower [pretrain] lr")
             loss.backward()
             optimizer_step(optimizer, scheduler, both.parameters(), p.grad_clip)
-            n_chosen = int(targets.numel())
-            loss_sum += loss.item() * n_chosen
-            correct += int((logits.argmax(1) == target_index.to(device)).sum())
-            predicted += n_chosen
+            tally = {k: tally.get(k, 0) + v for k, v in step.items()}
             seen += len(batch)
-            cb.on_step(len(batch), loss_sum / predicted, correct / predicted,
+            cb.on_step(len(batch), tally["loss_sum"] / tally["count"], tally["correct"] / tally["count"],
                        seen / (time.perf_counter() - epoch_start))
         seconds = time.perf_counter() - epoch_start
-        save_epoch({"epoch": epoch, "mlm_loss": loss_sum / max(predicted, 1),
-                    "mlm_accuracy": correct / max(predicted, 1), "masked_tokens": predicted,
-                    "train_seconds": seconds, "train_examples_per_second": seen / seconds,
-                    "learning_rate": scheduler.get_last_lr()[0]})
+        save_epoch({"epoch": epoch, **objective.record(tally), "train_seconds": seconds,
+                    "train_examples_per_second": seen / seconds, "learning_rate": scheduler.get_last_lr()[0]})
 
 
 # ----------------------------------------------------------------------------- starting a run from it
@@ -375,10 +296,12 @@ _TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
 
 # What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
 # must match the config) and which of its tensors the run takes. word2vec trained the token embedding
-# alone; a masked language model trained the whole encoder (its head predicted words, not labels).
+# alone; a masked language model or ELECTRA's discriminator trained the whole encoder (its head predicted
+# words or replacements, not labels).
 _FROM_PRETRAINED = {
     "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
     "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
+    "electra": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
 }
 
 
