@@ -70,3 +70,12 @@ def test_the_checkpoint_holds_the_discriminator_alone_and_fine_tunes(electra, tm
     w0 = encoder.model.encoder.layers[0].linear1.weight
     w1 = tuned.model.encoder.layers[0].linear1.weight
     assert (w1 - w0).norm() < 0.5 * w0.norm()   # the encoder came from the discriminator, not a fresh start
+
+
+def test_model_card_names_electra_and_its_generator(electra):
+    from sentiment_cli.evaluation.card import card_sections, model_card
+
+    out, _ = electra
+    training = dict(dict(card_sections(model_card(out)))["Training"])
+    assert training["epochs"].startswith("5 of 5 of replaced-token-detection (ELECTRA) pretraining, generator of "
+                                         "1 layer(s), loss weight 50")
