@@ -272,3 +272,23 @@ def test_the_guards_own_answers_carry_cors_headers():
                          + b"\r\nContent-Length: 100\r\n\r\n{")
             answer = read_all(sock, 5).lower()
         assert answer.startswith(b"http/1.1 408") and b"access-control-allow-origin: " + origin.encode() in answer
+
+
+def test_a_client_that_never_reads_its_answer_is_dropped():
+    review = "x" * 2_000_000
+    body = json.dumps({"texts": [review] * 4}).encode()          # an answer of about 8 MB
+    with Server(read_timeout=1.0, max_body_bytes=10 * 2**20) as s:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", s.port))
+        with sock:
+            sock.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            time.sleep(4)                                        # reads nothing: the server's buffer stays full
+            got = read_all(sock, 10)
+        with HealthPoller(s.url) as health:
+            time.sleep(0.3)
+    head = got.split(b"\r\n\r\n", 1)[0].lower()
+    length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0]) if b"content-length: " in head else None
+    print(f"read {len(got):,} bytes of an answer of {length} bytes")
+    assert length is None or len(got) < length + len(head) + 4, "the whole answer waited for the client"
+    health.check()

@@ -16,6 +16,11 @@ header took 10 s of the event loop), and with h11 only by a 16 KiB buffer answer
 request line and headers may take ``max_header_bytes``: counted as the bytes arrive, before the parser sees
 them, past it the client gets a 431 and the connection is closed, with either parser.
 
+A client that stops reading its answer holds the answer's bytes in the server's memory for as long as it keeps
+the connection: once the transport's write buffer is full (asyncio's ``pause_writing``), the client has
+``header_timeout`` seconds to read enough of it to resume writing, or the connection is aborted (the buffer
+dropped: a plain ``close`` would wait for it to drain).
+
 A connection that has not sent a byte yet is closed after uvicorn's keep-alive timeout, as one idle after an
 answer is (uvicorn arms that timer only after an answer).
 
@@ -78,6 +83,7 @@ class _HeaderDeadline:
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._deadline = None
+        self._write_deadline = None
         self._arm()
         # idle from the start: uvicorn arms its keep-alive timer only after an answer; the first byte cancels it
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
@@ -118,10 +124,22 @@ class _HeaderDeadline:
         super().on_response_complete()
 
     def connection_lost(self, exc) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        for timer in (self._deadline, self._write_deadline):
+            if timer is not None:
+                timer.cancel()
+        self._deadline = self._write_deadline = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:   # the client must read within header_timeout, or be dropped
+            self._write_deadline = self.loop.call_later(self.header_timeout, self.transport.abort)
+
+    def resume_writing(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+        super().resume_writing()
 
     def send_400_response(self, msg: str) -> None:
         if self.cycle is self._armed_for and self._header_bytes > self.max_header_bytes:
