@@ -37,7 +37,10 @@ def serve(
     max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 2.0,
     max_texts: Annotated[int, typer.Option(min=1, help="Most reviews in one request (more: 413).")] = 128,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body in MiB (more: 413).")] = 4.0,
-    read_timeout: Annotated[float, typer.Option(min=0.01, help="Seconds a client has to send its request body (slower: 408).")] = 30.0,
+    max_header_kb: Annotated[float, typer.Option(min=1.0, help="Largest request line and headers in KiB (more: 431, "
+                                                               "connection closed).")] = 64.0,
+    read_timeout: Annotated[float, typer.Option(min=0.01, help="Seconds a client has to send its request headers, then "
+                                                               "again its body (slower: 408).")] = 30.0,
     max_queue: Annotated[int, typer.Option(min=1, help="Most reviews waiting for the model (more: 503, retry).")] = 2048,
     api_key_env: Annotated[Optional[str], typer.Option(
         metavar="VAR", help="Require `Authorization: Bearer <key>` on /v1/* and /metrics, the key read from "
@@ -60,7 +63,8 @@ def serve(
         from ..serving.settings import ServeSettings
 
         settings = ServeSettings(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_texts=max_texts,
-                                 max_body_bytes=int(max_body_mb * 2**20), read_timeout=read_timeout,
+                                 max_body_bytes=int(max_body_mb * 2**20), max_header_bytes=int(max_header_kb * 1024),
+                                 read_timeout=read_timeout,
                                  max_queue=max_queue, cors_origins=list(cors_origin or []), info_paths=info_paths)
         runtime = "ONNX Runtime" if onnx else f"PyTorch ({device.value})"
         serve_checkpoint(checkpoint, settings, host=host, port=port, onnx=onnx, device=device.value, threads=threads,

@@ -60,7 +60,7 @@ from starlette.routing import Match
 from .batcher import Closed, MicroBatcher, Overloaded
 from .guard import BodyGuard, send_json
 from .metrics import CONTENT_TYPE, Metrics
-from .schemas import (ERROR_RESPONSES, PREDICT_BODY_OPENAPI, PredictResponse, parse_predict_request,
+from .schemas import (ERROR_RESPONSES, PREDICT_BODY_OPENAPI, OverLimit, PredictResponse, parse_predict_request,
                       validation_message)
 from .settings import Loaded, ServeSettings
 from ..errors import UsageError
@@ -187,14 +187,15 @@ async def predictions(state: State, raw: bytes) -> dict:
 
     Raises:
         UsageError: 422, a body that is not a prediction request, or an empty or not valid Unicode review (named).
-        HTTPException: 503 while the model loads (after the body's checks, before the limits), when the queue
-            is full (both with ``Retry-After: 1``) and while the server shuts down; 413 more texts than the
-            server takes in one request.
+        HTTPException: 413 more texts (or JSON values) than the server takes in one request, found while
+            reading the body, before its types are checked; 503 while the model loads, when the queue is full
+            (both with ``Retry-After: 1``) and while the server shuts down.
     """
-    body = parse_predict_request(raw)
+    try:
+        body = parse_predict_request(raw, state.settings.max_texts)
+    except OverLimit as exc:
+        raise HTTPException(413, str(exc)) from None
     _loaded(state)
-    if len(body.texts) > state.settings.max_texts:
-        raise HTTPException(413, f"{len(body.texts)} texts in one request; the limit is {state.settings.max_texts}")
     check_texts(body.texts)
     try:
         return {"predictions": await state.batcher.submit(body.texts, body.explain)}
@@ -282,14 +283,17 @@ def create_app(load: Callable[[], Loaded], settings: ServeSettings | None = None
     app.state.page = _page()
     app.include_router(probes)
     app.include_router(api)
+    cors = None
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
-    # the shortcut skips the CORS middleware, so with CORS on the FastAPI route answers (and adds its headers)
+        cors = partial(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                       allow_headers=["Authorization", "Content-Type"])
+        app.add_middleware(cors)
+    # the shortcut skips the CORS middleware, so with CORS on the FastAPI route answers (and adds its headers);
+    # the guard's own answers (413, 408, ...) go through CORS too
     shortcuts = {} if settings.cors_origins else {("POST", "/v1/predict"): fast_predict(app.state)}
     app.add_middleware(BodyGuard, max_body_bytes=settings.max_body_bytes, read_timeout=settings.read_timeout,
-                       metrics=metrics, route_of=_route_of, shortcuts=shortcuts)
+                       metrics=metrics, route_of=_route_of, shortcuts=shortcuts, wrap_errors=cors)
     return app
 
 

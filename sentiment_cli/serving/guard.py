@@ -2,12 +2,14 @@
 
 Every HTTP request gets an ``X-Request-Id`` header. The whole body is read here, before the app
 sees it: a body over the limit is answered 413 (``{"error": ...}``, from Content-Length or as it
-arrives), a body that does not arrive in time 408, a Content-Length that is not a number 400. While
+arrives), a body that does not arrive in time 408, a Content-Length that is not a number 400, each closing the
+connection (the rest of that body would be read as the next request). While
 the app works, a client that goes away cancels the app's task (its reviews leave the batcher's
 queue); an exception the app lets through is a 500 that quotes the request id, logged with it; a request
 the server cancels (uvicorn, past the graceful timeout of a shutdown) is a 503 saying so.
 Each request is counted by route and status, and timed, in :class:`~sentiment_cli.serving.metrics.Metrics`:
 the route the app matched, or for an answer given before routing (413, 408) the one ``route_of`` names.
+The guard's own answers go through ``wrap_errors`` (e.g. the app's CORS middleware), so a browser can read them.
 
 Requests named in ``shortcuts`` (method and path) go to their own bare ASGI handler instead of the app.
 
@@ -52,16 +54,20 @@ class BodyGuard:
             names the route of an answer given before the app routed it (413, 408). None: ``"unmatched"``.
         shortcuts: ``{(method, path): asgi_app}``: requests served by ``asgi_app`` (given the whole body in
             one message) instead of ``app``, e.g. a hot route kept clear of a framework's per-request cost.
+        wrap_errors: ``wrap_errors(asgi_app)``, the ASGI app the guard's own answers (413, 408, 400, 500, 503) are
+            sent through, e.g. ``functools.partial(CORSMiddleware, allow_origins=...)``; None: sent as they are.
     """
 
     def __init__(self, app, *, max_body_bytes: int, read_timeout: float, metrics: Metrics,
-                 route_of: Callable[[dict], str | None] | None = None, shortcuts: dict | None = None):
+                 route_of: Callable[[dict], str | None] | None = None, shortcuts: dict | None = None,
+                 wrap_errors: Callable | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.read_timeout = read_timeout
         self.metrics = metrics
         self.route_of = route_of
         self.shortcuts = shortcuts or {}
+        self.wrap_errors = wrap_errors
 
     async def __call__(self, scope, receive, send):
         """Serve one ASGI connection; anything but HTTP goes straight to the app."""
@@ -85,9 +91,9 @@ class BodyGuard:
             if problem == "disconnect":
                 self.metrics.disconnects.inc()
                 return
-            if problem is not None:
+            if problem is not None:   # the rest of the body is unread: close rather than read it as a request
                 status, text = problem
-                await send_json(send_with_id, status, {"error": text})
+                await self._answer(scope, send_with_id, status, text, {"Connection": "close"})
                 return
             shortcut = self.shortcuts.get((scope["method"], scope["path"]))
             if shortcut is not None:
@@ -97,10 +103,21 @@ class BodyGuard:
             # only the server cancels a request's own task: uvicorn, once a shutdown's graceful timeout is over
             if state["status"]:
                 raise
-            await send_json(send_with_id, 503, {"error": "the server is shutting down and the request did not "
-                                                          "finish within its graceful timeout; retry"})
+            await self._answer(scope, send_with_id, 503, "the server is shutting down and the request did not "
+                                                         "finish within its graceful timeout; retry")
         finally:
             self._count(scope, state["route"], state["status"], time.perf_counter() - start)
+
+    async def _answer(self, scope, send, status: int, text: str, headers: dict[str, str] | None = None) -> None:
+        """Answer ``{"error": text}`` with ``status`` and ``headers``, through ``wrap_errors`` if given."""
+        async def answer(scope, receive, send) -> None:
+            await send_json(send, status, {"error": text}, headers)
+
+        async def nothing() -> dict:   # the body is read (or refused) already
+            return {"type": "http.disconnect"}
+
+        app = answer if self.wrap_errors is None else self.wrap_errors(answer)
+        await app(scope, nothing, send)
 
     def _count(self, scope, route: str | None, status: int, seconds: float) -> None:
         """Count one request under its route template (never the raw path: unbounded label values)."""
@@ -178,7 +195,7 @@ class BodyGuard:
                 rid = scope["state"]["request_id"]
                 log.exception("request %s: %s %s failed", rid, scope.get("method"), scope.get("path"))
                 if not state["status"]:
-                    await send_json(send, 500, {"error": f"internal error (request id {rid}); see the server log"})
+                    await self._answer(scope, send, 500, f"internal error (request id {rid}); see the server log")
         finally:
             watcher.cancel()
             if not app_task.done():

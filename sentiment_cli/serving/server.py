@@ -221,16 +221,18 @@ def uvicorn_config(app: FastAPI, *, graceful_timeout: float | None = 30.0, acces
     """The ``uvicorn.Config`` the server runs ``app`` with.
 
     Its HTTP protocol has a deadline on request headers (``app.state.settings.read_timeout``, the body's own
-    deadline) and answers uvicorn's own 400s as ``{"error": ...}`` (:mod:`~sentiment_cli.serving.protocol`);
-    idle keep-alive connections close after 5 s.
+    deadline) and a size limit (``max_header_bytes``, 431), and answers uvicorn's own 400s as ``{"error": ...}``
+    (:mod:`~sentiment_cli.serving.protocol`); idle connections close after 5 s.
     """
     import uvicorn
 
     from .protocol import http_protocol
 
+    settings = app.state.settings
     return uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on",
                           timeout_graceful_shutdown=graceful_timeout, server_header=False, timeout_keep_alive=5,
-                          http=http_protocol(app.state.settings.read_timeout))
+                          http=http_protocol(settings.read_timeout, max_header_bytes=settings.max_header_bytes),
+                          h11_max_incomplete_event_size=settings.max_header_bytes)
 
 
 def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, access_log: bool = True,

@@ -19,7 +19,8 @@ class ServeSettings:
         max_wait_ms: longest a request waits for others to join its batch (ms).
         max_texts: most reviews in one request (more: 413).
         max_body_bytes: largest request body (more: 413).
-        read_timeout: seconds a client has to send its whole body (slower: 408).
+        max_header_bytes: most bytes of a request line and its headers (more: 431, connection closed).
+        read_timeout: seconds a client has to send its headers, then again its whole body (slower: 408).
         max_queue: most reviews waiting for the model (more: 503 with Retry-After).
         api_key: if set, ``/v1/*`` and ``/metrics`` need ``Authorization: Bearer <api_key>``.
         cors_origins: origins allowed to call the API from a browser; empty: CORS off.
@@ -31,6 +32,7 @@ class ServeSettings:
     max_wait_ms: float = 2.0
     max_texts: int = 128
     max_body_bytes: int = 4 * 2**20
+    max_header_bytes: int = 64 * 1024
     read_timeout: float = 30.0
     max_queue: int = 2048
     api_key: str | None = field(default=None, repr=False)
