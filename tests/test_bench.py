@@ -81,7 +81,7 @@ def test_nbsvm_learns_the_slice():
     out = nbsvm(train_texts, train_labels, test_texts, test_labels, test_texts[:50], test_labels[:50])
     assert out["test_accuracy"] > 0.8   # 1,000 training reviews; chance is 0.5
     assert out["train_seconds"] > 0 and out["eval_reviews_per_second"] > 0
-    assert 0 <= out["validation_accuracy"] <= 1
+    assert out["validation_accuracy"] > 0.7   # its validation rows are 50 of the test reviews
 
 
 @pytest.mark.slow   # fits fastText twice
