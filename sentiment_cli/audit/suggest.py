@@ -441,52 +441,34 @@ CSV_COLUMNS = ("text", "label", "rank", "uncertainty", "margin", "entropy", "pre
                "cluster")
 
 
-def check_output(path: str | Path, *, force: bool = False) -> Path:
-    """``path`` as a :class:`~pathlib.Path`, once it is known that :func:`write_csv` may write there: a caller
-    checks it before any work, so that the picks never have nowhere to go.
-
-    Raises:
-        UsageError: ``path`` is a folder, or it exists and ``force`` is not set.
-    """
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--output {path}: is a folder; give a CSV file name")
-    if p.exists() and not force:
-        raise UsageError(f"--output {path}: the file exists; pass --force to replace it, or choose another name")
-    return p
-
-
-def write_csv(result: Suggestions, path: str | Path, *, force: bool = False) -> Path:
-    """Write the picks as a CSV file that ``sentiment train --data`` reads once its ``label`` column is filled in.
+def write_picks(result: Suggestions, path: str | Path) -> Path:
+    """Write the picks to a file that ``sentiment train --data`` reads once its ``label`` column is filled in:
+    CSV or JSON Lines by ``path``'s suffix (:func:`~sentiment_cli.outputs.write_table`, atomically).
 
     Columns: :data:`CSV_COLUMNS`: ``text``, an empty ``label``, then ``rank`` (1 = label first), ``uncertainty``,
     ``margin``, ``entropy``, ``predicted`` and its ``probability``, the text's ``index`` in the input and its
-    ``cluster`` (``diverse``; else empty). ``train`` reads ``text`` and ``label`` and ignores the rest. The file is
-    written atomically (a temporary file, then renamed).
+    ``cluster`` (``diverse``; else empty). ``train`` reads ``text`` and ``label`` and ignores the rest. The caller
+    checks ``path`` before any work (:func:`~sentiment_cli.outputs.check_output`).
 
     Args:
         result: what :func:`suggest` returned.
-        path: the CSV file to write.
-        force: replace an existing file.
+        path: the ``.csv`` or ``.jsonl`` file to write.
 
     Returns:
         The path written.
 
     Raises:
-        UsageError: ``path`` exists and ``force`` is not set, or it is a folder.
+        UsageError: another suffix.
     """
-    import csv
-    import io
+    from ..outputs import write_table
 
-    from ..checkpoint import atomic_write
+    jsonl = Path(path).suffix.lower() == ".jsonl"   # numbers as numbers; CSV keeps its six decimals
 
-    p = check_output(path, force=force)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for pk in result.picks:
-        w.writerow([pk.text, "", pk.rank, f"{pk.uncertainty:.6f}", f"{pk.margin:.6f}", f"{pk.entropy:.6f}",
-                    pk.predicted, f"{pk.probabilities[pk.predicted]:.6f}", pk.index,
-                    "" if pk.cluster is None else pk.cluster])
-    atomic_write(p, buf.getvalue())
-    return p
+    def number(x: float) -> float | str:
+        return round(float(x), 6) if jsonl else f"{x:.6f}"
+
+    rows = [dict(zip(CSV_COLUMNS, (pk.text, "", pk.rank, number(pk.uncertainty), number(pk.margin),
+                                   number(pk.entropy), pk.predicted, number(pk.probabilities[pk.predicted]),
+                                   pk.index, ("" if not jsonl else None) if pk.cluster is None else pk.cluster)))
+            for pk in result.picks]
+    return write_table(path, CSV_COLUMNS, rows)
