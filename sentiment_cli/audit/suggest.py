@@ -465,6 +465,7 @@ def write_picks(result: Suggestions, path: str | Path) -> Path:
     jsonl = Path(path).suffix.lower() == ".jsonl"   # numbers as numbers; CSV keeps its six decimals
 
     def number(x: float) -> float | str:
+        """A score as the format keeps it."""
         return round(float(x), 6) if jsonl else f"{x:.6f}"
 
     rows = [dict(zip(CSV_COLUMNS, (pk.text, "", pk.rank, number(pk.uncertainty), number(pk.margin),
