@@ -125,8 +125,8 @@ def test_audit_reads_a_csv_field_over_128_kib_as_train_does(tmp_path):
 # ---------------------------------------------------------------------------- seeds
 
 @pytest.mark.parametrize("args, message", [
-    (["--seed", 2**32], "Invalid value for '--seed'"),
-    (["--seed", -1], "Invalid value for '--seed'"),
+    (["--seed", 2**32], "command line: [training] seed must be <= 4294967295, got 4294967296"),
+    (["--seed", -1], "command line: [training] seed must be >= 0, got -1"),
     (["--set", f"training.seed={2**32}"], "[training] seed must be <= 4294967295, got 4294967296"),
     (["--set", "training.seed=-1"], "[training] seed must be >= 0, got -1"),
 ])
@@ -156,6 +156,15 @@ def test_suggest_refuses_a_negative_seed_before_scoring(trained_checkpoint, tmp_
                "--seed", -1, "-n", 3, "-o", tmp_path / "s.csv")
     assert_one_error_line(r, 2, "Invalid value for '--seed'")
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_the_suggest_library_refuses_a_seed_outside_the_range(trained_checkpoint):
+    from sentiment_cli.audit.suggest import suggest
+    from sentiment_cli.errors import UsageError
+    from sentiment_cli.inference.predictor import Predictor
+
+    with pytest.raises(UsageError, match="--seed must be from 0 to 4294967295, got -1"):
+        suggest(Predictor(trained_checkpoint), ["a fine film"] * 5, 2, "diverse", seed=-1)
 
 
 # ---------------------------------------------------------------------------- suggest's columns and output

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import SEED_MAX
 from ..data.tokenizer import UNK_ID, encode_texts
 from ..errors import UsageError
 from ..evaluation.calibration import softmax
@@ -320,11 +321,12 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
         :class:`Suggestions`.
 
     Raises:
-        UsageError: ``n`` below 1, an unknown ``strategy``, ``measure`` or ``space``, or ``diverse`` over the encoder
+        UsageError: ``n`` below 1, a ``seed`` outside 0 to 2**32 - 1, an unknown ``strategy``, ``measure`` or ``space``,
+            or ``diverse`` over the encoder
             without a PyTorch model.
     """
     start = time.perf_counter()
-    _check_choices(n, strategy, measure, space)
+    _check_choices(n, strategy, measure, space, seed)
     texts = list(texts)
     kept, probs, left = _score(predictor, texts, known, chunk, on_progress)
     scores = uncertainty(probs, measure)
@@ -347,12 +349,17 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
                        k, "" if clusters is None else space, time.perf_counter() - start)
 
 
-def _check_choices(n: int, strategy: str, measure: str, space: str) -> None:
-    """Raises:
-        UsageError: ``n`` below 1, or an unknown ``strategy``, ``measure`` or ``space``.
+def _check_choices(n: int, strategy: str, measure: str, space: str, seed: int = 0) -> None:
+    """Check the arguments of :func:`suggest` before any text is scored.
+
+    Raises:
+        UsageError: ``n`` below 1, a ``seed`` outside 0 to 2**32 - 1, or an unknown ``strategy``, ``measure`` or
+            ``space``; checked before any text is scored.
     """
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed must be from 0 to {SEED_MAX}, got {seed}")
     if strategy not in STRATEGIES:
         raise UsageError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
     if measure not in MEASURES:

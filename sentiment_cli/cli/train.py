@@ -25,7 +25,7 @@ _SET_HELP = "Set any config key, e.g. training.lr=1e-3 (repeatable; checked like
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", metavar="SECTION.KEY=VALUE", help=_SET_HELP,
                                                         show_default=False)]
 DeviceOption = Annotated[Optional[Device], typer.Option(help="Override \\[training] device.")]
-SeedOption = Annotated[Optional[int], typer.Option(min=0, max=SEED_MAX, help="Override \\[training] seed.")]
+SeedOption = Annotated[Optional[int], typer.Option(help=f"Override \\[training] seed (0 to {SEED_MAX:,}).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")]
 
 # sentiment train's.
