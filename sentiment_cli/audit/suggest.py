@@ -321,9 +321,8 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
         :class:`Suggestions`.
 
     Raises:
-        UsageError: ``n`` below 1, a ``seed`` outside 0 to 2**32 - 1, an unknown ``strategy``, ``measure`` or ``space``,
-            or ``diverse`` over the encoder
-            without a PyTorch model.
+        UsageError: ``n`` below 1, a ``seed`` outside 0 to 2**32 - 1, an unknown ``strategy``, ``measure`` or
+            ``space``, or ``diverse`` over the encoder without a PyTorch model.
     """
     start = time.perf_counter()
     _check_choices(n, strategy, measure, space, seed)
