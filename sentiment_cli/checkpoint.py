@@ -466,8 +466,10 @@ def weights_digest(directory: str | Path) -> str | None:
         return None
 
 
-def record_eval(directory: str | Path, result: dict[str, Any], data_source: str) -> Path:
-    """Keep ``sentiment eval``'s result for its split in ``eval_<split>.json``.
+def record_eval(directory: str | Path, result: dict[str, Any], data_source: str, own: bool = True) -> Path:
+    """Keep ``sentiment eval``'s result for its split in ``eval_<split>.json`` (the run's own data: the card's
+    headline result for that split), or, for other data, in ``eval_<split>-<digest>.json``, one per dataset,
+    listed beside it as ``"<split>, <data's name>"`` and never replacing it.
 
     The model card (``README.md``) is not rewritten here; the caller does that
     (see :func:`~sentiment_cli.evaluation.evaluate.evaluate_checkpoint`).
@@ -476,6 +478,7 @@ def record_eval(directory: str | Path, result: dict[str, Any], data_source: str)
         directory: the checkpoint folder that was evaluated.
         result: the ``eval --json`` object (``split``, ``accuracy``...; ``errors`` is not kept).
         data_source: the dataset the split came from.
+        own: ``data_source`` is the data the checkpoint was trained on (``eval`` without ``--data``).
 
     Returns:
         The path written.
@@ -488,6 +491,11 @@ def record_eval(directory: str | Path, result: dict[str, Any], data_source: str)
     record.update(data=data_source, evaluated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   weights=weights_digest(directory))
     path = directory / f"{EVAL_PREFIX}{result['split']}.json"
+    if not own:
+        where = Path(data_source).expanduser()
+        key = str(where.resolve()) if where.exists() else data_source
+        path = path.with_stem(f"{path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
+        record["label"] = f"{result['split']}, {where.name or data_source}"
     write_json(path, record)
     return path
 
@@ -507,12 +515,14 @@ def _current_records(directory: Path, prefix: str, required: str, weights: str |
 
 
 def read_evals(directory: str | Path, weights: str | None = None) -> dict[str, dict[str, Any]]:
-    """The eval records of the weights now in ``directory``, by split (stale or unreadable ones are skipped).
+    """The eval records of the weights now in ``directory``, by split, then those of other data by their
+    ``label`` (``"test, other.csv"``, :func:`record_eval`); stale or unreadable ones are skipped.
 
     ``weights`` is their :func:`weights_digest` when the caller has it already (it hashes the whole file).
     """
-    return {record["split"]: record
-            for _, record in _current_records(Path(directory), EVAL_PREFIX, "split", weights)}
+    records = [record for _, record in _current_records(Path(directory), EVAL_PREFIX, "split", weights)]
+    own = {record["split"]: record for record in records if "label" not in record}
+    return own | {str(record["label"]): record for record in records if "label" in record}
 
 
 EXPORT_PREFIX = "export_"

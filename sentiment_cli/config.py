@@ -43,6 +43,7 @@ MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size an
 # softmax(logits / T) in float32 (evaluation/calibration.py) stays finite while T is a normal float32 and
 # logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
 TEMPERATURE_RANGE = (1e-3, 1e3)
+SEED_MAX = 2**32 - 1   # [training] seed and every --seed: numpy's seeds are 0 to 2**32 - 1
 
 
 def stored_temperature(value: Any) -> float:
@@ -222,7 +223,7 @@ class TrainingConfig:
     # Small: on a CPU a small batch's activations stay in cache (docs/experiments.md has the measurement);
     # on a GPU a larger one may pay.
     eval_batch_size: int = _spec(64, lo=1, help="reviews per batch in validation and eval")
-    seed: int = _spec(1234, lo=0, help="seed for the split, shuffling, initialisation and dropout")
+    seed: int = _spec(1234, lo=0, hi=SEED_MAX, help="seed for the split, shuffling, initialisation and dropout")
     device: str = _spec("auto", choices=("auto", "cpu", "cuda"), help="auto = CUDA when available, else CPU")
     token_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
                                  help="share of a training review's tokens replaced by <unk> at each step (word dropout)")

@@ -10,30 +10,18 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..outputs import TABLE_TYPES, write_table
 
-OUTPUT_TYPES = (".csv", ".jsonl")
+OUTPUT_TYPES = TABLE_TYPES
 # Columns the output adds to the input's; "line" is the file's line (or the row number, 1-based, without one).
 ADDED = ("given", "suggested", "quality", "rank", "line", "reasons")
-
-
-def check_output(path: str | Path) -> Path:
-    """Check ``--output`` before any work: a ``.csv`` or ``.jsonl`` name in an existing folder.
-
-    Raises:
-        UsageError: another suffix, or a missing folder.
-    """
-    p = Path(path)
-    if p.suffix.lower() not in OUTPUT_TYPES:
-        raise UsageError(f"--output {path}: write .csv or .jsonl (the suffix chooses the format)")
-    if not p.expanduser().parent.is_dir():
-        raise UsageError(f"--output {path}: folder {p.parent} does not exist")
-    return p
+MAX_FIELD = 2**31 - 1   # the CSV reader's field limit at most (a C long on every platform)
 
 
 def locations(file: str | None, n: int) -> tuple[str | None, list[int]]:
@@ -53,17 +41,33 @@ def locations(file: str | None, n: int) -> tuple[str | None, list[int]]:
     return file, lines
 
 
-def _csv_lines(file: str, sep: str) -> list[int]:
-    """The line each record after the header starts on (empty lines skipped, as pandas skips them)."""
+def _csv_lines(file: str, sep: str) -> list[int] | None:
+    """The line each record after the header starts on (empty lines skipped, as pandas skips them), or
+    ``None`` when Python's CSV reader cannot follow a file that ``train`` read (then rows are numbered)."""
     out = []
-    with open(file, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.reader(fh, delimiter=sep)
-        start = 1
-        for k, row in enumerate(reader):
-            if k and row and any(row):
-                out.append(start)
-            start = reader.line_num + 1
+    try:
+        with open(file, encoding="utf-8-sig", newline="") as fh, field_limit(file):
+            reader = csv.reader(fh, delimiter=sep)
+            start = 1
+            for k, row in enumerate(reader):
+                if k and row and any(row):
+                    out.append(start)
+                start = reader.line_num + 1
+    except (csv.Error, UnicodeDecodeError):
+        return None
     return out
+
+
+@contextmanager
+def field_limit(file: str | Path):
+    """Python's CSV reader accepts fields as long as ``file`` (a field cannot be longer), instead of its
+    128 KiB default, which a review read by ``train`` (pandas, no such limit) may pass; restored on exit."""
+    old = csv.field_size_limit()
+    csv.field_size_limit(max(old, min(os.path.getsize(file) + 1, MAX_FIELD)))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
 
 
 def _json_array(file: str) -> bool:
@@ -80,29 +84,17 @@ def write_output(path: str | Path, records: Sequence[dict[str, Any]], input_colu
     """Write the flagged rows, ranked: the input's columns, then :data:`ADDED`, as CSV or JSON Lines.
 
     A column of the input named like an added one keeps its name; the added one becomes ``audit_<name>``.
-    Written to a temporary file in the same folder and moved into place, so a failed write leaves no half file.
+    Written as :func:`~sentiment_cli.outputs.write_table` writes (atomically), so a failed write leaves no
+    half file.
 
     Args:
-        path: ``.csv`` or ``.jsonl`` (:func:`check_output`).
+        path: ``.csv`` or ``.jsonl`` (checked before the audit by :func:`~sentiment_cli.outputs.check_output`).
         records: one dict per row, with the input's columns and the added ones (unprefixed).
         input_columns: the input's column names, in order.
     """
-    p = Path(path).expanduser()
     names = {c: (f"audit_{c}" if c in input_columns else c) for c in ADDED}
     rows = [{**{c: r[c] for c in input_columns}, **{names[c]: r[c] for c in ADDED}} for r in records]
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            if p.suffix.lower() == ".csv":
-                writer = csv.DictWriter(fh, fieldnames=[*input_columns, *names.values()])
-                writer.writeheader()
-                writer.writerows(rows)
-            else:
-                fh.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_table(path, [*input_columns, *names.values()], rows)
 
 
 def read_flags(path: str | Path, text_column: str | None = None) -> dict[str, dict[str, Any]]:
@@ -125,7 +117,7 @@ def read_flags(path: str | Path, text_column: str | None = None) -> dict[str, di
     if p.suffix.lower() not in OUTPUT_TYPES:
         raise UsageError(f"--audit {path}: give the .csv or .jsonl file that 'sentiment audit --output' wrote")
     try:
-        with open(p, encoding="utf-8", newline="") as fh:
+        with open(p, encoding="utf-8", newline="") as fh, field_limit(p):
             records = list(csv.DictReader(fh)) if p.suffix.lower() == ".csv" else \
                 [json.loads(line) for line in fh if line.strip()]
     except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:

@@ -21,7 +21,8 @@ from .callbacks import AuditCallbacks
 from .crossfit import FOLDS, SEED, check_folds, cross_fit, encode
 from .label_issues import find_issues, summary
 from .reasons import explain_rows
-from .rows import check_output, locations, write_output
+from ..outputs import TABLE_TYPES, check_output
+from .rows import locations, write_output
 
 TOP_TOKENS = 5   # tokens a finding's reasons name
 
@@ -107,8 +108,8 @@ class AuditResult:
 
 
 def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column: str | None = None,
-          label_column: str | None = None, output: str | Path | None = None, seed: int = SEED,
-          callbacks: AuditCallbacks | None = None) -> AuditResult:
+          label_column: str | None = None, output: str | Path | None = None, force: bool = False,
+          seed: int = SEED, callbacks: AuditCallbacks | None = None) -> AuditResult:
     """Find the likely label errors of ``split`` of ``source`` (module docstring).
 
     Args:
@@ -117,6 +118,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
         folds: stratified folds of the cross-fit, at least 2.
         text_column, label_column: the columns; default: found by their usual names.
         output: also write every flagged row to this ``.csv`` / ``.jsonl`` file (:func:`~.rows.write_output`).
+        force: ``output`` may replace an existing file (never ``source`` or a file inside it).
         seed: the folds' shuffle.
         callbacks: progress hooks.
 
@@ -124,7 +126,8 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
         The :class:`AuditResult`.
 
     Raises:
-        UsageError: a bad ``output`` name or folder (checked before any work), an unknown split, a named
+        UsageError: a bad ``output`` name or folder, an existing file without ``force``, or ``source`` itself
+            (checked before any work, :func:`~sentiment_cli.outputs.check_output`); an unknown split, a named
             column missing.
         DataError: the data cannot be loaded or is unusable (as ``train``), one class only, or a class with
             fewer rows than ``folds``.
@@ -132,7 +135,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     cb = callbacks or AuditCallbacks()
     start = time.perf_counter()
     if output is not None:
-        output = check_output(output)
+        output = check_output(output, force=force, suffixes=TABLE_TYPES, inputs=[("--data", source)])
     cb.on_stage(f"loading {source}")
     rows = load_rows(DataSpec(source, text_column=text_column or "", label_column=label_column or ""), split)
     s, names = rows.split, rows.split.label_names

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import SEED_MAX
 from ..data.tokenizer import UNK_ID, encode_texts
 from ..errors import UsageError
 from ..evaluation.calibration import softmax
@@ -320,11 +321,11 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
         :class:`Suggestions`.
 
     Raises:
-        UsageError: ``n`` below 1, an unknown ``strategy``, ``measure`` or ``space``, or ``diverse`` over the encoder
-            without a PyTorch model.
+        UsageError: ``n`` below 1, a ``seed`` outside 0 to 2**32 - 1, an unknown ``strategy``, ``measure`` or
+            ``space``, or ``diverse`` over the encoder without a PyTorch model.
     """
     start = time.perf_counter()
-    _check_choices(n, strategy, measure, space)
+    _check_choices(n, strategy, measure, space, seed)
     texts = list(texts)
     kept, probs, left = _score(predictor, texts, known, chunk, on_progress)
     scores = uncertainty(probs, measure)
@@ -347,12 +348,17 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
                        k, "" if clusters is None else space, time.perf_counter() - start)
 
 
-def _check_choices(n: int, strategy: str, measure: str, space: str) -> None:
-    """Raises:
-        UsageError: ``n`` below 1, or an unknown ``strategy``, ``measure`` or ``space``.
+def _check_choices(n: int, strategy: str, measure: str, space: str, seed: int = 0) -> None:
+    """Check the arguments of :func:`suggest` before any text is scored.
+
+    Raises:
+        UsageError: ``n`` below 1, a ``seed`` outside 0 to 2**32 - 1, or an unknown ``strategy``, ``measure`` or
+            ``space``; checked before any text is scored.
     """
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed must be from 0 to {SEED_MAX}, got {seed}")
     if strategy not in STRATEGIES:
         raise UsageError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
     if measure not in MEASURES:
@@ -441,52 +447,35 @@ CSV_COLUMNS = ("text", "label", "rank", "uncertainty", "margin", "entropy", "pre
                "cluster")
 
 
-def check_output(path: str | Path, *, force: bool = False) -> Path:
-    """``path`` as a :class:`~pathlib.Path`, once it is known that :func:`write_csv` may write there: a caller
-    checks it before any work, so that the picks never have nowhere to go.
-
-    Raises:
-        UsageError: ``path`` is a folder, or it exists and ``force`` is not set.
-    """
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--output {path}: is a folder; give a CSV file name")
-    if p.exists() and not force:
-        raise UsageError(f"--output {path}: the file exists; pass --force to replace it, or choose another name")
-    return p
-
-
-def write_csv(result: Suggestions, path: str | Path, *, force: bool = False) -> Path:
-    """Write the picks as a CSV file that ``sentiment train --data`` reads once its ``label`` column is filled in.
+def write_picks(result: Suggestions, path: str | Path) -> Path:
+    """Write the picks to a file that ``sentiment train --data`` reads once its ``label`` column is filled in:
+    CSV or JSON Lines by ``path``'s suffix (:func:`~sentiment_cli.outputs.write_table`, atomically).
 
     Columns: :data:`CSV_COLUMNS`: ``text``, an empty ``label``, then ``rank`` (1 = label first), ``uncertainty``,
     ``margin``, ``entropy``, ``predicted`` and its ``probability``, the text's ``index`` in the input and its
-    ``cluster`` (``diverse``; else empty). ``train`` reads ``text`` and ``label`` and ignores the rest. The file is
-    written atomically (a temporary file, then renamed).
+    ``cluster`` (``diverse``; else empty). ``train`` reads ``text`` and ``label`` and ignores the rest. The caller
+    checks ``path`` before any work (:func:`~sentiment_cli.outputs.check_output`).
 
     Args:
         result: what :func:`suggest` returned.
-        path: the CSV file to write.
-        force: replace an existing file.
+        path: the ``.csv`` or ``.jsonl`` file to write.
 
     Returns:
         The path written.
 
     Raises:
-        UsageError: ``path`` exists and ``force`` is not set, or it is a folder.
+        UsageError: another suffix.
     """
-    import csv
-    import io
+    from ..outputs import write_table
 
-    from ..checkpoint import atomic_write
+    jsonl = Path(path).suffix.lower() == ".jsonl"   # numbers as numbers; CSV keeps its six decimals
 
-    p = check_output(path, force=force)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for pk in result.picks:
-        w.writerow([pk.text, "", pk.rank, f"{pk.uncertainty:.6f}", f"{pk.margin:.6f}", f"{pk.entropy:.6f}",
-                    pk.predicted, f"{pk.probabilities[pk.predicted]:.6f}", pk.index,
-                    "" if pk.cluster is None else pk.cluster])
-    atomic_write(p, buf.getvalue())
-    return p
+    def number(x: float) -> float | str:
+        """A score as the format keeps it."""
+        return round(float(x), 6) if jsonl else f"{x:.6f}"
+
+    rows = [dict(zip(CSV_COLUMNS, (pk.text, "", pk.rank, number(pk.uncertainty), number(pk.margin),
+                                   number(pk.entropy), pk.predicted, number(pk.probabilities[pk.predicted]),
+                                   pk.index, ("" if not jsonl else None) if pk.cluster is None else pk.cluster)))
+            for pk in result.picks]
+    return write_table(path, CSV_COLUMNS, rows)

@@ -35,6 +35,8 @@ TopOption = Annotated[int, typer.Option(min=0, help="Show (and with --json print
 OutputOption = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write every flagged row, ranked, to this .csv or .jsonl file: the input's columns plus "
                            "given, suggested, quality, rank, line and reasons.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace --output if it exists (never the --data it "
+                                                            "reads).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N) instead of "
                                                           "tables; the summary goes to stderr.")]
 TextColumnOption, LabelColumnOption = column_options("Column holding the texts; default: {names}.",
@@ -48,6 +50,7 @@ def audit_(
     folds: FoldsOption = FOLDS,
     top: TopOption = 20,
     output: OutputOption = None,
+    force: ForceOption = False,
     as_json: JsonOption = False,
     text_column: TextColumnOption = None,
     label_column: LabelColumnOption = None,
@@ -65,7 +68,7 @@ def audit_(
         callbacks = RichAuditCallbacks(err)
         try:
             result = audit(data, split.value, folds=folds, text_column=text_column, label_column=label_column,
-                           output=output, callbacks=callbacks)
+                           output=output, force=force, callbacks=callbacks)
         finally:
             callbacks.close()
         if as_json:

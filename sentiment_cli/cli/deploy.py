@@ -112,6 +112,9 @@ def export(
                                                             "ONNX Runtime.")] = 2000,
     max_accuracy_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="With --quantize: refuse if test accuracy "
                                                      "falls by more than this (0.01 = 1 point).")] = 0.01,
+    force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists and is not an .onnx file "
+                                                        "(an earlier export is replaced without it; never a "
+                                                        "checkpoint's file).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the export record as one JSON object.")] = False,
 ) -> None:
     """Export a checkpoint to one self-contained ONNX file (graph, tokenizer, config, model card) for ONNX Runtime.
@@ -126,7 +129,7 @@ def export(
         out, err = consoles()
         with err.status("exporting") as status:
             result = export_onnx(checkpoint, output, quantize=quantize.value if quantize else None, data=data,
-                                 parity_reviews=parity_reviews, max_accuracy_drop=max_accuracy_drop,
+                                 parity_reviews=parity_reviews, max_accuracy_drop=max_accuracy_drop, force=force,
                                  on_stage=lambda text: status.update(text))
         if as_json:
             typer.echo(json.dumps(result.record, ensure_ascii=False))

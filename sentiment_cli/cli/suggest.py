@@ -1,4 +1,5 @@
-"""``sentiment suggest``: which unlabelled texts to label next (``audit/suggest.py``), as a table, JSON and a CSV."""
+"""``sentiment suggest``: which unlabelled texts to label next (``audit/suggest.py``), as a table, JSON and a file
+(CSV or JSON Lines) to label."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from ..config import SEED_MAX
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import column_options
 from .render import consoles, print_note, render_suggestions
@@ -52,10 +54,11 @@ SpaceOption = Annotated[Space, typer.Option(
     help="What diverse clusters: the model's max-pooled encoder states, or the texts' word 1-3-grams (LSA).")]
 MeasureOption = Annotated[Measure, typer.Option(
     help="Uncertainty: the margin between the two most probable classes, or the entropy.")]
-OutputOption = Annotated[Path, typer.Option("--output", "-o", help="CSV file to write: text, an empty label column "
-                                                                   "to fill in, rank and scores.")]
-ForceOption = Annotated[bool, typer.Option("--force", help="Replace --output if it exists.")]
-SeedOption = Annotated[int, typer.Option(help="Seed of the diverse strategy's k-means.")]
+OutputOption = Annotated[Path, typer.Option("--output", "-o", help="File to write, .csv or .jsonl (the suffix chooses "
+                                                                   "the format): text, an empty label column to fill "
+                                                                   "in, rank and scores.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace --output if it exists (never a file it reads).")]
+SeedOption = Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the diverse strategy's k-means.")]
 DeviceOption = Annotated[Device, typer.Option(help="Where to run the model.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object (summary and picks) instead of "
                                                          "a table.")]
@@ -77,22 +80,26 @@ def suggest(
     device: DeviceOption = Device.cpu,
     as_json: JsonOption = False,
 ) -> None:
-    """Suggest which unlabelled texts to label next, and write them to a CSV file to fill in for `train --data`.
+    """Suggest which unlabelled texts to label next, and write them to a file (CSV or JSON Lines) to fill in for
+    `train --data`.
 
     Noise-like texts, duplicates and near-duplicates (of each other, the picks, --labelled texts) are left out.
     """
     with handle_errors():
-        from ..audit.suggest import check_output, write_csv
+        from ..audit.suggest import write_picks
         from ..inference.predictor import Predictor
+        from ..outputs import TABLE_TYPES, check_output
         from ..runtime import resolve_device
 
-        check_output(output, force=force)   # before any work: the answer would have nowhere to go
+        # before any work: the answer would have nowhere to go, or would write over what it reads
+        check_output(output, force=force, suffixes=TABLE_TYPES,
+                     inputs=[("--unlabelled", unlabelled), *([("--labelled", labelled)] if labelled else [])])
         out, err = consoles()
         predictor = Predictor(checkpoint, resolve_device(device.value))
         texts, where, known = _read_texts(err, unlabelled, labelled, text_column or "", spinner=not as_json)
         result = _pick(err, predictor, texts, n, strategy.value, measure.value, space=space.value, known=known,
                        seed=seed)
-        path = write_csv(result, output, force=force)
+        path = write_picks(result, output)
         if as_json:
             record = result.to_dict() | {"unlabelled": where, "labelled": len(known),
                                          "checkpoint": str(checkpoint), "output": str(path)}
@@ -113,7 +120,7 @@ def _read_texts(err, unlabelled: str, labelled: str | None, text_column: str,
     from ..data.unlabelled import load_unlabelled
 
     with err.status("reading the texts…") if spinner and err.is_terminal else nullcontext():
-        pool = load_unlabelled(unlabelled, text_column)
+        pool = load_unlabelled(unlabelled, text_column, strict=True)
         known = _labelled_texts(labelled, text_column) if labelled else []
     for note in pool.notes:
         print_note(err, note)
@@ -151,12 +158,12 @@ def _labelled_texts(path: str, text_column: str) -> list[str]:
     """The texts of ``--labelled PATH`` (read as ``--unlabelled`` is; its label column is not needed).
 
     Raises:
-        DataError: as :func:`~sentiment_cli.data.unlabelled.load_unlabelled`, naming ``--labelled``.
+        DataError, UsageError: as :func:`~sentiment_cli.data.unlabelled.load_unlabelled`, naming ``--labelled``.
     """
     from ..data.unlabelled import load_unlabelled
-    from ..errors import DataError
+    from ..errors import DataError, UsageError
 
     try:
-        return load_unlabelled(path, text_column).texts
-    except DataError as exc:
-        raise DataError(str(exc).replace("--unlabelled", "--labelled", 1)) from None
+        return load_unlabelled(path, text_column, strict=True).texts
+    except (DataError, UsageError) as exc:
+        raise type(exc)(str(exc).replace("--unlabelled", "--labelled", 1)) from None

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from ..config import PRESETS, build_config, given_keys
+from ..config import PRESETS, SEED_MAX, build_config, given_keys
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .options import column_options
@@ -25,7 +25,7 @@ _SET_HELP = "Set any config key, e.g. training.lr=1e-3 (repeatable; checked like
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", metavar="SECTION.KEY=VALUE", help=_SET_HELP,
                                                         show_default=False)]
 DeviceOption = Annotated[Optional[Device], typer.Option(help="Override \\[training] device.")]
-SeedOption = Annotated[Optional[int], typer.Option(help="Override \\[training] seed.")]
+SeedOption = Annotated[Optional[int], typer.Option(help=f"Override \\[training] seed (0 to {SEED_MAX:,}).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print metrics.json instead of tables.")]
 
 # sentiment train's.

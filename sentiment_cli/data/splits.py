@@ -190,6 +190,12 @@ class DataSpec:
                    d.text_column, d.label_column, tuple(d.labels), d.max_length, d.unlabelled)
 
 
+def is_own_data(config, data: str | None) -> bool:
+    """Whether ``data`` (``None``: not given) names the run's own source: the same string or the same local path."""
+    return data is None or data == config.data.source \
+        or Path(data).expanduser().resolve() == Path(config.data.source).expanduser().resolve()
+
+
 def scoring_spec(config, split: str = "test", data: str | None = None, text_column: str | None = None,
                  label_column: str | None = None, *, single_file_hint: str) -> DataSpec:
     """What a trained run scores ``split`` of: its own data (its columns, label set and hold-out) or ``data``.
@@ -209,8 +215,7 @@ def scoring_spec(config, split: str = "test", data: str | None = None, text_colu
         UsageError: ``test`` of the single file the run was trained on: it has no test split, and
             scoring it would score training data. The message ends with ``single_file_hint``.
     """
-    own = data is None or data == config.data.source \
-        or Path(data).expanduser().resolve() == Path(config.data.source).expanduser().resolve()
+    own = is_own_data(config, data)
     spec = DataSpec.from_config(config, source=data)
     if not own or text_column or label_column:   # other data: its own column names, unless told
         spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split,

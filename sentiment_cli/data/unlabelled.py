@@ -41,10 +41,18 @@ class Unlabelled:
     notes: list[str] = field(default_factory=list)
 
 
-def load_unlabelled(path: str, text_column: str = "") -> Unlabelled:
+def load_unlabelled(path: str, text_column: str = "", strict: bool = False) -> Unlabelled:
     """Read ``[data] unlabelled`` (see the module docstring).
 
+    Args:
+        path: the file or folder.
+        text_column: the column holding the texts. Not ``strict`` (``train``: the labelled data's column),
+            a file without it has its text column found by name; ``strict`` (``suggest --text-column``), it
+            must be there.
+        strict: see ``text_column``.
+
     Raises:
+        UsageError: ``strict`` and the file has no column ``text_column``.
         DataError: the path does not exist or cannot be read, is not valid UTF-8, or holds no text.
     """
     p = Path(path).expanduser()
@@ -59,7 +67,7 @@ def load_unlabelled(path: str, text_column: str = "") -> Unlabelled:
     split = "unsupervised" if "unsupervised" in src.splits else "train"
     if split not in src.splits:
         raise DataError(f"--unlabelled {path}: no 'unsupervised' or 'train' split (it has: {', '.join(src.splits)})")
-    return _column_texts(src, split, text_column, path)
+    return _column_texts(src, split, text_column, path, strict)
 
 
 def _text_lines(p: Path, shown: str) -> Unlabelled:
@@ -84,13 +92,14 @@ def _text_lines(p: Path, shown: str) -> Unlabelled:
     return Unlabelled(texts, shown)
 
 
-def _column_texts(src: Source, split: str, text_column: str, shown: str) -> Unlabelled:
+def _column_texts(src: Source, split: str, text_column: str, shown: str, strict: bool) -> Unlabelled:
     """The non-blank texts of one split's text column; a label column is noted and ignored."""
     ds = src.splits[split]
     where = f"--unlabelled {src.where(split)}"
-    # The run's own text column when this file has it, else the one named like a text column.
-    column = resolve_column(ds.column_names, text_column if text_column in ds.column_names else "", TEXT_COLUMNS,
-                            "text", where)
+    # strict: the column named. Else the run's own text column when this file has it, else the one named
+    # like a text column.
+    wanted = text_column if strict or text_column in ds.column_names else ""
+    column = resolve_column(ds.column_names, wanted, TEXT_COLUMNS, "text", where)
     notes = []
     labels = [c for c in ds.column_names if c.lower() in LABEL_COLUMNS and c != column]
     if labels and split != "unsupervised":

@@ -21,7 +21,7 @@ import torch
 from .calibration import calibration_report
 from .card import write_card
 from ..checkpoint import Checkpoint, load_checkpoint, record_eval
-from ..data.splits import Split, load_split, scoring_spec
+from ..data.splits import Split, is_own_data, load_split, scoring_spec
 from ..data.labels import LABELS
 from ..model.classifier import SentimentClassifier
 from ..inference.torch_backend import batched_logits
@@ -148,7 +148,8 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
     """Score a checkpoint on a split: the ``sentiment eval`` use case.
 
     Loads the checkpoint and the split (drawn as in training, from the checkpoint's ``[data]`` settings and
-    seed), computes the metrics, and with ``record`` keeps the result in the folder (``eval_<split>.json``, see
+    seed), computes the metrics, and with ``record`` keeps the result in the folder (``eval_<split>.json``; other
+    ``data`` in a record of its own that leaves that headline result alone, see
     :func:`~sentiment_cli.checkpoint.record_eval`) and rewrites the model card to list it. A folder that cannot
     be written loses only that record (``callbacks.on_note`` says so); the result is still returned.
 
@@ -188,7 +189,7 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
     ckpt, s, source = _load(directory, split, data, text_column, label_column, device, cb)   # preprocess
     result, logits = _score(ckpt, s, str(directory), device, batch_size, cb)                 # compute
     if record:
-        _keep(directory, result, source, cb)
+        _keep(directory, result, source, is_own_data(ckpt.config, data), cb)
     if errors:
         result["errors"] = _listed_errors(ckpt, s, logits, errors, flags)
     return result
@@ -234,10 +235,11 @@ def _listed_errors(ckpt: Checkpoint, s: Split, logits: torch.Tensor, n: int,
     return listed
 
 
-def _keep(directory: str | Path, result: dict[str, Any], source: str, cb: EvalCallbacks) -> None:
-    """Record the result in the checkpoint folder and refresh its card; a read-only folder only loses that."""
+def _keep(directory: str | Path, result: dict[str, Any], source: str, own: bool, cb: EvalCallbacks) -> None:
+    """Record the result in the checkpoint folder (``own``: the run's own data, the card's headline for the split;
+    else a record of its own beside it) and refresh its card; a read-only folder only loses that."""
     try:   # for `sentiment info` and the card
-        record_eval(directory, result, source)
+        record_eval(directory, result, source, own)
         write_card(directory)   # the card lists the new result
     except OSError as exc:
         cb.on_note(f"result not recorded in {directory} ({exc.strerror or exc})")

@@ -167,7 +167,8 @@ class _HeldOut:
 def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, quantize: str | None = None,
                 data: str | None = None, parity_reviews: int = 2000, batch_size: int = 64,
                 min_agreement: float = MIN_AGREEMENT, max_logit_difference: float = MAX_LOGIT_DIFFERENCE,
-                max_accuracy_drop: float = 0.01, on_stage: Callable[[str], None] | None = None) -> ExportResult:
+                max_accuracy_drop: float = 0.01, force: bool = False,
+                on_stage: Callable[[str], None] | None = None) -> ExportResult:
     """Export ``checkpoint`` to one self-contained ``.onnx`` file, after a parity check against PyTorch.
 
     Args:
@@ -179,6 +180,8 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         batch_size: reviews per ONNX Runtime run in the parity check (input order: mixed lengths).
         min_agreement, max_logit_difference: the parity gate.
         max_accuracy_drop: with ``quantize``, the largest test-accuracy loss accepted (0.01 = 1 point).
+        force: replace an existing file that is not an ``.onnx`` file (an existing ``.onnx`` file, an earlier
+            export, is replaced without it); never a file of the checkpoint (:func:`check_export_output`).
         on_stage: called with a short description of each step (for progress display).
 
     Returns:
@@ -187,7 +190,8 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
     Raises:
         ExportUnavailable: the onnx extra is missing.
         CheckpointError / DataError: the checkpoint or the held-out reviews cannot be loaded.
-        UsageError: ``quantize`` is not ``int8``, or ``output`` is in a folder that does not exist.
+        UsageError: ``quantize`` is not ``int8``, or ``output`` is unusable (:func:`check_export_output`);
+            checked before any work.
         ParityError: the export disagrees with PyTorch (or int8 loses too much accuracy); nothing written.
     """
     stage = on_stage or (lambda _text: None)
@@ -195,9 +199,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         raise UsageError(f"--quantize {quantize}: only int8 is supported")
     _require_onnx()
     checkpoint = Path(checkpoint)
-    output = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
-    if not output.parent.is_dir():
-        raise UsageError(f"--output {output}: folder {output.parent} does not exist")
+    output = check_export_output(checkpoint, output, quantize, force=force)
     stage("loading the checkpoint")
     ckpt = load_checkpoint(checkpoint, "cpu")
     held_out = _held_out(ckpt, data, parity_reviews, stage)
@@ -220,6 +222,25 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         _embed_card(final, meta, record, checkpoint, quantize)
         os.replace(final, output)
     return _recorded(ExportResult(output, record, timings=timings), checkpoint, quantize)
+
+
+def check_export_output(checkpoint: Path, output: str | Path | None, quantize: str | None = None, *,
+                        force: bool = False) -> Path:
+    """The file an export writes (``output``, default ``model.onnx`` or ``model.int8.onnx`` in ``checkpoint``),
+    checked before any work by :func:`~sentiment_cli.outputs.check_output`.
+
+    Inside the checkpoint folder only an ``.onnx`` file (an export) may be written, never the checkpoint's own
+    files; an existing ``.onnx`` file is an earlier export and is replaced; another existing file needs ``force``.
+
+    Raises:
+        UsageError: ``output`` is a folder, in a folder that does not exist, one of the checkpoint's files, or an
+            existing file other than an ``.onnx`` one without ``force``.
+    """
+    from ..outputs import check_output
+
+    path = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
+    onnx = path.suffix.lower() == ".onnx"
+    return check_output(path, force=force or onnx, inputs=[] if onnx else [("the checkpoint folder", checkpoint)])
 
 
 def _recorded(result: ExportResult, checkpoint: Path, quantize: str | None) -> ExportResult:

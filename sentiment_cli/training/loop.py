@@ -107,13 +107,27 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=absolute_source(config.data.source)))
     callbacks = callbacks or TrainCallbacks()
     choices: list[auto.Choice] = []
-    if fit_to_data is not None and distributed.from_env().is_main:
-        check_writable(Path(output))   # refuse an unusable folder before reading the data
-        config, choices = auto.fit_to_data(config, fit_to_data, callbacks)
-    elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices, silently
-        config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks())
-    return run_training(config, Path(output), callbacks, stop or StopFlag(), saved=None,
-                        data_rules=[c.to_dict() for c in choices])
+    created = not Path(output).exists()
+    try:
+        if fit_to_data is not None and distributed.from_env().is_main:
+            check_writable(Path(output))   # refuse an unusable folder before reading the data
+            config, choices = auto.fit_to_data(config, fit_to_data, callbacks)
+        elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
+            config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks())
+        return run_training(config, Path(output), callbacks, stop or StopFlag(), saved=None,
+                            data_rules=[c.to_dict() for c in choices])
+    except BaseException:
+        if created:   # a run that stopped before writing anything leaves no empty folder behind
+            _remove_if_empty(Path(output))
+        raise
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` if it exists and is empty (``rmdir`` refuses anything else)."""
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 @dataclass(frozen=True)

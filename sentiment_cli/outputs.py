@@ -1,0 +1,110 @@
+"""The files a command writes for the user (``--output``): where it may write, and the CSV / JSON Lines writer.
+
+The rule every command follows (:func:`check_output`, called before any work): a command writes over an
+existing file only with ``--force``, and never over its own input (a ``--data`` file, a file inside a
+``--data`` folder, a checkpoint's files), ``--force`` or not. A table (``audit --output``, ``suggest
+--output``) is written as CSV or JSON Lines by its suffix (:func:`write_table`), to a temporary file in the
+same folder moved into place, so a failed write leaves no half file and the old file as it was.
+
+Imports neither torch nor the data libraries: the CLI checks an output name before loading anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+TABLE_TYPES = (".csv", ".jsonl")   # what write_table writes; the suffix chooses the format
+
+
+def check_output(path: str | Path, *, force: bool = False, option: str = "--output",
+                 suffixes: Sequence[str] | None = None, inputs: Iterable[tuple[str, str | Path]] = ()) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, once it is known that the command may write a file there.
+
+    Args:
+        path: the file to write.
+        force: an existing file may be replaced (never one of ``inputs``).
+        option: the flag named in the messages.
+        suffixes: the suffixes accepted (lower case, with the dot), or ``None`` for any.
+        inputs: ``(what, path)`` of each thing the command reads, e.g. ``("--data", "reviews.csv")`` or
+            ``("the checkpoint's", "ck/model.safetensors")``: a file that is never written over, or a folder
+            nothing is written inside.
+
+    Raises:
+        UsageError: ``path`` is a folder, is in a folder that does not exist, has another suffix, is (or is
+            inside) one of ``inputs``, or exists and ``force`` is not set.
+    """
+    p = Path(path)
+    target = p.expanduser()
+    if target.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; give a file name")
+    if suffixes is not None and target.suffix.lower() not in suffixes:
+        raise UsageError(f"{option} {path}: write {' or '.join(suffixes)} (the suffix chooses the format)")
+    if not target.parent.is_dir():
+        raise UsageError(f"{option} {path}: folder {p.parent} does not exist")
+    for what, source in inputs:
+        if _overlaps(target, Path(source).expanduser()):
+            over = "into" if Path(source).expanduser().is_dir() else "over"
+            raise UsageError(f"{option} {path}: would write {over} {what} {source}, which this command reads; "
+                             "choose another file")
+    if target.exists() and not force:
+        raise UsageError(f"{option} {path}: the file exists; pass --force to replace it, or choose another name")
+    return p
+
+
+def _overlaps(target: Path, source: Path) -> bool:
+    """Whether writing ``target`` would change ``source``: the same file (by any name or link), or a file
+    inside the folder ``source``."""
+    if not source.exists():
+        return False
+    if target.exists() and os.path.samefile(target, source):
+        return True
+    if source.is_dir():
+        return target.resolve().is_relative_to(source.resolve())
+    return target.resolve() == source.resolve()
+
+
+def write_table(path: str | Path, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write ``rows`` (dicts keyed by ``columns``) as CSV (a header, then one line per row) or JSON Lines (one
+    object per line), by ``path``'s suffix (:data:`TABLE_TYPES`); atomically (module docstring).
+
+    Returns:
+        The path written.
+
+    Raises:
+        UsageError: another suffix.
+        OSError: the folder is not writable or the disk is full; ``path`` is then unchanged.
+    """
+    p = Path(path).expanduser()
+    suffix = p.suffix.lower()
+    if suffix not in TABLE_TYPES:
+        raise UsageError(f"--output {path}: write {' or '.join(TABLE_TYPES)} (the suffix chooses the format)")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            if suffix == ".csv":
+                writer = csv.DictWriter(fh, fieldnames=list(columns))
+                writer.writeheader()
+                writer.writerows(rows)
+            else:
+                fh.writelines(json.dumps({c: r[c] for c in columns}, ensure_ascii=False, default=str) + "\n"
+                              for r in rows)
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual file mode
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
