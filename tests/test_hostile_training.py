@@ -1,0 +1,86 @@
+"""Hostile training probes: a stop during the refit resumes to the same weights; stops during the
+pretraining stage's preprocessing are prompt; a copied IMDB folder keeps its unlabelled split."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+
+import pytest
+
+from sentiment_cli.errors import Interrupted
+from sentiment_cli.training.callbacks import TrainCallbacks
+from sentiment_cli.training.interrupts import StopFlag
+from sentiment_cli.training.loop import resume, train
+
+from .conftest import small_config
+
+
+def _refit_config():
+    return small_config(refit=True, epochs=3).override("data", validation_fraction=0.1)
+
+
+def _sha256(folder):
+    return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+
+class _StopInRefit(TrainCallbacks):
+    """Requests a stop (as SIGINT would) at step ``at_step`` of the refit's epoch ``in_epoch``."""
+
+    def __init__(self, stop: StopFlag, in_epoch: int, at_step: int):
+        self.stop, self.in_epoch, self.at_step = stop, in_epoch, at_step
+        self.in_refit, self.epoch, self.steps = False, 0, 0
+
+    def on_stage(self, text):
+        self.in_refit = self.in_refit or text.startswith("refit")
+
+    def on_epoch_start(self, epoch, epochs, num_examples):
+        self.epoch, self.steps = epoch, 0
+
+    def on_step(self, examples, loss, accuracy, examples_per_second):
+        self.steps += 1
+        if self.in_refit and self.epoch == self.in_epoch and self.steps == self.at_step:
+            self.stop.request(signal.SIGINT)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """A run with a refit that was never stopped: its folder."""
+    out = tmp_path_factory.mktemp("whole") / "run"
+    train(_refit_config(), out)
+    return out
+
+
+@pytest.mark.parametrize("in_epoch", [1, 2])
+def test_a_stop_during_the_refit_resumes_to_the_uninterrupted_weights(tmp_path, uninterrupted, in_epoch):
+    best = json.loads((uninterrupted / "metrics.json").read_text())["held_out_run"]["best_epoch"]
+    if in_epoch > best:
+        pytest.skip(f"the refit has {best} epoch(s)")
+    out, stop = tmp_path / "run", StopFlag()
+    with pytest.raises(Interrupted) as caught:
+        train(_refit_config(), out, _StopInRefit(stop, in_epoch, at_step=3), stop=stop)
+    exc = caught.value
+    assert exc.exit_code == 130 and exc.resumable
+    assert "during the refit on all rows" in str(exc) and f"resume with: sentiment train --resume {out}" in str(exc)
+    marker = json.loads((out / "trainer_state" / "refit.json").read_text())
+    assert marker == {"stage": "refit", "folder": ".run.refit", "epochs": best, "epochs_saved": in_epoch - 1}
+    partial = tmp_path / ".run.refit"
+    assert (partial / "trainer_state" / "state.json").is_file() == (in_epoch > 1)
+    assert "held_out_run" not in json.loads((out / "metrics.json").read_text())   # the held-out run's checkpoint
+
+    stages = []
+
+    class Stages(TrainCallbacks):
+        def on_stage(self, text):
+            stages.append(text)
+
+    result = resume(out, Stages(), stop=StopFlag())
+    assert not any(s.startswith("nothing to resume") for s in stages), stages
+    assert _sha256(out) == _sha256(uninterrupted)                        # bit-identical weights
+    metrics = json.loads((out / "metrics.json").read_text())
+    whole = json.loads((uninterrupted / "metrics.json").read_text())
+    assert metrics["held_out_run"]["best_epoch"] == best and result.metrics["held_out_run"]["best_epoch"] == best
+    assert [h["train_loss"] for h in metrics["history"]] == [h["train_loss"] for h in whole["history"]]
+    assert metrics["calibration"]["temperature"] == whole["calibration"]["temperature"]
+    assert not (out / "trainer_state").exists() and not partial.exists()
