@@ -13,6 +13,7 @@ from sentiment_cli.errors import Interrupted
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.pretrain import _UntilStopped, pretrain
 
 from .conftest import small_config
 
@@ -84,3 +85,59 @@ def test_a_stop_during_the_refit_resumes_to_the_uninterrupted_weights(tmp_path, 
     assert [h["train_loss"] for h in metrics["history"]] == [h["train_loss"] for h in whole["history"]]
     assert metrics["calibration"]["temperature"] == whole["calibration"]["temperature"]
     assert not (out / "trainer_state").exists() and not partial.exists()
+
+
+# ----------------------------------------------------------------------------- the pretraining stage's preprocessing
+
+def _word2vec_config(epochs=2):
+    return small_config().override("pretrain", objective="word2vec", splits="train", epochs=epochs)
+
+
+class _StopAt(TrainCallbacks):
+    """Requests a stop (as SIGTERM would) when a stage starting with ``stage`` begins, or when epoch ``epoch``
+    starts; records the stages and epochs seen."""
+
+    def __init__(self, stop: StopFlag, stage: str | None = None, epoch: int | None = None):
+        self.stop, self.stage, self.epoch = stop, stage, epoch
+        self.stages, self.epochs = [], []
+
+    def on_stage(self, text):
+        self.stages.append(text)
+        if self.stage and text.startswith(self.stage):
+            self.stop.request(signal.SIGTERM)
+
+    def on_epoch_start(self, epoch, epochs, num_examples):
+        self.epochs.append(epoch)
+        if epoch == self.epoch:
+            self.stop.request(signal.SIGTERM)
+
+
+@pytest.mark.parametrize("objective", ["word2vec", "mlm"])
+def test_a_stop_while_tokenizing_for_pretraining_stops_before_the_next_chunk(tmp_path, objective):
+    stop = StopFlag()
+    cb = _StopAt(stop, stage="tokenizing")
+    cfg = _word2vec_config().override("pretrain", objective=objective)
+    with pytest.raises(Interrupted, match="^pretraining interrupted by SIGTERM before its first epoch; no epoch "
+                                          r"was saved \(a pretraining run cannot be resumed\)$") as caught:
+        pretrain(cfg, tmp_path / "pre", cb, stop=stop)
+    assert caught.value.exit_code == 143
+    assert not any(s.startswith("word2vec on") for s in cb.stages) and cb.epochs == []   # gensim never started
+
+
+def test_a_stop_during_a_word2vec_epoch_ends_it_early_and_saves_nothing_of_it(tmp_path, monkeypatch):
+    read = []
+    real_iter = _UntilStopped.__iter__
+
+    def counting(self):
+        for words in real_iter(self):
+            read.append(1)
+            yield words
+    monkeypatch.setattr(_UntilStopped, "__iter__", counting)
+    stop = StopFlag()
+    cb = _StopAt(stop, epoch=1)
+    with pytest.raises(Interrupted, match="during epoch 1 of 2; no epoch was saved") as caught:
+        pretrain(_word2vec_config(), tmp_path / "pre", cb, stop=stop)
+    assert caught.value.exit_code == 143 and cb.epochs == [1]
+    reviews = 900   # the slice's training part: the vocabulary scan read them all, epoch 1 hardly any
+    assert reviews <= len(read) < reviews + 50
+    assert not (tmp_path / "pre" / "metrics.json").exists()
