@@ -7,15 +7,19 @@ import hashlib
 import json
 import signal
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from sentiment_cli.data.sources import load_source
+from sentiment_cli.data.unlabelled import load_unlabelled, unlabelled_texts
 from sentiment_cli.errors import Interrupted
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.loop import resume, train
 from sentiment_cli.training.pretrain import _UntilStopped, pretrain
 
-from .conftest import small_config
+from .conftest import SMALL_DATA, small_config
 
 
 def _refit_config():
@@ -141,3 +145,53 @@ def test_a_stop_during_a_word2vec_epoch_ends_it_early_and_saves_nothing_of_it(tm
     reviews = 900   # the slice's training part: the vocabulary scan read them all, epoch 1 hardly any
     assert reviews <= len(read) < reviews + 50
     assert not (tmp_path / "pre" / "metrics.json").exists()
+
+
+# ----------------------------------------------------------------------------- a copied IMDB folder without its card
+
+def _copied_imdb(folder, unlabelled_name="unsupervised-00000-of-00001.parquet", rows=40):
+    """A folder as a user who copied IMDB's Parquet files (no README.md dataset card) has it."""
+    folder.mkdir(parents=True)
+    for name in ("train", "test"):
+        table = pq.read_table(SMALL_DATA / "plain_text" / f"{name}-00000-of-00001.parquet")
+        pq.write_table(table.slice(0, rows), folder / f"{name}-00000-of-00001.parquet")
+    texts = pq.read_table(SMALL_DATA / "plain_text" / "test-00000-of-00001.parquet").column("text").to_pylist()
+    unlabelled = [f"unlabelled {i}: {t}" for i, t in enumerate(texts[rows:rows + 30])]
+    pq.write_table(pa.table({"text": unlabelled, "label": [-1] * len(unlabelled)}), folder / unlabelled_name)
+    return unlabelled
+
+
+@pytest.mark.parametrize("name", ["unsupervised-00000-of-00001.parquet", "unlabelled-00000-of-00002.parquet",
+                                  "unlabeled.parquet"])
+def test_a_folder_of_imdb_files_without_its_card_keeps_its_unlabelled_split(tmp_path, name):
+    folder = tmp_path / "imdb"
+    unlabelled = _copied_imdb(folder, name)
+    source = load_source(str(folder))
+    assert sorted(source.splits) == ["test", "train", "unsupervised"]
+    assert len(source.splits["train"]) == 40 and source.splits["unsupervised"]["text"] == unlabelled
+    assert unlabelled_texts(source, "").texts == unlabelled              # word2vec and distillation read them
+    assert load_unlabelled(str(folder)).texts == unlabelled              # --unlabelled FOLDER too
+
+
+def test_an_unlabelled_file_beside_split_files_is_the_unsupervised_split(tmp_path):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "train.csv").write_text("text,label\ngood film,pos\nbad film,neg\n")
+    (folder / "unlabelled.jsonl").write_text('{"text": "a film"}\n{"text": "another film"}\n')
+    assert load_source(str(folder)).splits["unsupervised"]["text"] == ["a film", "another film"]
+
+
+def test_a_folder_of_unlabelled_files_alone_is_still_read_as_train(tmp_path):
+    folder = tmp_path / "only"
+    folder.mkdir()
+    pq.write_table(pa.table({"text": ["a film", "another"]}), folder / "unsupervised-00000-of-00001.parquet")
+    assert sorted(load_source(str(folder)).splits) == ["train"]         # as datasets reads it
+    assert load_unlabelled(str(folder)).texts == ["a film", "another"]
+
+
+def test_an_unlabelled_file_alone_in_a_folder_is_its_only_split(tmp_path):
+    folder = tmp_path / "u"
+    folder.mkdir()
+    (folder / "unlabelled.csv").write_text("text\na film\n")
+    (folder / "notes.csv").write_text("what\nnot data\n")
+    assert sorted(load_source(str(folder)).splits) == ["unsupervised"]
