@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
+import subprocess
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,7 +21,7 @@ from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.loop import resume, train
 from sentiment_cli.training.pretrain import _UntilStopped, pretrain
 
-from .conftest import SMALL_DATA, small_config
+from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config
 
 
 def _refit_config():
@@ -195,3 +197,36 @@ def test_an_unlabelled_file_alone_in_a_folder_is_its_only_split(tmp_path):
     (folder / "unlabelled.csv").write_text("text\na film\n")
     (folder / "notes.csv").write_text("what\nnot data\n")
     assert sorted(load_source(str(folder)).splits) == ["unsupervised"]
+
+
+@pytest.mark.slow   # signals real `sentiment train` processes
+def test_sigint_during_the_refit_then_train_resume_matches_an_uninterrupted_run(tmp_path):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text((ROOT / "configs" / "seed.toml").read_text().replace("vocab_size = 50000", "vocab_size = 5000"))
+
+    def command(out):
+        return [PYTHON, "-m", "sentiment_cli", "train", "--config", str(cfg), "--data", str(SMALL_DATA), "--output",
+                str(out), "--epochs", "3", "--batch-size", "64", "--device", "cpu", "--set", "training.refit=true"]
+
+    whole = subprocess.run(command(tmp_path / "whole"), cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr
+    out = tmp_path / "run"
+    proc = subprocess.Popen(command(out), cwd=ROOT, env=SUBPROCESS_ENV, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    saved = tmp_path / ".run.refit" / "trainer_state" / "state.json"   # the refit's first epoch
+    deadline = time.monotonic() + 300
+    while not saved.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted by SIGINT during the refit on all rows; ") and "Traceback" not in stderr
+    assert last.endswith(f"resume with: sentiment train --resume {out}")
+    assert json.loads((out / "trainer_state" / "refit.json").read_text())["epochs_saved"] >= 1
+    r = subprocess.run([PYTHON, "-m", "sentiment_cli", "train", "--resume", str(out), "--json"], cwd=ROOT,
+                       env=SUBPROCESS_ENV, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to resume" not in r.stderr and "held_out_run" in json.loads(r.stdout)
+    assert _sha256(out) == _sha256(tmp_path / "whole")
