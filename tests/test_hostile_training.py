@@ -84,6 +84,8 @@ def test_a_stop_during_the_refit_resumes_to_the_uninterrupted_weights(tmp_path, 
 
     result = resume(out, Stages(), stop=StopFlag())
     assert not any(s.startswith("nothing to resume") for s in stages), stages
+    assert any(s.startswith("refit: continuing") if in_epoch > 1 else s.startswith("the refit had saved no epoch")
+               for s in stages), stages
     assert _sha256(out) == _sha256(uninterrupted)                        # bit-identical weights
     metrics = json.loads((out / "metrics.json").read_text())
     whole = json.loads((uninterrupted / "metrics.json").read_text())
@@ -136,7 +138,7 @@ def test_a_stop_during_a_word2vec_epoch_ends_it_early_and_saves_nothing_of_it(tm
 
     def counting(self):
         for words in real_iter(self):
-            read.append(1)
+            read.append(isinstance(words, list))   # gensim's word lists, not the tokenizer's texts
             yield words
     monkeypatch.setattr(_UntilStopped, "__iter__", counting)
     stop = StopFlag()
@@ -145,7 +147,7 @@ def test_a_stop_during_a_word2vec_epoch_ends_it_early_and_saves_nothing_of_it(tm
         pretrain(_word2vec_config(), tmp_path / "pre", cb, stop=stop)
     assert caught.value.exit_code == 143 and cb.epochs == [1]
     reviews = 900   # the slice's training part: the vocabulary scan read them all, epoch 1 hardly any
-    assert reviews <= len(read) < reviews + 50
+    assert reviews <= sum(read) < reviews + 50
     assert not (tmp_path / "pre" / "metrics.json").exists()
 
 
@@ -230,3 +232,11 @@ def test_sigint_during_the_refit_then_train_resume_matches_an_uninterrupted_run(
     assert r.returncode == 0, r.stderr
     assert "nothing to resume" not in r.stderr and "held_out_run" in json.loads(r.stdout)
     assert _sha256(out) == _sha256(tmp_path / "whole")
+
+
+def test_a_stop_while_building_the_pretraining_tokenizer_stops_before_tokenizing(tmp_path):
+    stop = StopFlag()
+    cb = _StopAt(stop, stage="building the tokenizer")
+    with pytest.raises(Interrupted, match="^pretraining interrupted by SIGTERM before its first epoch"):
+        pretrain(_word2vec_config(), tmp_path / "pre", cb, stop=stop)
+    assert not any(s.startswith("tokenizing") for s in cb.stages), cb.stages

@@ -31,9 +31,9 @@ untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
 ``[training] init_from``), keeping its tokenizer and weights.
 
 A stop (SIGINT, SIGTERM) is polled at bounded intervals in every long stage, not only between epochs:
-before each chunk of :data:`TOKENIZE_CHUNK` reviews while tokenizing, and at every review gensim reads
-(its vocabulary scan and each epoch: the corpus ends early, and the cut epoch is not saved). Building the
-tokenizer is one call into the ``tokenizers`` library and is not interrupted.
+at every review the tokenizer's training reads (:func:`_build_tokenizer_polling`), before each chunk of
+:data:`TOKENIZE_CHUNK` reviews while tokenizing, and at every review gensim reads (its vocabulary scan and
+each epoch: the corpus ends early, and the cut epoch is not saved).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import math
 import os
 import shlex
 import shutil
+import threading
 import time
 import uuid
 import zlib
@@ -190,7 +191,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
 
 
 # Reviews tokenized between two polls of the stop flag (a fraction of a second on one core).
-TOKENIZE_CHUNK = 2048
+TOKENIZE_CHUNK = 1024
 
 
 def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
@@ -199,7 +200,7 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     start = time.perf_counter()
     seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
-    texts, tokenizer = _texts_and_tokenizer(config, source, cb)
+    texts, tokenizer = _texts_and_tokenizer(config, source, cb, stop)
     tokenizer_json = save_tokenizer(tokenizer)
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     metrics = _new_metrics(config, model, source, len(texts), device)
@@ -220,12 +221,14 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     return TrainResult(output, metrics)
 
 
-def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks) -> tuple[list[str], Tokenizer]:
+def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks,
+                         stop: StopFlag) -> tuple[list[str], Tokenizer]:
     """``(texts, tokenizer)``: the pretraining reviews of ``[pretrain] splits`` (never the validation hold-out
-    or the test split), and the tokenizer built on them.
+    or the test split), and the tokenizer built on them (:func:`_build_tokenizer_polling`).
 
     Raises:
         DataError: the source cannot be loaded or lacks those splits.
+        Interrupted: ``stop`` was set while the tokenizer was being built.
     """
     p = config.pretrain
     cb.on_stage(f"loading {source}")
@@ -234,7 +237,35 @@ def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks) -> tup
             if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
     texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
-    return texts, build_tokenizer(texts, config.data, length=len(texts))
+    return texts, _build_tokenizer_polling(texts, config, stop)
+
+
+def _build_tokenizer_polling(texts: list[str], config: Config, stop: StopFlag) -> Tokenizer:
+    """``build_tokenizer`` over ``texts``, stopping within a moment of a stop request.
+
+    The ``tokenizers`` library trains in Rust without returning to Python, so no signal handler could run
+    meanwhile: it trains in a worker thread, fed the texts (:class:`_UntilStopped`) until ``stop`` is set,
+    while this (main) thread waits in short joins, where handlers run.
+
+    Raises:
+        Interrupted: ``stop`` was set (the tokenizer, built on part of the texts, is dropped).
+    """
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["tokenizer"] = build_tokenizer(_UntilStopped(texts, stop), config.data, length=len(texts))
+        except BaseException as exc:   # handed to the main thread
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="build-tokenizer", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    _check_stop(stop, Path(), 0, 0)
+    if "error" in done:
+        raise done["error"]
+    return done["tokenizer"]
 
 
 def _new_metrics(config: Config, model: SentimentClassifier, source: str, reviews: int,
@@ -333,15 +364,15 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
 
 
 class _UntilStopped:
-    """The reviews' word lists, read again on every pass (gensim's vocabulary scan, then each epoch), ending
-    early once ``stop`` is set.
+    """Reviews (or their word lists), read again on every pass (gensim's vocabulary scan, then each epoch;
+    the tokenizer's training), ending early once ``stop`` is set.
 
     gensim reads the corpus in a producer thread and trains in worker threads, and its batch callbacks
     run there, where an exception would leave the others waiting: ending the corpus lets gensim finish
     the pass by itself within a batch or two, and the epoch callbacks (in the calling thread) raise.
     """
 
-    def __init__(self, sentences: list[list[str]], stop: StopFlag):
+    def __init__(self, sentences: list, stop: StopFlag):
         self.sentences, self.stop = sentences, stop
 
     def __len__(self) -> int:

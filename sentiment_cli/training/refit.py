@@ -39,7 +39,8 @@ from ..wording import plural
 from . import distributed, score_weight
 from .callbacks import TrainResult
 from .pretrain import load_pretrained
-from .state import STATE_DIR, TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state
+from .state import (STATE_DIR, TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state,
+                    state_path)
 
 if TYPE_CHECKING:
     from .loop import RunContext
@@ -79,8 +80,7 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
     config, output, best = ctx.config, ctx.output, int(first.metrics["best_epoch"])
     data = first.metrics["data"]
     rows = data["train_examples"] + data["validation_examples"]
-    again = config.with_overrides({"data": {"validation_fraction": 0.0},
-                                   "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
+    again = _second_config(config, best)
     if pretrained is None and config.training.init_from:
         pretrained = load_pretrained(config.training.init_from, config)   # read the hold-out as the first run did
     ctx.cb.on_stage(f"refit: training again on all {rows:,} training rows ({data['validation_examples']:,} held "
@@ -90,6 +90,12 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
         shutil.rmtree(partial, ignore_errors=True)
         _write_marker(output, {"stage": "refit", "folder": partial.name, "epochs": best, "epochs_saved": 0})
     return _second_run(ctx, first, again, partial, saved=None, pretrained=pretrained)
+
+
+def _second_config(config: Config, best: int) -> Config:
+    """The refit's config: ``config`` with nothing held out, for the ``best`` epochs, without patience."""
+    return config.with_overrides({"data": {"validation_fraction": 0.0},
+                                  "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
 
 
 def in_progress(directory: str | Path) -> bool:
@@ -106,7 +112,8 @@ def resume(ctx: RunContext) -> TrainResult:
     """Continue the refit recorded in ``ctx.output``'s trainer state (:func:`in_progress`), the first run done.
 
     The second run resumes from the last epoch it saved in :func:`partial_folder`, on ``ctx``'s device; with
-    none saved, the refit starts again (it is seeded on its own, so the weights are an uninterrupted run's).
+    none saved, or one saved for another config than the refit of this run's (a folder left by an earlier
+    refit), the refit starts again (it is seeded on its own, so the weights are an uninterrupted run's).
 
     Raises:
         CheckpointError: the output's ``metrics.json`` or the refit's trainer state is damaged.
@@ -118,13 +125,15 @@ def resume(ctx: RunContext) -> TrainResult:
         raise CheckpointError(f"{metrics_path}: records no held-out run to refit; remove "
                               f"{ctx.output / STATE_DIR / MARKER_FILE} and resume again")
     partial = partial_folder(ctx.output)
-    if not has_trainer_state(partial):
-        ctx.cb.on_stage("the refit had saved no epoch: starting it again")
+    saved = load_trainer_state(partial) if has_trainer_state(partial) else None
+    device = ctx.config.training.device
+    again = _second_config(ctx.config, int(first.metrics["best_epoch"]))
+    if saved is None or saved.config.override("training", device=device).to_dict() != again.to_dict():
+        ctx.cb.on_stage("the refit had saved no epoch of this run's refit: starting it again")
         return refit(ctx, first, None)
-    saved = load_trainer_state(partial)
     ctx.cb.on_stage(f"refit: continuing the training on all rows saved in {partial}")
-    config = saved.config.override("training", device=ctx.config.training.device)
-    return _second_run(ctx, first, config, partial, saved=saved, pretrained=None)
+    return _second_run(ctx, first, saved.config.override("training", device=device), partial, saved=saved,
+                       pretrained=None)
 
 
 def _second_run(ctx: RunContext, first: TrainResult, config: Config, partial: Path, *,
@@ -156,7 +165,7 @@ def _interrupted(ctx: RunContext, partial: Path, exc: Interrupted) -> Interrupte
     A refit that saved no epoch leaves nothing in ``partial`` worth keeping: the folder goes, and resuming
     starts the refit again.
     """
-    saved = load_trainer_state(partial).epoch if has_trainer_state(partial) else 0
+    saved = _read_json(state_path(partial)).get("epoch", 0) if has_trainer_state(partial) else 0
     epochs = None
     if ctx.info.is_main:
         marker = ctx.output / STATE_DIR / MARKER_FILE
