@@ -136,7 +136,7 @@ def pretrain(
 
     `sentiment train --init DIR` then fine-tunes it.
 
-    Ctrl-C or SIGTERM stops at the next step (word2vec: the next epoch); completed epochs stay saved.
+    Ctrl-C or SIGTERM stops within seconds, in any stage; completed epochs stay saved (not an epoch cut short).
     """
     with handle_errors():
         from ..training.pretrain import pretrain as run_pretrain

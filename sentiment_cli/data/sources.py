@@ -4,9 +4,11 @@ A source (``[data] source``, ``--data``) is one of:
 
 - a Hub dataset id (default ``stanfordnlp/imdb``);
 - a folder: files named by split (``train``, ``validation`` or ``dev``, ``test``, and optionally
-  ``unsupervised``) in CSV, TSV, JSON, JSON Lines or Parquet; the Hub layout
-  (``plain_text/train-*.parquet``, as in ``../shared/data/imdb``); or the original ``aclImdb``
-  archive (``train|test/pos|neg/*.txt``);
+  ``unsupervised``, ``unlabelled`` or ``unlabeled``) in CSV, TSV, JSON, JSON Lines or Parquet; the Hub
+  layout (``plain_text/train-*.parquet``, as in ``../shared/data/imdb``), with or without its dataset card
+  (``README.md``: without it, ``datasets`` reads only the ``train``, ``validation`` and ``test`` files,
+  so :func:`_unlabelled_split` adds the ``unsupervised-*`` ones); or the original ``aclImdb`` archive
+  (``train|test/pos|neg/*.txt``);
 - a single file in one of those formats: the training data (validation is held out from it).
 
 Files are read by ``datasets`` into its Arrow cache, which is memory-mapped, so a large file is
@@ -20,6 +22,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,11 @@ FILE_TYPES = {".csv": ("csv", {"sep": ","}), ".tsv": ("csv", {"sep": "\t"}), ".j
               ".jsonl": ("json", {}), ".parquet": ("parquet", {})}
 # A folder's files named by split: file stem -> split.
 SPLIT_FILES = {"train": "train", "validation": "validation", "dev": "validation", "test": "test",
-               "unsupervised": "unsupervised"}
+               "unsupervised": "unsupervised", "unlabelled": "unsupervised", "unlabeled": "unsupervised"}
+# A file of the unlabelled split in a folder ``datasets`` reads by file name (``unsupervised-00000-of-00001``):
+# the name, then the end of the stem or a separator or digit (as ``datasets`` matches train-*, test-*).
+UNLABELLED_STEM = re.compile(r"(unsupervised|unlabell?ed)($|[-._ 0-9])", re.IGNORECASE)
+LABELLED_STEM = re.compile(r"(train|validation|valid|dev|test)($|[-._ 0-9])", re.IGNORECASE)
 FORMATS = "CSV, TSV, JSON, JSON Lines or Parquet (.csv, .tsv, .json, .jsonl, .parquet)"
 
 
@@ -248,7 +255,9 @@ def load_source(source: str) -> Source:
         if (root / "train" / "pos").is_dir() or (root / "test" / "pos").is_dir():
             return Source(source, _load_aclimdb(root))
         files = _split_files(root)
-        if files:
+        # an unlabelled file alone beside train-*.parquet etc.: datasets reads those, _unlabelled_split adds it
+        if files and (set(files) != {"unsupervised"}
+                      or not any(LABELLED_STEM.match(f.stem) for f in _data_files(root))):
             shown = {split: str(Path(source) / f.name) for split, f in files.items()}
             return Source(source, {split: _load_file(f, shown[split]) for split, f in files.items()}, shown)
         _check_file_name(root, source)
@@ -269,7 +278,36 @@ def load_source(source: str) -> Source:
             raise DataError(f"cannot load dataset {source!r}: {str(exc).splitlines()[0][:200]}") from None
     if not isinstance(ds, datasets.DatasetDict) or not len(ds):
         raise DataError(f"no data found in {source}")
-    return Source(source, dict(ds))
+    splits = dict(ds)
+    if _looks_local(source) and "unsupervised" not in splits:
+        splits.update(_unlabelled_split(Path(source).expanduser()))
+    return Source(source, splits)
+
+
+def _unlabelled_split(root: Path) -> dict[str, Any]:
+    """``{"unsupervised": dataset}`` from the files named like an unlabelled split anywhere in ``root``
+    (:data:`UNLABELLED_STEM`), which ``datasets`` leaves out of a folder without a dataset card; ``{}``
+    when there are none, or when they are the folder's only data files (``datasets`` read them as ``train``).
+
+    Raises:
+        DataError: such a file is malformed, or they are of more than one format.
+    """
+    datasets = _quiet_datasets()
+    data = _data_files(root)
+    files = [f for f in data if UNLABELLED_STEM.match(f.stem)]
+    if not files or len(files) == len(data):
+        return {}
+    if len({f.suffix.lower() for f in files}) > 1:
+        raise DataError(f"{root}: the unlabelled split's files are of more than one format "
+                        f"({', '.join(f.name for f in files)}); keep one")
+    parts = [_load_file(f, str(f)) for f in files]
+    return {"unsupervised": parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)}
+
+
+def _data_files(root: Path) -> list[Path]:
+    """The files of a readable format anywhere in ``root`` (not in hidden folders), sorted."""
+    return [f for f in sorted(root.rglob("*")) if f.is_file() and f.suffix.lower() in FILE_TYPES
+            and not any(part.startswith(".") for part in f.relative_to(root).parts)]
 
 
 def load_dataset_dict(source: str):

@@ -69,7 +69,8 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
     tok.pre_tokenizer = pre_tokenizer_for(config.pre_tokenizer)
     trainer = WordLevelTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
                                special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
-    tok.train_from_iterator(clip_texts(texts, config.max_length), trainer, length=length)
+    # lazily: a caller may end ``texts`` early to stop (training/pretrain.py), and no second list is held
+    tok.train_from_iterator((clip_text(t, config.max_length)[0] for t in texts), trainer, length=length)
     assert tok.token_to_id(PAD_TOKEN) == PAD_ID and tok.token_to_id(UNK_TOKEN) == UNK_ID
     return tok
 

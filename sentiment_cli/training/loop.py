@@ -162,7 +162,7 @@ class RunContext:
 
 def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, *,
                  saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None,
-                 pretrained: Checkpoint | None = None, report: bool = True) -> TrainResult:
+                 pretrained: Checkpoint | None = None, report: bool = True, refit_only: bool = False) -> TrainResult:
     """Run training from setup to the written report: a new run, or the saved one ``saved`` continued.
 
     :func:`train` and :func:`~.resume.resume` call it once they have the config (``resume``: the saved
@@ -170,7 +170,8 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
     for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``. ``pretrained``: the encoder to
     start from, already loaded (the refit's); ``None``: ``init_from``'s, made first when missing.
     ``report``: write the curves and the model card at the end (the refit's second run does not: its
-    files are moved into place and the report is written then).
+    files are moved into place and the report is written then). ``refit_only``: ``saved`` is finished and
+    its refit was stopped; continue the refit alone (:func:`~.refit.resume`).
 
     Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end, the
     refit (``refit.py``: with ``[training] refit``, a second run on every training row) included.
@@ -190,6 +191,8 @@ def run_training(config: Config, output: Path, callbacks: TrainCallbacks, stop: 
             ctx.cb.on_stage(f"starting from the pretrained weights in {config.training.init_from}")
         try:
             with distributed.process_group(ctx.info, ctx.device):   # one group for both runs of a refit
+                if refit_only:
+                    return refit.resume(ctx)
                 result = _train_loop(ctx, saved, pretrained)
                 return refit.refit(ctx, result, pretrained) if refit.wanted(ctx, result) else result
         except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error

@@ -29,6 +29,11 @@ checkpoint folder (``config.json``, ``model.safetensors``, ``tokenizer.json``,
 ``metrics.json`` with ``"kind": "pretrained"``) whose dense head is
 untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
 ``[training] init_from``), keeping its tokenizer and weights.
+
+A stop (SIGINT, SIGTERM) is polled at bounded intervals in every long stage, not only between epochs:
+at every review the tokenizer's training reads (:func:`_build_tokenizer_polling`), before each chunk of
+:data:`TOKENIZE_CHUNK` reviews while tokenizing, and at every review gensim reads (its vocabulary scan and
+each epoch: the corpus ends early, and the cut epoch is not saved).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import math
 import os
 import shlex
 import shutil
+import threading
 import time
 import uuid
 import zlib
@@ -106,13 +112,17 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         return _pretrain_locked(config, output, cb, stop, device)
 
 
+# Reviews tokenized between two polls of the stop flag (a fraction of a second on one core).
+TOKENIZE_CHUNK = 1024
+
+
 def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
                      device: torch.device) -> TrainResult:
     """:func:`pretrain`'s work, once it holds ``output``'s lock."""
     start = time.perf_counter()
     seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
-    texts, tokenizer = _texts_and_tokenizer(config, source, cb)
+    texts, tokenizer = _texts_and_tokenizer(config, source, cb, stop)
     tokenizer_json = save_tokenizer(tokenizer)
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     metrics = _new_metrics(config, model, source, len(texts), device)
@@ -125,19 +135,22 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
 
     check_stop = functools.partial(_check_stop, stop, output, config.pretrain.epochs)
     if config.pretrain.objective == "word2vec":
-        _word2vec(config, model, tokenizer, texts, cb, check_stop, save_epoch)
+        _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch)
     else:
-        _encoder_pretraining(config, model.to(device), device, encode_texts(tokenizer, texts, config.data), cb,
-                             check_stop, save_epoch)
+        cb.on_stage(f"tokenizing {len(texts):,} reviews")
+        _encoder_pretraining(config, model.to(device), device, _encode_polling(tokenizer, texts, config, check_stop),
+                             cb, check_stop, save_epoch)
     return TrainResult(output, metrics)
 
 
-def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks) -> tuple[list[str], Tokenizer]:
+def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks,
+                         stop: StopFlag) -> tuple[list[str], Tokenizer]:
     """``(texts, tokenizer)``: the pretraining reviews of ``[pretrain] splits`` (never the validation hold-out
-    or the test split), and the tokenizer built on them.
+    or the test split), and the tokenizer built on them (:func:`_build_tokenizer_polling`).
 
     Raises:
         DataError: the source cannot be loaded or lacks those splits.
+        Interrupted: ``stop`` was set while the tokenizer was being built.
     """
     p = config.pretrain
     cb.on_stage(f"loading {source}")
@@ -146,7 +159,35 @@ def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks) -> tup
             if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
     texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
-    return texts, build_tokenizer(texts, config.data, length=len(texts))
+    return texts, _build_tokenizer_polling(texts, config, stop)
+
+
+def _build_tokenizer_polling(texts: list[str], config: Config, stop: StopFlag) -> Tokenizer:
+    """``build_tokenizer`` over ``texts``, stopping within a moment of a stop request.
+
+    The ``tokenizers`` library trains in Rust without returning to Python, so no signal handler could run
+    meanwhile: it trains in a worker thread, fed the texts (:class:`_UntilStopped`) until ``stop`` is set,
+    while this (main) thread waits in short joins, where handlers run.
+
+    Raises:
+        Interrupted: ``stop`` was set (the tokenizer, built on part of the texts, is dropped).
+    """
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["tokenizer"] = build_tokenizer(_UntilStopped(texts, stop), config.data, length=len(texts))
+        except BaseException as exc:   # handed to the main thread
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="build-tokenizer", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    _check_stop(stop, Path(), 0, 0)
+    if "error" in done:
+        raise done["error"]
+    return done["tokenizer"]
 
 
 def _new_metrics(config: Config, model: SentimentClassifier, source: str, reviews: int,
@@ -161,12 +202,29 @@ def _new_metrics(config: Config, model: SentimentClassifier, source: str, review
             "device_name": device_name(device), "versions": versions(), "wall_time_seconds": None}
 
 
+def _encode_polling(tokenizer: Tokenizer, texts: list[str], config: Config, check_stop) -> list[list[int]]:
+    """``encode_texts`` over ``texts``, :data:`TOKENIZE_CHUNK` at a time, with ``check_stop(0)`` before each chunk.
+
+    Raises:
+        Interrupted: a stop was requested (no epoch was saved yet).
+    """
+    ids: list[list[int]] = []
+    for begin in range(0, len(texts), TOKENIZE_CHUNK):
+        check_stop(0)
+        ids += encode_texts(tokenizer, texts[begin:begin + TOKENIZE_CHUNK], config.data)
+    return ids
+
+
 def _check_stop(stop: StopFlag, output: Path, epochs: int, epoch: int) -> None:
-    """Polled during ``epoch`` (every step with mlm, every epoch with word2vec).
+    """Polled during ``epoch`` (every step with mlm, every review gensim reads with word2vec); ``epoch`` 0:
+    before the first one (tokenizing, gensim's vocabulary scan).
 
     Raises:
         Interrupted: ``stop`` is set; the epochs before ``epoch`` stay saved in ``output``.
     """
+    if stop.requested and epoch == 0:
+        raise Interrupted(f"pretraining interrupted by {stop.reason} before its first epoch; no epoch was saved "
+                          "(a pretraining run cannot be resumed)", exit_code=stop.exit_code)
     if stop.requested:
         done = f"epoch {epoch - 1} is saved in {output}" if epoch > 1 else "no epoch was saved"
         raise Interrupted(f"pretraining interrupted by {stop.reason} during epoch {epoch} of {epochs}; "
@@ -174,13 +232,17 @@ def _check_stop(stop: StopFlag, output: Path, epochs: int, epoch: int) -> None:
 
 
 def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list[str], cb: TrainCallbacks,
-              check_stop, save_epoch) -> None:
-    """Skip-gram word2vec over whole reviews (no truncation) into ``model.token_embedding``."""
+              stop: StopFlag, check_stop, save_epoch) -> None:
+    """Skip-gram word2vec over whole reviews (no truncation) into ``model.token_embedding``.
+
+    ``stop`` is polled before each chunk of reviews tokenized and at every review gensim reads
+    (:class:`_UntilStopped`); ``check_stop`` then raises, before an epoch cut short is saved.
+    """
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 
     p, t = config.pretrain, config.training
-    cb.on_stage("tokenizing")
+    cb.on_stage(f"tokenizing {len(texts):,} reviews")
     vocab = tokenizer.get_vocab()
     # Lists of words, as gensim wants them. A chunk at a time, each word one shared str, rather than every
     # review's tokenizers.Encoding and a fresh str per token at once: over tens of thousands of reviews
@@ -189,13 +251,17 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     for w, i in vocab.items():
         word_of[i] = w
     sentences = []
-    for begin in range(0, len(texts), 2048):
-        sentences += [[word_of[i] for i in e.ids] for e in tokenizer.encode_batch(texts[begin:begin + 2048])]
+    for begin in range(0, len(texts), TOKENIZE_CHUNK):
+        check_stop(0)
+        sentences += [[word_of[i] for i in e.ids] for e in tokenizer.encode_batch(texts[begin:begin + TOKENIZE_CHUNK])]
     words = word_of[FIRST_WORD_ID:]   # in id order: get_vocab()'s order changes from process to process
 
     class Epochs(CallbackAny2Vec):
         def __init__(self):
             self.epoch, self.began = 0, 0.0
+
+        def on_train_begin(self, w2v):
+            check_stop(0)   # a stop cut the vocabulary scan short
 
         def on_epoch_begin(self, w2v):
             self.epoch += 1
@@ -204,6 +270,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
             self.began = time.perf_counter()
 
         def on_epoch_end(self, w2v):
+            check_stop(self.epoch)   # a stop ended the epoch early (_UntilStopped): do not save it
             seconds = time.perf_counter() - self.began
             _embed(model, w2v.wv, vocab, words)
             save_epoch({"epoch": self.epoch, "train_seconds": seconds,
@@ -213,8 +280,31 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     # Every word of the tokenizer's vocabulary gets a vector (min_count=1 over the same reviews it was
     # built from). One worker thread and a stable hash for the initial vectors (gensim's default is
     # Python's per-process salted hash): the same seed gives the same vectors, run after run.
-    Word2Vec(sentences, vector_size=config.model.d_model, window=p.window, sample=p.subsample, min_count=1, sg=1,
-             negative=5, epochs=p.epochs, workers=1, seed=t.seed, hashfxn=_stable_hash, callbacks=[Epochs()])
+    Word2Vec(_UntilStopped(sentences, stop), vector_size=config.model.d_model, window=p.window, sample=p.subsample,
+             min_count=1, sg=1, negative=5, epochs=p.epochs, workers=1, seed=t.seed, hashfxn=_stable_hash,
+             callbacks=[Epochs()])
+
+
+class _UntilStopped:
+    """Reviews (or their word lists), read again on every pass (gensim's vocabulary scan, then each epoch;
+    the tokenizer's training), ending early once ``stop`` is set.
+
+    gensim reads the corpus in a producer thread and trains in worker threads, and its batch callbacks
+    run there, where an exception would leave the others waiting: ending the corpus lets gensim finish
+    the pass by itself within a batch or two, and the epoch callbacks (in the calling thread) raise.
+    """
+
+    def __init__(self, sentences: list, stop: StopFlag):
+        self.sentences, self.stop = sentences, stop
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def __iter__(self):
+        for words in self.sentences:
+            if self.stop.requested:
+                return
+            yield words
 
 
 def _stable_hash(text: str) -> int:

@@ -13,24 +13,34 @@ refitted model trains on ``1 / (1 - validation_fraction)`` times the rows for as
 confidence is close to the first model's. Dev evidence is in ``docs/experiments.md`` ("The hold-out,
 trained on"); it costs a second fine-tuning.
 
-The refit trains into a hidden sibling folder and moves its files into place only once it is done, so a
-stop during it leaves the first run's checkpoint, complete and calibrated, in the output folder.
+The refit trains into a hidden sibling folder (``.<output>.refit``) and moves its files into place only once
+it is done, so a stop during it leaves the first run's checkpoint, complete and calibrated, in the output
+folder. It is resumable: when it starts, ``<output>/trainer_state/refit.json`` records that the refit is in
+progress and in which folder (:data:`MARKER_FILE`); the second run saves its own trainer state there after
+every epoch, and a stop updates the record with the epochs it saved. ``train --resume <output>`` then finds
+the first run finished and the record present, and continues the refit (:func:`resume`) from its last saved
+epoch, or starts it again when it saved none; either way the weights end bit-identical to an uninterrupted
+run's, as the second run is seeded on its own and resumes as any run does.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import METRICS_FILE, Checkpoint, write_json, write_temperature
-from ..errors import Interrupted
+from ..checkpoint import METRICS_FILE, Checkpoint, _read_json, write_json, write_temperature
+from ..config import Config
+from ..errors import CheckpointError, Interrupted
 from ..evaluation.card import write_training_report
 from ..wording import plural
 from . import distributed, score_weight
 from .callbacks import TrainResult
-from .state import clear_trainer_state
+from .pretrain import load_pretrained
+from .state import (STATE_DIR, TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state,
+                    state_path)
 
 if TYPE_CHECKING:
     from .loop import RunContext
@@ -38,6 +48,8 @@ if TYPE_CHECKING:
 # What metrics.json keeps of the first run, under "held_out_run".
 FIRST_RUN_KEYS = ("history", "best_epoch", "best_validation_accuracy", "best_validation_f1_macro",
                   "stopped_early", "wall_time_seconds")
+# In the output's trainer state while a refit is in progress: {"stage": "refit", "folder", "epochs", ...}
+MARKER_FILE = "refit.json"
 
 
 def wanted(ctx: RunContext, first: TrainResult) -> bool:
@@ -65,36 +77,116 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
         Interrupted: stopped during the second run; the output keeps the first run's checkpoint.
         DataError, CheckpointError, SentimentError: as :func:`~.loop.train`.
     """
-    from .loop import run_training   # here, not at the top: the loop calls this module
-    from .pretrain import load_pretrained
-
     config, output, best = ctx.config, ctx.output, int(first.metrics["best_epoch"])
     data = first.metrics["data"]
     rows = data["train_examples"] + data["validation_examples"]
-    again = config.with_overrides({"data": {"validation_fraction": 0.0},
-                                   "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
+    again = _second_config(config, best)
     if pretrained is None and config.training.init_from:
         pretrained = load_pretrained(config.training.init_from, config)   # read the hold-out as the first run did
     ctx.cb.on_stage(f"refit: training again on all {rows:,} training rows ({data['validation_examples']:,} held "
                     f"out until now) for {plural(best, 'epoch')}, the held-out run's best")
-    partial = output.parent / f".{output.name}.refit"   # the same name on every torchrun rank; rank 0 writes it
+    partial = partial_folder(output)   # the same name on every torchrun rank; rank 0 writes it
     if ctx.info.is_main:
         shutil.rmtree(partial, ignore_errors=True)
+        _write_marker(output, {"stage": "refit", "folder": partial.name, "epochs": best, "epochs_saved": 0})
+    return _second_run(ctx, first, again, partial, saved=None, pretrained=pretrained)
+
+
+def _second_config(config: Config, best: int) -> Config:
+    """The refit's config: ``config`` with nothing held out, for the ``best`` epochs, without patience."""
+    return config.with_overrides({"data": {"validation_fraction": 0.0},
+                                  "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
+
+
+def in_progress(directory: str | Path) -> bool:
+    """Whether ``directory``'s trainer state records a refit in progress (stopped, or killed, before its end)."""
+    return (Path(directory) / STATE_DIR / MARKER_FILE).is_file()
+
+
+def partial_folder(output: Path) -> Path:
+    """The hidden sibling folder the refit of ``output`` trains into: ``.<name>.refit``."""
+    return output.parent / f".{output.name}.refit"
+
+
+def resume(ctx: RunContext) -> TrainResult:
+    """Continue the refit recorded in ``ctx.output``'s trainer state (:func:`in_progress`), the first run done.
+
+    The second run resumes from the last epoch it saved in :func:`partial_folder`, on ``ctx``'s device; with
+    none saved, or one saved for another config than the refit of this run's (a folder left by an earlier
+    refit), the refit starts again (it is seeded on its own, so the weights are an uninterrupted run's).
+
+    Raises:
+        CheckpointError: the output's ``metrics.json`` or the refit's trainer state is damaged.
+        Interrupted, DataError, SentimentError: as :func:`refit`.
+    """
+    metrics_path = ctx.output / METRICS_FILE
+    first = TrainResult(ctx.output, _read_json(metrics_path), ctx.info.is_main)
+    if not wanted(ctx, first):
+        raise CheckpointError(f"{metrics_path}: records no held-out run to refit; remove "
+                              f"{ctx.output / STATE_DIR / MARKER_FILE} and resume again")
+    partial = partial_folder(ctx.output)
+    saved = load_trainer_state(partial) if has_trainer_state(partial) else None
+    device = ctx.config.training.device
+    again = _second_config(ctx.config, int(first.metrics["best_epoch"]))
+    if saved is None or saved.config.override("training", device=device).to_dict() != again.to_dict():
+        ctx.cb.on_stage("the refit had saved no epoch of this run's refit: starting it again")
+        return refit(ctx, first, None)
+    ctx.cb.on_stage(f"refit: continuing the training on all rows saved in {partial}")
+    return _second_run(ctx, first, saved.config.override("training", device=device), partial, saved=saved,
+                       pretrained=None)
+
+
+def _second_run(ctx: RunContext, first: TrainResult, config: Config, partial: Path, *,
+                saved: TrainerState | None, pretrained: Checkpoint | None) -> TrainResult:
+    """Run (or, with ``saved``, resume) the refit's second run in ``partial``, then move it into place.
+
+    Raises:
+        Interrupted: stopped; the second run's last completed epoch stays in ``partial`` to resume from.
+        DataError, CheckpointError, SentimentError: as :func:`~.loop.train`.
+    """
+    from .loop import run_training   # here, not at the top: the loop calls this module
+
     try:
-        second = run_training(again, partial, ctx.cb, ctx.stop, saved=None, data_rules=ctx.data_rules,
+        second = run_training(config, partial, ctx.cb, ctx.stop, saved=saved, data_rules=ctx.data_rules,
                               pretrained=pretrained, report=False)   # written once, after the move
     except Interrupted as exc:
-        if ctx.info.is_main:
-            shutil.rmtree(partial, ignore_errors=True)
-        raise Interrupted(f"interrupted by {ctx.stop.reason or 'a signal'} during the refit on all rows; "
-                          f"{output} keeps the held-out run's checkpoint, complete and calibrated",
-                          exit_code=exc.exit_code) from None
+        raise _interrupted(ctx, partial, exc) from None
     metrics = _merged_metrics(first.metrics, second.metrics)
     distributed.barrier(ctx.info)   # every rank is done with the second run before rank 0 moves its files
     report = None
     if ctx.info.is_main:
-        report = _move_into_place(partial, output, metrics, first.metrics["calibration"])
-    return TrainResult(output, metrics, ctx.info.is_main, report)
+        report = _move_into_place(partial, ctx.output, metrics, first.metrics["calibration"])
+    return TrainResult(ctx.output, metrics, ctx.info.is_main, report)
+
+
+def _interrupted(ctx: RunContext, partial: Path, exc: Interrupted) -> Interrupted:
+    """The error a stop during the refit raises; records in the output's trainer state the epochs it saved.
+
+    A refit that saved no epoch leaves nothing in ``partial`` worth keeping: the folder goes, and resuming
+    starts the refit again.
+    """
+    saved = _read_json(state_path(partial)).get("epoch", 0) if has_trainer_state(partial) else 0
+    epochs = None
+    if ctx.info.is_main:
+        marker = ctx.output / STATE_DIR / MARKER_FILE
+        record = _read_json(marker) if marker.is_file() else {"stage": "refit", "folder": partial.name}
+        epochs = record.get("epochs")
+        _write_marker(ctx.output, {**record, "epochs_saved": saved})
+        if not saved:
+            shutil.rmtree(partial, ignore_errors=True)
+    where = (f"epoch {saved}{f' of {epochs}' if epochs else ''} of the refit is saved in {partial}" if saved
+             else "the refit had saved no epoch yet and starts again")
+    return Interrupted(f"interrupted by {ctx.stop.reason or 'a signal'} during the refit on all rows; "
+                       f"{ctx.output} keeps the held-out run's checkpoint, complete and calibrated; {where}; "
+                       f"resume with: sentiment train --resume {shlex.quote(str(ctx.output))}",
+                       exit_code=exc.exit_code, resumable=True)
+
+
+def _write_marker(output: Path, record: dict[str, Any]) -> None:
+    """Write the refit-in-progress record into ``output``'s trainer state (:data:`MARKER_FILE`)."""
+    folder = output / STATE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / MARKER_FILE, record)
 
 
 def _merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import distributed
+from . import distributed, refit
 from .callbacks import TrainCallbacks, TrainResult
 from ..data.splits import Split
 from ..errors import CheckpointError, DataError, UsageError
@@ -41,7 +41,9 @@ def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, ep
     bit-identical weights as a run that was never stopped. Only ``epochs``
     (to train longer; a decaying schedule is then stretched to the new
     length from the resumed step on) and ``device`` may change. A run that
-    already finished (or stopped early) is returned as it is.
+    already finished (or stopped early) is returned as it is, unless it was
+    stopped during its refit (``refit.py``): the refit then continues, to the
+    weights an uninterrupted run ends with.
 
     Raises:
         CheckpointError: nothing to resume, or the trainer state is damaged.
@@ -59,6 +61,8 @@ def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, ep
                          f"{saved.epoch} epochs")
     state = _saved_loop_state(saved, state_path(directory))
     if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
+        if refit.in_progress(directory):   # the held-out run is done; its refit on all rows is not
+            return run_training(config, directory, cb, stop or StopFlag(), saved=saved, refit_only=True)
         why = "stopped early" if state.metrics.get("stopped_early") else "finished"
         if distributed.from_env().is_main:
             cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
