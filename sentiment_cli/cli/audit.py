@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,7 +12,7 @@ import typer
 from .app import app, handle_errors
 from .options import column_options
 from .progress import RichAuditCallbacks
-from .render import consoles, render_audit, render_audit_summary
+from .render import consoles, json_text, render_audit, render_audit_summary
 
 
 FOLDS = 10   # audit/crossfit.py's FOLDS, not imported: the CLI starts without torch (predict --onnx)
@@ -70,7 +69,7 @@ def audit_(
             callbacks.close()
         if as_json:
             for f in result.findings[:top]:
-                typer.echo(json.dumps(f.to_dict(), ensure_ascii=False))
+                typer.echo(json_text(f.to_dict()))
             render_audit_summary(err, result)
         else:
             render_audit(out, result, top)

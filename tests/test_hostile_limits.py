@@ -1,0 +1,148 @@
+"""Limits on what untrusted input may make the tool do (issue 44, rows 7, 8 and 10).
+
+- An ONNX file's tensors: data kept in another file (``secret.bin``, read from the current folder) and NaN or
+  infinite weights are refused at load, before ONNX Runtime sees the file; ``--json`` never prints ``NaN``.
+- The n-gram score's fit: its weight matrix (buckets x classes) and what scikit-learn allocates for it are
+  bounded before anything is allocated, in ``train`` and in ``audit``.
+- The hold-out note says how many rows are held out, and why when one per class is forced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from sentiment_cli.cli import app
+from sentiment_cli.errors import CheckpointError
+
+runner = CliRunner()
+onnx = pytest.importorskip("onnx", reason="the onnx extra is part of the test extra; install .[test]")
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_one_error_line(r, code: int, message: str) -> None:
+    """Exit ``code``; stderr ends with exactly one ``error:`` line holding ``message``; no traceback."""
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], r.stderr
+    assert message in errors[0], errors[0]
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+# ----------------------------------------------------------------------------- ONNX tensors
+
+def _model(weight: np.ndarray, *, external: str | None = None, scalar: float | None = None) -> bytes:
+    """A tiny ONNX model, ``y = x + weight`` (and ``+ scalar`` as a one-element initializer when given); with
+    ``external``, the weight's data is said to lie in that file."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(weight.astype(np.float32), "model.head.weight")
+    if external:
+        w.ClearField("raw_data")
+        w.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", external), ("offset", "0"), ("length", str(weight.nbytes))):
+            entry = w.external_data.add()
+            entry.key, entry.value = key, value
+    inits, nodes = [w], [helper.make_node("Add", ["x", "model.head.weight"], ["z"])]
+    if scalar is not None:
+        inits.append(numpy_helper.from_array(np.array(scalar, np.float32), "fill"))
+        nodes.append(helper.make_node("Add", ["z", "fill"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["z"], ["y"]))
+    shape = list(weight.shape)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return helper.make_model(graph).SerializeToString()
+
+
+def test_an_initializer_with_external_data_is_refused_before_the_runtime_reads_it(tmp_path, monkeypatch):
+    from sentiment_cli.inference import onnx_backend
+    from sentiment_cli.inference.predictor import Predictor
+
+    monkeypatch.chdir(tmp_path)   # where ONNX Runtime looked for it
+    (tmp_path / "secret.bin").write_bytes(np.ones(2, np.float32).tobytes())
+    (tmp_path / "m.onnx").write_bytes(_model(np.zeros(2), external="secret.bin"))
+    monkeypatch.setattr(onnx_backend, "_session", lambda *a, **k: pytest.fail("the runtime saw the file"))
+    with pytest.raises(CheckpointError) as err:
+        Predictor(tmp_path / "m.onnx", onnx=True)
+    assert "tensor 'model.head.weight' keeps its data in 'secret.bin', outside the file" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("weight, scalar, match", [
+    (np.array([1.0, math.nan]), None, "holds NaN or infinite values"),
+    (np.array([1.0, math.inf]), None, "holds NaN or infinite values"),
+    (np.array([1.0, 2.0]), math.nan, "tensor 'fill' holds NaN"),
+])
+def test_nan_or_infinite_weights_are_refused(tmp_path, weight, scalar, match):
+    from sentiment_cli.inference.onnx_backend import check_tensors
+
+    with pytest.raises(CheckpointError, match=match):
+        check_tensors(_model(weight, scalar=scalar), tmp_path / "m.onnx")
+
+
+def test_a_one_element_infinity_as_an_export_masks_with_passes(tmp_path):
+    from sentiment_cli.inference.onnx_backend import check_tensors
+
+    check_tensors(_model(np.array([1.0, 2.0]), scalar=-math.inf), tmp_path / "m.onnx")
+
+
+def test_garbage_is_not_an_onnx_protobuf(tmp_path):
+    from sentiment_cli.inference.onnx_backend import check_tensors
+
+    with pytest.raises(CheckpointError, match="not a usable ONNX model"):
+        check_tensors(b"\xff" * 64, tmp_path / "m.onnx")
+
+
+def test_predict_json_refuses_nan_weights_in_one_line(tmp_path):
+    (tmp_path / "nan.onnx").write_bytes(_model(np.array([1.0, math.nan])))
+    r = invoke("predict", "--onnx", "--checkpoint", tmp_path / "nan.onnx", "--json", "a fine film")
+    assert_one_error_line(r, 1, "nan.onnx: tensor 'model.head.weight' holds NaN or infinite values")
+
+
+@pytest.mark.slow   # one torch.onnx export (seconds)
+def test_an_export_loads_and_a_mask_fill_turned_to_plus_infinity_is_an_error_not_nan(trained_checkpoint, tmp_path):
+    import shutil
+
+    from onnx import numpy_helper
+
+    from sentiment_cli.inference.export import export_onnx
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(trained_checkpoint, folder)
+    exported = export_onnx(folder, parity_reviews=20).path   # its masks' -inf passes the check
+    proto = onnx.load(str(exported))
+    fills = [t for t in proto.graph.initializer if numpy_helper.to_array(t).size == 1
+             and np.isneginf(numpy_helper.to_array(t)).all()]
+    assert fills, "the export masks with a one-element -inf"
+    fills[0].CopyFrom(numpy_helper.from_array(np.array(np.inf, np.float32), fills[0].name))
+    onnx.save(proto, str(tmp_path / "inf.onnx"))
+    r = invoke("predict", "--onnx", "--checkpoint", tmp_path / "inf.onnx", "--json", "a fine film", "a b")
+    assert_one_error_line(r, 1, "NaN or infinite logits for review")
+    assert "NaN" not in r.stdout
+
+
+def test_logits_that_overflow_are_an_error_not_nan():
+    from sentiment_cli.inference.predictor import finite_logits
+
+    ok = np.array([[0.0, 1.0]], np.float32)
+    assert finite_logits(ok) is ok
+    with pytest.raises(CheckpointError, match="NaN or infinite logits for review 12"):
+        finite_logits(np.array([[0.0, 1.0], [math.inf, 0.0]], np.float32), first=11)
+
+
+def test_json_output_never_holds_nan():
+    from sentiment_cli.cli.render import json_text
+
+    text = json_text({"a": math.nan, "b": [1.5, -math.inf, {"c": "é"}], "d": (math.inf,)})
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON")) == \
+        {"a": None, "b": [1.5, None, {"c": "é"}], "d": [None]}
+    assert json_text({"c": "é"}) == '{"c": "é"}' and json_text({"c": "é"}, ensure_ascii=True) == '{"c": "\\u00e9"}'
