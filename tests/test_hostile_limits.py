@@ -146,3 +146,41 @@ def test_json_output_never_holds_nan():
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON")) == \
         {"a": None, "b": [1.5, None, {"c": "é"}], "d": [None]}
     assert json_text({"c": "é"}) == '{"c": "é"}' and json_text({"c": "é"}, ensure_ascii=True) == '{"c": "\\u00e9"}'
+
+
+# ----------------------------------------------------------------------------- the hold-out note
+
+def _many_small_classes(path, classes: int = 300, rows_each: int = 2):
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "label"])
+        for i in range(classes * rows_each):
+            writer.writerow([f"review number {i} of class {i % classes}", f"c{i % classes}"])
+    return path
+
+
+def test_the_hold_out_note_counts_the_rows_one_per_class_forces(tmp_path):
+    from sentiment_cli.config import load_config
+    from sentiment_cli.data.splits import DataSpec, load_train_validation
+    from sentiment_cli.training.auto import Profile, _validation_rule
+
+    source = _many_small_classes(tmp_path / "small.csv")
+    config = load_config("default")   # holds out in blocks
+    _, validation = load_train_validation(DataSpec(str(source), 0.1, config.training.seed,
+                                                   config.data.validation_split))
+    assert len(validation) == 300
+    profile = Profile(train_rows=600, class_counts=(2,) * 300, has_validation=False, unlabelled=0, length_quantile=8)
+    note = _validation_rule(profile, config)[0].line()
+    assert "300 of 600 rows (50% of train: one row of each of the 300 classes too small for 10%" in note, note
+    assert "60 rows" not in note
+
+
+def test_the_hold_out_note_of_ordinary_classes_is_unchanged_in_substance():
+    from sentiment_cli.config import load_config
+    from sentiment_cli.training.auto import Profile, _validation_rule
+
+    profile = Profile(train_rows=600, class_counts=(300, 300), has_validation=False, unlabelled=0, length_quantile=8)
+    note = _validation_rule(profile, load_config("default"))[0].line()
+    assert "10% of train (60 of 600 rows, stratified, in blocks) is held out" in note, note
