@@ -42,6 +42,8 @@ MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size an
 # softmax(logits / T) in float32 (evaluation/calibration.py) stays finite while T is a normal float32 and
 # logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
 TEMPERATURE_RANGE = (1e-3, 1e3)
+# The most memory the n-gram score's fit may take, in GB ([training] ngram_fit_gb's default; sentiment audit's).
+NGRAM_FIT_GB = 8.0
 
 
 def stored_temperature(value: Any) -> float:
@@ -253,6 +255,11 @@ class TrainingConfig:
                                         "those from this one up; below 1 for validation texts of another kind "
                                         "than the training texts (the default: 0.5 when the dev texts are over "
                                         "twice as long)")
+    ngram_fit_gb: float = _spec(NGRAM_FIT_GB, lo=0.0, lo_open=True,
+                                help="the most memory the n-gram score's (or teacher's) fit may take, in GB: its "
+                                     "weights, buckets x classes, and logistic regression's working copies, "
+                                     "estimated before anything is allocated; a larger fit stops with an error "
+                                     "that says what to lower")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

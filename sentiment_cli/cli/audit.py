@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..config import NGRAM_FIT_GB
 from .app import app, handle_errors
 from .options import column_options
 from .progress import RichAuditCallbacks
@@ -36,6 +37,10 @@ OutputOption = Annotated[Optional[Path], typer.Option(
                            "given, suggested, quality, rank, line and reasons.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N) instead of "
                                                           "tables; the summary goes to stderr.")]
+FitGbOption = Annotated[float, typer.Option(
+    "--fit-gb", min=0.001, help="The most memory the n-gram fits may take, in GB: their weights (buckets x classes) "
+                                "and logistic regression's working copies, estimated before they are allocated; "
+                                "a larger audit stops with an error.")]
 TextColumnOption, LabelColumnOption = column_options("Column holding the texts; default: {names}.",
                                                      "Column holding the labels; default: {names}.")
 
@@ -50,6 +55,7 @@ def audit_(
     as_json: JsonOption = False,
     text_column: TextColumnOption = None,
     label_column: LabelColumnOption = None,
+    fit_gb: FitGbOption = NGRAM_FIT_GB,
 ) -> None:
     """Find the likely label errors in labelled data, ranked, each with the words behind the suggestion.
 
@@ -64,7 +70,7 @@ def audit_(
         callbacks = RichAuditCallbacks(err)
         try:
             result = audit(data, split.value, folds=folds, text_column=text_column, label_column=label_column,
-                           output=output, callbacks=callbacks)
+                           output=output, callbacks=callbacks, fit_gb=fit_gb)
         finally:
             callbacks.close()
         if as_json:

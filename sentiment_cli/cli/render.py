@@ -488,3 +488,5 @@ def render_audit_summary(console, result) -> None:
         console.print(pairs)
     if result.output is not None:
         console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+    for note in result.method.get("notes", ()):
+        print_note(console, note)
