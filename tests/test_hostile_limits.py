@@ -184,3 +184,106 @@ def test_the_hold_out_note_of_ordinary_classes_is_unchanged_in_substance():
     profile = Profile(train_rows=600, class_counts=(300, 300), has_validation=False, unlabelled=0, length_quantile=8)
     note = _validation_rule(profile, load_config("default"))[0].line()
     assert "10% of train (60 of 600 rows, stratified, in blocks) is held out" in note, note
+
+
+# ----------------------------------------------------------------------------- the n-gram fit's memory
+
+def test_the_fit_of_5000_classes_in_524288_buckets_is_refused_naming_the_limit_and_settings():
+    from sentiment_cli.config import load_config
+    from sentiment_cli.training.distill import check_fit_size
+
+    config = load_config("seed").override("model", ngram_buckets=524_288)
+    with pytest.raises(Exception) as err:
+        check_fit_size(config, 5_000)
+    message = str(err.value)
+    assert type(err.value).__name__ == "DataError" and "\n" not in message
+    assert "524,288 buckets x 5,000 classes needs about 31.5 GB" in message, message
+    assert "above the limit of 8 GB; raise it with --set training.ngram_fit_gb=N" in message
+    assert "--set model.ngram_buckets=131072 at most" in message
+    check_fit_size(config.override("training", ngram_fit_gb=40.0), 5_000)   # raised: it passes
+    check_fit_size(config, 2)                                               # IMDB's shape: 6 MB
+
+
+def _classes_csv(path, classes: int, rows_each: int, words: int = 12):
+    import csv
+    import random
+
+    rng = random.Random(0)
+    vocab = [f"w{i}" for i in range(400)]
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "label"])
+        for i in range(classes * rows_each):
+            writer.writerow([" ".join([f"t{i % classes}"] + rng.sample(vocab, words)), f"k{i % classes}"])
+    return path
+
+
+def test_train_refuses_before_the_model_holds_the_weights(tmp_path, monkeypatch):
+    from sentiment_cli.training import loop
+
+    data = _classes_csv(tmp_path / "many.csv", classes=100, rows_each=3)
+    monkeypatch.setattr(loop, "_build_model", lambda *a, **k: pytest.fail("the model was built"))
+    r = invoke("train", "--config", "seed", "--data", data, "--output", tmp_path / "run", "--epochs", 1,
+               "--set", "model.ngram_buckets=4194304", "--set", "data.validation_fraction=0",
+               "--set", "training.ngram_fit_gb=1")
+    assert_one_error_line(r, 1, "the n-gram score of 4,194,304 buckets x 100 classes needs about 5.0 GB to fit")
+    assert "raise it with --set training.ngram_fit_gb=N" in r.stderr
+
+
+def test_logistic_regressions_copies_are_counted_before_scikit_learn_runs(monkeypatch):
+    from sentiment_cli.model import ngram
+
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(2, 3000, size=20).tolist() for _ in range(300)]
+    labels = [i % 50 for i in range(300)]
+    monkeypatch.setattr(ngram, "fit_columns", lambda *a, **k: pytest.fail("scikit-learn ran"))
+    limit = ngram.FitLimit(0.05, instead="fewer buckets", without_lr="--set model.ngram_fit=nb-lr")
+    with pytest.raises(Exception, match="logistic regression's working copies for .* n-gram columns") as err:
+        ngram.NgramScore(1 << 16, num_labels=50).fit(ids, labels, limit=limit)
+    assert "or fewer buckets, or --set model.ngram_fit=nb-lr" in str(err.value)
+    monkeypatch.setattr(ngram, "fit_columns", lambda x, y, k, *a: (np.zeros((x.shape[1], k), np.float32),
+                                                                  np.zeros(k)))
+    ngram.NgramScore(1 << 16, num_labels=50, fit="nb-lr").fit(ids, labels, limit=limit)   # no LR: it fits
+
+
+def test_audit_refuses_a_fit_above_fit_gb_before_scikit_learn_runs(tmp_path, monkeypatch):
+    from sentiment_cli.audit import crossfit
+
+    data = _classes_csv(tmp_path / "d.csv", classes=4, rows_each=30)
+    monkeypatch.setattr(crossfit, "select_forms", lambda *a, **k: pytest.fail("scikit-learn ran"))
+    r = invoke("audit", "--data", data, "--folds", 2, "--fit-gb", 0.001)
+    assert_one_error_line(r, 1, "above the limit of 0.001 GB; raise it with --fit-gb N, or audit fewer classes")
+
+
+def test_audit_buckets_shrink_to_fit_the_limit():
+    from sentiment_cli.audit.crossfit import MIN_BUCKETS, audit_buckets
+
+    ids = [list(range(2, 2000))] * 100                     # 600k n-gram occurrences: 4,194,304 buckets
+    assert audit_buckets(ids, 2, 8.0) == 1 << 22
+    assert audit_buckets(ids, 1_000, 8.0) == 1 << 19       # 524,289 x 1,000 x 12 bytes: 6.3 GB
+    assert audit_buckets(ids, 100_000, 8.0) == MIN_BUCKETS
+
+
+def test_audit_says_scikit_learns_warnings_in_a_line_not_with_its_paths(tmp_path, monkeypatch):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sentiment_cli.audit import crossfit
+
+    real = crossfit.select_forms
+
+    def warning(*args, **kwargs):
+        for _ in range(3):
+            warnings.warn("lbfgs failed to converge (status=1)", ConvergenceWarning)
+        warnings.warn("something else", UserWarning)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(crossfit, "select_forms", warning)
+    data = _classes_csv(tmp_path / "d.csv", classes=2, rows_each=20)
+    r = invoke("audit", "--data", data, "--folds", 2, "--top", 0)
+    assert r.exit_code == 0, r.output
+    text = " ".join((r.stdout + r.stderr).split())
+    assert "Warning:" not in text and ".py:" not in text and "lbfgs failed" not in text, text
+    assert "note: 3 fits of logistic regression stopped at the iteration limit before converging" in text
+    assert "note: 1 warning from the libraries during the audit (UserWarning), not shown" in text
