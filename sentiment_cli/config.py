@@ -44,6 +44,8 @@ MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size an
 # logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
 TEMPERATURE_RANGE = (1e-3, 1e3)
 SEED_MAX = 2**32 - 1   # [training] seed and every --seed: numpy's seeds are 0 to 2**32 - 1
+# The most memory the n-gram score's fit may take, in GB ([training] ngram_fit_gb's default; sentiment audit's).
+NGRAM_FIT_GB = 8.0
 
 
 def stored_temperature(value: Any) -> float:
@@ -255,6 +257,11 @@ class TrainingConfig:
                                         "those from this one up; below 1 for validation texts of another kind "
                                         "than the training texts (the default: 0.5 when the dev texts are over "
                                         "twice as long)")
+    ngram_fit_gb: float = _spec(NGRAM_FIT_GB, lo=0.0, lo_open=True,
+                                help="the most memory the n-gram score's (or teacher's) fit may take, in GB: its "
+                                     "weights, buckets x classes, and logistic regression's working copies, "
+                                     "estimated before anything is allocated; a larger fit stops with an error "
+                                     "that says what to lower")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
 

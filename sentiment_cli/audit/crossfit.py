@@ -30,8 +30,10 @@ the measurements).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,7 +43,8 @@ from ..config import DataConfig
 from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
 from ..evaluation.calibration import fit_temperature, softmax
-from ..model.ngram import MAX_N, NgramFit, NgramScore, form_phrase, ngram_features, select_forms
+from ..model.ngram import (FIT_GB, MAX_N, FitLimit, NgramFit, NgramScore, buckets_within, form_phrase,
+                           ngram_features, select_forms)
 from ..training.auto import IMBALANCE_RATIO, imbalance
 from ..wording import plural
 from .callbacks import AuditCallbacks
@@ -74,6 +77,7 @@ class CrossFit:
         num_labels: classes.
         seconds: wall time of the choice and the folds.
         class_weight: every fit's: ``None``, or ``"balanced"`` for imbalanced classes (:func:`class_weighting`).
+        notes: what scikit-learn warned of during the fits, each in one line (:func:`quiet_fits`).
     """
 
     logits: np.ndarray
@@ -88,6 +92,7 @@ class CrossFit:
     num_labels: int
     seconds: float
     class_weight: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def model_phrase(self) -> str:
@@ -157,8 +162,62 @@ def bucket_count(ids: Sequence[Sequence[int]]) -> int:
     return min(MAX_BUCKETS, 1 << max(16, math.ceil(math.log2(max(1, 4 * occurrences)))))
 
 
+def audit_buckets(ids: Sequence[Sequence[int]], num_labels: int, limit_gb: float) -> int:
+    """:func:`bucket_count`, made smaller (down to :data:`MIN_BUCKETS`) when the weights of that many buckets
+    for ``num_labels`` classes would not fit ``limit_gb`` GB (:func:`~sentiment_cli.model.ngram.buckets_within`)."""
+    return min(bucket_count(ids), max(MIN_BUCKETS, buckets_within(num_labels, limit_gb)))
+
+
+class Warned:
+    """Warnings raised inside :meth:`catch` (scikit-learn's, cleanlab's), counted by kind, not printed: Python
+    prints them with the library's file paths, and the user cannot act on most. :meth:`notes` says them in words."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def catch(self):
+        """Within the block, every warning is counted here instead of printed."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = self._show
+            yield self
+
+    def _show(self, message, category, *args, **kwargs) -> None:
+        self.counts[category.__name__] = self.counts.get(category.__name__, 0) + 1
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per kind of warning, in words."""
+        out = []
+        for kind, n in self.counts.items():
+            if kind == "ConvergenceWarning":
+                out.append(f"{plural(n, 'fit')} of logistic regression stopped at the iteration limit before "
+                           "converging (scikit-learn's ConvergenceWarning); their weights are used as they are")
+            else:
+                out.append(f"{plural(n, 'warning')} from the libraries during the audit ({kind}), not shown")
+        return tuple(out)
+
+
 def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: int, folds: int = FOLDS,
-              seed: int = SEED, callbacks: AuditCallbacks | None = None) -> CrossFit:
+              seed: int = SEED, callbacks: AuditCallbacks | None = None, fit_gb: float = FIT_GB) -> CrossFit:
+    """Out-of-fold logits of the n-gram score for every row (module docstring), within ``fit_gb`` GB.
+
+    Bounded before it allocates: the buckets shrink (:func:`audit_buckets`) so that the weights fit ``fit_gb``,
+    and a fit that still would not (too many classes, or logistic regression's copies for too many n-gram
+    columns) is refused. Warnings are not printed (:class:`Warned`); :attr:`CrossFit.notes` says them in words.
+
+    Raises:
+        DataError: the fit would need more than ``fit_gb`` GB; the message names ``--fit-gb``.
+    """
+    warned = Warned()
+    with warned.catch():
+        cross = _cross_fit(ids, labels, num_labels, folds, seed, callbacks, fit_gb)
+    cross.notes = warned.notes()
+    return cross
+
+
+def _cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: int, folds: int = FOLDS,
+               seed: int = SEED, callbacks: AuditCallbacks | None = None, fit_gb: float = FIT_GB) -> CrossFit:
     """Out-of-fold logits of the n-gram score for every row (module docstring).
 
     Both forms of the score, NB-LR and logistic regression, each at the C that cross-validation scored best,
@@ -185,8 +244,11 @@ def cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: i
     cb = callbacks or AuditCallbacks()
     start = time.perf_counter()
     y = np.asarray(labels, dtype=np.int64)
-    buckets = bucket_count(ids)
+    buckets = audit_buckets(ids, num_labels, fit_gb)
+    limit = FitLimit(fit_gb, "--fit-gb N", "audit fewer classes" if num_labels > 2 else "")
+    limit.check(buckets, num_labels)
     x = ngram_features(ids, buckets)
+    limit.check(buckets, num_labels, len(np.unique(x.indices)))
     cb.on_stage(f"choosing C for NB-LR and logistic regression by 3-fold cross-validation on "
                 f"{min(len(y), 10_000):,} rows")
     forms = select_forms(x, y, num_labels, class_weighting(y))

@@ -18,7 +18,8 @@ import numpy as np
 from ..data.splits import DataSpec, load_rows
 from ..inference.prediction import Explanation
 from .callbacks import AuditCallbacks
-from .crossfit import FOLDS, SEED, check_folds, cross_fit, encode
+from ..model.ngram import FIT_GB
+from .crossfit import FOLDS, SEED, Warned, check_folds, cross_fit, encode
 from .label_issues import find_issues, summary
 from .reasons import explain_rows
 from ..outputs import TABLE_TYPES, check_output
@@ -109,7 +110,7 @@ class AuditResult:
 
 def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column: str | None = None,
           label_column: str | None = None, output: str | Path | None = None, force: bool = False,
-          seed: int = SEED, callbacks: AuditCallbacks | None = None) -> AuditResult:
+          seed: int = SEED, callbacks: AuditCallbacks | None = None, fit_gb: float = FIT_GB) -> AuditResult:
     """Find the likely label errors of ``split`` of ``source`` (module docstring).
 
     Args:
@@ -121,6 +122,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
         force: ``output`` may replace an existing file (never ``source`` or a file inside it).
         seed: the folds' shuffle.
         callbacks: progress hooks.
+        fit_gb: the most memory the n-gram fits may take, in GB (:func:`~.crossfit.cross_fit`).
 
     Returns:
         The :class:`AuditResult`.
@@ -130,7 +132,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
             (checked before any work, :func:`~sentiment_cli.outputs.check_output`); an unknown split, a named
             column missing.
         DataError: the data cannot be loaded or is unusable (as ``train``), one class only, or a class with
-            fewer rows than ``folds``.
+            fewer rows than ``folds``, or a fit that would need more than ``fit_gb`` GB.
     """
     cb = callbacks or AuditCallbacks()
     start = time.perf_counter()
@@ -142,19 +144,22 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     check_folds(s.labels, names, folds, s.where)
     cb.on_stage(f"tokenizing {len(s):,} rows")
     tokenizer, ids = encode(s.texts)
-    cross = cross_fit(ids, s.labels, len(names), folds, seed, cb)
+    cross = cross_fit(ids, s.labels, len(names), folds, seed, cb, fit_gb)
     cb.on_stage("ranking the likely label errors (cleanlab)")
     y = np.asarray(s.labels, dtype=np.int64)
     probabilities = cross.probabilities()
-    issues = find_issues(y, probabilities)
-    explained = explain_rows(cross, tokenizer, s.texts, issues.ranked, y, issues.suggested, names)
+    warned = Warned()
+    with warned.catch():   # cleanlab's warnings, said in words below
+        issues = find_issues(y, probabilities)
+        explained = explain_rows(cross, tokenizer, s.texts, issues.ranked, y, issues.suggested, names)
     file, lines = locations(rows.file, len(s))
     findings = [Finding(rank, int(i), file, lines[i], names[y[i]], names[issues.suggested[i]], float(issues.quality[i]),
                         explained[int(i)]) for rank, i in enumerate(issues.ranked.tolist(), 1)]
     method = {"model": cross.model_phrase,
               "C": cross.C, "cv_accuracy": cross.fit.cv_accuracy, "folds": folds,
               "temperature": cross.temperature, "buckets": cross.buckets, "class_weight": cross.class_weight,
-              "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds}
+              "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds,
+              "notes": [*cross.notes, *warned.notes()]}
     result = AuditResult(s.where, split, names, method, summary(y, probabilities, issues, names), findings,
                          time.perf_counter() - start)
     if output is not None:

@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from ..config import NGRAM_FIT_GB
 from .app import app, handle_errors
 from .options import column_options
 from .progress import RichAuditCallbacks
-from .render import consoles, render_audit, render_audit_summary
+from .render import consoles, json_text, render_audit, render_audit_summary
 
 
 FOLDS = 10   # audit/crossfit.py's FOLDS, not imported: the CLI starts without torch (predict --onnx)
@@ -39,6 +39,10 @@ ForceOption = Annotated[bool, typer.Option("--force", help="Replace --output if 
                                                             "reads).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N) instead of "
                                                           "tables; the summary goes to stderr.")]
+FitGbOption = Annotated[float, typer.Option(
+    "--fit-gb", min=0.001, help="The most memory the n-gram fits may take, in GB: their weights (buckets x classes) "
+                                "and logistic regression's working copies, estimated before they are allocated; "
+                                "a larger audit stops with an error.")]
 TextColumnOption, LabelColumnOption = column_options("Column holding the texts; default: {names}.",
                                                      "Column holding the labels; default: {names}.")
 
@@ -54,6 +58,7 @@ def audit_(
     as_json: JsonOption = False,
     text_column: TextColumnOption = None,
     label_column: LabelColumnOption = None,
+    fit_gb: FitGbOption = NGRAM_FIT_GB,
 ) -> None:
     """Find the likely label errors in labelled data, ranked, each with the words behind the suggestion.
 
@@ -68,12 +73,12 @@ def audit_(
         callbacks = RichAuditCallbacks(err)
         try:
             result = audit(data, split.value, folds=folds, text_column=text_column, label_column=label_column,
-                           output=output, force=force, callbacks=callbacks)
+                           output=output, force=force, callbacks=callbacks, fit_gb=fit_gb)
         finally:
             callbacks.close()
         if as_json:
             for f in result.findings[:top]:
-                typer.echo(json.dumps(f.to_dict(), ensure_ascii=False))
+                typer.echo(json_text(f.to_dict()))
             render_audit_summary(err, result)
         else:
             render_audit(out, result, top)

@@ -8,7 +8,6 @@ and renders (:func:`_announce`, :func:`~sentiment_cli.cli.render.render_export`)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
-from .render import consoles, render_export
+from .render import consoles, json_text, render_export
 
 if TYPE_CHECKING:
     from ..serving.server import Listening
@@ -132,7 +131,7 @@ def export(
                                  parity_reviews=parity_reviews, max_accuracy_drop=max_accuracy_drop, force=force,
                                  on_stage=lambda text: status.update(text))
         if as_json:
-            typer.echo(json.dumps(result.record, ensure_ascii=False))
+            typer.echo(json_text(result.record))
         else:
             render_export(out, result)
         if result.note:

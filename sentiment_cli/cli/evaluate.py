@@ -3,7 +3,6 @@ write the plots asked for, and render the result (tables, or one JSON object).""
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -14,7 +13,7 @@ from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import column_options
 from .progress import RichEvalCallbacks
-from .render import consoles, render_calibration, render_errors, render_eval
+from .render import consoles, json_text, render_calibration, render_errors, render_eval
 
 
 class SplitName(str, Enum):
@@ -83,7 +82,7 @@ def eval_(
             callbacks.close()
         reliability_plot = _write_plots(plot, split.value, result) if plot is not None else None
         if as_json:
-            typer.echo(json.dumps(result, ensure_ascii=False))
+            typer.echo(json_text(result))
         else:
             _render(out, result, errors, plot, reliability_plot)
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .app import DEFAULT_CHECKPOINT, app, handle_errors
-from .render import consoles, render_card
+from .render import consoles, json_text, render_card
 
 
 @app.command()
@@ -23,7 +22,7 @@ def info(
 
         card = model_card(checkpoint)
         if as_json:
-            typer.echo(json.dumps(card, ensure_ascii=False))
+            typer.echo(json_text(card))
             return
         out, _ = consoles()
         render_card(out, card)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -12,7 +11,7 @@ import typer
 
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
-from .render import consoles, render_explanation, render_predictions
+from .render import consoles, json_text, render_explanation, render_predictions
 
 
 class DecodeErrors(str, Enum):
@@ -134,7 +133,7 @@ def predict(
         stream = predictor.explain_stream(reviews) if explain else predictor.predict_stream(reviews)
         if as_json:
             for p in stream:
-                sys.stdout.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+                sys.stdout.write(json_text(p.to_dict()) + "\n")
             sys.stdout.flush()
             return
         out, _ = consoles()

@@ -5,7 +5,32 @@ Everything here only draws what a library call returned; nothing computes.
 
 from __future__ import annotations
 
+import json
+import math
+from typing import Any
+
 from ..wording import plural
+
+
+def json_text(obj: Any, *, ensure_ascii: bool = False) -> str:
+    """``obj`` as one line of JSON that any parser reads: never ``NaN`` or ``Infinity`` (Python's ``json``
+    writes them, JSON has no such numbers). A non-finite float becomes ``null``; what ``--json`` prints goes
+    through here."""
+    try:
+        return json.dumps(obj, ensure_ascii=ensure_ascii, allow_nan=False)
+    except ValueError:   # a NaN or an infinity somewhere: null, as JavaScript's JSON.stringify writes them
+        return json.dumps(_finite(obj), ensure_ascii=ensure_ascii, allow_nan=False)
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by ``None``, in dicts, lists and tuples."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def consoles():
@@ -463,3 +488,5 @@ def render_audit_summary(console, result) -> None:
         console.print(pairs)
     if result.output is not None:
         console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+    for note in result.method.get("notes", ()):
+        print_note(console, note)

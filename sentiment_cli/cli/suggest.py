@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import nullcontext
 from enum import Enum
@@ -15,7 +14,7 @@ import typer
 from ..config import SEED_MAX
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import column_options
-from .render import consoles, print_note, render_suggestions
+from .render import consoles, json_text, print_note, render_suggestions
 
 if TYPE_CHECKING:
     from ..audit.suggest import Suggestions
@@ -103,7 +102,7 @@ def suggest(
         if as_json:
             record = result.to_dict() | {"unlabelled": where, "labelled": len(known),
                                          "checkpoint": str(checkpoint), "output": str(path)}
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(record) + "\n")
             return
         render_suggestions(out, result, where, path)
 

@@ -3,7 +3,6 @@ training library (:mod:`sentiment_cli.training`) until it finishes or is stopped
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
@@ -15,7 +14,7 @@ from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .options import column_options
 from .progress import RichPretrainCallbacks, RichTrainCallbacks
-from .render import consoles, render_pretrain_summary, render_report_note, render_train_summary
+from .render import consoles, json_text, render_pretrain_summary, render_report_note, render_train_summary
 
 
 _CONFIG_HELP = "Preset (" + ", ".join(PRESETS) + ") or TOML file."
@@ -149,7 +148,7 @@ def pretrain(
         result = _until_stopped(callbacks, lambda stop: run_pretrain(cfg, output or DEFAULT_PRETRAINED, callbacks,
                                                                      stop=stop))
         if as_json:
-            typer.echo(json.dumps(result.metrics))
+            typer.echo(json_text(result.metrics, ensure_ascii=True))
             return
         render_pretrain_summary(out, result)
 
@@ -171,7 +170,7 @@ def _render_train(out, err, result: Any, as_json: bool) -> None:
     """A finished run: ``metrics.json`` (``--json``) or the summary tables, then the note on the training
     report's files (on stderr with ``--json``, to keep stdout one JSON object)."""
     if as_json:
-        typer.echo(json.dumps(result.metrics))
+        typer.echo(json_text(result.metrics, ensure_ascii=True))
     else:
         render_train_summary(out, result)
     render_report_note(out if not as_json else err, result.report)

@@ -13,6 +13,7 @@ and their labels mapped to ids by :mod:`sentiment_cli.data.labels`.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -344,6 +345,30 @@ def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fract
 
 
 BLOCK_ROWS = 100
+
+
+def held_out_count(class_counts: Sequence[int], validation_fraction: float, seed: int,
+                   validation_split: str = "random") -> tuple[int, int]:
+    """``(rows, forced)``: how many of train's rows the hold-out of :func:`_hold_out` takes for these class
+    counts, and of how many classes it holds out a row although ``validation_fraction`` of them rounds to none.
+
+    ``random`` (a stratified draw) holds out ``ceil(validation_fraction * rows)`` and forces nothing. ``blocks``
+    holds out at least one block, at least one row, of every class (:func:`block_validation_indices`): with
+    many small classes that is far more than ``validation_fraction`` (300 classes of 2 rows: 300 of 600). The
+    count is exact: the draw's sizes depend only on each class's count and the seed.
+    """
+    counts = np.asarray([c for c in class_counts if c > 0], dtype=np.int64)
+    n = int(counts.sum())
+    if validation_fraction == 0 or n == 0:
+        return 0, 0
+    if validation_split != "blocks":
+        return math.ceil(validation_fraction * n), 0
+    forced = int((np.rint(validation_fraction * counts) == 0).sum())   # round() as block_validation_indices
+    try:
+        rows = len(block_validation_indices(np.repeat(np.arange(len(counts)), counts), validation_fraction, seed))
+    except ValueError:   # a class too small for blocks: the hold-out itself says so
+        rows = int(sum(max(1, round(validation_fraction * c)) for c in counts))
+    return rows, forced
 
 
 def block_validation_indices(labels: Sequence[int], validation_fraction: float, seed: int) -> np.ndarray:

@@ -11,14 +11,15 @@ model card.
 The predictor forms predictions and explanations from these outputs exactly as
 from the PyTorch backend's (:mod:`sentiment_cli.inference.explain`), with the
 temperature from ``config.json`` (1.0 when absent); :class:`OnnxBackend` needs
-only that file, ``onnxruntime``, ``tokenizers`` and numpy. Its logits equal the
+only that file, ``onnxruntime``, ``onnx`` (to check the file's tensors first: :func:`check_tensors`),
+``tokenizers`` and numpy. Its logits equal the
 PyTorch model's to about 1e-6 (checked at export).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,10 @@ class OnnxBackend:
     def __init__(self, path: str | Path, batch_size: int | None = None, threads: int | None = None):
         self.path = onnx_path(path)
         folder = Path(path) if Path(path).is_dir() else None   # model.onnx must then be inside it
-        self.session = _session(_read_model(self.path, folder), self.path, threads)
+        model = _read_model(self.path, folder)
+        check_tensors(model, self.path)   # before ONNX Runtime reads a byte of data from anywhere else
+        self.session = _session(model, self.path, threads)
+        del model
         meta = self.session.get_modelmeta().custom_metadata_map
         raw, labels, self.bias = _metadata(meta, self.path)
         _check_outputs(self.session, len(labels), self.path)
@@ -155,6 +159,73 @@ def _read_model(path: Path, folder: Path | None) -> bytes:
         raise CheckpointError(f"{path}: missing") from None
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def check_tensors(model: bytes, path: Path) -> None:
+    """Refuse what ``sentiment export`` never writes and ONNX Runtime would act on: a tensor whose data lies in
+    another file (``data_location`` EXTERNAL, or ``external_data`` entries: the runtime would read that file,
+    relative to the current folder), and a float tensor holding NaN, or an infinity beside other values
+    (every prediction would be NaN; an export's masks fill with a one-element -inf, which is allowed). Every tensor is checked: initializers (sparse ones too), node attributes, subgraphs and functions.
+
+    Work and memory are bounded by the file's size (at most :data:`ONNX_LIMIT`): each tensor is converted
+    to numpy on its own, from bytes already in ``model``.
+
+    Raises:
+        OnnxUnavailable: the ``onnx`` package is not installed.
+        CheckpointError: not an ONNX protobuf, or such a tensor; the message names ``path`` and the tensor.
+    """
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise OnnxUnavailable(f"the onnx package is not installed: {ONNX_INSTALL}") from None
+    try:
+        proto = onnx.ModelProto.FromString(model)
+    except Exception as exc:   # protobuf's DecodeError, or a RecursionError for absurd nesting
+        raise CheckpointError(f"{path}: not a usable ONNX model (not an ONNX protobuf: {str(exc)[:100]})") from None
+    t = onnx.TensorProto   # the float8 types have no infinity, and NaN only in some: left to the runtime
+    floats = (t.FLOAT16, t.FLOAT, t.DOUBLE, t.BFLOAT16)
+    for tensor in _tensors(proto):
+        name = tensor.name or "(unnamed)"
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+            where = next((e.value for e in tensor.external_data if e.key == "location"), "another file")
+            raise CheckpointError(f"{path}: tensor {name!r} keeps its data in {where!r}"[:200] + ", outside the "
+                                  "file; `sentiment export` writes one self-contained file, so it is refused")
+        if tensor.data_type not in floats:
+            continue
+        try:
+            values = numpy_helper.to_array(tensor).astype(np.float32, copy=False)
+        except Exception as exc:   # a size that does not match its shape, an unknown type
+            raise CheckpointError(f"{path}: not a usable ONNX model (tensor {name!r}: {str(exc)[:100]})") from None
+        # an export's masks fill with one -inf (a scalar constant); a weight is never NaN or infinite
+        if np.isnan(values).any() or (values.size > 1 and not np.isfinite(values).all()):
+            raise CheckpointError(f"{path}: tensor {name!r} holds NaN or infinite values; export the "
+                                  "checkpoint again")
+
+
+def _tensors(proto) -> Iterator[Any]:
+    """Every ``TensorProto`` of a ``ModelProto``: initializers, sparse initializers' values and indices, node
+    attributes' tensors, in the main graph, every subgraph (``If``, ``Loop``, ``Scan``) and every function.
+    Iterative (no recursion limit), each graph visited once."""
+    graphs, nodes = [proto.graph], [n for f in proto.functions for n in f.node]
+    while graphs or nodes:
+        if graphs:
+            graph = graphs.pop()
+            yield from graph.initializer
+            for sparse in graph.sparse_initializer:
+                yield from (sparse.values, sparse.indices)
+            nodes.extend(graph.node)
+            continue
+        for attribute in nodes.pop().attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            for sparse in [attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []:
+                yield from (sparse.values, sparse.indices)
+            for sparse in attribute.sparse_tensors:
+                yield from (sparse.values, sparse.indices)
+            graphs.extend([attribute.g] if attribute.HasField("g") else [])
+            graphs.extend(attribute.graphs)
 
 
 def _session(model: bytes, path: Path, threads: int | None):

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..config import Config
 from ..data.tokenizer import encode_texts
+from ..errors import CheckpointError
 from .explain import explanations
 from .prediction import Explanation, Prediction, check_texts, chunked, predictions, token_rows
 
@@ -53,6 +54,22 @@ class Backend(Protocol):
         ...
 
 
+def finite_logits(logits: np.ndarray, first: int = 1) -> np.ndarray:
+    """``logits``, checked: every one a finite number, so that no probability is NaN (``--json`` would print
+    ``NaN``, which is not JSON, and ``serve`` answer 500s). The loaders refuse NaN and infinite weights; this
+    catches a model whose finite weights still overflow.
+
+    Raises:
+        CheckpointError: a non-finite logit; the message gives the first such text's number (``first`` is
+            the number of row 0).
+    """
+    bad = ~np.isfinite(logits).all(axis=-1)
+    if bad.any():
+        raise CheckpointError(f"the model gave NaN or infinite logits for review {first + int(np.argmax(bad))}; "
+                              "its weights are unusable (export or train the checkpoint again)")
+    return logits
+
+
 class Predictor:
     """Loads a model once; :meth:`predict` and :meth:`explain` score texts.
 
@@ -65,7 +82,8 @@ class Predictor:
         threads: ONNX Runtime intra-op threads (default: its own choice); only with ``onnx``.
 
     Raises:
-        CheckpointError: the checkpoint (or ONNX file) is missing or unusable.
+        CheckpointError: the checkpoint (or ONNX file) is missing or unusable; later, from :meth:`predict` and
+            :meth:`explain`, a model that gives NaN or infinite logits (:func:`finite_logits`).
         OnnxUnavailable: ``onnx`` without onnxruntime installed.
         ValueError: ``batch_size`` is less than 1.
     """
@@ -116,7 +134,7 @@ class Predictor:
         """
         check_texts(texts, first)
         ids = encode_texts(self.backend.tokenizer, texts, self.config.data)
-        return self.backend.forward(ids)[0]
+        return finite_logits(self.backend.forward(ids)[0], first)
 
     def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction]:
         """Label and probabilities for each text, in input order.
@@ -137,6 +155,7 @@ class Predictor:
         check_texts(texts, first)
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
         logits, token_logits, bias = self.backend.forward([r[0] for r in rows], token_logits=True)
+        finite_logits(logits, first)
         return explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:

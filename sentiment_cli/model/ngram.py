@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..config import NGRAM_FIT_GB, ModelConfig
 from ..data.tokenizer import UNK_ID
 from ..errors import DataError
 
@@ -56,6 +56,9 @@ CV_TEXTS = 10_000             # at most this many training texts (a seeded sampl
 CV_SEED = 0                   # the sample's and the folds' seed: every rank and a resumed run choose alike
 UNSEEN_INTERCEPT = -10.0      # a class absent from a fit (a fold of a cross-fit) is never predicted
 TEACHER_BUCKETS = 1 << 22     # buckets of a teacher of distillation alone ([model] ngram_buckets 0)
+FIT_GB = NGRAM_FIT_GB         # the most memory a fit may take, in GB: [training] ngram_fit_gb's default, audit's
+DENSE_COPIES = 3              # (buckets + 1, k) float32 matrices alive at once: the score's, the fit's, load_fit's
+LBFGS_VECTORS = 28            # float64 vectors of the parameters L-BFGS keeps: 2m + 5 (scipy, m = 10) + 3 (sklearn)
 _POSITION_BASE = 1 << 32      # more entries than any review has n-grams
 _STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias"}   # the names in a checkpoint's weights
 
@@ -137,6 +140,68 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
         x.data[:] = 1.0
         blocks.append(x)
     return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, buckets + 1), dtype=np.float32)
+
+
+def fit_bytes(buckets: int, num_labels: int, seen: int = 0, lr: bool = True) -> int:
+    """The bytes a fit of the n-gram score takes at its peak, estimated before anything is allocated.
+
+    The weights are ``(buckets + 1, k)`` float32, ``k`` = 1 with two classes, else ``num_labels``, of which
+    :data:`DENSE_COPIES` are alive at once; logistic regression (``lr``: the form may be ``"lr"``) adds
+    L-BFGS's :data:`LBFGS_VECTORS` float64 vectors of its parameters, one per class and column of the ``seen``
+    columns that occur in the texts (``(seen + 1) * num_labels`` parameters, 1 class with two).
+    The texts' features themselves are linear in their tokens and not counted.
+
+    Args:
+        buckets: hashed buckets.
+        num_labels: classes, 2 or more.
+        seen: columns that occur in the training texts (0 before they are known).
+        lr: whether a logistic regression may be fitted (``ngram_fit`` ``"auto"`` or ``"lr"``).
+    """
+    k = 1 if num_labels == 2 else num_labels
+    dense = DENSE_COPIES * (buckets + 1) * k * 4
+    return dense + (LBFGS_VECTORS * 8 * (seen + 1) * k if lr and seen else 0)
+
+
+@dataclass(frozen=True)
+class FitLimit:
+    """The most memory a fit of the n-gram score may take, and what the refusal tells the user.
+
+    Attributes:
+        gb: the limit, in GB (10^9 bytes).
+        setting: what raises it, as the message names it.
+        instead: what else the user may do, a phrase (e.g. fewer buckets), or empty.
+        without_lr: what else, when the weights alone fit and logistic regression's copies do not, or empty.
+    """
+
+    gb: float = FIT_GB
+    setting: str = "--set training.ngram_fit_gb=N ([training] ngram_fit_gb)"
+    instead: str = ""
+    without_lr: str = ""
+
+    def check(self, buckets: int, num_labels: int, seen: int = 0, lr: bool = True) -> None:
+        """Refuse a fit that :func:`fit_bytes` puts above :attr:`gb`, before it allocates anything.
+
+        Raises:
+            DataError: one line: the size, the limit, :attr:`setting` and :attr:`instead`.
+        """
+        need = fit_bytes(buckets, num_labels, seen, lr)
+        if need <= self.gb * 1e9:
+            return
+        part = f", and logistic regression's working copies for {seen:,} n-gram columns" if lr and seen else ""
+        other = [self.instead] if self.instead else []
+        if part and self.without_lr and fit_bytes(buckets, num_labels) <= self.gb * 1e9:
+            other.append(self.without_lr)
+        raise DataError(f"the n-gram score of {buckets:,} buckets x {num_labels:,} classes needs about "
+                        f"{need / 1e9:,.1f} GB to fit (its weights{part}), above the limit of {self.gb:g} GB; "
+                        f"raise it with {self.setting}" + "".join(f", or {o}" for o in other))
+
+
+def buckets_within(num_labels: int, limit_gb: float) -> int:
+    """The most buckets whose weights alone (:func:`fit_bytes` without logistic regression) fit ``limit_gb``, as a
+    power of two (0 when not even one does): what a message suggests."""
+    k = 1 if num_labels == 2 else num_labels
+    most = int(limit_gb * 1e9) // (DENSE_COPIES * k * 4) - 1
+    return 1 << (most.bit_length() - 1) if most >= 1 else 0
 
 
 def log_count_ratio(x, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -528,7 +593,7 @@ class NgramScore(nn.Module):
         return NgramFit(self.fit_form, DEFAULT_C[self.fit_form], "config")
 
     def fit(self, ids: Sequence[Sequence[int]], labels: Sequence[int], form: str | None = None,
-            C: float | None = None, class_weight: str | None = None) -> NgramFit:
+            C: float | None = None, class_weight: str | None = None, limit: FitLimit | None = None) -> NgramFit:
         """Fit the score on the training texts' hashed token 1-3-grams: in ``form`` with ``C`` when given
         (a cross-fit's folds repeat the full fit's choice), else as :meth:`choose` says.
 
@@ -542,18 +607,22 @@ class NgramScore(nn.Module):
             class_weight: ``None``, or ``"balanced"``: each class's texts weigh inversely to its count
                 (scikit-learn's ``class_weight``, :func:`fit_columns`), as ``[training] class_weight``
                 weighs the encoder's loss.
+            limit: the memory the fit may take (:class:`FitLimit`; default: :data:`FIT_GB`), checked once the
+                texts' n-gram columns are known, before scikit-learn allocates.
 
         Returns:
             The :class:`NgramFit` fitted (also kept as :attr:`fitted`).
 
         Raises:
-            DataError: fewer than two classes among the labels, or an id out of range.
+            DataError: fewer than two classes among the labels, an id out of range, or a fit above ``limit``.
             ValueError: an unknown ``form``.
         """
         if form is not None and form not in FIT_FORMS:
             raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
         y = label_ids(labels, self.num_labels)
         x = ngram_features(ids, self.buckets)
+        lr = form == "lr" if form is not None else self.fit_form in ("auto", "lr")
+        (limit or FitLimit()).check(self.buckets, self.num_labels, len(np.unique(x.indices)), lr)
         if form is None:
             choice = self.choose(x, y, class_weight)
         else:

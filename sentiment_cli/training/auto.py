@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import Config
 from ..data.sources import load_source
-from ..data.splits import DataSpec, load_train_validation
+from ..data.splits import DataSpec, held_out_count, load_train_validation
 from ..data.unlabelled import unlabelled_texts
 from .callbacks import TrainCallbacks
 
@@ -142,7 +142,7 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
     """Every rule's choice for this data, given the default ``config`` (before any is applied) and the keys
     the command line set (``given``: their rules are left to the caller to drop; a rule may read them)."""
     return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
-            *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile),
+            *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile, config),
             *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
             *_longer_dev_rules(profile, config)]
 
@@ -219,7 +219,7 @@ def _length_rule(profile: Profile, config: Config) -> list[Choice]:
                    f"{profile.length_quantile} tokens")]
 
 
-def _validation_rule(profile: Profile) -> list[Choice]:
+def _validation_rule(profile: Profile, config: Config) -> list[Choice]:
     """Validation, for the best epoch and the temperature: the source's dev split, else a stratified hold-out.
 
     Under :data:`LARGE_TRAIN` rows the hold-out (10%) is then trained on: the refit (``refit.py``), a second
@@ -234,12 +234,28 @@ def _validation_rule(profile: Profile) -> list[Choice]:
     n = profile.train_rows
     fraction = 0.1 if n < LARGE_TRAIN else round(max(0.05, HOLD_OUT_ROWS / n), 3)
     held = Choice("data.validation_fraction", fraction,
-                  f"no dev split: {fraction:.0%} of train ({round(fraction * n):,} rows, stratified) is held out to "
-                  "pick the best epoch and fit the temperature")
+                  f"no dev split: {_held_out_phrase(profile, config, fraction)} held out to pick the best epoch and "
+                  "fit the temperature")
     if n >= LARGE_TRAIN:
         return [held]
     return [held, Choice("training.refit", True, f"then trained on: a second run on all {n:,} rows for the best "
                          f"epoch count keeps the fitted temperature (under {LARGE_TRAIN:,} rows)")]
+
+
+def _held_out_phrase(profile: Profile, config: Config, fraction: float) -> str:
+    """How many rows the hold-out takes, in words, as :func:`~sentiment_cli.data.splits.held_out_count` counts
+    them: ``10% of train (60 of 600 rows, stratified) is``; when classes too small for ``fraction`` give a row
+    each all the same, the real share and why (``300 of 600 rows (50% of train: one row of each of the 300
+    classes too small for 10%; stratified, in blocks) are``)."""
+    n = profile.train_rows
+    rows, forced = held_out_count(profile.class_counts, fraction, config.training.seed, config.data.validation_split)
+    how = "stratified, in blocks" if config.data.validation_split == "blocks" else "stratified"
+    if not forced:
+        return f"{fraction:.0%} of train ({rows:,} of {n:,} rows, {how}) is"
+    classes = "the 1 class" if forced == 1 else f"each of the {forced:,} classes"
+    others = f", and {fraction:.0%} of the others" if forced < len([c for c in profile.class_counts if c]) else ""
+    return (f"{rows:,} of {n:,} rows ({rows / n:.0%} of train: one row of {classes} too small for "
+            f"{fraction:.0%}{others}; {how}) are")
 
 
 def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:

@@ -39,7 +39,7 @@ from ..data.splits import DataSpec, load_pretraining_texts
 from ..data.tokenizer import encode_texts
 from ..errors import DataError
 from ..model.classifier import SentimentClassifier
-from ..model.ngram import TEACHER_BUCKETS, NgramScore
+from ..model.ngram import TEACHER_BUCKETS, FitLimit, NgramScore, buckets_within
 from .callbacks import TrainCallbacks
 
 RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted scores
@@ -80,6 +80,35 @@ class Distillation:
     report: dict[str, Any]
 
 
+def fit_limit(config: Config, num_labels: int) -> FitLimit | None:
+    """The memory bound of the run's n-gram fit (``[training] ngram_fit_gb``), with what else to lower in its
+    message: the model's ``ngram_buckets``, or distillation for a teacher of its own; ``None`` without a fit."""
+    m, t = config.model, config.training
+    if not (m.ngram_buckets or t.distill_reviews):
+        return None
+    fits = buckets_within(num_labels, t.ngram_fit_gb)
+    if not m.ngram_buckets:
+        return FitLimit(t.ngram_fit_gb, instead="--set training.distill_reviews=0 (no distillation, no teacher)")
+    most = f"{fits} at most" if 0 < fits < m.ngram_buckets else "N"
+    fewer = f"fewer buckets (--set model.ngram_buckets={most}; 0: no n-gram score)" if fits else \
+        "no n-gram score (--set model.ngram_buckets=0)"
+    no_lr = "--set model.ngram_fit=nb-lr (no logistic regression)" if m.ngram_fit != "nb-lr" else ""
+    return FitLimit(t.ngram_fit_gb, instead=fewer, without_lr=no_lr)
+
+
+def check_fit_size(config: Config, num_labels: int) -> None:
+    """Refuse, before the model is built, a run whose n-gram score (or teacher) would hold more weights than
+    ``[training] ngram_fit_gb`` allows: ``(buckets + 1) x classes`` float32, a few copies at once
+    (:func:`~sentiment_cli.model.ngram.fit_bytes`); the fit checks again once the texts' n-grams are known.
+
+    Raises:
+        DataError: one line naming the size, the limit, and the settings that change it.
+    """
+    limit = fit_limit(config, num_labels)
+    if limit is not None:
+        limit.check(config.model.ngram_buckets or TEACHER_BUCKETS, num_labels)
+
+
 def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list[int]], train_labels: list[int],
                 val_ids: list[list[int]], val_labels: list[int], cb: TrainCallbacks) -> Teacher | None:
     """Fit the n-gram teacher on the training split, as the model's own score when it has one.
@@ -104,7 +133,8 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
     how = "choosing its form by cross-validation" if score.fit_form == "auto" else score.fit_form.upper()
     cb.on_stage(f"fitting the n-gram teacher (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
     weighting = "balanced" if t.class_weight == "balanced" else None   # as scikit-learn names it
-    fit = score.fit(train_ids, train_labels, class_weight=weighting)
+    limit = fit_limit(config, model.num_labels)
+    fit = score.fit(train_ids, train_labels, class_weight=weighting, limit=limit)
     source = "" if fit.form == "lr" else " (Wang & Manning 2012)"
     balanced = ", classes balanced" if weighting else ""
     report: dict[str, Any] = {"model": f"{score.form_phrase} over hashed token 1-3-grams{balanced}{source}",
@@ -117,24 +147,25 @@ def fit_teacher(config: Config, model: SentimentClassifier, train_ids: list[list
         cb.on_stage(f"cross-fitting the n-gram teacher over {RESIDUAL_FOLDS} folds")
         cross_fitted = torch.from_numpy(cross_fitted_logits(train_ids, train_labels, score.buckets, model.num_labels,
                                                             t.seed, form=fit.form, C=fit.C,
-                                                            class_weight=weighting))
+                                                            class_weight=weighting, limit=limit))
         report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
     return Teacher(score, report, cross_fitted)
 
 
 def cross_fitted_logits(ids: list[list[int]], labels: list[int], buckets: int, num_labels: int,
-                        seed: int, *, form: str, C: float, class_weight: str | None = None) -> np.ndarray:
+                        seed: int, *, form: str, C: float, class_weight: str | None = None,
+                        limit: FitLimit | None = None) -> np.ndarray:
     """``(len(ids), num_labels)`` float32: each text's unscaled n-gram logits from a score fitted on the
     other folds (:data:`RESIDUAL_FOLDS` seeded random folds), each in ``form`` with ``C`` (the full
-    fit's choice, not chosen again per fold) and ``class_weight`` (the full fit's)."""
+    fit's choice, not chosen again per fold), ``class_weight`` (the full fit's) and ``limit``."""
     fold = np.random.default_rng([seed, RESIDUAL_FOLDS]).permutation(len(ids)) % RESIDUAL_FOLDS
     out = np.zeros((len(ids), num_labels), np.float32)
     y = np.asarray(labels)
     for k in range(RESIDUAL_FOLDS):
         inside, outside = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
         score = NgramScore(buckets, num_labels=num_labels)
-        score.fit([ids[i] for i in inside], y[inside], form=form, C=C, class_weight=class_weight)
+        score.fit([ids[i] for i in inside], y[inside], form=form, C=C, class_weight=class_weight, limit=limit)
         out[outside] = score.logits([ids[i] for i in outside])
     return out
 

@@ -335,6 +335,7 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
     if saved is None and ctx.info.is_main:
         clear_trainer_state(ctx.output)   # a fresh run: an older run's state must not be resumed by mistake
     data = _load_data(ctx, saved, pretrained)
+    distill.check_fit_size(ctx.config, len(data.labels))   # before the model holds the n-gram score's weights
     model = _build_model(ctx, data, saved, pretrained)
     teacher, distillation = _teacher(ctx, model, data)
     if distillation is not None:   # the unlabelled reviews follow the labelled ones
