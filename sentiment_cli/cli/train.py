@@ -131,7 +131,8 @@ def pretrain(
     seed: SeedOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Pretrain on unlabelled reviews (never validation or test): word2vec embeddings, a masked language model, or ELECTRA ([pretrain] objective).
+    """Pretrain on unlabelled reviews (never validation or test): word2vec embeddings, a masked language model,
+    or ELECTRA ([pretrain] objective).
 
     `sentiment train --init DIR` then fine-tunes it.
 
