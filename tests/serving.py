@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -129,3 +130,15 @@ def ready_by(url: str, deadline: float, poll: float) -> bool:
             pass
         time.sleep(poll)
     return False
+
+
+def read_all(sock: socket.socket, timeout: float) -> bytes:
+    """Everything the server sends until it closes the connection, resets it, or ``timeout`` passes."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (TimeoutError, socket.timeout, ConnectionResetError):
+        pass
+    return data

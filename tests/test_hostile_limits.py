@@ -19,22 +19,14 @@ from typer.testing import CliRunner
 from sentiment_cli.cli import app
 from sentiment_cli.errors import CheckpointError
 
+from .test_hostile import assert_one_error_line
+
 runner = CliRunner()
 onnx = pytest.importorskip("onnx", reason="the onnx extra is part of the test extra; install .[test]")
 
 
 def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def assert_one_error_line(r, code: int, message: str) -> None:
-    """Exit ``code``; stderr ends with exactly one ``error:`` line holding ``message``; no traceback."""
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    errors = [line for line in lines if line.startswith("error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0], r.stderr
-    assert message in errors[0], errors[0]
-    assert "Traceback" not in r.stderr + r.stdout
 
 
 # ----------------------------------------------------------------------------- ONNX tensors

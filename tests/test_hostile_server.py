@@ -24,7 +24,7 @@ from sentiment_cli.serving.app import create_app  # noqa: E402
 from sentiment_cli.serving.settings import Loaded, ServeSettings  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SUBPROCESS_ENV  # noqa: E402
-from .serving import FakePredictor, ServerThread, metric, ready_by  # noqa: E402
+from .serving import FakePredictor, ServerThread, metric, read_all, ready_by  # noqa: E402
 
 pytestmark = pytest.mark.slow   # starts servers
 
@@ -37,18 +37,6 @@ def fake_server(settings: ServeSettings | None = None, card: dict | None = None)
 
 def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
-
-
-def read_all(sock: socket.socket, timeout: float) -> bytes:
-    """Everything the server sends until it closes the connection (or ``timeout`` passes)."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except (TimeoutError, socket.timeout):
-        pass
-    return data
 
 
 # A server run by `serving.server.run`, as `sentiment serve` runs it, over a predictor that takes SLOW seconds

@@ -25,7 +25,7 @@ from sentiment_cli.errors import UsageError  # noqa: E402
 from sentiment_cli.serving.schemas import parse_predict_request  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SUBPROCESS_ENV  # noqa: E402
-from .serving import ready_by  # noqa: E402
+from .serving import read_all, ready_by  # noqa: E402
 
 pytestmark = pytest.mark.slow   # starts servers
 
@@ -119,20 +119,6 @@ class HealthPoller:
         print(f"/health: {len(self.times)} answers, slowest {self.worst * 1000:.1f} ms")
         assert not self.failures, self.failures[:3]
         assert len(self.times) >= 3 and self.worst < HEALTH_BOUND, f"/health took {self.worst:.2f} s"
-
-
-def read_all(sock: socket.socket, timeout: float) -> bytes:
-    """Everything the server sends until it closes the connection (or ``timeout`` passes)."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except (TimeoutError, socket.timeout):
-        pass
-    except ConnectionResetError:
-        pass
-    return data
 
 
 def closed_within(sock: socket.socket, seconds: float) -> float | None:
