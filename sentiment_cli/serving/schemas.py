@@ -157,7 +157,7 @@ class _CountingDecoder(json.JSONDecoder):
     def __init__(self, most: int):
         super().__init__()
         self.most, self.seen, self.depth = most, 1, 0
-        self.parse_array, self.parse_object = self._array, self._object
+        self.parse_array, self.parse_object = self._array, self._mapping
         self.scan_once = json.scanner.py_make_scanner(self)
 
     def _counted(self, scan_once):
@@ -175,7 +175,7 @@ class _CountingDecoder(json.JSONDecoder):
         finally:
             self.depth -= 1
 
-    def _object(self, s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):
+    def _mapping(self, s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):
         self.depth += 1
         try:
             return json.decoder.JSONObject(s_and_end, strict, self._counted(scan_once), object_hook,
