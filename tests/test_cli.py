@@ -206,7 +206,7 @@ def test_presets_and_set_overrides_from_the_command_line(tmp_path):
     (["--set", "training.epochs=2", "--epochs", "3"],
      "error: [training] epochs is set both by --set and by its own flag; give one"),
     (["--set", "epochs=2"], "error: --set epochs=2: expected section.key=value, e.g. training.lr=1e-3"),
-    (["--config", "nope"], "error: nope: no such preset or config file (presets: default, seed, sst5; "
+    (["--config", "nope"], "error: nope: no such preset or config file (presets: default, seed, sst5, gpu; "
                            "or give the path of a TOML file)"),
     (["--resume", "--set", "training.lr=1"],
      "error: --resume continues the saved run with its saved settings; drop --set"),
@@ -232,4 +232,4 @@ def test_config_prints_toml_that_reads_back_and_the_reference(tmp_path):
 def test_help_lists_the_presets():
     for command in ("train", "pretrain", "config"):
         r = invoke(command, "--help")
-        assert "Preset (default, seed, sst5)" in " ".join(r.stdout.split()), command
+        assert "Preset (default, seed, sst5, gpu)" in " ".join(r.stdout.split()), command

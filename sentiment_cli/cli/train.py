@@ -132,7 +132,7 @@ def pretrain(
     as_json: JsonOption = False,
 ) -> None:
     """Pretrain on unlabelled reviews (never validation or test): word2vec embeddings, a masked language model,
-    or ELECTRA ([pretrain] objective).
+    or ELECTRA (pretrain.objective).
 
     `sentiment train --init DIR` then fine-tunes it.
 

@@ -280,9 +280,13 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     # Every word of the tokenizer's vocabulary gets a vector (min_count=1 over the same reviews it was
     # built from). One worker thread and a stable hash for the initial vectors (gensim's default is
     # Python's per-process salted hash): the same seed gives the same vectors, run after run.
-    Word2Vec(_UntilStopped(sentences, stop), vector_size=config.model.d_model, window=p.window, sample=p.subsample,
-             min_count=1, sg=1, negative=5, epochs=p.epochs, workers=1, seed=t.seed, hashfxn=_stable_hash,
-             callbacks=[Epochs()])
+    try:
+        Word2Vec(_UntilStopped(sentences, stop), vector_size=config.model.d_model, window=p.window,
+                 sample=p.subsample, min_count=1, sg=1, negative=5, epochs=p.epochs, workers=1, seed=t.seed,
+                 hashfxn=_stable_hash, callbacks=[Epochs()])
+    except RuntimeError:
+        check_stop(0)   # a stop at the very start of the vocabulary scan leaves gensim no vocabulary to train
+        raise
 
 
 class _UntilStopped:
