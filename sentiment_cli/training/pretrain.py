@@ -1,6 +1,6 @@
 """Pretraining on unlabelled reviews (``sentiment pretrain``), for ``sentiment train --init`` to start from.
 
-Two objectives (``[pretrain] objective``):
+Three objectives (``[pretrain] objective``):
 
 ``word2vec`` (the default config's) learns the token embedding only, by
 skip-gram with negative sampling (Mikolov et al. 2013, "Distributed
@@ -22,9 +22,14 @@ classifier anyway. A softmax over the whole 50,000-word vocabulary at ~2,500
 masked positions a step costs ~20x the encoder on a CPU, so it runs over a
 sampled candidate set instead (sampled softmax, Jean et al. 2015): every word
 that is a target somewhere in the batch, plus ``negatives`` words drawn
-uniformly from the vocabulary.
+uniformly from the vocabulary (:mod:`.mlm`).
 
-Both build the tokenizer on the pretraining reviews and write an ordinary
+``electra`` trains the whole encoder as the discriminator of replaced-token
+detection (Clark et al. 2020; :mod:`.electra`). ``mlm`` and ``electra`` share
+one loop here (:func:`_encoder_pretraining`); each objective is a module whose
+call gives one step's loss.
+
+All three build the tokenizer on the pretraining reviews and write an ordinary
 checkpoint folder (``config.json``, ``model.safetensors``, ``tokenizer.json``,
 ``metrics.json`` with ``"kind": "pretrained"``) whose dense head is
 untrained; ``sentiment train`` starts from it with ``--init DIR`` (or
