@@ -16,7 +16,7 @@ trained on"); it costs a second fine-tuning.
 The refit trains into a hidden sibling folder (``.<output>.refit``) and moves its files into place only once
 it is done, so a stop during it leaves the first run's checkpoint, complete and calibrated, in the output
 folder. It is resumable: when it starts, ``<output>/trainer_state/refit.json`` records that the refit is in
-progress and in which folder (:data:`MARKER_FILE`); the second run saves its own trainer state there after
+progress and in which folder (``state.REFIT_FILE``); the second run saves its own trainer state there after
 every epoch, and a stop updates the record with the epochs it saved. ``train --resume <output>`` then finds
 the first run finished and the record present, and continues the refit (:func:`resume`) from its last saved
 epoch, or starts it again when it saved none; either way the weights end bit-identical to an uninterrupted
@@ -39,8 +39,8 @@ from ..wording import plural
 from . import distributed, score_weight
 from .callbacks import TrainResult
 from .pretrain import load_pretrained
-from .state import (STATE_DIR, TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state,
-                    state_path)
+from .state import (TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state, refit_record_path,
+                    state_path, write_refit_record)
 
 if TYPE_CHECKING:
     from .loop import RunContext
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 # What metrics.json keeps of the first run, under "held_out_run".
 FIRST_RUN_KEYS = ("history", "best_epoch", "best_validation_accuracy", "best_validation_f1_macro",
                   "stopped_early", "wall_time_seconds")
-# In the output's trainer state while a refit is in progress: {"stage": "refit", "folder", "epochs", ...}
-MARKER_FILE = "refit.json"
 
 
 def wanted(ctx: RunContext, first: TrainResult) -> bool:
@@ -88,7 +86,7 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
     partial = partial_folder(output)   # the same name on every torchrun rank; rank 0 writes it
     if ctx.info.is_main:
         shutil.rmtree(partial, ignore_errors=True)
-        _write_marker(output, {"stage": "refit", "folder": partial.name, "epochs": best, "epochs_saved": 0})
+        write_refit_record(output, {"stage": "refit", "folder": partial.name, "epochs": best, "epochs_saved": 0})
     return _second_run(ctx, first, again, partial, saved=None, pretrained=pretrained)
 
 
@@ -98,18 +96,13 @@ def _second_config(config: Config, best: int) -> Config:
                                   "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
 
 
-def in_progress(directory: str | Path) -> bool:
-    """Whether ``directory``'s trainer state records a refit in progress (stopped, or killed, before its end)."""
-    return (Path(directory) / STATE_DIR / MARKER_FILE).is_file()
-
-
 def partial_folder(output: Path) -> Path:
     """The hidden sibling folder the refit of ``output`` trains into: ``.<name>.refit``."""
     return output.parent / f".{output.name}.refit"
 
 
 def resume(ctx: RunContext) -> TrainResult:
-    """Continue the refit recorded in ``ctx.output``'s trainer state (:func:`in_progress`), the first run done.
+    """Continue the refit recorded in ``ctx.output``'s trainer state (``state.refit_in_progress``), the first run done.
 
     The second run resumes from the last epoch it saved in :func:`partial_folder`, on ``ctx``'s device; with
     none saved, or one saved for another config than the refit of this run's (a folder left by an earlier
@@ -123,7 +116,7 @@ def resume(ctx: RunContext) -> TrainResult:
     first = TrainResult(ctx.output, _read_json(metrics_path), ctx.info.is_main)
     if not wanted(ctx, first):
         raise CheckpointError(f"{metrics_path}: records no held-out run to refit; remove "
-                              f"{ctx.output / STATE_DIR / MARKER_FILE} and resume again")
+                              f"{refit_record_path(ctx.output)} and resume again")
     partial = partial_folder(ctx.output)
     saved = load_trainer_state(partial) if has_trainer_state(partial) else None
     device = ctx.config.training.device
@@ -168,10 +161,10 @@ def _interrupted(ctx: RunContext, partial: Path, exc: Interrupted) -> Interrupte
     saved = _read_json(state_path(partial)).get("epoch", 0) if has_trainer_state(partial) else 0
     epochs = None
     if ctx.info.is_main:
-        marker = ctx.output / STATE_DIR / MARKER_FILE
+        marker = refit_record_path(ctx.output)
         record = _read_json(marker) if marker.is_file() else {"stage": "refit", "folder": partial.name}
         epochs = record.get("epochs")
-        _write_marker(ctx.output, {**record, "epochs_saved": saved})
+        write_refit_record(ctx.output, {**record, "epochs_saved": saved})
         if not saved:
             shutil.rmtree(partial, ignore_errors=True)
     where = (f"epoch {saved}{f' of {epochs}' if epochs else ''} of the refit is saved in {partial}" if saved
@@ -180,13 +173,6 @@ def _interrupted(ctx: RunContext, partial: Path, exc: Interrupted) -> Interrupte
                        f"{ctx.output} keeps the held-out run's checkpoint, complete and calibrated; {where}; "
                        f"resume with: sentiment train --resume {shlex.quote(str(ctx.output))}",
                        exit_code=exc.exit_code, resumable=True)
-
-
-def _write_marker(output: Path, record: dict[str, Any]) -> None:
-    """Write the refit-in-progress record into ``output``'s trainer state (:data:`MARKER_FILE`)."""
-    folder = output / STATE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / MARKER_FILE, record)
 
 
 def _merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:

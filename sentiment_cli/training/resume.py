@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import distributed, refit
+from . import distributed
 from .callbacks import TrainCallbacks, TrainResult
 from ..data.splits import Split
 from ..errors import CheckpointError, DataError, UsageError
 from .interrupts import StopFlag
-from .state import LoopState, TrainerState, load_trainer_state, state_path
+from .state import LoopState, TrainerState, load_trainer_state, refit_in_progress, state_path
 
 if TYPE_CHECKING:
     from .loop import RunContext
@@ -61,7 +61,7 @@ def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, ep
                          f"{saved.epoch} epochs")
     state = _saved_loop_state(saved, state_path(directory))
     if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
-        if refit.in_progress(directory):   # the held-out run is done; its refit on all rows is not
+        if refit_in_progress(directory):   # the held-out run is done; its refit on all rows is not
             return run_training(config, directory, cb, stop or StopFlag(), saved=saved, refit_only=True)
         why = "stopped early" if state.metrics.get("stopped_early") else "finished"
         if distributed.from_env().is_main:

@@ -41,6 +41,8 @@ TRAINER_STATE_FORMAT_VERSION = 1
 STATE_DIR = "trainer_state"
 STATE_FILE = "state.json"
 TOKENIZER_FILE = "tokenizer.json"
+# In a run's trainer state while its refit is in progress (refit.py): {"stage": "refit", "folder", "epochs", ...}
+REFIT_FILE = "refit.json"
 
 
 @dataclass
@@ -109,6 +111,23 @@ def has_trainer_state(directory: str | Path) -> bool:
 
 
 # ---------------------------------------------------------------------------- state dicts <-> JSON + tensors
+
+def refit_record_path(directory: str | Path) -> Path:
+    """Where ``directory``'s trainer state records a refit in progress (``refit.py``)."""
+    return Path(directory) / STATE_DIR / REFIT_FILE
+
+
+def refit_in_progress(directory: str | Path) -> bool:
+    """Whether ``directory``'s trainer state records a refit in progress (stopped, or killed, before its end)."""
+    return refit_record_path(directory).is_file()
+
+
+def write_refit_record(directory: str | Path, record: dict[str, Any]) -> None:
+    """Write the refit-in-progress record into ``directory``'s trainer state (:data:`REFIT_FILE`)."""
+    path = refit_record_path(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, record)
+
 
 def encode_state(obj: Any, key: str, tensors: dict[str, torch.Tensor]) -> Any:
     """A JSON-ready copy of a (nested) state dict; tensors move into ``tensors`` under dotted keys.
