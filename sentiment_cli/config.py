@@ -280,9 +280,11 @@ class PretrainConfig:
                              help="word2vec: frequent-word downsampling threshold t (Mikolov et al. 2013, 2.3; "
                                   "gensim's sample); 0 keeps every word")
     batch_size: int = _spec(64, lo=1, help="mlm, electra: reviews per optimizer step")
-    lr: float = _spec(2e-3, lo=0.0, lo_open=True, help="mlm, electra: peak AdamW learning rate (warmup, then cosine decay)")
+    lr: float = _spec(2e-3, lo=0.0, lo_open=True,
+                      help="mlm, electra: peak AdamW learning rate (warmup, then cosine decay)")
     weight_decay: float = _spec(0.01, lo=0.0, help="mlm, electra: AdamW decoupled weight decay on matrices")
-    warmup_fraction: float = _spec(0.05, lo=0.0, hi=1.0, help="mlm, electra: share of all steps spent warming up linearly")
+    warmup_fraction: float = _spec(0.05, lo=0.0, hi=1.0,
+                                   help="mlm, electra: share of all steps spent warming up linearly")
     grad_clip: float = _spec(1.0, lo=0.0, help="mlm, electra: max global gradient norm; 0 disables clipping")
     mask_fraction: float = _spec(0.15, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
                                  help="mlm, electra: share of tokens to predict (Devlin et al. 2019: 15%)")

@@ -77,7 +77,7 @@ class CrossFit:
         num_labels: classes.
         seconds: wall time of the choice and the folds.
         class_weight: every fit's: ``None``, or ``"balanced"`` for imbalanced classes (:func:`class_weighting`).
-        notes: what scikit-learn warned of during the fits, each in one line (:func:`quiet_fits`).
+        notes: what scikit-learn warned of during the fits, each in one line (:class:`Warned`).
     """
 
     logits: np.ndarray

@@ -18,7 +18,6 @@ from typing import Any
 from ..errors import UsageError
 from ..outputs import TABLE_TYPES, write_table
 
-OUTPUT_TYPES = TABLE_TYPES
 # Columns the output adds to the input's; "line" is the file's line (or the row number, 1-based, without one).
 ADDED = ("given", "suggested", "quality", "rank", "line", "reasons")
 MAX_FIELD = 2**31 - 1   # the CSV reader's field limit at most (a C long on every platform)
@@ -114,7 +113,7 @@ def read_flags(path: str | Path, text_column: str | None = None) -> dict[str, di
     from ..errors import DataError
 
     p = Path(path)
-    if p.suffix.lower() not in OUTPUT_TYPES:
+    if p.suffix.lower() not in TABLE_TYPES:
         raise UsageError(f"--audit {path}: give the .csv or .jsonl file that 'sentiment audit --output' wrote")
     try:
         with open(p, encoding="utf-8", newline="") as fh, field_limit(p):

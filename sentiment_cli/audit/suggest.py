@@ -49,6 +49,7 @@ from ..config import SEED_MAX
 from ..data.tokenizer import UNK_ID, encode_texts
 from ..errors import UsageError
 from ..evaluation.calibration import softmax
+from ..outputs import write_table
 
 STRATEGIES = ("uncertainty", "diverse")
 MEASURES = ("margin", "entropy")
@@ -466,16 +467,15 @@ def write_picks(result: Suggestions, path: str | Path) -> Path:
     Raises:
         UsageError: another suffix.
     """
-    from ..outputs import write_table
-
     jsonl = Path(path).suffix.lower() == ".jsonl"   # numbers as numbers; CSV keeps its six decimals
 
     def number(x: float) -> float | str:
         """A score as the format keeps it."""
         return round(float(x), 6) if jsonl else f"{x:.6f}"
 
+    no_cluster = None if jsonl else ""
     rows = [dict(zip(CSV_COLUMNS, (pk.text, "", pk.rank, number(pk.uncertainty), number(pk.margin),
                                    number(pk.entropy), pk.predicted, number(pk.probabilities[pk.predicted]),
-                                   pk.index, ("" if not jsonl else None) if pk.cluster is None else pk.cluster)))
+                                   pk.index, no_cluster if pk.cluster is None else pk.cluster)))
             for pk in result.picks]
     return write_table(path, CSV_COLUMNS, rows)

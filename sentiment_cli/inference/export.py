@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
 from ..errors import SentimentError, UsageError
 from ..model.classifier import SentimentClassifier
+from ..outputs import check_output
 from .onnx_backend import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, ONNX_FILE,
                            ONNX_INSTALL, OnnxBackend, pad)
 
@@ -236,8 +237,6 @@ def check_export_output(checkpoint: Path, output: str | Path | None, quantize: s
         UsageError: ``output`` is a folder, in a folder that does not exist, one of the checkpoint's files, or an
             existing file other than an ``.onnx`` one without ``force``.
     """
-    from ..outputs import check_output
-
     path = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
     onnx = path.suffix.lower() == ".onnx"
     return check_output(path, force=force or onnx, inputs=[] if onnx else [("the checkpoint folder", checkpoint)])

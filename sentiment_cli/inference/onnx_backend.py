@@ -165,7 +165,8 @@ def check_tensors(model: bytes, path: Path) -> None:
     """Refuse what ``sentiment export`` never writes and ONNX Runtime would act on: a tensor whose data lies in
     another file (``data_location`` EXTERNAL, or ``external_data`` entries: the runtime would read that file,
     relative to the current folder), and a float tensor holding NaN, or an infinity beside other values
-    (every prediction would be NaN; an export's masks fill with a one-element -inf, which is allowed). Every tensor is checked: initializers (sparse ones too), node attributes, subgraphs and functions.
+    (every prediction would be NaN; an export's masks fill with a one-element -inf, which is allowed). Every
+    tensor is checked: initializers (sparse ones too), node attributes, subgraphs and functions.
 
     Work and memory are bounded by the file's size (at most :data:`ONNX_LIMIT`): each tensor is converted
     to numpy on its own, from bytes already in ``model``.
