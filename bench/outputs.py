@@ -34,7 +34,8 @@ TEXTS = ["This is not a good movie.", "A wonderful, moving film with a great cas
 RUNS = {
     "seed": (DATA / "imdb_small", ["--epochs", "2"]),
     "default": (DATA / "imdb_small", ["--epochs", "2", "--set", "pretrain.epochs=1", "--set", "data.vocab_size=5000",
-                                      "--set", "model.ngram_buckets=65536", "--set", "training.distill_reviews=200"]),
+                                      "--set", "model.ngram_buckets=65536", "--set", "training.distill_reviews=200",
+                                      "--unlabelled", str(DATA / "reviews_small" / "reviews.jsonl")]),
     "sst5": (DATA / "sst5_small", ["--epochs", "2"]),
 }
 TIMING_KEYS = {"seconds", "elapsed_seconds", "reviews_per_second", "duration_s", "time_s", "rows_per_second",
