@@ -85,12 +85,12 @@ def record_preset(preset: str, work: Path) -> dict:
 
 
 def compare(before: dict, after: dict) -> list[tuple[str, str, str]]:
-    """Rows (preset, output, "identical" or what differs) for every output of ``before``."""
+    """Rows (preset, output, "identical" or what differs) for every output of the presets both records hold."""
     rows = []
-    for preset, old in before.items():
-        new = after.get(preset)
+    for preset, new in after.items():
+        old = before.get(preset)
         for key in ("weights_sha256", "tokenizer_sha256", "eval", "predict_explain", "onnx_predict"):
-            if new is None:
+            if old is None:
                 rows.append((preset, key, "missing"))
             elif old[key] == new[key]:
                 shown = old[key][:12] + "…" if key.endswith("sha256") else "identical"
