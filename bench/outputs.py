@@ -39,7 +39,7 @@ RUNS = {
     "sst5": (DATA / "sst5_small", ["--epochs", "2"]),
 }
 TIMING_KEYS = {"seconds", "elapsed_seconds", "reviews_per_second", "duration_s", "time_s", "rows_per_second",
-               "created", "date", "created_at"}
+               "created", "date", "created_at", "examples_per_second", "checkpoint"}   # and the run's temp folder
 
 
 def _cli(*args: str, cwd: Path) -> str:
@@ -92,7 +92,7 @@ def compare(before: dict, after: dict) -> list[tuple[str, str, str]]:
         for key in ("weights_sha256", "tokenizer_sha256", "eval", "predict_explain", "onnx_predict"):
             if old is None:
                 rows.append((preset, key, "missing"))
-            elif old[key] == new[key]:
+            elif _strip_timings(old[key]) == _strip_timings(new[key]):
                 shown = old[key][:12] + "…" if key.endswith("sha256") else "identical"
                 rows.append((preset, key, f"identical ({shown})" if key.endswith("sha256") else shown))
             else:
