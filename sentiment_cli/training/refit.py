@@ -92,8 +92,8 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
 
 def _second_config(config: Config, best: int) -> Config:
     """The refit's config: ``config`` with nothing held out, for the ``best`` epochs, without patience."""
-    return config.with_overrides({"data": {"validation_fraction": 0.0},
-                                  "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
+    return (config.override("training", origin="the refit", epochs=best, patience=0, refit=False)
+            .override("data", origin="the refit", validation_fraction=0.0))
 
 
 def partial_folder(output: Path) -> Path:
