@@ -186,6 +186,17 @@ def _read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
+def read_metrics(directory: str | Path) -> dict[str, Any]:
+    """A checkpoint's ``metrics.json`` (training's record: history, data, device, versions...), read as every
+    file of the folder is (:func:`read_checkpoint_file`, within :data:`JSON_LIMIT`); ``{}`` when there is none.
+
+    Raises:
+        CheckpointError: not a regular file inside the folder, over the limit, or not a JSON object.
+    """
+    path = Path(directory) / METRICS_FILE
+    return _read_json(path) if path.exists() else {}
+
+
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model (eval mode, on ``device``), its tokenizer, config and metrics."""
@@ -348,8 +359,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     config, vocab_size, labels = read_checkpoint_config(directory)   # sizes within the config's bounds
     temperature = read_temperature(directory)
     tokenizer = _checkpoint_tokenizer(directory / TOKENIZER_FILE, vocab_size)
-    metrics_path = directory / METRICS_FILE
-    metrics = _read_json(metrics_path) if metrics_path.exists() else {}
+    metrics = read_metrics(directory)
     if metrics.get("kind") == "pretrained" and not pretrained_ok:
         raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
                               f"fine-tune it first: sentiment train --init {directory}")

@@ -322,7 +322,7 @@ def render_card(console, card: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..evaluation.card import RESULT_COLUMNS, card_results, card_sections
+    from ..card.text import RESULT_COLUMNS, card_results, card_sections
 
     console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
     rows = card_results(card)

@@ -49,7 +49,7 @@ from ..data.sources import absolute_source
 from ..data.splits import DataSpec, Split, load_train_validation
 from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from ..errors import Interrupted, SentimentError, UsageError
-from ..evaluation.card import write_training_report
+from ..evaluation.training_report import write_training_report
 from ..evaluation.evaluate import evaluate_ids
 from ..model.classifier import SentimentClassifier
 from ..runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import METRICS_FILE, Checkpoint, _read_json, write_json, write_temperature
 from ..config import Config
 from ..errors import CheckpointError, Interrupted
-from ..evaluation.card import write_training_report
+from ..evaluation.training_report import write_training_report
 from ..wording import plural
 from . import distributed, score_weight
 from .callbacks import TrainResult
@@ -193,7 +193,7 @@ def _move_into_place(partial: Path, output: Path, metrics: dict[str, Any], fitte
     any), then replace the output's files with them.
 
     The first run's trainer state goes first: resuming it would continue other weights than the folder's.
-    Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.card.write_training_report`).
+    Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.training_report.write_training_report`).
     """
     write_temperature(partial, fitted["temperature"])
     score_weight.keep(partial, fitted)
