@@ -36,12 +36,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from .config import (Config, open_regular_file, read_regular_file, stored_config_from_dict, stored_temperature,
-                     stored_vocab_size)
+from .config import Config, stored_config_from_dict
 from .errors import CheckpointError, ConfigError, UsageError
 from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
+from .untrusted import open_regular_file, read_regular_file, stored_temperature, stored_vocab_size
 
 CHECKPOINT_FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
@@ -49,7 +49,7 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 METRICS_FILE = "metrics.json"
 # The most a file of a checkpoint may hold, in bytes: a checkpoint is untrusted input, read only as regular
-# files inside its folder (config.read_regular_file). Generous: the weights of a 4,000,000-word vocabulary at
+# files inside its folder (untrusted.read_regular_file). Generous: the weights of a 4,000,000-word vocabulary at
 # d_model 256 are 4 GB; a 4,000,000-word tokenizer.json is about 120 MB.
 WEIGHTS_LIMIT = 8 << 30
 TOKENIZER_LIMIT = 512 << 20
@@ -162,7 +162,7 @@ def save_checkpoint(directory: str | Path, *, config: Config, model: SentimentCl
 
 def read_checkpoint_file(path: Path, limit: int = JSON_LIMIT) -> bytes:
     """The bytes of one file of a checkpoint folder: a regular file of at most ``limit`` bytes, inside the
-    folder once links are resolved (see :func:`~sentiment_cli.config.read_regular_file`).
+    folder once links are resolved (see :func:`~sentiment_cli.untrusted.read_regular_file`).
 
     Raises:
         CheckpointError: missing, not a regular file (``/dev/zero``, a FIFO), a link leaving the folder, or
@@ -184,6 +184,17 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
     return obj
+
+
+def read_metrics(directory: str | Path) -> dict[str, Any]:
+    """A checkpoint's ``metrics.json`` (training's record: history, data, device, versions...), read as every
+    file of the folder is (:func:`read_checkpoint_file`, within :data:`JSON_LIMIT`); ``{}`` when there is none.
+
+    Raises:
+        CheckpointError: not a regular file inside the folder, over the limit, or not a JSON object.
+    """
+    path = Path(directory) / METRICS_FILE
+    return _read_json(path) if path.exists() else {}
 
 
 @dataclass
@@ -334,7 +345,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     Everything is checked before the model is allocated: each file is a regular file inside the folder
     within its size limit (:data:`WEIGHTS_LIMIT`, :data:`TOKENIZER_LIMIT`, :data:`JSON_LIMIT`), the
     config's sizes within their bounds, the temperature within
-    :data:`~sentiment_cli.config.TEMPERATURE_RANGE`, every token id below ``vocab_size``, and the weights'
+    :data:`~sentiment_cli.untrusted.TEMPERATURE_RANGE`, every token id below ``vocab_size``, and the weights'
     tensors (from the safetensors header) those of the model the config describes.
 
     Raises:
@@ -348,8 +359,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     config, vocab_size, labels = read_checkpoint_config(directory)   # sizes within the config's bounds
     temperature = read_temperature(directory)
     tokenizer = _checkpoint_tokenizer(directory / TOKENIZER_FILE, vocab_size)
-    metrics_path = directory / METRICS_FILE
-    metrics = _read_json(metrics_path) if metrics_path.exists() else {}
+    metrics = read_metrics(directory)
     if metrics.get("kind") == "pretrained" and not pretrained_ok:
         raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
                               f"fine-tune it first: sentiment train --init {directory}")
@@ -422,7 +432,7 @@ def write_temperature(directory: str | Path, temperature: float) -> None:
     Raises:
         CheckpointError: ``config.json`` is missing or invalid.
         ValueError: ``temperature`` is not a finite number in
-            :data:`~sentiment_cli.config.TEMPERATURE_RANGE` (what loading accepts).
+            :data:`~sentiment_cli.untrusted.TEMPERATURE_RANGE` (what loading accepts).
         OSError: the folder is not writable (``config.json`` is then unchanged).
     """
     temperature = stored_temperature(temperature)

@@ -10,23 +10,23 @@ A config comes from a preset shipped inside the package (``default``,
 ``seed``: :data:`PRESETS`, read with :mod:`importlib.resources`, so an
 installed wheel has them) or from a TOML file, and dotted overrides
 (``--set training.lr=1e-3``, spaCy-style) are validated exactly like the file.
-:func:`reference_markdown` renders every key's help text (``docs/configuration.md``).
+``config_reference.py`` renders every key's help text (``docs/configuration.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from .errors import CheckpointError, ConfigError
+from .errors import ConfigError
+from .toml_writer import toml_tables
+from .untrusted import MAX_VOCAB_SIZE
 
 # Presets ship as package data (sentiment_cli/configs/<name>.toml); the repository's top-level configs/
 # links to them. Name -> one line for --help.
@@ -38,83 +38,9 @@ PRESETS = {
 }
 DEFAULT_PRESET = "default"
 
-# Bounds of what a checkpoint (or an exported file) may ask of the loader; a checkpoint is untrusted input.
-MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size and config.json's vocab_size
-# softmax(logits / T) in float32 (evaluation/calibration.py) stays finite while T is a normal float32 and
-# logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
-TEMPERATURE_RANGE = (1e-3, 1e3)
 SEED_MAX = 2**32 - 1   # [training] seed and every --seed: numpy's seeds are 0 to 2**32 - 1
 # The most memory the n-gram score's fit may take, in GB ([training] ngram_fit_gb's default; sentiment audit's).
 NGRAM_FIT_GB = 8.0
-
-
-def stored_temperature(value: Any) -> float:
-    """A checkpoint's temperature (``config.json``'s ``"temperature"``), checked: a number in
-    :data:`TEMPERATURE_RANGE`, the one rule of both backends.
-
-    Raises:
-        ValueError: anything else (not a number, NaN, infinite, <= 0, or outside the range); the message
-            starts with ``temperature must be``.
-    """
-    lo, hi = TEMPERATURE_RANGE
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise ValueError(f"temperature must be a finite number > 0, from {lo:g} to {hi:g}, got {value!r}"[:200])
-    return float(value)
-
-
-def stored_vocab_size(value: Any) -> int:
-    """A checkpoint's ``vocab_size`` (the token embedding's rows), checked: an integer from 3 to
-    :data:`MAX_VOCAB_SIZE`.
-
-    Raises:
-        ValueError: anything else; the message starts with ``vocab_size must be``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= MAX_VOCAB_SIZE:
-        raise ValueError(f"vocab_size must be an integer from 3 to {MAX_VOCAB_SIZE:,}, got {value!r}"[:200])
-    return value
-
-
-def open_regular_file(path: str | Path, limit: int, folder: str | Path | None = None) -> BinaryIO:
-    """``path`` opened for reading (binary), only if it is a regular file of at most ``limit`` bytes and,
-    given ``folder``, inside ``folder`` once links are resolved (a link within the folder is followed).
-
-    A device (``/dev/zero``), a FIFO or a socket is refused without reading it (the file is opened
-    non-blocking and checked with ``fstat``, so a FIFO cannot stall the open), and so is a file larger
-    than ``limit`` bytes.
-
-    Raises:
-        FileNotFoundError: no such file (or a dangling link).
-        CheckpointError: outside ``folder``, not a regular file, or larger than ``limit``; the message
-            names ``path``.
-    """
-    path = Path(path)
-    if folder is not None:
-        real, root = os.path.realpath(path), os.path.realpath(folder)
-        if os.path.commonpath([real, root]) != root:
-            raise CheckpointError(f"{path}: a link to a file outside {folder} ({real}); a checkpoint's files "
-                                  "must be inside its folder")
-    fh = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
-    info = os.fstat(fh.fileno())
-    problem = ("not a regular file (a device, FIFO, socket or folder); refusing to read it"
-               if not stat.S_ISREG(info.st_mode) else
-               f"larger than {limit:,} bytes ({info.st_size:,}); not a checkpoint file" if info.st_size > limit else "")
-    if problem:
-        fh.close()
-        raise CheckpointError(f"{path}: {problem}")
-    return fh
-
-
-def read_regular_file(path: str | Path, limit: int, folder: str | Path | None = None) -> bytes:
-    """The bytes of ``path``, as :func:`open_regular_file` allows (at most ``limit`` bytes are ever read).
-
-    Raises:
-        FileNotFoundError, CheckpointError: as :func:`open_regular_file`.
-    """
-    with open_regular_file(path, limit, folder) as fh:
-        data = fh.read(os.fstat(fh.fileno()).st_size + 1)
-    if len(data) > limit:   # it grew while being read
-        raise CheckpointError(f"{path}: larger than {limit:,} bytes; not a checkpoint file")
-    return data
 
 
 def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
@@ -318,44 +244,34 @@ class Config:
 
     def to_toml(self) -> str:
         """The config as a TOML file that :func:`load_config` reads back to an equal config."""
-        import tomli_w
+        return toml_tables(self.to_dict())
 
-        return tomli_w.dumps(self.to_dict())
+    def override(self, section: str, /, origin: str = "command line", **values: Any) -> "Config":
+        """Return a copy with ``values`` set in ``section`` (``None`` values are ignored) and the whole config
+        validated again, exactly as a TOML file is; ``origin`` names where the values came from in an error.
 
-    def with_overrides(self, overrides: dict[str, dict[str, Any]], origin: str = "--set") -> "Config":
-        """Return a copy with ``overrides`` (``{section: {key: value}}``, e.g. from :func:`parse_overrides`)
-        applied and the whole config validated again, exactly as a TOML file is.
+        Several sections set at once (``--set``) go through :func:`build_config`, which checks them together.
 
         Raises:
             ConfigError: an unknown section or key, a wrong type or a value out of range (the message names it).
         """
-        if not overrides:
-            return self
-        merged = self.to_dict()
-        for section, values in overrides.items():
-            if section not in merged:
-                raise ConfigError(f"{origin}: unknown table [{section}] (known: {', '.join(sorted(_SECTIONS))})")
-            merged[section].update(values)
-        return config_from_dict(merged, origin)
-
-    def override(self, section: str, **values: Any) -> "Config":
-        """Return a copy with ``values`` set in ``section``; ``None`` values are ignored.
-
-        Raises:
-            ConfigError: a value is of the wrong type or out of range.
-        """
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             return self
-        current = dataclasses.asdict(getattr(self, section))
-        current.update(values)
-        new_section = _build(_SECTIONS[section], current, section, "command line")
-        cfg = dataclasses.replace(self, **{section: new_section})
-        _check_cross(cfg, "command line")
-        return cfg
+        return _with_sections(self, {section: values}, origin)
 
 
-_SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "pretrain": PretrainConfig}
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "pretrain": PretrainConfig}
+
+
+def _with_sections(config: Config, overrides: dict[str, dict[str, Any]], origin: str) -> Config:
+    """``config`` with ``overrides`` (``{section: {key: value}}``) applied together, then validated whole."""
+    merged = config.to_dict()
+    for section, values in overrides.items():
+        if section not in merged:
+            raise ConfigError(f"{origin}: unknown table [{section}] (known: {', '.join(sorted(SECTIONS))})")
+        merged[section].update(values)
+    return config_from_dict(merged, origin)
 
 
 def _type_name(tp: Any) -> str:
@@ -451,10 +367,10 @@ def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
     Raises:
         ConfigError: unknown table or key, wrong type, or value out of range.
     """
-    unknown = set(raw) - set(_SECTIONS)
+    unknown = set(raw) - set(SECTIONS)
     if unknown:
-        raise ConfigError(f"{origin}: unknown table [{sorted(unknown)[0]}] (known: {', '.join(sorted(_SECTIONS))})")
-    parts = {name: _build(cls, raw.get(name, {}), name, origin) for name, cls in _SECTIONS.items()}
+        raise ConfigError(f"{origin}: unknown table [{sorted(unknown)[0]}] (known: {', '.join(sorted(SECTIONS))})")
+    parts = {name: _build(cls, raw.get(name, {}), name, origin) for name, cls in SECTIONS.items()}
     cfg = Config(**parts)
     _check_cross(cfg, origin)
     return cfg
@@ -545,7 +461,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, dict[str, Any]]:
 
     The value is read as a TOML value (``1e-3``, ``true``, ``[0.9, 0.98]``, ``"text"``); a value that
     is not TOML (``reviews.csv``) is taken as a string. Types and ranges are checked later, by
-    :meth:`Config.with_overrides`, exactly as for a file.
+    :func:`build_config`, exactly as for a file.
 
     Raises:
         ConfigError: an item is not ``section.key=value``, or sets the same key twice.
@@ -581,7 +497,8 @@ def build_config(name_or_path: str | Path | None, sets: Iterable[str] = (),
     """
     cfg = load_config(name_or_path)
     overrides = parse_overrides(sets)
-    cfg = cfg.with_overrides(overrides)
+    if overrides:
+        cfg = _with_sections(cfg, overrides, "--set")
     for section, values in (flags or {}).items():
         given = {k: v for k, v in values.items() if v is not None}
         both = sorted(set(given) & set(overrides.get(section, {})))
@@ -608,62 +525,3 @@ def given_keys(name_or_path: str | Path | None, sets: Iterable[str] = (),
     keys |= {f"{section}.{key}" for section, values in (flags or {}).items()
              for key, value in values.items() if value is not None}
     return frozenset(keys)
-
-
-_TOML_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
-               "tuple[float, float]": "two numbers", "tuple[str, ...]": "list of strings"}
-
-
-def _number(x: float) -> str:
-    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
-
-
-def _allowed(f: dataclasses.Field) -> str:
-    m = f.metadata
-    if m.get("choices"):
-        return ", ".join(f"`{c}`" for c in m["choices"])
-    lo, hi = m.get("lo"), m.get("hi")
-    parts = []
-    if lo is not None:
-        parts.append(f"{'>' if m['lo_open'] else '≥'} {_number(lo)}")
-    if hi is not None:
-        parts.append(f"{'<' if m['hi_open'] else '≤'} {_number(hi)}")
-    return ", ".join(parts)
-
-
-def _toml_literal(value: Any) -> str:
-    """One value as TOML, on one line."""
-    import tomli_w
-
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_literal(v) for v in value) + "]"
-    return tomli_w.dumps({"v": value}).strip()[len("v = "):]
-
-
-def reference_markdown() -> str:
-    """The reference of every config key, as Markdown: ``docs/configuration.md``, from the keys' own help texts.
-
-    One table per section: key, type, built-in default, the value in each preset, allowed values, meaning.
-    """
-    presets = {name: load_config(name) for name in PRESETS}
-    lines = ["# Configuration reference", "",
-             "<!-- Generated by `sentiment config --reference > docs/configuration.md`; a test fails when it is "
-             "stale. Edit the help texts in sentiment_cli/config.py instead. -->", "",
-             "A run is configured by a TOML file with up to four tables, or by a preset shipped with the package "
-             f"({', '.join(f'`{p}`' for p in PRESETS)}): `sentiment train --config seed`. Every key is optional "
-             "(the built-in default applies). Any key can be set from the command line with "
-             "`--set section.key=value` (repeatable), checked exactly like the file; "
-             "`sentiment config --config NAME --set ...` prints the resulting config.", ""]
-    lines += [f"- `{name}`: {what}" for name, what in PRESETS.items()]
-    lines.append("")
-    for section, cls in _SECTIONS.items():
-        lines += [f"## [{section}]", "", (cls.__doc__ or "").strip().splitlines()[0], ""]
-        header = ["key", "type", "built-in", *(f"`{p}`" for p in PRESETS), "allowed", "meaning"]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for f in dataclasses.fields(cls):
-            values = [_toml_literal(getattr(getattr(c, section), f.name)) for c in presets.values()]
-            row = [f"`{f.name}`", _TOML_TYPES.get(str(f.type), str(f.type)), f"`{_toml_literal(f.default)}`",
-                   *(f"`{v}`" for v in values), _allowed(f), f.metadata.get("help", "")]
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
-        lines.append("")
-    return "\n".join(lines)

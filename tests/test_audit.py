@@ -77,8 +77,10 @@ def test_output_csv_has_the_input_columns_plus_the_audits(noisy, audited):
     assert qualities == sorted(qualities)   # ranked by self-confidence
 
 
-def test_json_lines_carry_each_finding(audited):
+def test_json_lines_carry_each_finding_then_the_warnings(audited):
     r, lines, _ = audited
+    *lines, last = lines
+    assert set(last) == {"warnings"} and all(set(w) == {"kind", "label", "share", "message"} for w in last["warnings"])
     assert len(lines) == 10 and [o["rank"] for o in lines] == list(range(1, 11))
     for o in lines:
         assert set(o) >= {"rank", "row", "file", "line", "text", "given", "suggested", "quality", "tokens", "scores"}
@@ -243,3 +245,19 @@ def test_a_class_flagged_far_above_the_rest_gets_a_note(tmp_path):
     text = " ".join(r.stdout.split())   # the note wraps
     assert "of the 34 rows of very negative are flagged" in text and "read its flags before removing any" in text
     assert text.count("read its flags before removing any") == 1
+
+
+def test_warnings_say_when_the_flags_are_the_models_own_mistakes():
+    from sentiment_cli.audit.warnings import audit_warnings
+
+    def classes(*flagged_rows):
+        return [{"label": name, "flagged": f, "rows": n} for name, (f, n) in zip("abc", flagged_rows)]
+
+    quiet = {"rows": 300, "flagged": 30, "classes": classes((10, 100), (10, 100), (10, 100))}
+    assert audit_warnings(quiet, 0.9) == []
+    crowded = {"rows": 300, "flagged": 40, "classes": classes((30, 100), (5, 100), (5, 100))}
+    [w] = audit_warnings(crowded, 0.9)
+    assert (w.kind, w.label, w.share) == ("crowded_class", "a", 0.3) and "30 of the 100 rows of a" in w.message
+    many = {"rows": 300, "flagged": 90, "classes": classes((30, 100), (30, 100), (30, 100))}
+    [w] = audit_warnings(many, 0.7)
+    assert (w.kind, w.label, w.share) == ("many_flagged", None, 0.3) and "right on 70% of them" in w.message

@@ -126,7 +126,7 @@ def _results():
 
 
 def test_main_table_compares_with_the_strongest_peer_and_shows_both_peaks():
-    from bench.run import main_table
+    from bench.report import main_table
 
     header, rows = main_table(_results())
     assert header[-3:] == ["acc − NB-SVM", "train time ÷ NB-SVM", "eval speed ÷ NB-SVM"]   # the best peer
@@ -141,7 +141,7 @@ def test_main_table_compares_with_the_strongest_peer_and_shows_both_peaks():
 
 
 def test_ratio_table_has_every_peer_and_the_notebook():
-    from bench.run import markdown, ratio_table
+    from bench.report import markdown, ratio_table
 
     header, rows = ratio_table(_results())
     assert [r[1] for r in rows] == ["notebook loop ¹", "TF-IDF + LR", "NB-SVM", "fastText"]

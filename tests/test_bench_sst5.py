@@ -34,7 +34,7 @@ def test_tfidf_peer_chooses_c_on_dev_and_never_on_test():
 
 
 def test_sst5_table_rows_compare_with_the_peer():
-    from bench.run import SST5_COLUMNS, sst5_rows
+    from bench.report import SST5_COLUMNS, sst5_rows
 
     ours = {"epochs_run": 10, "validation_accuracy": 0.43, "test_accuracy": 0.455, "test_f1_macro": 0.42,
             "ece": 0.02, "ece_uncalibrated": 0.08, "temperature": 1.31, "train_seconds": 95.0}

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from sentiment_cli.evaluation.calibration import (expected_calibration_error, fit_temperature, nll, reliability,
-                                       softmax)
+from sentiment_cli.evaluation.calibration import expected_calibration_error, fit_temperature, nll, reliability
+from sentiment_cli.inference.probabilities import softmax
 
 
 def test_ece_by_hand():

@@ -2,8 +2,9 @@ import pytest
 
 import tomllib
 
-from sentiment_cli.config import (PRESETS, Config, config_from_dict, load_config, parse_overrides,
-                                  reference_markdown, stored_config_from_dict)
+from sentiment_cli.config import (PRESETS, Config, build_config, config_from_dict, load_config, parse_overrides,
+                                  stored_config_from_dict)
+from sentiment_cli.config_reference import reference_markdown
 from sentiment_cli.errors import ConfigError
 
 from .conftest import ROOT
@@ -48,8 +49,9 @@ def test_set_overrides_parse_toml_values_and_fall_back_to_strings():
     assert got == {"training": {"lr": 0.001, "betas": [0.9, 0.98], "epochs": 3},
                    "data": {"source": "../data/reviews.csv", "pre_tokenizer": "whitespace"},
                    "model": {"norm_first": True}}
-    cfg = load_config("seed").with_overrides(got)
-    assert (cfg.training.lr, cfg.training.betas, cfg.training.epochs) == (0.001, (0.9, 0.98), 3)
+    cfg = build_config("seed", ["training.lr=1e-3", "data.source=../data/reviews.csv", "model.norm_first=true",
+                                 "training.betas=[0.9, 0.98]"])
+    assert (cfg.training.lr, cfg.training.betas) == (0.001, (0.9, 0.98))
     assert cfg.data.source == "../data/reviews.csv" and cfg.model.norm_first is True
     assert cfg.model.d_model == 32   # the rest is the preset's
 
@@ -66,7 +68,7 @@ def test_set_overrides_parse_toml_values_and_fall_back_to_strings():
 ])
 def test_set_overrides_are_checked_like_the_file_and_name_the_key(items, expected):
     with pytest.raises(ConfigError) as err:
-        load_config("seed").with_overrides(parse_overrides(items))
+        build_config("seed", items)
     assert str(err.value).startswith(expected) and "\n" not in str(err.value)
 
 

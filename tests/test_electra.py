@@ -73,7 +73,8 @@ def test_the_checkpoint_holds_the_discriminator_alone_and_fine_tunes(electra, tm
 
 
 def test_model_card_names_electra_and_its_generator(electra):
-    from sentiment_cli.evaluation.card import card_sections, model_card
+    from sentiment_cli.card.facts import model_card
+    from sentiment_cli.card.text import card_sections
 
     out, _ = electra
     training = dict(dict(card_sections(model_card(out)))["Training"])

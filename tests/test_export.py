@@ -123,7 +123,7 @@ def test_n_classes_export_with_their_names_logits_and_explanations(sst5_export):
 
 def test_the_checkpoints_temperature_scales_the_probabilities(exported, reviews, tmp_path):
     """config.json's top-level temperature (fitted after training; absent = 1.0): softmax(logits / T)."""
-    from sentiment_cli.evaluation.calibration import softmax
+    from sentiment_cli.inference.probabilities import softmax
 
     folder, result = exported
     texts = reviews[:20]
@@ -206,7 +206,7 @@ def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     preds = Predictor(result.path, onnx=True).predict(reviews[:10])
     assert all(p.label in ("negative", "positive") for p in preds)
     # the figures are in the model card, the folder's README and the exported file's own card
-    from sentiment_cli.evaluation.card import model_card
+    from sentiment_cli.card.facts import model_card
 
     card = model_card(folder)
     assert set(card["exports"]) == {"onnx", "onnx-int8"}

@@ -219,7 +219,7 @@ def test_suggest_never_writes_over_what_it_reads(trained_checkpoint, pool, tmp_p
 # ---------------------------------------------------------------------------- eval's records
 
 def test_eval_on_other_data_keeps_the_full_test_result_as_the_headline(checkpoint_copy, tmp_path):
-    from sentiment_cli.evaluation.card import model_card
+    from sentiment_cli.card.facts import model_card
 
     other = _write_csv(tmp_path / "other.csv", [{"text": r["review"],
                                                  "label": {"pos": "positive", "neg": "negative"}[r["sentiment"]]}

@@ -53,7 +53,7 @@ def browser(tmp_path_factory):
 @pytest.fixture(scope="module")
 def page_server(trained_checkpoint):
     from sentiment_cli.inference.predictor import Predictor
-    from sentiment_cli.evaluation.card import model_card
+    from sentiment_cli.card.facts import model_card
 
     checkpoint = Path(os.environ.get("SERVE_PAGE_CHECKPOINT", trained_checkpoint))
     app = create_app(lambda: Loaded(Predictor(checkpoint), model_card(checkpoint)))

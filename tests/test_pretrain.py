@@ -236,7 +236,8 @@ def test_word2vec_standardisation_does_not_depend_on_the_word_order():
 
 
 def test_model_card_names_the_pretraining_objective(tmp_path):
-    from sentiment_cli.evaluation.card import card_sections, model_card
+    from sentiment_cli.card.facts import model_card
+    from sentiment_cli.card.text import card_sections
 
     pretrain(pretrain_config(objective="word2vec", epochs=1), tmp_path / "w2v")
     training = dict(dict(card_sections(model_card(tmp_path / "w2v")))["Training"])

@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 
 from sentiment_cli import checkpoint
 from sentiment_cli.evaluation import plots
-from sentiment_cli.evaluation.card import card_sections, config_toml, model_card
+from sentiment_cli.card.facts import model_card
+from sentiment_cli.card.text import card_sections
+from sentiment_cli.toml_writer import toml_tables
 from sentiment_cli.cli import app
 from sentiment_cli.config import config_from_dict
 from sentiment_cli.data.splits import Split, load_split, load_train_validation
@@ -66,7 +68,7 @@ def test_confident_errors_are_the_most_confident_mistakes_first():
 
 def test_config_in_the_card_reads_back_as_the_same_config():
     cfg = small_config(lr=3e-5, betas=(0.8, 0.99)).override("data", source='C:\\odd "path"')
-    text = config_toml(cfg.to_dict())
+    text = toml_tables(cfg.to_dict())
     assert config_from_dict(tomllib.loads(text), "card") == cfg
 
 

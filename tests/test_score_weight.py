@@ -99,7 +99,8 @@ def test_a_refit_keeps_the_held_out_runs_weight(tmp_path):
 
 
 def test_the_model_card_names_the_chosen_weight(tmp_path):
-    from sentiment_cli.evaluation.card import card_sections, model_card
+    from sentiment_cli.card.facts import model_card
+    from sentiment_cli.card.text import card_sections
 
     cfg = small_config(epochs=1, fit_ngram_scale=True).override("model", ngram_buckets=1 << 16, ngram_scale=1.25)
     train(cfg, tmp_path / "run")

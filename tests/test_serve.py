@@ -44,7 +44,7 @@ def predictor(trained_checkpoint):
 @pytest.fixture(scope="module")
 def server(trained_checkpoint, predictor):
     """The real model behind a real server; batches wait up to 30 ms so concurrent requests share them."""
-    from sentiment_cli.evaluation.card import model_card
+    from sentiment_cli.card.facts import model_card
 
     app = create_app(lambda: Loaded(predictor, model_card(trained_checkpoint)),
                      ServeSettings(max_batch_size=32, max_wait_ms=30, max_texts=40, max_body_bytes=3 * 2**20,
@@ -162,7 +162,7 @@ def test_ready_is_503_until_the_model_is_loaded():
 
 
 def test_info_is_the_model_card(server, trained_checkpoint):
-    from sentiment_cli.evaluation.card import model_card
+    from sentiment_cli.card.facts import model_card
     from sentiment_cli.serving.app import without_paths
 
     card = httpx.get(server.url + "/v1/info").json()

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from sentiment_cli.audit import suggest as sg
 from sentiment_cli.cli import app
 from sentiment_cli.errors import UsageError
-from sentiment_cli.evaluation.calibration import softmax
+from sentiment_cli.inference.probabilities import softmax
 from sentiment_cli.inference.predictor import Predictor
 
 from .conftest import SMALL_DATA

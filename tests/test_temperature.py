@@ -9,7 +9,9 @@ import torch
 from typer.testing import CliRunner
 
 from sentiment_cli.evaluation import calibration
-from sentiment_cli.evaluation.card import card_sections, model_card
+from sentiment_cli.inference.probabilities import softmax
+from sentiment_cli.card.facts import model_card
+from sentiment_cli.card.text import card_sections
 from sentiment_cli.checkpoint import load_checkpoint, write_temperature
 from sentiment_cli.cli import app
 from sentiment_cli.data.splits import load_split
@@ -61,9 +63,9 @@ def test_training_with_validation_fits_and_stores_the_temperature(learned):
     fitted = json.loads((learned / "metrics.json").read_text())["calibration"]
     assert fitted["temperature"] == stored and fitted["bins"] == 15
     assert fitted["ece"] == pytest.approx(calibration.expected_calibration_error(
-        calibration.softmax(logits, stored), labels), abs=1e-6)
+        softmax(logits, stored), labels), abs=1e-6)
     assert fitted["ece_uncalibrated"] == pytest.approx(calibration.expected_calibration_error(
-        calibration.softmax(logits), labels), abs=1e-6)
+        softmax(logits), labels), abs=1e-6)
     assert fitted["nll"] <= fitted["nll_uncalibrated"]   # the fit minimises the validation NLL; T = 1 is a candidate
 
 
@@ -103,7 +105,7 @@ def test_a_checkpoint_written_before_temperatures_predicts_exactly_as_before(lea
     predictor = Predictor(folder)
     assert predictor.temperature == 1.0
     logits = predictor.logits(REVIEWS)
-    probs = calibration.softmax(logits, 1.0, np.float32)      # the predictor's one post-processing, T = 1
+    probs = softmax(logits, 1.0, np.float32)      # the predictor's one post-processing, T = 1
     before = torch.softmax(torch.from_numpy(logits), dim=-1)   # the formula before temperatures existed
     for pred, p, b in zip(predictor.predict(REVIEWS), probs.tolist(), before.tolist()):
         k = int(p[1] > p[0])
@@ -132,8 +134,8 @@ def test_eval_reports_ece_after_and_before_the_temperature(learned, tmp_path):
     assert r["temperature"] == 3.0
     logits = Predictor(folder).logits(load_split(str(SMALL_DATA), "test", 0.1, 1234).texts)
     labels = load_split(str(SMALL_DATA), "test", 0.1, 1234).labels
-    assert r["ece"] == pytest.approx(calibration.expected_calibration_error(calibration.softmax(logits, 3.0), labels))
-    assert r["ece_uncalibrated"] == pytest.approx(calibration.expected_calibration_error(calibration.softmax(logits), labels))
+    assert r["ece"] == pytest.approx(calibration.expected_calibration_error(softmax(logits, 3.0), labels))
+    assert r["ece_uncalibrated"] == pytest.approx(calibration.expected_calibration_error(softmax(logits), labels))
     assert r["ece"] != r["ece_uncalibrated"]
     for key in ("calibrated", "uncalibrated"):
         assert sum(r["reliability"][key]["counts"]) == r["num_examples"] == 500

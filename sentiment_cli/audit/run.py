@@ -24,6 +24,7 @@ from .label_issues import find_issues, summary
 from .reasons import explain_rows
 from ..outputs import TABLE_TYPES, check_output
 from .rows import locations, write_output
+from .warnings import AuditWarning, audit_warnings
 
 TOP_TOKENS = 5   # tokens a finding's reasons name
 
@@ -95,6 +96,7 @@ class AuditResult:
         summary: :func:`~sentiment_cli.audit.label_issues.summary`'s dict.
         findings: every flagged row, ranked.
         seconds: wall time, loading included.
+        warnings: when the flags say more about the out-of-fold model than the data (``audit/warnings.py``).
         output: the file written, if any.
     """
 
@@ -105,6 +107,7 @@ class AuditResult:
     summary: dict[str, Any]
     findings: list[Finding]
     seconds: float
+    warnings: list[AuditWarning]
     output: Path | None = None
 
 
@@ -160,8 +163,9 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
               "temperature": cross.temperature, "buckets": cross.buckets, "class_weight": cross.class_weight,
               "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds,
               "notes": [*cross.notes, *warned.notes()]}
-    result = AuditResult(s.where, split, names, method, summary(y, probabilities, issues, names), findings,
-                         time.perf_counter() - start)
+    counts = summary(y, probabilities, issues, names)
+    result = AuditResult(s.where, split, names, method, counts, findings, time.perf_counter() - start,
+                         audit_warnings(counts, method["out_of_fold_accuracy"]))
     if output is not None:
         write_output(output, _records(rows, findings), rows.dataset.column_names)
         result.output = output

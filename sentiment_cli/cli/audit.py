@@ -37,8 +37,9 @@ OutputOption = Annotated[Optional[Path], typer.Option(
                            "given, suggested, quality, rank, line and reasons.")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Replace --output if it exists (never the --data it "
                                                             "reads).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N) instead of "
-                                                          "tables; the summary goes to stderr.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N), then one "
+                                                          "object of the audit's warnings, instead of tables; the "
+                                                          "summary goes to stderr.")]
 FitGbOption = Annotated[float, typer.Option(
     "--fit-gb", min=0.001, help="The most memory the n-gram fits may take, in GB: their weights (buckets x classes) "
                                 "and logistic regression's working copies, estimated before they are allocated; "
@@ -79,6 +80,7 @@ def audit_(
         if as_json:
             for f in result.findings[:top]:
                 typer.echo(json_text(f.to_dict()))
+            typer.echo(json_text({"warnings": [w.to_dict() for w in result.warnings]}))
             render_audit_summary(err, result)
         else:
             render_audit(out, result, top)

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import PRESETS, build_config, reference_markdown
+from ..config import PRESETS, build_config
+from ..config_reference import reference_markdown
 from .app import app, handle_errors
 
 

@@ -18,7 +18,7 @@ def info(
 ) -> None:
     """Show the model card: config, parameters, training data and fingerprint, metrics by split, versions."""
     with handle_errors():
-        from ..evaluation.card import model_card
+        from ..card.facts import model_card
 
         card = model_card(checkpoint)
         if as_json:

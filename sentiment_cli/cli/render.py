@@ -322,7 +322,7 @@ def render_card(console, card: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..evaluation.card import RESULT_COLUMNS, card_results, card_sections
+    from ..card.text import RESULT_COLUMNS, card_results, card_sections
 
     console.print(f"[bold]model card: {escape(card['name'])}[/]  ({escape(card['checkpoint'])})", highlight=False)
     rows = card_results(card)
@@ -419,9 +419,6 @@ def render_suggestions(console, result, where: str, output) -> None:
 
 # ----------------------------------------------------------------------------- audit
 
-WEAK_AUDIT_SHARE = 0.2   # flagging more than this share of the rows says more about the model than the data
-CROWDED_CLASS = 1.5      # a class flagged at over this times the overall share (and over WEAK_AUDIT_SHARE) gets a note
-
 def render_audit(console, result, top: int) -> None:
     """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
     from rich.markup import escape
@@ -436,16 +433,8 @@ def render_audit(console, result, top: int) -> None:
                   f"stratified folds ({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; "
                   f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
                   highlight=False, soft_wrap=True)
-    if s["flagged"] > WEAK_AUDIT_SHARE * s["rows"]:
-        print_note(console, f"{s['flagged'] / s['rows']:.0%} of the rows are flagged: the out-of-fold model is right "
-                            f"on {m['out_of_fold_accuracy']:.0%} of them, so many flags are its own mistakes; the "
-                            "top of the ranking is the most trustworthy")
-    for c in s["classes"]:
-        share = c["flagged"] / max(c["rows"], 1)
-        if share > max(WEAK_AUDIT_SHARE, CROWDED_CLASS * s["flagged"] / s["rows"]):
-            print_note(console, f"{c['flagged']:,} of the {c['rows']:,} rows of {c['label']} are flagged "
-                                f"({share:.0%}): a small or hard class can look like noise to the out-of-fold model; "
-                                "read its flags before removing any")
+    for warning in result.warnings:
+        print_note(console, warning.message)
     if not top or not result.findings:
         return
     shown = result.findings[:top]

@@ -14,7 +14,8 @@ one scalar ``T > 0`` fitted to minimise the negative log-likelihood on the
 validation split. It never changes a prediction's label (the argmax), only
 how sure the probabilities say the model is.
 
-NumPy only (no torch): the ONNX Runtime path applies the temperature too.
+NumPy only (no torch). The softmax with the temperature, which both backends apply to every prediction, is
+``inference/probabilities.py``'s.
 """
 
 from __future__ import annotations
@@ -25,28 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..inference.probabilities import softmax
+
 ECE_BINS = 15   # Guo et al. 2017 use 15 bins
 _LOG_T_RANGE = (math.log(0.05), math.log(20.0))   # temperatures beyond these mean a broken model, not a fit
-
-
-def softmax(logits: np.ndarray, temperature: float = 1.0, dtype=np.float64) -> np.ndarray:
-    """Softmax of ``logits / temperature`` over the last axis, max subtracted (Guo et al. 2017, 4.2).
-
-    Args:
-        logits: ``(n, num_labels)``.
-        temperature: ``T > 0``; 1 leaves the logits as they are. It never changes the argmax.
-        dtype: the arithmetic's precision: float64 for the calibration metrics, float32 for predictions
-            (the precision of the model's logits).
-
-    Returns:
-        ``(n, num_labels)`` probabilities of ``dtype``; each row sums to 1.
-    """
-    z = np.asarray(logits, dtype=dtype)
-    if temperature != 1.0:
-        z = z / dtype(temperature)
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def nll(logits: np.ndarray, labels: Sequence[int], temperature: float = 1.0) -> float:

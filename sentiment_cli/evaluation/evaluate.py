@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .calibration import calibration_report
-from .card import write_card
+from ..card.readme import write_card
 from ..checkpoint import Checkpoint, load_checkpoint, record_eval
 from ..data.splits import Split, is_own_data, load_split, scoring_spec
 from ..data.labels import LABELS

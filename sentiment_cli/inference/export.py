@@ -43,6 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..card.facts import model_card
+from ..card.readme import write_card
 from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
 from ..errors import SentimentError, UsageError
 from ..model.classifier import SentimentClassifier
@@ -348,8 +350,6 @@ def _quantized(ckpt, fp32: Path, final: Path, meta: dict[str, str], reference: n
 def _embed_card(final: Path, meta: dict[str, str], record: dict[str, Any], checkpoint: Path,
                 quantize: str | None) -> None:
     """Store the model card, with this export's record, in the file's metadata."""
-    from ..evaluation.card import model_card
-
     card = model_card(checkpoint)
     card.setdefault("exports", {})[_record_name(quantize)] = record
     size_key = "onnx_int8" if quantize else "onnx"
@@ -370,8 +370,6 @@ def record_export(checkpoint: Path, record: dict[str, Any], quantize: str | None
     Raises:
         OSError: the folder is not writable.
     """
-    from ..evaluation.card import write_card
-
     path = checkpoint / f"{EXPORT_PREFIX}{_record_name(quantize)}.json"
     write_json(path, record)
     write_card(checkpoint)

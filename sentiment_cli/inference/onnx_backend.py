@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config import read_regular_file, stored_config_from_dict, stored_temperature, stored_vocab_size
+from ..config import stored_config_from_dict
 from ..errors import CheckpointError, ConfigError, SentimentError
 from ..data.labels import LABELS
 from ..data.tokenizer import PAD_ID, check_token_ids, tokenizer_from_str
+from ..untrusted import read_regular_file, stored_temperature, stored_vocab_size
 
 ONNX_FILE = "model.onnx"
 ONNX_INSTALL = 'pip install "sentiment-cli[onnx]"'
@@ -71,7 +72,8 @@ def pad(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 def _stored(check, raw: dict[str, Any], key: str, default: Any, path: Path) -> Any:
     """``config.json``'s top-level ``key`` (``default`` when absent), checked by ``check`` (the torch
-    backend's rule: :func:`~sentiment_cli.config.stored_temperature`, :func:`~sentiment_cli.config.stored_vocab_size`).
+    backend's rule: :func:`~sentiment_cli.untrusted.stored_temperature`,
+    :func:`~sentiment_cli.untrusted.stored_vocab_size`).
 
     Raises:
         CheckpointError: ``check`` refuses it; the message names ``path``.

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import DataConfig
-from ..evaluation.calibration import softmax
 from ..data.labels import LABELS
 from ..errors import UsageError
 from ..data.tokenizer import UNK_ID, UNK_TOKEN, clip_text, truncate
+from .probabilities import softmax
 
 
 @dataclass

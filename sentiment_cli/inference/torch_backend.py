@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..card.facts import model_card
 from ..checkpoint import load_checkpoint
 from ..data.batching import collate, make_batches
 from ..model.classifier import SentimentClassifier, masked_max_pool
@@ -138,8 +139,6 @@ class TorchBackend:
     @property
     def card(self) -> dict[str, Any]:
         """The model card (``sentiment info --json``), read from the folder."""
-        from ..evaluation.card import model_card
-
         return model_card(self.directory)
 
     def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False

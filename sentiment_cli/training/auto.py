@@ -362,7 +362,8 @@ def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks) -> tu
     for c in choices:
         section, key = c.key.split(".")
         overrides.setdefault(section, {})[key] = c.value
-    config = config.with_overrides(overrides, origin="the default's data rules")
+    for section, values in overrides.items():   # no rule sets both keys of a cross-section check
+        config = config.override(section, origin="the default's data rules", **values)
     if config.training.init_from and "training.init_from" not in given:
         folder = pretrained_folder(config)
         choices.append(Choice("training.init_from", folder, "the pretrained encoder of this data (made when missing)"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..evaluation.card import TrainingReport
+    from ..evaluation.training_report import TrainingReport
 
 
 class TrainCallbacks:

@@ -41,14 +41,15 @@ import torch
 from tokenizers import Tokenizer
 
 from . import auto, distill, distributed, imbalance, refit
-from ..checkpoint import METRICS_FILE, Checkpoint, check_writable, load_weights, save_checkpoint, write_json
+from ..checkpoint import (METRICS_FILE, TOKENIZER_FILE, Checkpoint, check_writable, load_weights, save_checkpoint,
+                          write_json)
 from ..config import Config
 from ..data.batching import collate, make_batches
 from ..data.sources import absolute_source
 from ..data.splits import DataSpec, Split, load_train_validation
 from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from ..errors import Interrupted, SentimentError, UsageError
-from ..evaluation.card import write_training_report
+from ..evaluation.training_report import write_training_report
 from ..evaluation.evaluate import evaluate_ids
 from ..model.classifier import SentimentClassifier
 from ..runtime import autocast, device_name, native_bf16, resolve_device, seed_everything, versions
@@ -59,8 +60,7 @@ from .lock import output_lock
 from .optim import lr_lambda, make_optimizer, optimizer_step
 from .pretrain import ensure_pretrained, pretrained_weights
 from .resume import check_same_data, resume, resumed_state, rng_states   # resume: re-exported, an entry point
-from .state import (STATE_DIR, TOKENIZER_FILE, LoopState, TrainerState, clear_trainer_state, save_trainer_state,
-                    state_path)
+from .state import STATE_DIR, LoopState, TrainerState, clear_trainer_state, save_trainer_state, state_path
 
 __all__ = ["RunContext", "adversarial_perturbation", "resume", "run_training", "train", "word_dropout"]
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import METRICS_FILE, Checkpoint, _read_json, write_json, write_temperature
 from ..config import Config
 from ..errors import CheckpointError, Interrupted
-from ..evaluation.card import write_training_report
+from ..evaluation.training_report import write_training_report
 from ..wording import plural
 from . import distributed, score_weight
 from .callbacks import TrainResult
@@ -92,8 +92,8 @@ def refit(ctx: RunContext, first: TrainResult, pretrained: Checkpoint | None) ->
 
 def _second_config(config: Config, best: int) -> Config:
     """The refit's config: ``config`` with nothing held out, for the ``best`` epochs, without patience."""
-    return config.with_overrides({"data": {"validation_fraction": 0.0},
-                                  "training": {"epochs": best, "patience": 0, "refit": False}}, origin="the refit")
+    return (config.override("training", origin="the refit", epochs=best, patience=0, refit=False)
+            .override("data", origin="the refit", validation_fraction=0.0))
 
 
 def partial_folder(output: Path) -> Path:
@@ -193,7 +193,7 @@ def _move_into_place(partial: Path, output: Path, metrics: dict[str, Any], fitte
     any), then replace the output's files with them.
 
     The first run's trainer state goes first: resuming it would continue other weights than the folder's.
-    Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.card.write_training_report`).
+    Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.training_report.write_training_report`).
     """
     write_temperature(partial, fitted["temperature"])
     score_weight.keep(partial, fitted)

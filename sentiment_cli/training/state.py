@@ -33,14 +33,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from ..checkpoint import _read_json, atomic_write, check_format_version, write_json
+from ..checkpoint import TOKENIZER_FILE, _read_json, atomic_write, check_format_version, write_json
 from ..config import Config, stored_config_from_dict
 from ..errors import CheckpointError, ConfigError
 
 TRAINER_STATE_FORMAT_VERSION = 1
 STATE_DIR = "trainer_state"
 STATE_FILE = "state.json"
-TOKENIZER_FILE = "tokenizer.json"
 # In a run's trainer state while its refit is in progress (refit.py): {"stage": "refit", "folder", "epochs", ...}
 REFIT_FILE = "refit.json"
 

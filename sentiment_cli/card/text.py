@@ -1,0 +1,204 @@
+"""The model card as display text: its facts in sections of ``(key, value)`` lines and its results as rows.
+
+Shared by the checkpoint's ``README.md`` (``card/readme.py``) and the CLI's ``sentiment info``, so both say
+the same; from :func:`~sentiment_cli.card.facts.model_card`'s dict alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..toml_writer import toml_value
+from ..wording import plural
+from .facts import UNKNOWN
+
+
+def class_balance_text(counts: dict[str, int]) -> str:
+    """``"neg 283 (52.4%), pos 257 (47.6%)"``: examples per class and their share."""
+    total = sum(counts.values())
+    return ", ".join(f"{name} {n:,} ({n / total:.1%})" if total else f"{name} {n:,}" for name, n in counts.items())
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "–"
+
+
+def _num(value: Any, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
+
+
+RESULT_COLUMNS = ("split", "reviews", "accuracy", "macro F1", "loss", "from")
+
+
+def card_results(card: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The card's metrics as display rows, one per split, in :data:`RESULT_COLUMNS` order."""
+    rows = []
+    for split, r in card["metrics"].items():
+        src = r["source"]
+        if r.get("data") and r["data"] != card["data"]["source"]:
+            src += f", data {r['data']}"
+        rows.append((split, _count(r.get("num_examples")), _num(r.get("accuracy"), ".2%"),
+                     _num(r.get("f1_macro"), ".4f"), _num(r.get("loss"), ".4f"), src))
+    return rows
+
+
+def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The card's facts as display text: ``[(section, [(key, value), ...]), ...]``.
+
+    Shared by :func:`card_markdown` and the CLI's ``sentiment info``, so both say the same.
+
+    Args:
+        card: :func:`model_card`'s dict.
+    """
+    rules = [(rule["key"], f"{toml_value(rule['value'])}: {rule['reason']}") for rule in card.get("data_rules") or []]
+    return [("Model", _model_facts(card)), ("Training data", _data_facts(card)), ("Training", _training_facts(card)),
+            *([("Settings chosen from the data", rules)] if rules else []), *_calibration_sections(card)]
+
+
+def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "Model" section: architecture, parameter counts, vocabulary, input length."""
+    m, d, p = card["config"]["model"], card["config"]["data"], card["parameters"]
+    norm = "pre-norm" if m["norm_first"] else "post-norm"
+    layers = plural(m["n_layers"], f"{norm} encoder layer")
+    truncation = (f"first {d['max_length']} tokens" if d["truncation"] == "head" else
+                  f"{d['max_length']} tokens, head and tail ({d['head_fraction']:.0%} from the start)")
+    sites = [f"{name} {m[key]:g}" for name, key in (("feed-forward hidden layer", "activation_dropout"),
+                                                     ("attention", "attention_dropout"),
+                                                     ("before the head", "head_dropout")) if m[key]]
+    dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
+    return [
+        ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
+                         f"({m['activation']}), {dropout}; masked max-pool; dense head"
+                         + (f"; plus {card['logit_term']}" if card.get("logit_term") else "")),
+        ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
+        ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
+                       + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
+                          else "")),
+        ("input", truncation),
+    ]
+
+
+def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "Training data" section: source, labels, review counts, fingerprint, class balance."""
+    d, data = card["config"]["data"], card["data"]
+    return [
+        ("source", str(data["source"])),
+        *([] if card.get("kind") == "pretrained" else
+          [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
+        ("training reviews", _count(data["train_examples"])),
+        ("validation reviews", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0
+         else "none (validation_fraction 0: trained on all of train)"),
+        ("fingerprint", str(data["fingerprint"])),
+        *((f"class balance, {split}", class_balance_text(counts))
+          for split, counts in card.get("class_balance", {}).items()),
+    ]
+
+
+def _training_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "Training" section: the encoder it started from, epochs, optimizer, class weights (when balanced),
+    device, time, seed, versions."""
+    t = card["training"]
+    epochs, optimizer = _pretraining_text(card) if card.get("kind") == "pretrained" else _fine_tuning_text(card)
+    start = []
+    if card.get("pretrained"):
+        pre = card["pretrained"]
+        start = [("initialised from", f"{pre.get('from')} ({pre.get('epochs')} pretraining epochs, "
+                                      f"{_num(pre.get('wall_time_seconds'), '.0f')} s)")]
+    return [
+        *start,
+        ("epochs", epochs),
+        ("optimizer", optimizer),
+        *_class_weight_facts(t.get("class_weights")),
+        *_refit_facts(t.get("refit")),
+        ("device", t["device"] + (f" ({t['device_name']})" if t.get("device_name") else "")),
+        ("wall time", _num(t["wall_time_seconds"], ".0f") + " s" if t["wall_time_seconds"] is not None else UNKNOWN),
+        ("seed", str(t["seed"])),
+        ("created", str(card["created"])),
+        ("versions", ", ".join(f"{k} {v}" for k, v in card["versions"].items()) or UNKNOWN),
+    ]
+
+
+def _refit_facts(refit: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The "refit" fact of a run trained again on every row after its hold-out (``training/refit.py``)."""
+    if not refit:
+        return []
+    acc = refit.get("best_validation_accuracy")
+    seen = f" (validation accuracy {acc:.2%})" if isinstance(acc, (int, float)) else ""
+    held, epochs = _count(refit.get("validation_examples")), refit.get("best_epoch")
+    return [("refit", f"these weights were trained again on every training row, the {held} held-out rows "
+                      f"included, for {epochs} epoch{'' if epochs == 1 else 's'}, the count that was best on "
+                      f"them{seen}; the calibration below was fitted on the held-out rows before")]
+
+
+def _class_weight_facts(weights: dict[str, float] | None) -> list[tuple[str, str]]:
+    """The "class weights" fact of a run trained with ``class_weight = "balanced"``; none otherwise."""
+    if not weights:
+        return []
+    return [("class weights", "balanced, n / (classes × count) (scikit-learn's heuristic): "
+                              + ", ".join(f"{name} {w:.3g}" for name, w in weights.items()))]
+
+
+def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
+    """A classifier's ``(epochs, optimizer)`` facts: epochs run and the best, the optimizer and its regularisation."""
+    t, tr = card["training"], card["config"]["training"]
+    validated = card["config"]["data"]["validation_fraction"] > 0
+    epochs = f"{t['epochs']} of {t['epochs_planned']}, " + (f"best epoch {t['best_epoch']}" if validated
+                                                            else "the last kept (no validation)")
+    if t["stopped_early"]:
+        epochs += " (stopped early)"
+    scale = tr.get("embedding_lr_scale", 1.0)
+    embedding = f", token embedding {tr['lr'] * scale:g}" if scale != 1.0 else ""
+    optimizer = (f"AdamW, lr {tr['lr']:g}{embedding} ({tr['schedule']} schedule), weight decay "
+                 f"{tr['weight_decay']:g}, batch {tr['batch_size']}")
+    regularisation = [f"{name} {tr[key]:g}" for name, key in (
+        ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
+        ("adversarial training (Miyato et al. 2017), epsilon", "adversarial_epsilon")) if tr.get(key)]
+    if tr.get("distill_reviews"):
+        teacher = card.get("teacher") or "an n-gram model over hashed token 1-3-grams"
+        regularisation.append(f"distillation (Hinton et al. 2015) from a teacher, {teacher}, on "
+                              f"{tr['distill_reviews']:,} unlabelled reviews per epoch, weight {tr['distill_weight']:g}")
+    if regularisation:
+        optimizer += "; " + ", ".join(regularisation)
+    return epochs, optimizer
+
+
+def _pretraining_text(card: dict[str, Any]) -> tuple[str, str]:
+    """A pretrained encoder's ``(epochs, optimizer)`` facts: word2vec or masked-language-model pretraining."""
+    pre = card["config"]["pretrain"]
+    if pre["objective"] == "word2vec":
+        what = "word2vec (skip-gram) pretraining of the token embedding"
+        optimizer = (f"gensim Word2Vec, window {pre['window']}, 5 negative samples, "
+                     f"frequent words downsampled at {pre['subsample']:g}")
+    else:
+        what = ("replaced-token-detection (ELECTRA) pretraining, generator of "
+                f"{pre.get('generator_layers', 1)} layer(s), loss weight {pre.get('rtd_weight', 50.0):g}"
+                if pre["objective"] == "electra" else "masked-language-model pretraining")
+        optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
+                     f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
+    epochs = f"{card['training']['epochs']} of {pre['epochs']} of {what} on {pre['splits']} (classifier head untrained)"
+    return epochs, optimizer
+
+
+def _calibration_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The "Calibration" section (the temperature, ECE by split) of a classifier's card; none for an encoder."""
+    cal = card.get("calibration")
+    if not cal or card.get("kind") == "pretrained":
+        return []
+    how = ("fitted on the validation split at the end of training (Guo et al. 2017)" if cal["fitted"]
+           else "none fitted (no validation split, or trained before temperatures were fitted)")
+    return [("Calibration", [
+        ("temperature", f"{cal['temperature']:.4g}: probabilities are softmax(logits / T); {how}"),
+        *((("n-gram score's weight", f"{cal['ngram_scale']:g} (the logits are the encoder's + {cal['ngram_scale']:g} "
+            "x the score's), chosen on the validation split from 1 to 5 by the NLL after the temperature"),)
+          if "ngram_scale" in cal else ()),
+        *((f"ECE, {split}", f"{r['ece']:.2%} with the temperature, {_num(r.get('ece_uncalibrated'), '.2%')} "
+                            f"without (15 bins)") for split, r in cal["ece"].items()),
+    ])]
+
+
+def _validation_text(data: dict[str, Any], d: dict[str, Any], seed: int) -> str:
+    if data.get("validation_from"):
+        return f"{_count(data['validation_examples'])} (the source's own validation split: {data['validation_from']})"
+    blocks = ", in blocks of consecutive reviews" if d.get("validation_split") == "blocks" else ""
+    return (f"{_count(data['validation_examples'])} ({d['validation_fraction']:.0%} of train, stratified{blocks}, "
+            f"seed {seed})")
