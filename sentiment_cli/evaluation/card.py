@@ -26,6 +26,7 @@ from ..checkpoint import (METRICS_FILE, atomic_write, read_checkpoint_config, re
                          read_temperature, weights_digest)
 from ..errors import CheckpointError
 from ..model.classifier import SentimentClassifier
+from ..ngram.report import fitted_form, model_phrase
 from ..wording import plural
 from .plots import PlotUnavailable, curves_png, write_png
 
@@ -52,7 +53,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     (examples per class, by split: ``train`` and ``validation`` from training, other splits from
     ``sentiment eval``; empty for checkpoints that predate it), ``config`` (the
     whole run configuration), ``vocab_size``, ``parameters`` (``embedding``,
-    ``non_embedding``, ``total``, from ``model.num_parameters()``), ``logit_term`` (what the model adds
+    ``non_embedding``, ``total``, from ``model.num_parameters()``), ``ngram_score`` (what the model adds
     to its head's logits, in a phrase, e.g. its n-gram score; ``None`` for nothing), ``data``
     (``source``, ``train_examples``, ``validation_examples``, ``fingerprint``:
     SHA-256 of the training split, ``"unknown"`` for checkpoints that predate
@@ -72,8 +73,6 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     metrics = _read_metrics(directory)
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
         model = SentimentClassifier.from_config(config, vocab_size, len(labels))
-    if model.logit_term is not None:   # the form its fit chose, as training reported it
-        model.logit_term.read_report(metrics.get("teacher"))
     data = metrics.get("data") or {}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
     evals = read_evals(directory, weights)
@@ -88,8 +87,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "config": config.to_dict(),
         "vocab_size": vocab_size,
         "parameters": model.num_parameters(),
-        "logit_term": model.logit_term.description if model.logit_term is not None else None,
-        "teacher": _teacher_model(metrics),   # what distillation learned from, as training reported it
+        "ngram_score": model.ngram_score.description(fitted_form(metrics)) if model.ngram_score is not None else None,
+        "teacher": model_phrase(metrics),   # what distillation learned from, as training reported it
         "data": {"source": data.get("source", config.data.source),
                  "validation_from": data.get("validation_from"),
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
@@ -104,13 +103,6 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
-
-
-def _teacher_model(metrics: dict[str, Any]) -> str | None:
-    """The n-gram teacher's model in words (``metrics.json``'s ``teacher.model``), or ``None``."""
-    teacher = metrics.get("teacher")
-    model = teacher.get("model") if isinstance(teacher, dict) else None
-    return model if isinstance(model, str) else None
 
 
 def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:
@@ -246,7 +238,7 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
                          f"({m['activation']}), {dropout}; masked max-pool; dense head"
-                         + (f"; plus {card['logit_term']}" if card.get("logit_term") else "")),
+                         + (f"; plus {card['ngram_score']}" if card.get("ngram_score") else "")),
         ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
         ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
                        + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
