@@ -225,7 +225,8 @@ def test_the_ngram_score_is_fitted_with_the_runs_class_weight():
         fitted = fit_ngram_score(c, model.ngram_score, model.num_labels, train_ids, train_split.labels, val_ids,
                                  val_split.labels)
         reports[mode] = fitted.report
-        direct = NgramEstimator(model.num_labels, c.model.ngram_fit, class_weight=None if mode == "none" else "balanced")
+        weighting = None if mode == "none" else "balanced"
+        direct = NgramEstimator(model.num_labels, c.model.ngram_fit, class_weight=weighting)
         direct.fit(ngram_features(train_ids, 1 << 12), train_split.labels)
         weight = model.ngram_score.weight.numpy().reshape(direct.coef_.shape)
         assert np.array_equal(weight, direct.coef_) and np.array_equal(model.ngram_score.intercept, direct.intercept_)

@@ -1,4 +1,4 @@
-"""The n-gram score (the ngram package): hashing, first occurrences, its share of the logits, its fit, its file names."""
+"""The n-gram score (sentiment_cli/ngram/): hashing, first occurrences, its share of the logits, its fit, its names."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Out-of-fold class probabilities for every labelled row: the n-gram score's two forms, cross-fitted, calibrated, averaged.
+"""Out-of-fold class probabilities for every labelled row: the n-gram score's two forms cross-fitted and averaged.
 
 Confident learning needs, for each row, class probabilities from a model that never saw that row's
 label (Northcutt, Jiang & Chuang 2021, "Confident Learning: Estimating Uncertainty in Dataset Labels",

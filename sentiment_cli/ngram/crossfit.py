@@ -56,9 +56,9 @@ def cross_fit(x, y: np.ndarray, splits: Iterable[tuple[np.ndarray, np.ndarray]],
         num_labels: classes.
         class_weight: every fit's (:class:`~.estimator.NgramEstimator`).
         limit: every fit's memory bound, or ``None``.
-        score: a fit's scores of rows ``x[outside]``, ``(outside, k)``: :meth:`~.estimator.NgramEstimator.decision_function`
-            (float64, rounded to float32 when stored) or :meth:`~.estimator.NgramEstimator.margins` (as the model's
-            score computes them).
+        score: a fit's scores of rows ``x[outside]``, ``(outside, k)``:
+            :meth:`~.estimator.NgramEstimator.decision_function` (float64, rounded to float32 when stored) or
+            :meth:`~.estimator.NgramEstimator.margins` (as the model's score computes them).
         on_fold_start: called with ``(fold, inside rows, outside rows)`` (fold from 0) before a fold's fits.
         on_fold_end: called with ``(fold, outside rows)`` after them.
 

@@ -87,7 +87,8 @@ def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence
     return Selection(form, C, accuracy, len(rows), folds)
 
 
-def select_forms(x, y: np.ndarray, num_labels: int, class_weight: str | None = None) -> tuple[Selection, dict[str, float]]:
+def select_forms(x, y: np.ndarray, num_labels: int,
+                 class_weight: str | None = None) -> tuple[Selection, dict[str, float]]:
     """``(selection, {form: C})``: :func:`select_fit`'s choice (at most :data:`CV_TEXTS` texts, :data:`CV_FOLDS`
     folds, deterministic) and each form at its own best C (:meth:`Selection.best_C`), for a cross-fit that refits
     every form on each fold (``sentiment audit``).
