@@ -10,7 +10,7 @@ A pool-based simulation (Settles 2009, "Active Learning Literature Survey", 2): 
 and the model is retrained from scratch on everything labelled so far. Strategies:
 
 - ``random``: uniform draws from the rest (numpy, seeded);
-- ``uncertainty`` and ``diverse``: :func:`sentiment_cli.audit.suggest.suggest` on the current checkpoint, with
+- ``uncertainty`` and ``diverse``: :func:`sentiment_cli.suggest.run.suggest` on the current checkpoint, with
   the labelled texts as ``known`` (their duplicates and near-duplicates are left out).
 
 Every strategy shares the seed's first 100 rows and its first model, and every training uses the same fixed
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentiment_cli.audit.suggest import CANDIDATES_PER_PICK
+from sentiment_cli.suggest.run import CANDIDATES_PER_PICK
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -92,7 +92,7 @@ def accuracy(predictor, texts: list[str], labels: list[str]) -> float:
 
 def run(name: str, seed: int, strategies: list[str], args, log) -> dict:
     """One set and seed: ``{strategy: [{"labels", "test_accuracy", "dev_accuracy", ...} per round]}``."""
-    from sentiment_cli.audit.suggest import suggest
+    from sentiment_cli.suggest.run import suggest
 
     folder = SHARED / name
     train_texts, train_labels = read_csv(folder / "train.csv")

@@ -154,8 +154,9 @@ def run_peer(texts: list[str], noisy: np.ndarray, dev: tuple | None, seed: int) 
 
 def ngram_accuracy(x_train, y_train: np.ndarray, x_test, y_test: np.ndarray, k: int) -> float:
     """Test accuracy of the n-gram score fitted as ``train`` fits it (``ngram_fit = "auto"``)."""
-    from sentiment_cli.audit.crossfit import class_weighting
-    from sentiment_cli.model.ngram import fit_columns, predicted, select_fit
+    from sentiment_cli.audit.probabilities import class_weighting
+    from sentiment_cli.ngram.forms import fit_columns, predicted
+    from sentiment_cli.ngram.selection import select_fit
 
     weighting = class_weighting(y_train)   # balanced over 5 to 1, as the default's rule balances train's fit
     fit = select_fit(x_train, y_train, k, class_weight=weighting)
@@ -190,9 +191,9 @@ def default_accuracy(texts: list[str], labels: np.ndarray, names: list[str], row
 
 def run_case(name: str, rate: float, seed: int, out: Path, trainer: str = "ngram") -> dict:
     from bench.suite import splits
-    from sentiment_cli.audit.crossfit import AUDIT_DATA, bucket_count
+    from sentiment_cli.audit.probabilities import AUDIT_DATA, bucket_count
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
-    from sentiment_cli.model.ngram import ngram_features
+    from sentiment_cli.ngram.features import ngram_features
 
     folder, kind = CASES[name]
     data = splits(str(SHARED / folder))

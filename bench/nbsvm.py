@@ -4,8 +4,8 @@ Binarised n-gram counts ``x`` from scikit-learn's ``CountVectorizer``, scaled by
 their naive-Bayes log-count ratios ``r``, then logistic regression on ``x * r``
 (the NB-LR form of Wang & Manning's NBSVM, "Baselines and Bigrams: Simple, Good
 Sentiment and Topic Classification", ACL 2012). The model's own n-gram score
-(``sentiment_cli/model/ngram.py``) fits the same way on its hashed token
-n-grams and shares :func:`~sentiment_cli.model.ngram.nb_lr`; this form reads
+(``sentiment_cli/ngram/``) fits the same way on its hashed token
+n-grams and shares :func:`~sentiment_cli.ngram.forms.nb_lr`; this form reads
 raw text, as a practitioner's NB-SVM does.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sentiment_cli.model.ngram import FIT_C, label_ids, nb_lr_columns
+from sentiment_cli.ngram.forms import FIT_C, label_ids, nb_lr_columns
 
 # Words, and each run of "!" / "?" as its own token: both carry sentiment ("!!!", "?!") that the
 # scikit-learn default pattern (\b\w\w+\b) throws away, as it does one-letter words like "a" and "i".
@@ -65,7 +65,7 @@ def fit_nbsvm(texts: Sequence[str], labels: Sequence[int], *, C: float = FIT_C, 
               min_df: int = 1, num_labels: int = 2) -> NbSvm:
     """Fit NB-LR on labelled texts: binarised 1-``max_n``-gram counts, log-count ratios (alpha 1),
     L2 logistic regression (inverse strength ``C``) on the scaled counts; one-vs-rest with more than
-    two classes (:func:`~sentiment_cli.model.ngram.nb_lr_columns`). Deterministic.
+    two classes (:func:`~sentiment_cli.ngram.forms.nb_lr_columns`). Deterministic.
 
     Raises:
         DataError: fewer than two classes among the labels, or an id of ``num_labels`` or more.

@@ -6,7 +6,7 @@ The score alone (no encoder): each set's ``train`` split is tokenized as the
 default preset does (its vocabulary settings; 128 tokens for the sentence
 sets, IMDB's own 512, head and tail), hashed into the default's 4,194,304
 buckets, and fitted twice: in the form and C that cross-validation on the
-training texts picks (:func:`~sentiment_cli.model.ngram.select_fit`, what
+training texts picks (:func:`~sentiment_cli.ngram.selection.select_fit`, what
 ``ngram_fit = "auto"`` does), and as NB-LR with C 0.1 (``ngram_fit = "nb-lr"``,
 the form before forms were chosen). Both are scored on the ``dev`` split
 (the source's validation split). No test split is read. IMDB has no dev
@@ -26,7 +26,9 @@ import numpy as np
 from sentiment_cli.config import load_config
 from sentiment_cli.data.splits import DataSpec, load_split
 from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
-from sentiment_cli.model.ngram import FIT_C, fit_columns, label_ids, ngram_features, predicted, select_fit
+from sentiment_cli.ngram.features import ngram_features
+from sentiment_cli.ngram.forms import FIT_C, fit_columns, label_ids, predicted
+from sentiment_cli.ngram.selection import select_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"

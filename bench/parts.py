@@ -44,8 +44,8 @@ def logit_parts(model, ids) -> tuple[np.ndarray, np.ndarray]:
         for i in range(0, len(ids), 256):
             x, mask = collate(ids[i:i + 256])
             encoder.append(model(x, mask, encoder_only=True).logits.float().numpy())    # (batch, num_labels)
-            if model.logit_term is not None:
-                shares, bias = model.logit_term(x)                                       # (batch, seq, labels)
+            if model.ngram_score is not None:
+                shares, bias = model.ngram_score(x)                                       # (batch, seq, labels)
                 score.append((shares.sum(1) + bias).float().numpy())
     model.train(was_training)
     enc = np.concatenate(encoder)

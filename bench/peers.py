@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentiment_cli.model.ngram import FIT_C, log_count_ratio
+from sentiment_cli.ngram.forms import FIT_C, log_count_ratio
 
 from bench.nbsvm import MAX_N, NGRAM_TOKEN_PATTERN, fit_nbsvm
 from bench.nbsvm import clean_text as _clean

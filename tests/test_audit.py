@@ -92,7 +92,7 @@ def test_json_lines_carry_each_finding_then_the_warnings(audited):
 
 def test_reasons_split_the_margin_exactly():
     """Each flagged row's token scores plus the bias are logit(suggested) - logit(given) of its fold's score."""
-    from sentiment_cli.audit.crossfit import cross_fit, encode
+    from sentiment_cli.audit.probabilities import cross_fit, encode
     from sentiment_cli.audit.label_issues import find_issues
     from sentiment_cli.audit.reasons import explain_rows
     from sentiment_cli.data.splits import load_rows
@@ -188,17 +188,17 @@ def test_bad_input_is_one_error_line(tmp_path, case, code, words):
 
 
 def test_the_cli_default_folds_are_the_librarys():
-    from sentiment_cli.audit import crossfit
+    from sentiment_cli.audit import probabilities
     from sentiment_cli.cli import audit
 
-    assert audit.FOLDS == crossfit.FOLDS
+    assert audit.FOLDS == probabilities.FOLDS
 
 
 def test_a_rare_class_keeps_its_own_rows(tmp_path):
     """TREC-6's own labels: ABBR has 84 of 4,907 questions (the largest class outnumbers it 13 to 1). Cross-fitted
     without class weights, its prior shrinks its probabilities and confident learning flagged 24 of its questions
     (29%); balanced, as ``train`` weighs such classes, it flags at most a tenth of them."""
-    from sentiment_cli.audit.crossfit import class_weighting
+    from sentiment_cli.audit.probabilities import class_weighting
     from sentiment_cli.audit.run import audit
 
     result = audit(str(ROOT.parent / "shared" / "data" / "trec6"))
@@ -215,7 +215,7 @@ def test_flagged_rows_are_those_both_rules_of_confident_learning_agree_on():
     ``prune_by_class`` both flag: fewer correctly labelled rows (docs/audit.md)."""
     from cleanlab.filter import find_label_issues
 
-    from sentiment_cli.audit.crossfit import cross_fit, encode
+    from sentiment_cli.audit.probabilities import cross_fit, encode
     from sentiment_cli.audit.label_issues import find_issues
     from sentiment_cli.data.splits import load_rows
 

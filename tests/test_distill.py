@@ -72,11 +72,11 @@ def test_teacher_needs_two_classes():
 def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabelled, tmp_path):
     cfg = distill_config(with_unlabelled)
     a = train(cfg, tmp_path / "a")
-    teacher = a.metrics["teacher"]
-    assert teacher["unlabelled_reviews"] == 500 and teacher["reviews_per_epoch"] == 200
-    assert 0.6 < teacher["validation_accuracy"] <= 1.0
+    score, distilled = a.metrics["ngram_score"], a.metrics["distillation"]
+    assert distilled["unlabelled_reviews"] == 500 and distilled["reviews_per_epoch"] == 200
+    assert 0.6 < score["validation_accuracy"] <= 1.0 and "teacher" not in a.metrics
     card = (tmp_path / "a" / "README.md").read_text()   # the card names the teacher the fit chose
-    assert f"from a teacher, {teacher['model']}, on 200 unlabelled reviews per epoch" in card
+    assert f"from a teacher, {score['model']}, on 200 unlabelled reviews per epoch" in card
     # each epoch: the 900 labelled reviews and 200 unlabelled ones; accuracy counts labelled reviews only
     assert [r["train_examples"] for r in a.metrics["history"]] == [1100, 1100]
     assert all(0.0 <= r["train_accuracy"] <= 1.0 for r in a.metrics["history"])
@@ -85,7 +85,7 @@ def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabell
     wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     plain = train(cfg.override("training", distill_reviews=0), tmp_path / "plain")
-    assert plain.metrics["teacher"]["in_logits"] and "unlabelled_reviews" not in plain.metrics["teacher"]
+    assert plain.metrics["ngram_score"]["in_logits"] and "distillation" not in plain.metrics
     assert plain.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
 
 
@@ -108,6 +108,7 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     from sentiment_cli.data.splits import DataSpec, load_train_validation
     from sentiment_cli.model.classifier import SentimentClassifier
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
+    from sentiment_cli.ngram.fit import fit_ngram_score
     from sentiment_cli.training import distill
 
     cfg = distill_config(with_unlabelled, label_smoothing=0.1, distill_weight=0.5)
@@ -115,10 +116,10 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     tok = build_tokenizer(train_split.texts, cfg.data)
     train_ids, val_ids = encode_texts(tok, train_split.texts, cfg.data), encode_texts(tok, val_split.texts, cfg.data)
     model = SentimentClassifier.from_config(cfg, tok.get_vocab_size())
-    teacher = distill.fit_teacher(cfg, model, train_ids, train_split.labels, val_ids, val_split.labels,
-                                  TrainCallbacks())
+    teacher = fit_ngram_score(cfg, model.ngram_score, model.num_labels, train_ids, train_split.labels, val_ids,
+                              val_split.labels)
     assert 0.6 < teacher.report["validation_accuracy"] <= 1.0
-    assert teacher.score is model.logit_term and model.logit_term.weight.abs().sum() > 0   # the model's score
+    assert teacher.score is model.ngram_score and model.ngram_score.weight.abs().sum() > 0   # the model's score
     d = distill.distillation(cfg, tok, teacher, train_split.labels, TrainCallbacks())
     n = len(train_split)
     assert d.targets.shape == (n + 500, 2) and len(d.ids) == 500
@@ -129,7 +130,7 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     assert (teacher_side > 0).all() and (teacher_side < 1).all() and teacher_side.std() > 0.1
     # the probabilities are the model's own n-gram score on those reviews
     input_ids, _ = collate(d.ids[:64])
-    token_logits, bias = model.logit_term(input_ids)
+    token_logits, bias = model.ngram_score(input_ids)
     score = (token_logits.sum(1) + bias)[:, 1]
     assert torch.allclose(torch.sigmoid(score), teacher_side[:64], atol=1e-5)
     assert d.weights[:n].eq(1).all() and d.weights[n:].eq(0.5).all()
@@ -184,36 +185,36 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
     # unsupervised + the training part of train (the rules hold out 10% of the 1,000 for the temperature)
     assert pretrained["kind"] == "pretrained" and pretrained["data"]["reviews"] == 500 + 900
     assert metrics["pretrained"]["made_by_this_run"] is True
-    assert metrics["teacher"]["reviews_per_epoch"] == 200
+    assert metrics["distillation"]["reviews_per_epoch"] == 200
     assert metrics["held_out_run"]["history"][0]["train_examples"] == 900 + 200
     # then the refit (under 20,000 rows): the 100 held-out reviews too, from the same pretrained folder
     assert metrics["history"][0]["train_examples"] == 1000 + 200 and metrics["pretrained"]["from"].endswith(folder)
 
 
 def test_the_residual_encoder_trains_beside_cross_fitted_scores(tmp_path):
-    """ngram_residual: the training logits carry each review's score from a teacher that never saw it, which
-    is far less sure of the training reviews than the teacher fitted on all of them."""
+    """ngram_residual: the training logits carry each review's n-gram score from a fit that never saw it, which
+    is far less sure of the training reviews than the score fitted on all of them."""
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
-    from sentiment_cli.model.ngram import NgramScore
-    from sentiment_cli.training.distill import RESIDUAL_FOLDS, cross_fitted_logits
+    from sentiment_cli.ngram.crossfit import RESIDUAL_FOLDS, residual_logits
+    from sentiment_cli.ngram.estimator import NgramEstimator
+    from sentiment_cli.ngram.features import ngram_features
 
     train_split = load_split(str(SMALL_DATA), "train")
     cfg = small_config()
     ids = encode_texts(build_tokenizer(train_split.texts, cfg.data), train_split.texts, cfg.data)
     y = np.asarray(train_split.labels)
-    cross = dict(buckets=65_537, num_labels=2, seed=1, form="nb-lr", C=0.1)
-    crossed = cross_fitted_logits(ids, train_split.labels, **cross)[:, 1]
-    score = NgramScore(65_537, fit="nb-lr")
-    score.fit(ids, train_split.labels)
-    full = score.margins(ids)
+    x = ngram_features(ids, 65_537)
+    cross = dict(num_labels=2, seed=1, form="nb-lr", C=0.1)
+    crossed = residual_logits(x, train_split.labels, **cross)[:, 1]
+    full = NgramEstimator(2, "nb-lr").fit(x, train_split.labels).decision_function(x)[:, 0]
     assert ((full > 0) == y).mean() > 0.99                       # the full fit has learnt its training reviews
     assert 0.6 < ((crossed > 0) == y).mean() < 0.95              # the cross-fitted score is as on new reviews
-    assert np.array_equal(crossed, cross_fitted_logits(ids, train_split.labels, **cross)[:, 1])
+    assert np.array_equal(crossed, residual_logits(x, train_split.labels, **cross)[:, 1])
     result = train(small_config(epochs=1).override("model", ngram_buckets=65_537)
                    .override("training", ngram_residual=True), tmp_path / "out")
-    teacher = result.metrics["teacher"]
-    assert teacher["cross_fitted_folds"] == RESIDUAL_FOLDS and teacher["chosen_by"] == "cross-validation"
-    assert teacher["cv_accuracy"][f"{teacher['form']} C={teacher['C']:g}"] == max(teacher["cv_accuracy"].values())
+    report = result.metrics["ngram_score"]
+    assert report["cross_fitted_folds"] == RESIDUAL_FOLDS and report["chosen_by"] == "cross-validation"
+    assert report["cv_accuracy"][f"{report['form']} C={report['C']:g}"] == max(report["cv_accuracy"].values())
 
 
 def test_residual_training_needs_the_ngram_score():

@@ -28,8 +28,8 @@ def _model(vocab_size=50, max_length=64, **kw):
             model.bigram_embedding.weight[1:].normal_()
     if cfg.ngram_buckets:   # fitted by train; here any weights, so that the n-gram shares matter
         with torch.no_grad():
-            model.logit_term.weight[1:].normal_()
-            model.logit_term.bias.fill_(0.3)
+            model.ngram_score.weight[1:].normal_()
+            model.ngram_score.bias.fill_(0.3)
     return model
 
 
@@ -54,13 +54,13 @@ def _brute_force_scores(model, review):
             scores[j] += column[j] * w[f].item()
     if model.config.ngram_buckets:   # each distinct n-gram's weight on the token that ends its first occurrence
         for j, bucket in _first_ngrams(review, model.config.ngram_buckets):
-            scores[j] += model.config.ngram_scale * model.logit_term.weight[bucket].item()
+            scores[j] += model.config.ngram_scale * model.ngram_score.weight[bucket].item()
     return scores
 
 
 def _first_ngrams(review, buckets):
     """``(j, bucket)`` for each distinct hashed 1-3-gram of ``review`` (no <pad>/<unk> in it), at the token ``j``
-    that ends its first occurrence: the hashing of model/ngram.py, by loops."""
+    that ends its first occurrence: the hashing of ngram/features.py, by loops."""
     seen = set()
     for j in range(len(review)):
         for n in (1, 2, 3):
@@ -159,11 +159,11 @@ def test_with_five_classes_and_an_ngram_score_the_scores_are_the_predicted_class
     cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, ngram_buckets=31, ngram_scale=0.5)
     model = SentimentClassifier(cfg, vocab_size=50, max_length=64, num_labels=5)
     with torch.no_grad():
-        model.logit_term.weight[1:].normal_()
-        model.logit_term.bias.normal_()
+        model.ngram_score.weight[1:].normal_()
+        model.ngram_score.bias.normal_()
     scores, bias, logits, targets = token_scores(model, REVIEWS)
     assert (targets == logits.numpy().argmax(1)).all() and len(set(targets.tolist())) >= 2
-    w_head, w_ngram = model.head.weight.detach(), model.logit_term.weight
+    w_head, w_ngram = model.head.weight.detach(), model.ngram_score.weight
     for i, review in enumerate(REVIEWS):
         k = int(targets[i])
         others = [c for c in range(5) if c != k]

@@ -160,7 +160,7 @@ def test_bigram_hashing_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_pa
 def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_path):
     torch_p = Predictor(bigram_checkpoint)
     model = torch_p.backend.checkpoint.model
-    assert float(model.logit_term.weight.abs().sum()) > 0            # train fitted the score: it matters
+    assert float(model.ngram_score.weight.abs().sum()) > 0            # train fitted the score: it matters
     result = export_onnx(bigram_checkpoint, tmp_path / "ngram.onnx", parity_reviews=200)
     _, onnx_p = _agree(bigram_checkpoint, result.path, reviews)
     # its explanations add up as the checkpoint's do: token scores + bias = the logit margin
@@ -168,8 +168,8 @@ def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_p
     for e, row in zip(onnx_p.explain(reviews[:5]), logits):
         assert sum(e.scores) + e.bias == pytest.approx(float(row[1] - row[0]), abs=1e-3)
     with_score = torch_p.logits(reviews[:50])
-    model.logit_term.weight.zero_()
-    model.logit_term.bias.zero_()
+    model.ngram_score.weight.zero_()
+    model.ngram_score.bias.zero_()
     assert float(np.abs(torch_p.logits(reviews[:50]) - with_score).max()) > 1e-2
 
 

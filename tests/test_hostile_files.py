@@ -159,7 +159,7 @@ def test_suggest_refuses_a_negative_seed_before_scoring(trained_checkpoint, tmp_
 
 
 def test_the_suggest_library_refuses_a_seed_outside_the_range(trained_checkpoint):
-    from sentiment_cli.audit.suggest import suggest
+    from sentiment_cli.suggest.run import suggest
     from sentiment_cli.errors import UsageError
     from sentiment_cli.inference.predictor import Predictor
 

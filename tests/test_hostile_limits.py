@@ -182,7 +182,7 @@ def test_the_hold_out_note_of_ordinary_classes_is_unchanged_in_substance():
 
 def test_the_fit_of_5000_classes_in_524288_buckets_is_refused_naming_the_limit_and_settings():
     from sentiment_cli.config import load_config
-    from sentiment_cli.training.distill import check_fit_size
+    from sentiment_cli.ngram.fit import check_fit_size
 
     config = load_config("seed").override("model", ngram_buckets=524_288)
     with pytest.raises(Exception) as err:
@@ -223,32 +223,36 @@ def test_train_refuses_before_the_model_holds_the_weights(tmp_path, monkeypatch)
 
 
 def test_logistic_regressions_copies_are_counted_before_scikit_learn_runs(monkeypatch):
-    from sentiment_cli.model import ngram
+    from sentiment_cli.ngram import estimator
+    from sentiment_cli.ngram.features import ngram_features
+    from sentiment_cli.ngram.memory import FitLimit
 
     rng = np.random.default_rng(0)
     ids = [rng.integers(2, 3000, size=20).tolist() for _ in range(300)]
     labels = [i % 50 for i in range(300)]
-    monkeypatch.setattr(ngram, "fit_columns", lambda *a, **k: pytest.fail("scikit-learn ran"))
-    limit = ngram.FitLimit(0.05, instead="fewer buckets", without_lr="--set model.ngram_fit=nb-lr")
+    x = ngram_features(ids, 1 << 16)
+    monkeypatch.setattr(estimator, "fit_columns", lambda *a, **k: pytest.fail("scikit-learn ran"))
+    monkeypatch.setattr(estimator, "select_fit", lambda *a, **k: pytest.fail("scikit-learn ran"))
+    limit = FitLimit(0.05, instead="fewer buckets", without_lr="--set model.ngram_fit=nb-lr")
     with pytest.raises(Exception, match="logistic regression's working copies for .* n-gram columns") as err:
-        ngram.NgramScore(1 << 16, num_labels=50).fit(ids, labels, limit=limit)
+        estimator.NgramEstimator(50, limit=limit).fit(x, labels)
     assert "or fewer buckets, or --set model.ngram_fit=nb-lr" in str(err.value)
-    monkeypatch.setattr(ngram, "fit_columns", lambda x, y, k, *a: (np.zeros((x.shape[1], k), np.float32),
-                                                                  np.zeros(k)))
-    ngram.NgramScore(1 << 16, num_labels=50, fit="nb-lr").fit(ids, labels, limit=limit)   # no LR: it fits
+    monkeypatch.setattr(estimator, "fit_columns", lambda x, y, k, *a: (np.zeros((x.shape[1], k), np.float32),
+                                                                      np.zeros(k)))
+    estimator.NgramEstimator(50, "nb-lr", limit=limit).fit(x, labels)   # no LR: it fits
 
 
 def test_audit_refuses_a_fit_above_fit_gb_before_scikit_learn_runs(tmp_path, monkeypatch):
-    from sentiment_cli.audit import crossfit
+    from sentiment_cli.audit import probabilities
 
     data = _classes_csv(tmp_path / "d.csv", classes=4, rows_each=30)
-    monkeypatch.setattr(crossfit, "select_forms", lambda *a, **k: pytest.fail("scikit-learn ran"))
+    monkeypatch.setattr(probabilities, "select_forms", lambda *a, **k: pytest.fail("scikit-learn ran"))
     r = invoke("audit", "--data", data, "--folds", 2, "--fit-gb", 0.001)
     assert_one_error_line(r, 1, "above the limit of 0.001 GB; raise it with --fit-gb N, or audit fewer classes")
 
 
 def test_audit_buckets_shrink_to_fit_the_limit():
-    from sentiment_cli.audit.crossfit import MIN_BUCKETS, audit_buckets
+    from sentiment_cli.audit.probabilities import MIN_BUCKETS, audit_buckets
 
     ids = [list(range(2, 2000))] * 100                     # 600k n-gram occurrences: 4,194,304 buckets
     assert audit_buckets(ids, 2, 8.0) == 1 << 22
@@ -261,9 +265,9 @@ def test_audit_says_scikit_learns_warnings_in_a_line_not_with_its_paths(tmp_path
 
     from sklearn.exceptions import ConvergenceWarning
 
-    from sentiment_cli.audit import crossfit
+    from sentiment_cli.audit import probabilities
 
-    real = crossfit.select_forms
+    real = probabilities.select_forms
 
     def warning(*args, **kwargs):
         for _ in range(3):
@@ -271,7 +275,7 @@ def test_audit_says_scikit_learns_warnings_in_a_line_not_with_its_paths(tmp_path
         warnings.warn("something else", UserWarning)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(crossfit, "select_forms", warning)
+    monkeypatch.setattr(probabilities, "select_forms", warning)
     data = _classes_csv(tmp_path / "d.csv", classes=2, rows_each=20)
     r = invoke("audit", "--data", data, "--folds", 2, "--top", 0)
     assert r.exit_code == 0, r.output

@@ -179,10 +179,11 @@ def test_a_balanced_n_gram_score_moves_off_the_majority_class_of_its_training_te
     score calls 351 of the 1,101 dev sentences neutral and few of them very negative or very positive; balanced,
     it comes nearer the sentences' own classes and is more accurate (measured: 39.3% -> 41.5%; on every phrase,
     40.1% -> 45.6%)."""
-    from sentiment_cli.audit.crossfit import AUDIT_DATA, encode
+    from sentiment_cli.audit.probabilities import AUDIT_DATA, encode
     from sentiment_cli.data.splits import load_rows
     from sentiment_cli.data.tokenizer import encode_texts
-    from sentiment_cli.model.ngram import NgramScore
+    from sentiment_cli.ngram.estimator import NgramEstimator
+    from sentiment_cli.ngram.features import ngram_features
 
     train_rows, dev = load_rows(str(PHRASES), "train").split, load_rows(str(PHRASES), "validation").split
     assert train_rows.label_names == dev.label_names
@@ -191,9 +192,9 @@ def test_a_balanced_n_gram_score_moves_off_the_majority_class_of_its_training_te
     dev_ids, y_dev = encode_texts(tokenizer, list(dev.texts), AUDIT_DATA), np.asarray(dev.labels)
     predicted = {}
     for weighting in (None, "balanced"):
-        score = NgramScore(1 << 19, num_labels=5, fit="nb-lr")
-        score.fit(ids, np.asarray(train_rows.labels)[rows], class_weight=weighting)
-        predicted[weighting] = score.logits(dev_ids).argmax(1)
+        score = NgramEstimator(5, "nb-lr", class_weight=weighting)
+        score.fit(ngram_features(ids, 1 << 19), np.asarray(train_rows.labels)[rows])
+        predicted[weighting] = score.predict(ngram_features(dev_ids, 1 << 19))
     accuracy = {w: float((p == y_dev).mean()) for w, p in predicted.items()}
     assert accuracy["balanced"] >= accuracy[None] + 0.01, accuracy
     names = list(dev.label_names)
@@ -204,12 +205,13 @@ def test_a_balanced_n_gram_score_moves_off_the_majority_class_of_its_training_te
     assert (predicted["balanced"] == neutral).sum() < (predicted[None] == neutral).sum()
 
 
-def test_the_teacher_is_fitted_with_the_runs_class_weight():
+def test_the_ngram_score_is_fitted_with_the_runs_class_weight():
     from sentiment_cli.data.splits import DataSpec, load_train_validation
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
     from sentiment_cli.model.classifier import SentimentClassifier
-    from sentiment_cli.model.ngram import NgramScore
-    from sentiment_cli.training.callbacks import TrainCallbacks
+    from sentiment_cli.ngram.estimator import NgramEstimator
+    from sentiment_cli.ngram.features import ngram_features
+    from sentiment_cli.ngram.fit import fit_ngram_score
 
     cfg = load_config(ROOT / "configs" / "seed.toml").override("model", d_model=16, d_ff=32, ngram_buckets=1 << 12)
     cfg = cfg.override("data", source=str(SST5), vocab_size=2000, max_length=64)
@@ -220,11 +222,13 @@ def test_the_teacher_is_fitted_with_the_runs_class_weight():
         tok = build_tokenizer(train_split.texts, c.data)
         train_ids, val_ids = encode_texts(tok, train_split.texts, c.data), encode_texts(tok, val_split.texts, c.data)
         model = SentimentClassifier.from_config(c, tok.get_vocab_size(), len(train_split.label_names))
-        teacher = distill.fit_teacher(c, model, train_ids, train_split.labels, val_ids, val_split.labels,
-                                      TrainCallbacks())
-        reports[mode] = teacher.report
-        direct = NgramScore(1 << 12, num_labels=model.num_labels, fit=c.model.ngram_fit)
-        direct.fit(train_ids, train_split.labels, class_weight=None if mode == "none" else "balanced")
-        assert torch.equal(model.logit_term.weight, direct.weight) and torch.equal(model.logit_term.bias, direct.bias)
+        fitted = fit_ngram_score(c, model.ngram_score, model.num_labels, train_ids, train_split.labels, val_ids,
+                                 val_split.labels)
+        reports[mode] = fitted.report
+        weighting = None if mode == "none" else "balanced"
+        direct = NgramEstimator(model.num_labels, c.model.ngram_fit, class_weight=weighting)
+        direct.fit(ngram_features(train_ids, 1 << 12), train_split.labels)
+        weight = model.ngram_score.weight.numpy().reshape(direct.coef_.shape)
+        assert np.array_equal(weight, direct.coef_) and np.array_equal(model.ngram_score.intercept, direct.intercept_)
     assert reports["balanced"]["class_weight"] == "balanced" and "classes balanced" in reports["balanced"]["model"]
     assert reports["none"]["class_weight"] == "none" and "balanced" not in reports["none"]["model"]

@@ -297,3 +297,26 @@ def test_card_counts_the_encoder_layers_in_the_singular_and_the_plural(trained_c
     for n, words in ((1, "1 post-norm encoder layer,"), (2, "2 post-norm encoder layers,")):
         card["config"]["model"].update(n_layers=n, norm_first=False)
         assert words in dict(dict(card_sections(card))["Model"])["architecture"]
+
+
+@pytest.mark.parametrize("key", ["ngram_score", "teacher"])
+def test_card_names_the_ngram_scores_form_from_its_record_new_or_old(trained_checkpoint, tmp_path, key):
+    """metrics.json files the n-gram score's fit under "ngram_score"; a checkpoint from before the rename has it
+    under "teacher". Either way the card names the form fitted and distillation's teacher."""
+    folder = tmp_path / key
+    shutil.copytree(trained_checkpoint, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["model"].update(ngram_buckets=1009, ngram_fit="auto")
+    config["training"]["distill_reviews"] = 200
+    (folder / "config.json").write_text(json.dumps(config))
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics.pop("ngram_score", None)
+    metrics[key] = {"form": "lr", "C": 10.0, "chosen_by": "cross-validation",
+                    "model": "logistic regression over hashed token 1-3-grams"}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    card = model_card(folder)
+    assert card["ngram_score"] == ("1 x an n-gram score (logistic regression over token 1-3-grams hashed into "
+                                   "1,009 buckets)")
+    sections = dict(card_sections(card))
+    assert card["ngram_score"] in dict(sections["Model"])["architecture"]
+    assert "from a teacher, logistic regression over hashed token 1-3-grams, on 200" in str(sections["Training"])

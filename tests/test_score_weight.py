@@ -59,7 +59,7 @@ def test_training_stores_the_chosen_weight_and_predict_uses_it(tmp_path):
     assert set(fitted["ngram_scale_nll"]) == {f"{s:g}" for s in SCALES}
     assert fitted["nll"] <= fitted["ngram_scale_nll"]["1"] + 1e-9        # no worse than the sum as trained
     ckpt = load_checkpoint(out)
-    assert ckpt.model.logit_term.scale == fitted["ngram_scale"]
+    assert ckpt.model.ngram_score.scale == fitted["ngram_scale"]
     # predict reads the weight from config.json: doubling it there moves its logits
     text = ["A moving, beautifully acted film with a thin plot."]
     scaled = Predictor(out).logits(text)
@@ -95,7 +95,7 @@ def test_a_refit_keeps_the_held_out_runs_weight(tmp_path):
     scale = metrics["calibration"]["ngram_scale"]
     assert scale in SCALES                                                 # not the configured 1.25
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["ngram_scale"] == scale
-    assert load_checkpoint(tmp_path / "run").model.logit_term.scale == scale
+    assert load_checkpoint(tmp_path / "run").model.ngram_score.scale == scale
 
 
 def test_the_model_card_names_the_chosen_weight(tmp_path):

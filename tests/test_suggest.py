@@ -1,4 +1,4 @@
-"""``sentiment suggest`` (``audit/suggest.py``): what it picks, what it leaves out, its CSV, its errors."""
+"""``sentiment suggest`` (``sentiment_cli/suggest/``): what it picks, what it leaves out, its CSV, its errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sentiment_cli.audit import suggest as sg
+from sentiment_cli.suggest import diverse, exclusions, run
+from sentiment_cli.suggest import uncertainty as measures
 from sentiment_cli.cli import app
 from sentiment_cli.errors import UsageError
 from sentiment_cli.inference.probabilities import softmax
@@ -40,9 +41,9 @@ def reviews():
 
 def test_uncertainty_picks_have_the_smallest_margins(predictor, reviews):
     texts = reviews[0][:300]
-    result = sg.suggest(predictor, texts, 20)
+    result = run.suggest(predictor, texts, 20)
     assert len(result.picks) == 20 and result.scored == 300
-    margins = sg.margins(softmax(predictor.logits(texts), predictor.temperature))
+    margins = measures.margins(softmax(predictor.logits(texts), predictor.temperature))
     picked = {p.index for p in result.picks}
     rest = np.array([m for i, m in enumerate(margins) if i not in picked])
     assert max(p.margin for p in result.picks) <= rest.min() + 1e-6
@@ -52,19 +53,19 @@ def test_uncertainty_picks_have_the_smallest_margins(predictor, reviews):
 
 
 def test_entropy_orders_by_entropy(predictor, reviews):
-    result = sg.suggest(predictor, reviews[0][:200], 10, measure="entropy")
+    result = run.suggest(predictor, reviews[0][:200], 10, measure="entropy")
     picked = {p.index for p in result.picks}
-    entropies = sg.entropies(softmax(predictor.logits(reviews[0][:200]), predictor.temperature))
+    entropies = measures.entropies(softmax(predictor.logits(reviews[0][:200]), predictor.temperature))
     assert min(p.entropy for p in result.picks) >= max(e for i, e in enumerate(entropies) if i not in picked) - 1e-6
 
 
 def test_margin_and_entropy_formulas():
     p = np.array([[0.5, 0.5], [0.9, 0.1], [1.0, 0.0], [0.2, 0.3, 0.5][:2] + [0.5]][:3])
-    assert np.allclose(sg.margins(p), [0.0, 0.8, 1.0])
-    assert np.allclose(sg.entropies(p), [1.0, -(0.9 * np.log(0.9) + 0.1 * np.log(0.1)) / np.log(2), 0.0], atol=1e-6)
+    assert np.allclose(measures.margins(p), [0.0, 0.8, 1.0])
+    assert np.allclose(measures.entropies(p), [1.0, -(0.9 * np.log(0.9) + 0.1 * np.log(0.1)) / np.log(2), 0.0], atol=1e-6)
     three = np.array([[1 / 3, 1 / 3, 1 / 3], [0.6, 0.3, 0.1]])
-    assert np.allclose(sg.margins(three), [0.0, 0.3]) and np.isclose(sg.entropies(three)[0], 1.0)
-    assert np.allclose(sg.uncertainty(p, "margin"), 1 - sg.margins(p))
+    assert np.allclose(measures.margins(three), [0.0, 0.3]) and np.isclose(measures.entropies(three)[0], 1.0)
+    assert np.allclose(measures.uncertainty(p, "margin"), 1 - measures.margins(p))
 
 
 class _FakeBackend:
@@ -103,9 +104,9 @@ def test_diverse_covers_more_groups_than_uncertainty(predictor, monkeypatch, spa
     monkeypatch.setattr(predictor, "backend", fake)
     centres = np.eye(5) * 3
     states = {t: centres[g] + rng.normal(0, 0.1, 5) for t, g in zip(texts, group)}
-    monkeypatch.setattr(sg, "pooled_states", lambda _p, ts: np.array([states[t] for t in ts]))
-    unc = sg.suggest(predictor, texts, 5, "uncertainty")
-    div = sg.suggest(predictor, texts, 5, "diverse", space=space)
+    monkeypatch.setattr(diverse, "pooled_states", lambda _p, ts: np.array([states[t] for t in ts]))
+    unc = run.suggest(predictor, texts, 5, "uncertainty")
+    div = run.suggest(predictor, texts, 5, "diverse", space=space)
     groups = {s: {group[p.index] for p in r.picks} for s, r in (("uncertainty", unc), ("diverse", div))}
     assert groups["uncertainty"] == {0}
     assert len(groups["diverse"]) > 1 and len(div.picks) == 5 and div.clusters == 5
@@ -113,10 +114,10 @@ def test_diverse_covers_more_groups_than_uncertainty(predictor, monkeypatch, spa
 
 
 def test_diverse_on_the_real_model(predictor, reviews):
-    result = sg.suggest(predictor, reviews[0][:300], 10, "diverse")
+    result = run.suggest(predictor, reviews[0][:300], 10, "diverse")
     assert len(result.picks) == 10 and len({p.index for p in result.picks}) == 10 and result.clusters == 10
     assert all(p.cluster is not None for p in result.picks)
-    states = sg.pooled_states(predictor, reviews[0][:3])
+    states = diverse.pooled_states(predictor, reviews[0][:3])
     assert states.shape == (3, predictor.config.model.d_model)
 
 
@@ -125,11 +126,11 @@ def test_duplicates_and_near_duplicates_are_left_out(predictor, reviews):
     long = base[0]
     pool = [*base, base[1].upper(), base[1] + " !!", " ".join(base[2].split()),   # same after normalising
             long.replace(long.split()[5], "banana", 1)]                            # one word changed: near
-    result = sg.suggest(predictor, pool, len(pool), known=[base[3]])
+    result = run.suggest(predictor, pool, len(pool), known=[base[3]])
     indices = [p.index for p in result.picks]
     assert result.left_out.get("duplicate", 0) == 4      # three variants, and the known text
     assert result.left_out.get("near-duplicate", 0) >= 1
-    texts = {sg.normalise(p.text) for p in result.picks}
+    texts = {exclusions.normalise(p.text) for p in result.picks}
     assert len(texts) == len(indices)
     assert not ({0, len(base) + 3} <= set(indices))    # never both of the near-duplicate pair
     assert 3 not in indices
@@ -137,17 +138,17 @@ def test_duplicates_and_near_duplicates_are_left_out(predictor, reviews):
 
 def test_noise_like_texts_are_left_out(predictor, reviews):
     noise = ["12345 678 910", "wow", "qzxv wqpz kkkj", "%%% $$$ ### 1 2 3 a", "   "]
-    result = sg.suggest(predictor, [*noise, *reviews[0][:10]], 15)
+    result = run.suggest(predictor, [*noise, *reviews[0][:10]], 15)
     assert result.left_out == {"not text": 2, "too short": 1, "unknown words only": 1, "empty": 1}
     assert {p.index for p in result.picks} == set(range(5, 15)) and result.scored == 10
-    assert sg.noise_reason("a fine film", [5, 6, 7]) is None
+    assert exclusions.noise_reason("a fine film", [5, 6, 7]) is None
 
 
 def test_library_refuses_bad_arguments(predictor):
     with pytest.raises(UsageError, match="at least 1"):
-        sg.suggest(predictor, ["a fine film"], 0)
+        run.suggest(predictor, ["a fine film"], 0)
     with pytest.raises(UsageError, match="unknown strategy"):
-        sg.suggest(predictor, ["a fine film"], 1, "clever")
+        run.suggest(predictor, ["a fine film"], 1, "clever")
 
 
 def test_csv_round_trips_into_train(trained_checkpoint, reviews, tmp_path):
@@ -245,15 +246,15 @@ def test_labelled_texts_and_their_near_duplicates_are_left_out(trained_checkpoin
 
 def test_diverse_over_ngrams_spreads_picks(predictor, reviews):
     texts = reviews[0][:300]
-    result = sg.suggest(predictor, texts, 10, "diverse", space="ngram")
+    result = run.suggest(predictor, texts, 10, "diverse", space="ngram")
     assert len(result.picks) == 10 and result.clusters == 10 and len({p.cluster for p in result.picks}) == 10
     with pytest.raises(UsageError, match="unknown space"):
-        sg.suggest(predictor, texts, 10, "diverse", space="pixels")
+        run.suggest(predictor, texts, 10, "diverse", space="pixels")
 
 
 @pytest.mark.parametrize("strategy", ["uncertainty", "diverse"])
 def test_a_pool_of_noise_gives_no_picks(predictor, strategy):
-    result = sg.suggest(predictor, ["1 2 3", "ok", "%%% ###"], 5, strategy)
+    result = run.suggest(predictor, ["1 2 3", "ok", "%%% ###"], 5, strategy)
     assert result.picks == [] and result.scored == 0 and sum(result.left_out.values()) == 3
 
 

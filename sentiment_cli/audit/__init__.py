@@ -1,5 +1,5 @@
-"""Data curation: find the likely label errors in labelled text (``sentiment audit``) and choose which
-unlabelled texts to label next (``sentiment suggest``).
+"""Data curation: find the likely label errors in labelled text (``sentiment audit``).
 
-Each module has one job; the commands live in ``cli/audit.py`` and ``cli/suggest.py``.
+Each module has one job; the command lives in ``cli/audit.py``. What to label next (``sentiment suggest``) is
+``sentiment_cli/suggest/``.
 """

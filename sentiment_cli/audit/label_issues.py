@@ -1,6 +1,6 @@
 """Which rows are likely mislabelled, ranked, and what the noise looks like per class: cleanlab's confident learning.
 
-Given each row's given label and out-of-fold class probabilities (``audit/crossfit.py``), confident
+Given each row's given label and out-of-fold class probabilities (``audit/probabilities.py``), confident
 learning (Northcutt, Jiang & Chuang 2021, "Confident Learning: Estimating Uncertainty in Dataset Labels",
 JAIR 70) counts the rows confidently of another class than their label (the *confident joint*, with a
 per-class threshold: the mean probability of that class among the rows labelled with it), estimates the

@@ -1,8 +1,8 @@
 """Why the audit suggests another label for a row: the exact split of the suggestion's logit margin over its tokens.
 
 A flagged row's out-of-fold logits come from the n-gram score fitted on the other folds
-(``audit/crossfit.py``), a linear function of the row's binarised hashed 1-3-grams. The model's own
-:meth:`~sentiment_cli.model.ngram.NgramScore.token_logits` gives each n-gram's weight to the token
+(``audit/probabilities.py``), a linear function of the row's binarised hashed 1-3-grams. The model's own
+:meth:`~sentiment_cli.ngram.score.NgramScore.token_logits` gives each n-gram's weight to the token
 that ends it (a repeated n-gram counts once), so the margin of the suggested class ``s`` over the given
 class ``g`` splits exactly over the tokens::
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data.tokenizer import UNK_TOKEN
 from ..inference.prediction import Explanation, token_rows
-from .crossfit import AUDIT_DATA, CrossFit
+from .probabilities import AUDIT_DATA, CrossFit
 
 BATCH = 64   # rows explained at a time (memory only)
 
@@ -35,7 +35,7 @@ def explain_rows(cross: CrossFit, tokenizer, texts: Sequence[str], rows: Sequenc
 
     Args:
         cross: the cross-fit whose held-out logits flagged the rows.
-        tokenizer: the audit's tokenizer (:func:`~sentiment_cli.audit.crossfit.encode`).
+        tokenizer: the audit's tokenizer (:func:`~sentiment_cli.audit.probabilities.encode`).
         texts: all the audited texts (indexed by row).
         rows: the rows to explain (the flagged ones): the work is linear in their tokens.
         given, suggested: ``(n,)`` label ids of all rows.

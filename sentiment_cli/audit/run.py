@@ -1,7 +1,7 @@
 """The ``sentiment audit`` use case: the likely label errors of a labelled split, ranked, with reasons.
 
 :func:`audit` reads a split whole (``data/splits.py``: :func:`~sentiment_cli.data.splits.load_rows`),
-cross-fits the n-gram score for out-of-fold probabilities (``audit/crossfit.py``), ranks the likely
+cross-fits the n-gram score for out-of-fold probabilities (``audit/probabilities.py``), ranks the likely
 label errors with cleanlab (``audit/label_issues.py``), explains each flagged row exactly
 (``audit/reasons.py``) and locates it in its file (``audit/rows.py``).
 """
@@ -18,8 +18,8 @@ import numpy as np
 from ..data.splits import DataSpec, load_rows
 from ..inference.prediction import Explanation
 from .callbacks import AuditCallbacks
-from ..model.ngram import FIT_GB
-from .crossfit import FOLDS, SEED, Warned, check_folds, cross_fit, encode
+from ..ngram.memory import FIT_GB
+from .probabilities import FOLDS, SEED, Warned, check_folds, cross_fit, encode
 from .label_issues import find_issues, summary
 from .reasons import explain_rows
 from ..outputs import TABLE_TYPES, check_output
@@ -125,7 +125,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
         force: ``output`` may replace an existing file (never ``source`` or a file inside it).
         seed: the folds' shuffle.
         callbacks: progress hooks.
-        fit_gb: the most memory the n-gram fits may take, in GB (:func:`~.crossfit.cross_fit`).
+        fit_gb: the most memory the n-gram fits may take, in GB (:func:`~.probabilities.cross_fit`).
 
     Returns:
         The :class:`AuditResult`.
@@ -159,7 +159,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     findings = [Finding(rank, int(i), file, lines[i], names[y[i]], names[issues.suggested[i]], float(issues.quality[i]),
                         explained[int(i)]) for rank, i in enumerate(issues.ranked.tolist(), 1)]
     method = {"model": cross.model_phrase,
-              "C": cross.C, "cv_accuracy": cross.fit.cv_accuracy, "folds": folds,
+              "C": cross.C, "cv_accuracy": cross.selection.cv_accuracy, "folds": folds,
               "temperature": cross.temperature, "buckets": cross.buckets, "class_weight": cross.class_weight,
               "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds,
               "notes": [*cross.notes, *warned.notes()]}

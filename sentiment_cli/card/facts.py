@@ -17,6 +17,7 @@ import torch
 from ..checkpoint import (read_checkpoint_config, read_evals, read_exports, read_metrics, read_temperature,
                           weights_digest)
 from ..model.classifier import SentimentClassifier
+from ..ngram.report import fitted_form, model_phrase
 
 CURVES_FILE = "curves.png"
 CARD_FILE = "README.md"
@@ -30,7 +31,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     (examples per class, by split: ``train`` and ``validation`` from training, other splits from
     ``sentiment eval``; empty for checkpoints that predate it), ``config`` (the
     whole run configuration), ``vocab_size``, ``parameters`` (``embedding``,
-    ``non_embedding``, ``total``, from ``model.num_parameters()``), ``logit_term`` (what the model adds
+    ``non_embedding``, ``total``, from ``model.num_parameters()``), ``ngram_score`` (what the model adds
     to its head's logits, in a phrase, e.g. its n-gram score; ``None`` for nothing), ``data``
     (``source``, ``train_examples``, ``validation_examples``, ``fingerprint``:
     SHA-256 of the training split, ``"unknown"`` for checkpoints that predate
@@ -50,8 +51,6 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     metrics = read_metrics(directory)
     with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
         model = SentimentClassifier.from_config(config, vocab_size, len(labels))
-    if model.logit_term is not None:   # the form its fit chose, as training reported it
-        model.logit_term.read_report(metrics.get("teacher"))
     data = metrics.get("data") or {}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
     evals = read_evals(directory, weights)
@@ -66,8 +65,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "config": config.to_dict(),
         "vocab_size": vocab_size,
         "parameters": model.num_parameters(),
-        "logit_term": model.logit_term.description if model.logit_term is not None else None,
-        "teacher": _teacher_model(metrics),   # what distillation learned from, as training reported it
+        "ngram_score": model.ngram_score.description(fitted_form(metrics)) if model.ngram_score is not None else None,
+        "teacher": model_phrase(metrics),   # what distillation learned from, as training reported it
         "data": {"source": data.get("source", config.data.source),
                  "validation_from": data.get("validation_from"),
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
@@ -82,13 +81,6 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
-
-
-def _teacher_model(metrics: dict[str, Any]) -> str | None:
-    """The n-gram teacher's model in words (``metrics.json``'s ``teacher.model``), or ``None``."""
-    teacher = metrics.get("teacher")
-    model = teacher.get("model") if isinstance(teacher, dict) else None
-    return model if isinstance(model, str) else None
 
 
 def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
                          f"({m['activation']}), {dropout}; masked max-pool; dense head"
-                         + (f"; plus {card['logit_term']}" if card.get("logit_term") else "")),
+                         + (f"; plus {card['ngram_score']}" if card.get("ngram_score") else "")),
         ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
         ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
                        + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")

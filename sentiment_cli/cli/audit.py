@@ -16,7 +16,7 @@ from .progress import RichAuditCallbacks
 from .render import consoles, json_text, render_audit, render_audit_summary
 
 
-FOLDS = 10   # audit/crossfit.py's FOLDS, not imported: the CLI starts without torch (predict --onnx)
+FOLDS = 10   # audit/probabilities.py's FOLDS, not imported: the CLI starts without torch (predict --onnx)
 
 
 class SplitName(str, Enum):

@@ -378,13 +378,13 @@ def render_export(console, result) -> None:
 # ----------------------------------------------------------------------------- suggest
 
 def render_suggestions(console, result, where: str, output) -> None:
-    """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.audit.suggest.Suggestions`), what was left out and
+    """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.suggest.run.Suggestions`), what was left out and
     why, and where the CSV went."""
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
-    from ..audit.suggest import LEFT_OUT
+    from ..suggest.exclusions import LEFT_OUT
 
     diverse = result.strategy == "diverse"
     table = Table(title=f"{plural(len(result.picks), 'text')} to label next "

@@ -1,4 +1,4 @@
-"""``sentiment suggest``: which unlabelled texts to label next (``audit/suggest.py``), as a table, JSON and a file
+"""``sentiment suggest``: which unlabelled texts to label next (``suggest/``), as a table, JSON and a file
 (CSV or JSON Lines) to label."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .options import column_options
 from .render import consoles, json_text, print_note, render_suggestions
 
 if TYPE_CHECKING:
-    from ..audit.suggest import Suggestions
+    from ..suggest.run import Suggestions
     from ..inference.predictor import Predictor
 
 TextColumnOption, _ = column_options("Column of --unlabelled and --labelled holding the texts; default: {names}.", "")
@@ -85,7 +85,7 @@ def suggest(
     Noise-like texts, duplicates and near-duplicates (of each other, the picks, --labelled texts) are left out.
     """
     with handle_errors():
-        from ..audit.suggest import write_picks
+        from ..suggest.picks_file import write_picks
         from ..inference.predictor import Predictor
         from ..outputs import TABLE_TYPES, check_output
         from ..runtime import resolve_device
@@ -128,13 +128,13 @@ def _read_texts(err, unlabelled: str, labelled: str | None, text_column: str,
 
 def _pick(err, predictor: Predictor, texts: list[str], n: int, strategy: str, measure: str, *, space: str,
           known: list[str], seed: int) -> Suggestions:
-    """:func:`~sentiment_cli.audit.suggest.suggest` over ``texts`` (its arguments), with a progress bar on ``err``
+    """:func:`~sentiment_cli.suggest.run.suggest` over ``texts`` (its arguments), with a progress bar on ``err``
     while it scores them.
 
     Raises:
-        What :func:`~sentiment_cli.audit.suggest.suggest` raises (``UsageError`` for a bad strategy or space).
+        What :func:`~sentiment_cli.suggest.run.suggest` raises (``UsageError`` for a bad strategy or space).
     """
-    from ..audit.suggest import suggest as run_suggest
+    from ..suggest.run import suggest as run_suggest
     from .progress import RichEvalCallbacks
 
     progress = RichEvalCallbacks(err, "scoring")

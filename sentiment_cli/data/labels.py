@@ -11,6 +11,7 @@ Label columns are read with Arrow compute: no Python object per row.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ RESERVED_LABELS = ("macro", "weighted")
 CLASSLABEL_ALIASES = {("neg", "pos"): LABELS}
 
 _INTEGER = r"^\s*[+-]?[0-9]+\s*$"
+IMBALANCE_RATIO = 5.0   # classes balanced (train's loss, the audit's fits) above this largest-to-smallest ratio
 MAX_INTEGER_LABEL_CHARS = 40   # an integer label is a class number; int() of thousands of digits is refused
 
 
@@ -254,3 +256,10 @@ def label_ids(raw: RawLabels, names: Sequence[str], where: str, column: str, tra
     if blank := [n for n in names if not n.strip()]:
         raise DataError(f"{where}: a label is empty or only whitespace ({blank[0]!r})")
     return ids.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def imbalance(class_counts: Sequence[int]) -> float:
+    """Rows of the largest class over rows of the smallest, ``inf`` when a class has none: the ratio that
+    ``train``'s ``training.class_weight`` rule and the audit's fits compare with :data:`IMBALANCE_RATIO`."""
+    low = min(class_counts)
+    return math.inf if low == 0 else max(class_counts) / low

@@ -2,9 +2,9 @@
 
 A token's embedding is its word's row of the token embedding, plus (with
 ``bigram_buckets`` > 0) a hashed row for the pair (previous word, this word).
-The logits may also get a *logit term*: a module fitted outside gradient
-descent that gives each token a share of the logits plus a constant
-(the n-gram score). The one :meth:`SentimentClassifier.forward`
+The logits may also get the *n-gram score* (``ngram/score.py``): a module fitted
+outside gradient descent that gives each token a share of the logits plus a
+constant. The one :meth:`SentimentClassifier.forward`
 returns a :class:`ClassifierOutput`: the logits and, when asked, each token's
 share of them and the constant no token carries, which is what explanations
 and the ONNX export read.
@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
 from ..data.tokenizer import PAD_ID, UNK_ID
-from .ngram import NgramScore
+from ..ngram.score import NgramScore
 
 BIGRAM_HASH_MULTIPLIER = 1_000_003   # a prime larger than any vocabulary here
 
@@ -112,7 +112,7 @@ class ClassifierOutput:
             of each class's logit (0 at padding and at tokens that won no pooled feature), so that
             ``token_logits.sum(1) + bias == logits``; else ``None``.
         bias: ``(num_labels,)``, the part of the logits no token carries (the head's bias, plus the
-            logit term's constant).
+            n-gram score's constant).
     """
 
     logits: Tensor
@@ -176,14 +176,14 @@ class SentimentClassifier(nn.Module):
         max_length: longest input, in tokens; sizes the positional-encoding buffer.
         num_labels: classes, one output of the dense head each (2 or more).
 
-    The logit term, when ``config`` asks for one (the n-gram score), is a module mapping
+    The n-gram score, when ``config`` asks for one (``ngram_buckets`` > 0), is a module mapping
     ``(batch, seq_len)`` token ids to ``(token_logits, bias)``, ``(batch, seq_len, num_labels)`` and
     ``(num_labels,)``; it starts unfitted (zero), and its ``load_hook`` says how its tensors are named
     in a checkpoint.
 
     Raises:
         ValueError: ``d_model`` is odd or not divisible by ``n_heads``, ``num_labels`` is below 2, or
-            the logit term does not support ``num_labels``.
+            the n-gram score does not support ``num_labels``.
     """
 
     def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2):
@@ -212,9 +212,9 @@ class SentimentClassifier(nn.Module):
         self.encoder = encoder_stack(config)
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, num_labels)
-        self.logit_term = NgramScore.from_config(config, num_labels)
-        if self.logit_term is not None:
-            self.register_load_state_dict_pre_hook(self.logit_term.load_hook)
+        self.ngram_score = NgramScore.from_config(config, num_labels)
+        if self.ngram_score is not None:
+            self.register_load_state_dict_pre_hook(self.ngram_score.load_hook)
 
     @classmethod
     def from_config(cls, config: Config, vocab_size: int, num_labels: int = 2) -> "SentimentClassifier":
@@ -273,8 +273,8 @@ class SentimentClassifier(nn.Module):
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding; each
                 row needs at least one real token.
             embedding_perturbation: optional ``(batch, seq_len, d_model)``, see :meth:`hidden_states`.
-            encoder_only: leave the logit term out. Training does: on the reviews it was fitted on, the
-                term is near-certain and would leave the encoder little to learn.
+            encoder_only: leave the n-gram score out. Training does: on the reviews it was fitted on, the
+                score is near-certain and would leave the encoder little to learn.
             token_logits: also compute :attr:`ClassifierOutput.token_logits` (explanations, export).
 
         Returns:
@@ -285,11 +285,11 @@ class SentimentClassifier(nn.Module):
         logits = self.head(self.head_dropout(pooled))                       # (batch, num_labels)
         shares = pooled_token_logits(pooled, argmax, input_ids.shape[1], self.head) if token_logits else None
         bias = self.head.bias
-        if self.logit_term is not None and not encoder_only:
-            term_shares, term_bias = self.logit_term(input_ids)             # (batch, seq_len, num_labels), (num_labels,)
-            logits = logits + term_shares.sum(1) + term_bias
-            bias = bias + term_bias
-            shares = shares + term_shares if shares is not None else None
+        if self.ngram_score is not None and not encoder_only:
+            ngram_shares, ngram_bias = self.ngram_score(input_ids)          # (batch, seq_len, num_labels), (num_labels,)
+            logits = logits + ngram_shares.sum(1) + ngram_bias
+            bias = bias + ngram_bias
+            shares = shares + ngram_shares if shares is not None else None
         return ClassifierOutput(logits, shares, bias)
 
     def num_parameters(self) -> dict[str, int]:

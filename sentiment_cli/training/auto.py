@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Config
+from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..data.sources import load_source
 from ..data.splits import DataSpec, held_out_count, load_train_validation
 from ..data.unlabelled import unlabelled_texts
@@ -31,7 +32,6 @@ from .callbacks import TrainCallbacks
 
 LENGTH_SAMPLE = 5000      # texts whose token counts set max_length
 LENGTH_QUANTILE = 0.99    # max_length covers this share of the training texts whole
-IMBALANCE_RATIO = 5.0     # class_weight "balanced" when the largest class outnumbers the smallest by more
 LARGE_TRAIN = 20_000      # from here on, a hold-out of HOLD_OUT_ROWS rows (at least 5%) fits the temperature
 HOLD_OUT_ROWS = 1250
 TARGET_STEPS = 1000       # optimizer steps of a run at least (IMDB: 4 epochs of 391 steps)
@@ -93,13 +93,6 @@ class Profile:
     def imbalance(self) -> float:
         """Largest class over smallest (``inf`` when a class has no rows): :func:`imbalance`."""
         return imbalance(self.class_counts)
-
-
-def imbalance(class_counts) -> float:
-    """Rows of the largest class over rows of the smallest, ``inf`` when a class has none: the ratio the
-    ``training.class_weight`` rule compares with :data:`IMBALANCE_RATIO`."""
-    low = min(class_counts)
-    return math.inf if low == 0 else max(class_counts) / low
 
 
 def read_profile(config: Config) -> Profile:

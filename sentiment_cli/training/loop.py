@@ -15,8 +15,8 @@ It reads top to bottom, as nanoGPT's does:
   group.
 - ``_setup``, in this order (it decides what the seeded RNGs draw):
   ``_load_data`` (splits, tokenizer, token ids: :class:`_Data`),
-  ``_build_model``, ``_teacher`` (the teacher and distillation's targets,
-  ``distill.py``), the class weights (``imbalance.py``),
+  ``_build_model``, ``_fit_ngram`` (the n-gram score, ``ngram/fit.py``, and
+  distillation's targets, ``distill.py``), the class weights (``imbalance.py``),
   ``_optimizer_and_schedule``, then the loop state: a new run's
   (``_fresh_state``) or the saved one (``resume.py``).
 - for each epoch: ``_train_epoch`` (one ``_step`` per batch),
@@ -49,6 +49,8 @@ from ..data.sources import absolute_source
 from ..data.splits import DataSpec, Split, load_train_validation
 from ..data.tokenizer import UNK_ID, build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
 from ..errors import Interrupted, SentimentError, UsageError
+from ..ngram.fit import FittedScore, check_fit_size, fit_ngram_score
+from ..ngram.report import REPORT_KEY
 from ..evaluation.training_report import write_training_report
 from ..evaluation.evaluate import evaluate_ids
 from ..model.classifier import SentimentClassifier
@@ -93,14 +95,14 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     initialised dense head. When the folder is missing, the run makes it
     first (the pretraining stage, :func:`~.pretrain.ensure_pretrained`).
 
-    A run with a teacher first fits it on the training split, in seconds (``training/distill.py``:
-    the model's logit term, and distillation's soft targets on unlabelled reviews). The encoder's
-    loss leaves the logit term out; validation, evaluation and prediction add it.
+    A run with an n-gram score (or distillation) first fits it on the training split, in seconds
+    (``ngram/fit.py``; distillation's soft targets on unlabelled reviews: ``training/distill.py``). The
+    encoder's loss leaves the score out; validation, evaluation and prediction add it.
 
     Raises:
         UsageError: unusable device or output folder.
         CheckpointError, ConfigError: ``init_from`` is damaged, incomplete or does not fit the config.
-        DataError: the dataset cannot be loaded, or a teacher meets other than two classes.
+        DataError: the dataset cannot be loaded, or the n-gram score's labels hold fewer than two classes.
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
@@ -293,7 +295,7 @@ class _Run:
         model: the classifier (saving and validation use it).
         net: ``model``, or its ``DistributedDataParallel`` wrapper under torchrun (forward and backward
             go through it).
-        teacher: the fitted teacher, or ``None`` without one (``training/distill.py``).
+        ngram: the fitted n-gram score, or ``None`` without one (``ngram/fit.py``).
         distillation: the soft targets and loss weights of distillation, or ``None`` without it.
         class_weights: ``(num_classes,)`` float32 loss weights by class (``[training] class_weight =
             "balanced"``, ``imbalance.py``), or ``None``.
@@ -308,7 +310,7 @@ class _Run:
     net: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
-    teacher: distill.Teacher | None
+    ngram: FittedScore | None
     distillation: distill.Distillation | None
     class_weights: torch.Tensor | None
     state: LoopState
@@ -321,7 +323,7 @@ class _Run:
 
 
 def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint | None) -> _Run:
-    """Seed, then data and tokenizer, model, teacher, optimizer and schedule, and the loop state.
+    """Seed, then data and tokenizer, model, n-gram score, optimizer and schedule, and the loop state.
 
     A fresh run removes an older run's trainer state from ``ctx.output``; a resumed one (``saved``)
     restores weights, optimizer, scheduler, RNG states and progress instead of initialising them.
@@ -335,9 +337,9 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
     if saved is None and ctx.info.is_main:
         clear_trainer_state(ctx.output)   # a fresh run: an older run's state must not be resumed by mistake
     data = _load_data(ctx, saved, pretrained)
-    distill.check_fit_size(ctx.config, len(data.labels))   # before the model holds the n-gram score's weights
+    check_fit_size(ctx.config, len(data.labels))   # before the model holds the n-gram score's weights
     model = _build_model(ctx, data, saved, pretrained)
-    teacher, distillation = _teacher(ctx, model, data)
+    ngram, distillation = _fit_ngram(ctx, model, data)
     if distillation is not None:   # the unlabelled reviews follow the labelled ones
         data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
     class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
@@ -347,7 +349,7 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
     else:
         if ctx.info.enabled:
             torch.manual_seed(t.seed + ctx.info.rank)   # each rank its own dropout masks
-        state = _fresh_state(ctx.config, model, data, pretrained, distill.teacher_report(teacher, distillation),
+        state = _fresh_state(ctx.config, model, data, pretrained, ngram, distillation,
                              imbalance.weights_report(class_weights, data.labels))
         if ctx.data_rules:
             state.metrics["data_rules"] = ctx.data_rules
@@ -355,7 +357,7 @@ def _setup(ctx: RunContext, saved: TrainerState | None, pretrained: Checkpoint |
                           "world_size": ctx.info.world_size, "versions": versions(), "config": ctx.config.to_dict()})
     net = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.info.enabled else model
-    return _Run(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, teacher=teacher,
+    return _Run(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, ngram=ngram,
                 distillation=distillation, class_weights=class_weights, state=state, start=start,
                 wall_before=state.metrics.get("wall_time_seconds") or 0.0)
 
@@ -406,17 +408,18 @@ def _build_model(ctx: RunContext, data: _Data, saved: TrainerState | None,
     return model
 
 
-def _teacher(ctx: RunContext, model: SentimentClassifier,
-             data: _Data) -> tuple[distill.Teacher | None, distill.Distillation | None]:
-    """``(teacher, distillation)``: the teacher fitted on the training split, and distillation's unlabelled
-    reviews with their soft targets; each ``None`` when the run has none (``training/distill.py``).
+def _fit_ngram(ctx: RunContext, model: SentimentClassifier,
+               data: _Data) -> tuple[FittedScore | None, distill.Distillation | None]:
+    """``(score, distillation)``: the n-gram score fitted on the training split (``ngram/fit.py``), and
+    distillation's unlabelled reviews with their soft targets (``training/distill.py``); each ``None`` when
+    the run has none.
 
     Raises:
         DataError: no or too few unlabelled reviews for distillation.
     """
-    teacher = distill.fit_teacher(ctx.config, model, data.train_ids, data.train.labels, data.val_ids,
-                                  data.validation.labels, ctx.cb)
-    return teacher, distill.distillation(ctx.config, data.tokenizer, teacher, data.train.labels, ctx.cb)
+    fitted = fit_ngram_score(ctx.config, model.ngram_score, len(data.labels), data.train_ids, data.train.labels,
+                             data.val_ids, data.validation.labels, ctx.cb.on_stage)
+    return fitted, distill.distillation(ctx.config, data.tokenizer, fitted, data.train.labels, ctx.cb)
 
 
 def _optimizer_and_schedule(ctx: RunContext, model: SentimentClassifier,
@@ -437,9 +440,11 @@ def _optimizer_and_schedule(ctx: RunContext, model: SentimentClassifier,
 
 
 def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretrained: Checkpoint | None,
-                 teacher: dict[str, Any] | None, class_weights: dict[str, float] | None) -> LoopState:
-    """The loop state of a new run: no epoch yet, and the metrics that describe the run (with the
-    teacher's report ``teacher`` and the ``class_weights`` by label name, when the run has them)."""
+                 ngram: FittedScore | None, distillation: distill.Distillation | None,
+                 class_weights: dict[str, float] | None) -> LoopState:
+    """The loop state of a new run: no epoch yet, and the metrics that describe the run (with the n-gram
+    score's report ``ngram_score``, distillation's ``distillation`` and the ``class_weights`` by label name,
+    when the run has them)."""
     t, train_split, val_split = config.training, data.train, data.validation
     state = LoopState(metrics={
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
@@ -458,8 +463,10 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: _Data, pretra
         "history": [], "best_epoch": None, "best_validation_accuracy": None, "best_validation_f1_macro": None,
         "stopped_early": False, "wall_time_seconds": None,
     })
-    if teacher is not None:
-        state.metrics["teacher"] = teacher
+    if ngram is not None:
+        state.metrics[REPORT_KEY] = ngram.report
+    if distillation is not None:
+        state.metrics["distillation"] = distillation.report
     if class_weights is not None:
         state.metrics["class_weights"] = class_weights
     return state
@@ -534,9 +541,10 @@ def _step(run: _Run, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
     delta = torch.zeros(*input_ids.shape, ctx.config.model.d_model, device=device, requires_grad=True) \
         if t.adversarial_epsilon > 0 else None
-    offset = distill.residual_offset(run.teacher, ctx.config, index, data.num_labelled, device)
+    offset = 0.0 if run.ngram is None else \
+        run.ngram.residual_offset(index, data.num_labelled, ctx.config.model.ngram_scale, device)
     with autocast(device, t.autocast_bf16):
-        # the encoder's logits (the logit term is left out; see training/distill.py), plus any residual offset
+        # the encoder's logits (the n-gram score is left out; see ngram/fit.py), plus any residual offset
         logits = run.net(input_ids, padding_mask, delta, encoder_only=True).logits + offset
     loss = loss_of(logits)
     stop_now, diverged = distributed.all_reduce(

@@ -1,6 +1,6 @@
 """The n-gram score's weight in the logits, chosen on the validation rows after training.
 
-The model's logits are ``encoder + ngram_scale * score`` (``model/ngram.py``). The encoder learns from the
+The model's logits are ``encoder + ngram_scale * score`` (``ngram/score.py``). The encoder learns from the
 labels alone; the score is a linear model fitted on the same rows. On a few thousand rows the encoder
 reaches 100% training accuracy within a few epochs and its logits outgrow what it knows, so the sum
 trails the score's own fit. With ``[training] fit_ngram_scale`` the kept weights' validation logits choose
@@ -94,7 +94,7 @@ def fit(ctx: RunContext, kept: SentimentClassifier, val_ids: list[list[int]], la
     Raises:
         CheckpointError, OSError: ``config.json`` cannot be rewritten.
     """
-    t, term = ctx.config.training, kept.logit_term
+    t, term = ctx.config.training, kept.ngram_score
     if not (t.fit_ngram_scale and term is not None and term.scale > 0):
         return logits, {}
     ctx.cb.on_stage("choosing the n-gram score's weight on the validation split")

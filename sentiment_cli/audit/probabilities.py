@@ -1,19 +1,20 @@
-"""Out-of-fold class probabilities for every labelled row: the n-gram score, cross-fitted over stratified folds.
+"""Out-of-fold class probabilities for every labelled row: the n-gram score's two forms cross-fitted and averaged.
 
 Confident learning needs, for each row, class probabilities from a model that never saw that row's
 label (Northcutt, Jiang & Chuang 2021, "Confident Learning: Estimating Uncertainty in Dataset Labels",
-JAIR 70, section 3; cleanlab's docs, "out-of-sample predicted probabilities"). This module gives them:
+JAIR 70, section 3; cleanlab's docs, "out-of-sample predicted probabilities"). This module gives them, the
+cross-fitting itself being the n-gram package's (``ngram/crossfit.py``, shared with training's residual scores):
 
 1. the texts become token ids with :data:`AUDIT_DATA` (words and punctuation, lowercased; a
    vocabulary of the words seen at least twice, since a word seen once cannot carry a label from one
-   fold to another), and hashed, binarised token 1-3-grams (:func:`~sentiment_cli.model.ngram.ngram_features`);
+   fold to another), and hashed, binarised token 1-3-grams (:func:`~sentiment_cli.ngram.features.ngram_features`);
 2. the C of each of the score's two forms, NB-LR and logistic regression, is chosen once on all rows
-   by :func:`~sentiment_cli.model.ngram.select_forms` (3-fold cross-validation on up to 10,000 texts);
+   by :func:`~sentiment_cli.ngram.selection.select_forms` (3-fold cross-validation on up to 10,000 texts);
 3. the rows are split into ``folds`` stratified folds (scikit-learn's ``StratifiedKFold``, seeded),
-   and for each fold both forms are fitted on the others (:meth:`~sentiment_cli.model.ngram.NgramForms.fit`)
+   and for each fold both forms are fitted on the others (:func:`~sentiment_cli.ngram.crossfit.cross_fit`)
    and give the held-out rows' logits;
 4. when the largest class outnumbers the smallest by more than 5 to 1 (the rule ``train`` balances its loss
-   by, :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO`), every fit weighs the classes as balanced
+   by, :data:`~sentiment_cli.data.labels.IMBALANCE_RATIO`), every fit weighs the classes as balanced
    (scikit-learn's ``class_weight="balanced"``). Unweighted, a rare class's prior shrinks its probabilities
    on its own rows, and confident learning flags them: on TREC-6's own labels, 24 of ABBR's 84 questions
    (29%) unweighted, 6 balanced, with about as many flags in all (docs/audit.md, "A rare class keeps its rows");
@@ -42,10 +43,16 @@ import numpy as np
 from ..config import DataConfig
 from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
-from ..evaluation.calibration import fit_temperature, softmax
-from ..model.ngram import (FIT_GB, MAX_N, FitLimit, NgramFit, NgramScore, buckets_within, form_phrase,
-                           ngram_features, select_forms)
-from ..training.auto import IMBALANCE_RATIO, imbalance
+from ..evaluation.calibration import fit_temperature
+from ..inference.probabilities import softmax
+from ..data.labels import IMBALANCE_RATIO, imbalance
+from ..ngram.crossfit import cross_fit as cross_fit_forms
+from ..ngram.crossfit import full_logits
+from ..ngram.features import MAX_N, ngram_features
+from ..ngram.forms import form_phrase
+from ..ngram.memory import FIT_GB, FitLimit, buckets_within
+from ..ngram.score import NgramScore
+from ..ngram.selection import Selection, select_forms
 from ..wording import plural
 from .callbacks import AuditCallbacks
 
@@ -66,11 +73,11 @@ class CrossFit:
         logits: ``(n, num_labels)`` float32 unscaled out-of-fold logits (``[0, margin]`` with two classes).
         fold: ``(n,)`` int64: the fold each row was held out in.
         weights: per fold, the averaged score's weights as a scipy CSC matrix ``(buckets + 1, k)``
-            (``k`` = 1 with two classes, else ``num_labels``; see :meth:`~sentiment_cli.model.ngram.NgramForms.fit`).
+            (``k`` = 1 with two classes, else ``num_labels``; see :func:`~sentiment_cli.ngram.crossfit.cross_fit`).
         intercepts: per fold, ``(k,)`` float64.
-        fit: cross-validation's choice among the forms and C (:func:`~sentiment_cli.model.ngram.select_fit`),
+        selection: cross-validation's choice among the forms and C (:func:`~sentiment_cli.ngram.selection.select_fit`),
             with every candidate's accuracy.
-        C: the C of each form averaged (:func:`~sentiment_cli.model.ngram.select_forms`).
+        C: the C of each form averaged (:func:`~sentiment_cli.ngram.selection.select_forms`).
         scale: each form's weight in the average, ``1 / (forms * its temperature)``.
         temperature: fitted on ``logits`` (the average) and the given labels.
         buckets: hashed n-gram buckets.
@@ -84,7 +91,7 @@ class CrossFit:
     fold: np.ndarray
     weights: list
     intercepts: list[np.ndarray]
-    fit: NgramFit
+    selection: Selection
     C: dict[str, float]
     scale: dict[str, float]
     temperature: float
@@ -111,7 +118,7 @@ class CrossFit:
         return softmax(self.logits, self.temperature)
 
     def score(self, fold: int) -> NgramScore:
-        """Fold ``fold``'s fitted score as the model's own :class:`~sentiment_cli.model.ngram.NgramScore`
+        """Fold ``fold``'s fitted score as the model's own :class:`~sentiment_cli.ngram.score.NgramScore`
         module (scale 1), so that its ``token_logits`` split a held-out row's logits over its tokens."""
         score = NgramScore(self.buckets, num_labels=self.num_labels)
         score.load_fit(self.weights[fold].toarray(), self.intercepts[fold])
@@ -142,7 +149,7 @@ def check_folds(labels: Sequence[int], label_names: Sequence[str], folds: int, w
 
 def class_weighting(labels: Sequence[int]) -> str | None:
     """``"balanced"`` when the largest class present outnumbers the smallest by more than
-    :data:`~sentiment_cli.training.auto.IMBALANCE_RATIO` to 1, as ``train`` decides its loss's weights;
+    :data:`~sentiment_cli.data.labels.IMBALANCE_RATIO` to 1, as ``train`` decides its loss's weights;
     else ``None``."""
     counts = np.bincount(np.asarray(labels, dtype=np.int64))
     return "balanced" if imbalance(counts[counts > 0].tolist()) > IMBALANCE_RATIO else None
@@ -164,7 +171,7 @@ def bucket_count(ids: Sequence[Sequence[int]]) -> int:
 
 def audit_buckets(ids: Sequence[Sequence[int]], num_labels: int, limit_gb: float) -> int:
     """:func:`bucket_count`, made smaller (down to :data:`MIN_BUCKETS`) when the weights of that many buckets
-    for ``num_labels`` classes would not fit ``limit_gb`` GB (:func:`~sentiment_cli.model.ngram.buckets_within`)."""
+    for ``num_labels`` classes would not fit ``limit_gb`` GB (:func:`~sentiment_cli.ngram.memory.buckets_within`)."""
     return min(bucket_count(ids), max(MIN_BUCKETS, buckets_within(num_labels, limit_gb)))
 
 
@@ -251,32 +258,20 @@ def _cross_fit(ids: Sequence[Sequence[int]], labels: Sequence[int], num_labels: 
     limit.check(buckets, num_labels, len(np.unique(x.indices)))
     cb.on_stage(f"choosing C for NB-LR and logistic regression by 3-fold cross-validation on "
                 f"{min(len(y), 10_000):,} rows")
-    forms = select_forms(x, y, num_labels, class_weighting(y))
-    k = 1 if num_labels == 2 else num_labels
-    logits = {form: np.zeros((len(y), k), np.float32) for form in forms.C}
-    fold = np.zeros(len(y), np.int64)
-    fitted: list[dict[str, tuple]] = []
+    weighting = class_weighting(y)
+    selection, forms = select_forms(x, y, num_labels, weighting)
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    for f, (inside, outside) in enumerate(splitter.split(np.zeros(len(y)), y)):
-        cb.on_fold_start(f + 1, folds, len(inside), len(outside))
-        fitted.append({})
-        for form, (w, b) in forms.fit(x[inside], y[inside]).items():
-            logits[form][outside] = x[outside] @ w + b
-            fitted[f][form] = (_sparse(w), b)
-        fold[outside] = f
-        cb.on_fold_end(f + 1, len(outside))
-    scale = {form: 1.0 / (len(forms.C) * fit_temperature(_full(z, num_labels), y)) for form, z in logits.items()}
-    average = sum(scale[form] * z for form, z in logits.items()).astype(np.float32)
-    weights = [sum(scale[form] * w for form, (w, _) in per.items()).tocsc() for per in fitted]
-    intercepts = [sum(scale[form] * b for form, (_, b) in per.items()) for per in fitted]
-    full = _full(average, num_labels)
-    return CrossFit(full, fold, weights, intercepts, forms.choice, forms.C, scale, fit_temperature(full, y),
-                    buckets, num_labels, time.perf_counter() - start, forms.class_weight)
-
-
-def _full(z: np.ndarray, num_labels: int) -> np.ndarray:
-    """``(n, num_labels)`` logits from the score's columns: ``[0, margin]`` with two classes."""
-    return np.concatenate([np.zeros_like(z), z], 1) if num_labels == 2 else z
+    fits = cross_fit_forms(x, y, splitter.split(np.zeros(len(y)), y), forms, num_labels, class_weight=weighting,
+                           on_fold_start=lambda f, inside, outside: cb.on_fold_start(f + 1, folds, inside, outside),
+                           on_fold_end=lambda f, outside: cb.on_fold_end(f + 1, outside))
+    scale = {form: 1.0 / (len(forms) * fit_temperature(full_logits(z, num_labels), y))
+             for form, z in fits.scores.items()}
+    average = sum(scale[form] * z for form, z in fits.scores.items()).astype(np.float32)
+    weights = [sum(scale[form] * _sparse(e.coef_) for form, e in per.items()).tocsc() for per in fits.fits]
+    intercepts = [sum(scale[form] * e.intercept_ for form, e in per.items()) for per in fits.fits]
+    full = full_logits(average, num_labels)
+    return CrossFit(full, fits.fold, weights, intercepts, selection, forms, scale, fit_temperature(full, y),
+                    buckets, num_labels, time.perf_counter() - start, weighting)
 
 
 def _sparse(w: np.ndarray):

@@ -1,0 +1,114 @@
+"""The n-gram score's features: hashed token 1-3-grams (torch) and their binarised sparse matrices (scipy).
+
+Token ids are hashed one order at a time into ``buckets`` rows, as fastText does (Joulin et al. 2017,
+"Bag of Tricks for Efficient Text Classification", 2.2); the score reads each distinct n-gram of a text
+once (binarised counts, as NB-LR is fitted). The torch functions are what the model and its ONNX export
+run; :func:`ngram_features` builds the same features as a scipy matrix for the fits, and :func:`word_ids`
+gives token ids to words without a vocabulary (``sentiment suggest``'s near-duplicates).
+
+Shapes use ``batch``, ``seq_len`` and ``max_n`` (the longest n-gram, 3). Token id 0 is ``<pad>`` and 1 is
+``<unk>``. scipy is imported inside :func:`ngram_features`, so inference never pays for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..data.tokenizer import UNK_ID
+
+HASH_MULTIPLIER = 1_000_003   # as the bigram embedding's hash: a prime larger than any vocabulary here
+MAX_N = 3                     # the score reads word 1-3-grams
+WORD_IDS = (1 << 31) - 2      # word_ids' range above <unk>: a hashed word id is in [2, 2**31)
+_POSITION_BASE = 1 << 32      # more entries than any review has n-grams
+
+
+def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N) -> Tensor:
+    """The hashed bucket of each word n-gram ending at each token, for n = 1 .. ``max_n``.
+
+    The hashing trick of fastText (Joulin et al. 2017, 2.2), one order at a time:
+    ``h_1 = id mod buckets`` and ``h_n[t] = (h_(n-1)[t-1] * 1_000_003 + id[t]) mod buckets``,
+    stored as ``h + 1``. Bucket 0 means "no n-gram": where any of its tokens is ``<pad>`` or
+    ``<unk>``, or the review starts within it. Unigrams and longer n-grams share one bucket space.
+
+    Args:
+        input_ids: ``(batch, seq_len)`` int64 token ids.
+        buckets: number of hashed buckets, at least 1.
+        max_n: longest n-gram.
+
+    Returns:
+        ``(batch, seq_len, max_n)`` int64 in ``[0, buckets]``; ``[..., n - 1]`` holds the n-grams.
+    """
+    token_real = input_ids > UNK_ID                                           # (batch, seq_len)
+    hashed, real = input_ids % buckets, token_real                            # the unigrams
+    orders = [torch.where(real, hashed + 1, torch.zeros_like(hashed))]
+    for _ in range(2, max_n + 1):
+        hashed = (nn.functional.pad(hashed[:, :-1], (1, 0)) * HASH_MULTIPLIER + input_ids) % buckets
+        real = nn.functional.pad(real[:, :-1], (1, 0), value=False) & token_real
+        orders.append(torch.where(real, hashed + 1, torch.zeros_like(hashed)))
+    return torch.stack(orders, dim=-1)                                       # (batch, seq_len, max_n)
+
+
+def first_occurrences(buckets: Tensor) -> Tensor:
+    """Which entries are the first (leftmost) of their bucket in their row, bucket 0 never.
+
+    The score reads binarised counts (an n-gram present or not, as NB-LR is fitted), so a
+    repeated n-gram counts once.
+
+    Args:
+        buckets: ``(batch, k)`` int64, e.g. :func:`ngram_buckets` flattened to ``(batch, seq_len * max_n)``.
+
+    Returns:
+        ``(batch, k)`` bool.
+    """
+    # Sorting (bucket, position) pairs, all distinct, puts each bucket's leftmost entry first without
+    # a stable sort (which ONNX export lacks). The base is a constant, not k, so that an exported
+    # graph does not freeze the traced length into it; buckets < 2**22 keep the key below 2**63.
+    key = buckets * _POSITION_BASE + torch.arange(buckets.shape[1], device=buckets.device)   # (batch, k)
+    ordered_key, order = torch.sort(key, dim=1)                              # (batch, k) each
+    ordered = torch.div(ordered_key, _POSITION_BASE, rounding_mode="floor")  # (batch, k) buckets, ascending
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first = first & (ordered > 0)
+    return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
+
+
+def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int = 256):
+    """Binarised hashed token 1-3-grams, exactly as :meth:`~.score.NgramScore.token_logits` reads them.
+
+    Args:
+        ids: token ids per text (as the model gets them: encoded and truncated); an empty text has none.
+        buckets: number of hashed buckets.
+        batch_size: texts hashed at a time (memory only; the result does not depend on it).
+
+    Returns:
+        ``(len(ids), buckets + 1)`` float32 scipy CSR matrix of 0/1; column 0 ("no n-gram") is empty.
+    """
+    import scipy.sparse as sp
+
+    from ..data.batching import collate
+
+    blocks = []
+    for lo in range(0, len(ids), batch_size):
+        input_ids, _ = collate([row if len(row) else [0] for row in ids[lo:lo + batch_size]])   # <pad>: none
+        flat = ngram_buckets(input_ids, buckets).flatten(1)                     # (batch, seq_len * max_n)
+        rows = torch.arange(flat.shape[0]).unsqueeze(1).expand_as(flat)
+        keep = flat > 0
+        x = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep].numpy(), flat[keep].numpy())),
+                          shape=(flat.shape[0], buckets + 1))
+        x.sum_duplicates()
+        x.data[:] = 1.0
+        blocks.append(x)
+    return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, buckets + 1), dtype=np.float32)
+
+
+def word_ids(words: Sequence[str]) -> list[int]:
+    """Token ids for ``words`` without a vocabulary: each word's stable hash (BLAKE2b, 8 bytes) in
+    ``[2, 2**31)``, above ``<pad>`` and ``<unk>``, so that every word counts in :func:`ngram_features`
+    (two words share an id with probability about 2**-31)."""
+    return [2 + int.from_bytes(hashlib.blake2b(w.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                               "little") % WORD_IDS for w in words]

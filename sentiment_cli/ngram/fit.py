@@ -1,0 +1,135 @@
+"""A training run's fit of the n-gram score on the training split: the model's own score, or a stand-alone one.
+
+With ``[model] ngram_buckets`` > 0 or ``[training] distill_reviews`` > 0, a run first fits the n-gram score
+(:class:`~.estimator.NgramEstimator`: NB-LR or logistic regression over hashed token 1-3-grams, as ``[model]
+ngram_fit`` says or cross-validation on the training split picks; seconds to a minute) on the training split:
+the model's own score, or a stand-alone one of :data:`STANDALONE_BUCKETS` buckets that distillation alone
+reads (``training/distill.py``). Every rank fits it itself, and a resumed run fits it again: the choice and the
+fit are deterministic, so the result equals the score saved with the weights. With ``[training]
+ngram_residual`` the fit also gives each training text's cross-fitted logits (``crossfit.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config import Config
+from .crossfit import RESIDUAL_FOLDS, residual_logits
+from .estimator import NgramEstimator
+from .features import ngram_features
+from .forms import form_phrase
+from .memory import fit_limit
+from .score import NgramScore
+
+STANDALONE_BUCKETS = 1 << 22   # buckets of a score that distillation alone reads ([model] ngram_buckets 0)
+
+
+@dataclass
+class FittedScore:
+    """The n-gram score fitted on a run's training split.
+
+    Attributes:
+        score: the fitted :class:`~.score.NgramScore` (the model's own, or stand-alone).
+        report: what ``metrics.json``'s ``"ngram_score"`` says of it (``report.py``).
+        cross_fitted: with ``ngram_residual``, ``(num_labelled, num_labels)`` float32: each training
+            text's unscaled logits from the score fitted on the other folds; else ``None``.
+    """
+
+    score: NgramScore
+    report: dict[str, Any]
+    cross_fitted: torch.Tensor | None = None
+
+    def residual_offset(self, index: torch.Tensor, num_labelled: int, scale: float,
+                        device: torch.device) -> torch.Tensor | float:
+        """What the encoder's training logits add for the score: nothing (0.0) without cross-fitted logits;
+        else ``(batch, num_labels)``, the cross-fitted logits of the reviews ``index`` names times ``scale``
+        (``[model] ngram_scale``; 0 for unlabelled reviews, from ``num_labelled`` on, whose distillation target
+        is the score itself)."""
+        if self.cross_fitted is None:
+            return 0.0
+        labelled = index < num_labelled
+        offset = torch.zeros(len(index), self.cross_fitted.shape[1])
+        offset[labelled] = self.cross_fitted[index[labelled]] * scale
+        return offset.to(device)
+
+
+def check_fit_size(config: Config, num_labels: int) -> None:
+    """Refuse, before the model is built, a run whose n-gram score would hold more weights than
+    ``[training] ngram_fit_gb`` allows: ``(buckets + 1) x classes`` float32, a few copies at once
+    (:func:`~.memory.fit_bytes`); the fit checks again once the texts' n-grams are known.
+
+    Raises:
+        DataError: one line naming the size, the limit, and the settings that change it.
+    """
+    limit = fit_limit(config, num_labels)
+    if limit is not None:
+        limit.check(config.model.ngram_buckets or STANDALONE_BUCKETS, num_labels)
+
+
+def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],
+                    train_labels: Sequence[int], val_ids: Sequence[Sequence[int]], val_labels: Sequence[int],
+                    on_stage: Callable[[str], None] = lambda message: None) -> FittedScore | None:
+    """Fit the n-gram score on the training split: ``score`` (the model's own) when given, else a stand-alone
+    one of :data:`STANDALONE_BUCKETS` buckets when the run distils.
+
+    The report (``metrics.json``'s ``"ngram_score"``) names the form fitted, its C and how they were chosen,
+    with each candidate's cross-validated accuracy when cross-validation chose
+    (:meth:`~.estimator.NgramEstimator.report`). With ``[training] class_weight = "balanced"`` the fits weigh
+    the classes as the encoder's loss does (scikit-learn's ``class_weight``).
+
+    Args:
+        config: the run's config.
+        score: the model's n-gram score, or ``None`` when it has none.
+        num_labels: classes.
+        train_ids, train_labels: the training texts' token ids (as the model reads them) and label ids.
+        val_ids, val_labels: the validation texts', for the report's ``validation_accuracy`` (may be empty).
+        on_stage: called with a line naming each stage (fit, cross-fit) before it starts.
+
+    Returns:
+        The :class:`FittedScore`, or ``None`` when the run has neither an n-gram score nor distillation.
+
+    Raises:
+        DataError: fewer than two classes among the labels, a label id out of range, or a fit above
+            ``[training] ngram_fit_gb``.
+    """
+    t = config.training
+    if not (config.model.ngram_buckets or t.distill_reviews):
+        return None
+    start = time.perf_counter()
+    if score is None:
+        score = NgramScore(STANDALONE_BUCKETS, num_labels=num_labels)
+    form = config.model.ngram_fit
+    how = "choosing its form by cross-validation" if form == "auto" else form.upper()
+    on_stage(f"fitting the n-gram score (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
+    weighting = "balanced" if t.class_weight == "balanced" else None   # as scikit-learn names it
+    limit = fit_limit(config, num_labels)
+    x = ngram_features(train_ids, score.buckets)
+    fitted = NgramEstimator(num_labels, form, class_weight=weighting, limit=limit).fit(x, train_labels)
+    score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_)
+    report = _report(config, score, fitted)
+    if len(val_ids):
+        report["validation_accuracy"] = float((score.logits(val_ids).argmax(1) == np.asarray(val_labels)).mean())
+    cross_fitted = None
+    if t.ngram_residual:
+        on_stage(f"cross-fitting the n-gram score over {RESIDUAL_FOLDS} folds")
+        cross_fitted = torch.from_numpy(residual_logits(x, train_labels, num_labels, t.seed, form=fitted.form_,
+                                                        C=fitted.C_, class_weight=weighting, limit=limit))
+        report["cross_fitted_folds"] = RESIDUAL_FOLDS
+    report["seconds"] = time.perf_counter() - start
+    return FittedScore(score, report, cross_fitted)
+
+
+def _report(config: Config, score: NgramScore, fitted: NgramEstimator) -> dict[str, Any]:
+    """The fit's part of ``metrics.json``'s ``"ngram_score"``: ``model`` (in words), ``form``, ``buckets``,
+    ``in_logits``, ``class_weight``, ``C``, ``chosen_by`` and cross-validation's record."""
+    source = "" if fitted.form_ == "lr" else " (Wang & Manning 2012)"
+    balanced = ", classes balanced" if fitted.class_weight else ""
+    return {"model": f"{form_phrase(fitted.form_, score.num_labels)} over hashed token 1-3-grams{balanced}{source}",
+            "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets),
+            "class_weight": config.training.class_weight, **fitted.report()}

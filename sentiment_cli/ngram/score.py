@@ -1,0 +1,187 @@
+"""The n-gram score as one ``nn.Module`` of the classifier: its buffers, their names in a checkpoint, its logits.
+
+``[model] ngram_buckets`` > 0 gives the classifier an :class:`NgramScore`: ``ngram_scale * (w . x + b)`` joins
+the logits (the positive class's with two classes, one score per class with more), where ``x`` are the text's
+binarised hashed token 1-3-grams (``features.py``, read from the model's own token ids) and ``w``, ``b`` the
+linear model that :class:`~.estimator.NgramEstimator` fits (``fit.py``: on the training split, by scikit-learn,
+seconds to a minute, rather than by gradient). Its weights are buffers that the optimizer never touches, saved
+with the model as ``ngram_weight`` and ``ngram_bias`` in the same shapes whatever the form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from .features import first_occurrences, ngram_buckets, ngram_features
+from .forms import form_phrase
+
+_STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias"}   # the names in a checkpoint's weights
+
+
+class NgramScore(nn.Module):
+    """The n-gram score's share of the logits, per token.
+
+    With two classes it is one score, the log-odds of the second class (NB-LR or binary LR; stored as
+    ``weight`` ``(buckets + 1,)`` and ``bias`` ``()``); with more, one score per class (one-vs-rest
+    NB-LR or multinomial LR; ``weight`` ``(buckets + 1, num_labels)`` and ``bias`` ``(num_labels,)``).
+
+    Args:
+        buckets: hashed n-gram buckets (``[model] ngram_buckets``).
+        scale: ``[model] ngram_scale``, the score's weight in the logits.
+        num_labels: the classifier's classes, 2 or more.
+        form: the form of its weights, ``"nb-lr"`` or ``"lr"``, when known (a pinned ``[model] ngram_fit``,
+            or a fit's); ``None`` while unknown.
+
+    Attributes:
+        form: as the argument; :meth:`load_fit` sets it to the fit's.
+        intercept: the fit's float64 intercepts while at hand (``bias`` is float32), else ``None``.
+
+    Raises:
+        ValueError: ``num_labels`` is below 2.
+    """
+
+    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, form: str | None = None):
+        super().__init__()
+        if num_labels < 2:
+            raise ValueError(f"the n-gram score needs at least two classes, got num_labels {num_labels}")
+        self.buckets, self.scale, self.num_labels, self.form = buckets, scale, num_labels, form
+        # Buffers, not parameters: fitted by scikit-learn, never by the optimizer, yet saved with the
+        # weights. Row 0 (no n-gram) stays zero.
+        shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
+        self.register_buffer("weight", torch.zeros(shape))
+        self.register_buffer("bias", torch.zeros(shape[1:]))
+        self.intercept: np.ndarray | None = None
+        # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
+        # before the score was a module of its own); the parent reads them back with load_hook.
+        self.register_state_dict_post_hook(_flat_names)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, num_labels: int) -> "NgramScore | None":
+        """The score ``[model]`` asks for (its form known when ``ngram_fit`` pins it), or ``None`` with
+        ``ngram_buckets`` 0.
+
+        Raises:
+            ValueError: ``num_labels`` is below 2.
+        """
+        if not config.ngram_buckets:
+            return None
+        pinned = None if config.ngram_fit == "auto" else config.ngram_fit
+        return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned)
+
+    def description(self, form: str | None = None) -> str:
+        """What the score is, in a phrase (the model card's architecture line), in ``form`` when given (a
+        training run's report), else in :attr:`form`."""
+        form = form or self.form
+        source = "" if form == "lr" else ", Wang & Manning 2012"
+        return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels)} over token 1-3-grams "
+                f"hashed into {self.buckets:,} buckets{source})")
+
+    def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None) -> None:
+        """Take a fit made elsewhere (an :class:`~.estimator.NgramEstimator`'s ``coef_`` and ``intercept_``, or a
+        cross-fit's fold) as this score's.
+
+        Args:
+            weights: ``(buckets + 1,)`` or ``(buckets + 1, 1)`` with two classes, ``(buckets + 1, num_labels)``
+                with more; row 0 (no n-gram) is set to zero.
+            intercepts: ``(1,)`` or ``()`` with two classes, ``(num_labels,)`` with more (float64 kept as
+                :attr:`intercept`).
+            form: the form they come from, when known.
+
+        Raises:
+            ValueError: the shapes do not fit this score.
+        """
+        weights = np.array(weights, dtype=np.float32).reshape(-1, *self.weight.shape[1:])
+        intercepts = np.asarray(intercepts, dtype=np.float64).reshape(self.bias.shape or (1,))
+        if weights.shape != tuple(self.weight.shape):
+            raise ValueError(f"n-gram weights of shape {weights.shape} do not fit a score of shape "
+                             f"{tuple(self.weight.shape)}")
+        weights[0] = 0.0   # "no n-gram" is never a feature
+        self.intercept, self.form = intercepts, form
+        with torch.no_grad():
+            self.weight.copy_(torch.from_numpy(weights))
+            self.bias.copy_(torch.from_numpy(intercepts).float().view(self.bias.shape))
+
+    def margins(self, ids: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
+        """Unscaled scores ``w . x + b`` of each text: ``(len(ids),)`` float32, the log-odds of the second
+        class, with two classes; ``(len(ids), num_labels)``, one per class, with more.
+
+        Computed a batch at a time, so the n-gram matrix of 50,000 reviews is never held whole. Right
+        after :meth:`load_fit` the intercepts are the fit's own (float64); a loaded score has the stored float32.
+        """
+        weight = self.weight.cpu().numpy()
+        bias = self.bias.cpu().numpy().astype(np.float64) if self.intercept is None else self.intercept
+        if self.num_labels == 2:
+            bias = float(bias if np.ndim(bias) == 0 else bias[0])
+        out = [ngram_features(ids[lo:lo + batch_size], self.buckets) @ weight + bias
+               for lo in range(0, len(ids), batch_size)]
+        empty = np.zeros((0,) + weight.shape[1:], np.float32)
+        return np.concatenate(out).astype(np.float32) if out else empty
+
+    def logits(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """``(len(ids), num_labels)`` float32 unscaled logits: ``[0, margin]`` with two classes."""
+        m = self.margins(ids)
+        return np.stack([np.zeros_like(m), m], 1) if self.num_labels == 2 else m
+
+    def probabilities(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
+        """``(len(ids), num_labels)`` float32: the score's own class probabilities (the sigmoid of the
+        margin with two classes, the softmax of the one-vs-rest scores with more)."""
+        m = torch.from_numpy(self.margins(ids))
+        if self.num_labels == 2:
+            p = torch.sigmoid(m)
+            return torch.stack([1 - p, p], 1).float()
+        return torch.softmax(m, 1).float()
+
+    def token_logits(self, input_ids: Tensor) -> Tensor:
+        """Each token's share of the score's logits: the scaled weights of the distinct n-grams that end
+        at it (a repeated n-gram counts at its first occurrence only).
+
+        Args:
+            input_ids: ``(batch, seq_len)`` int64 token ids.
+
+        Returns:
+            ``(batch, seq_len, num_labels)``; with two classes, 0 for the first class and the share of
+            the second.
+        """
+        buckets = ngram_buckets(input_ids, self.buckets)                    # (batch, seq_len, max_n)
+        flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
+        present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * max_n)
+        if self.num_labels == 2:
+            share = (self.weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
+            share = share * self.scale
+            return torch.stack([torch.zeros_like(share), share], dim=-1)    # (batch, seq_len, 2)
+        rows = self.weight[flat] * present.unsqueeze(-1)                    # (batch, seq_len * max_n, num_labels)
+        return rows.view(*buckets.shape, self.num_labels).sum(2) * self.scale   # (batch, seq_len, num_labels)
+
+    def logit_bias(self) -> Tensor:
+        """``(num_labels,)``: the score's intercepts, scaled (with two classes, on the second class only)."""
+        b = self.bias * self.scale
+        return torch.stack([torch.zeros_like(b), b]) if self.num_labels == 2 else b
+
+    def load_hook(self, parent, state_dict, prefix, *args) -> None:
+        """A load-state-dict pre-hook for the module that holds this one: a checkpoint's flat
+        ``ngram_weight`` / ``ngram_bias`` become this module's ``weight`` / ``bias``."""
+        child = next(name for name, module in parent.named_children() if module is self)
+        for name, flat in _STATE_NAMES.items():
+            if prefix + flat in state_dict:
+                state_dict[f"{prefix}{child}.{name}"] = state_dict.pop(prefix + flat)
+
+    def forward(self, input_ids: Tensor) -> tuple[Tensor, Tensor]:
+        """``(token_logits, bias)``: ``(batch, seq_len, num_labels)`` and ``(num_labels,)``; the score's
+        logits are ``token_logits.sum(1) + bias``."""
+        return self.token_logits(input_ids), self.logit_bias()
+
+
+def _outer(prefix: str) -> str:
+    """The parent module's prefix of a submodule's state-dict prefix (``"a.ngram_score."`` -> ``"a."``)."""
+    return prefix[: prefix.rstrip(".").rfind(".") + 1]
+
+
+def _flat_names(module, state_dict, prefix, local_metadata) -> None:
+    for name, flat in _STATE_NAMES.items():
+        if prefix + name in state_dict:
+            state_dict[_outer(prefix) + flat] = state_dict.pop(prefix + name)

@@ -1,0 +1,44 @@
+"""The file ``suggest`` writes: the picks, with an empty ``label`` column for ``sentiment train --data``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..outputs import write_table
+from .run import Suggestions
+
+CSV_COLUMNS = ("text", "label", "rank", "uncertainty", "margin", "entropy", "predicted", "probability", "index",
+               "cluster")
+
+
+def write_picks(result: Suggestions, path: str | Path) -> Path:
+    """Write the picks to a file that ``sentiment train --data`` reads once its ``label`` column is filled in:
+    CSV or JSON Lines by ``path``'s suffix (:func:`~sentiment_cli.outputs.write_table`, atomically).
+
+    Columns: :data:`CSV_COLUMNS`: ``text``, an empty ``label``, then ``rank`` (1 = label first), ``uncertainty``,
+    ``margin``, ``entropy``, ``predicted`` and its ``probability``, the text's ``index`` in the input and its
+    ``cluster`` (``diverse``; else empty). ``train`` reads ``text`` and ``label`` and ignores the rest. The caller
+    checks ``path`` before any work (:func:`~sentiment_cli.outputs.check_output`).
+
+    Args:
+        result: what :func:`suggest` returned.
+        path: the ``.csv`` or ``.jsonl`` file to write.
+
+    Returns:
+        The path written.
+
+    Raises:
+        UsageError: another suffix.
+    """
+    jsonl = Path(path).suffix.lower() == ".jsonl"   # numbers as numbers; CSV keeps its six decimals
+
+    def number(x: float) -> float | str:
+        """A score as the format keeps it."""
+        return round(float(x), 6) if jsonl else f"{x:.6f}"
+
+    no_cluster = None if jsonl else ""
+    rows = [dict(zip(CSV_COLUMNS, (pk.text, "", pk.rank, number(pk.uncertainty), number(pk.margin),
+                                   number(pk.entropy), pk.predicted, number(pk.probabilities[pk.predicted]),
+                                   pk.index, no_cluster if pk.cluster is None else pk.cluster)))
+            for pk in result.picks]
+    return write_table(path, CSV_COLUMNS, rows)
