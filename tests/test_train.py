@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 
 from .conftest import small_config
 

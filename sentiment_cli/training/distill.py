@@ -35,12 +35,13 @@ import torch
 import torch.nn.functional as F
 
 from ..config import Config
-from ..data.splits import DataSpec, load_pretraining_texts
+from ..data.splits import DataSpec
 from ..data.tokenizer import encode_texts
 from ..errors import DataError
 from ..model.classifier import SentimentClassifier
 from ..model.ngram import TEACHER_BUCKETS, FitLimit, NgramScore, buckets_within
 from .callbacks import TrainCallbacks
+from .run_data import RunData
 
 RESIDUAL_FOLDS = 5   # ngram_residual: folds of the training split for the cross-fitted scores
 
@@ -170,9 +171,10 @@ def cross_fitted_logits(ids: list[list[int]], labels: list[int], buckets: int, n
     return out
 
 
-def distillation(config: Config, tokenizer, teacher: Teacher | None, train_labels: list[int],
+def distillation(config: Config, data: RunData, tokenizer, teacher: Teacher | None, train_labels: list[int],
                  cb: TrainCallbacks) -> Distillation | None:
-    """Label the source's unlabelled reviews with the teacher's probabilities (``None`` without distillation).
+    """Label the source's unlabelled reviews (from ``data``, the run's source read once) with the teacher's
+    probabilities (``None`` without distillation).
 
     Raises:
         DataError: the source has no ``unsupervised`` split, or fewer unlabelled reviews than
@@ -182,7 +184,7 @@ def distillation(config: Config, tokenizer, teacher: Teacher | None, train_label
     if not t.distill_reviews or teacher is None:
         return None
     start = time.perf_counter()
-    texts = load_pretraining_texts(DataSpec.from_config(config), "unsupervised",
+    texts = data.pretraining_texts(DataSpec.from_config(config), "unsupervised",
                                    missing_hint="distillation needs unlabelled text: give it with --unlabelled "
                                                 "PATH, or set training.distill_reviews=0")
     if len(texts) < t.distill_reviews:
