@@ -36,7 +36,6 @@ import torch.nn.functional as F
 
 from ..config import Config
 from ..data.splits import DataSpec
-from ..data.tokenizer import encode_texts
 from ..errors import DataError
 from ..model.classifier import SentimentClassifier
 from ..model.ngram import TEACHER_BUCKETS, FitLimit, NgramScore, buckets_within
@@ -191,7 +190,7 @@ def distillation(config: Config, data: RunData, tokenizer, teacher: Teacher | No
         raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
                         f"{len(texts):,} unlabelled reviews; lower it")
     cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
-    ids = encode_texts(tokenizer, texts, config.data)
+    ids = data.ids(tokenizer, texts, config.data)
     soft = teacher.score.probabilities(ids)                                       # (n_unlabelled, num_labels)
     eps, n, classes = t.label_smoothing, len(train_labels), soft.shape[1]
     hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), classes).float() * (1 - eps) + eps / classes

@@ -25,7 +25,7 @@ from . import distill, distributed, imbalance
 from ..checkpoint import Checkpoint, load_weights
 from ..config import Config
 from ..data.splits import DataSpec, Split
-from ..data.tokenizer import build_tokenizer, encode_texts, save_tokenizer, tokenizer_from_str
+from ..data.tokenizer import build_tokenizer, save_tokenizer, tokenizer_from_str
 from ..model.classifier import SentimentClassifier
 from ..runtime import device_name, seed_everything, versions
 from .context import RunContext
@@ -182,8 +182,8 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
     tokenizer = tokenizer_from_str(tokenizer_json, ctx.output / STATE_DIR / TOKENIZER_FILE)
     ctx.cb.on_stage("tokenizing")
     return Reviews(train=train_split, validation=val_split, tokenizer=tokenizer, tokenizer_json=tokenizer_json,
-                 train_ids=encode_texts(tokenizer, train_split.texts, config.data),
-                 val_ids=encode_texts(tokenizer, val_split.texts, config.data) if info.is_main else [],
+                 train_ids=run_data.ids(tokenizer, train_split.texts, config.data),
+                 val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else [],
                  train_labels=torch.tensor(train_split.labels, dtype=torch.long))
 
 
