@@ -83,7 +83,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
-    config = dataclasses.replace(config, data=dataclasses.replace(config.data, source=absolute_source(config.data.source)))
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data,
+                                                                  source=absolute_source(config.data.source)))
     callbacks = callbacks or TrainCallbacks()
     data = RunData(config.data.source)   # read once: the profile, pretraining and the fit share it
     choices: list[auto.Choice] = []
