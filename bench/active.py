@@ -15,7 +15,7 @@ and the model is retrained from scratch on everything labelled so far. Strategie
 
 Every strategy shares the seed's first 100 rows and its first model, and every training uses the same fixed
 setting, :data:`TRAIN_SETS` (chosen on dev with ``--dev-epochs``, never on test), in-process through
-:func:`sentiment_cli.training.loop.train`. ``diverse``'s ``--space`` and ``--candidates`` defaults were chosen
+:func:`sentiment_cli.training.run.train`. ``diverse``'s ``--space`` and ``--candidates`` defaults were chosen
 by the mean dev accuracy over all rounds (docs/audit.md, "What to label next"). Each round's model is scored on the set's
 test split (accuracy; dev accuracy is recorded too). The run writes ``results.json`` (every round of every
 run), prints a Markdown table (mean and range over seeds), and plots accuracy against labels, mean and
@@ -68,7 +68,7 @@ def fit(texts: list[str], labels: list[str], names: list[str], seed: int, epochs
     """Train the benchmark's setting on ``texts`` into ``folder``; returns a Predictor over it."""
     from sentiment_cli.config import build_config
     from sentiment_cli.inference.predictor import Predictor
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "train.csv", "w", newline="", encoding="utf-8") as fh:

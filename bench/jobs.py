@@ -75,7 +75,7 @@ def job_ours(args) -> dict:
     from sentiment_cli.config import load_config
     from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
     from sentiment_cli.data.tokenizer import encode_texts, load_tokenizer
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     cfg = load_config(args.config).override("data", source=args.data)
     if args.epochs:   # --quick: one epoch; the committed slice has no unsupervised split (nor distillation)
@@ -171,7 +171,7 @@ def job_sst5(args) -> dict:
     """The sst5 preset on SST-5: trained with dev as validation, scored once on test."""
     from sentiment_cli.config import load_config
     from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     cfg = load_config(SST5_CONFIG).override("data", source=args.data)
     if args.epochs:   # --quick

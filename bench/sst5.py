@@ -69,7 +69,7 @@ def _config(overrides: dict, init: str, seed: int, data: str):
 
 def job(args) -> dict:
     """Train one row with one seed; its dev figures."""
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     label, overrides = ROWS[args.row]
     result = train(_config(overrides, args.init, args.seed, args.data), args.output)

@@ -32,7 +32,7 @@ def small_config(**training):
 @pytest.fixture(scope="session")
 def trained_checkpoint(tmp_path_factory) -> Path:
     """A checkpoint folder trained for a few epochs on the committed slice."""
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     out = tmp_path_factory.mktemp("ckpt") / "small"
     train(small_config(epochs=3), out)

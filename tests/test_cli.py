@@ -165,7 +165,7 @@ def test_help_wraps_paragraphs_only_at_the_terminal_width(command):
 
 def test_train_shows_its_notes_verbatim(tmp_path, monkeypatch):
     # Rich markup must not eat "[training]" in the note, nor "[b]" in the folder name.
-    from sentiment_cli.training import loop as train_module
+    from sentiment_cli.training import run as train_module
 
     monkeypatch.setattr(train_module, "native_bf16", lambda device: False)   # a CPU without bf16 instructions
     cfg = tmp_path / "bf16.toml"

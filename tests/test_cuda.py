@@ -22,7 +22,7 @@ from sentiment_cli.errors import Interrupted
 from sentiment_cli.inference.export import export_onnx
 from sentiment_cli.inference.predictor import Predictor
 from sentiment_cli.training.interrupts import StopFlag
-from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.run import resume, train
 from sentiment_cli.training.pretrain import pretrain
 
 from .conftest import SMALL_DATA, small_config

@@ -15,7 +15,7 @@ from sentiment_cli.cli import app
 from sentiment_cli.data.splits import load_split
 from sentiment_cli.errors import DataError, Interrupted
 from sentiment_cli.training.interrupts import StopFlag
-from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.run import resume, train
 
 from bench.nbsvm import fit_nbsvm
 
@@ -110,6 +110,7 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
     from sentiment_cli.data.tokenizer import build_tokenizer, encode_texts
     from sentiment_cli.ngram.fit import fit_ngram_score
     from sentiment_cli.training import distill
+    from sentiment_cli.training.run_data import RunData
 
     cfg = distill_config(with_unlabelled, label_smoothing=0.1, distill_weight=0.5)
     train_split, val_split = load_train_validation(DataSpec.from_config(cfg))
@@ -120,7 +121,7 @@ def test_soft_targets_are_smoothed_labels_then_teacher_probabilities(with_unlabe
                               val_split.labels)
     assert 0.6 < teacher.report["validation_accuracy"] <= 1.0
     assert teacher.score is model.ngram_score and model.ngram_score.weight.abs().sum() > 0   # the model's score
-    d = distill.distillation(cfg, tok, teacher, train_split.labels, TrainCallbacks())
+    d = distill.distillation(cfg, RunData(cfg.data.source), tok, teacher, train_split.labels, TrainCallbacks())
     n = len(train_split)
     assert d.targets.shape == (n + 500, 2) and len(d.ids) == 500
     labels = torch.tensor(train_split.labels)

@@ -9,7 +9,7 @@ import torch
 
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.training.electra import fill_in
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 from sentiment_cli.training.mlm import FIRST_WORD_ID, sampled_candidates
 from sentiment_cli.training.pretrain import pretrain
 

@@ -45,7 +45,7 @@ def exported(trained_checkpoint, tmp_path_factory):
 @pytest.fixture(scope="module")
 def bigram_checkpoint(tmp_path_factory):
     """A tiny model with hashed word bigrams and an n-gram score, trained for 2 epochs (seconds)."""
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     out = tmp_path_factory.mktemp("bigram") / "ckpt"
     train(small_config(epochs=2).override("model", bigram_buckets=997, ngram_buckets=65_537), out)
@@ -97,7 +97,7 @@ def test_explanations_match_pytorch(exported, reviews):
 def sst5_export(tmp_path_factory):
     """A tiny five-class model trained on the committed SST-5 slice for one epoch (seconds), and its export."""
     from sentiment_cli.config import load_config
-    from sentiment_cli.training.loop import train
+    from sentiment_cli.training.run import train
 
     cfg = load_config(ROOT / "configs" / "seed.toml").override("model", d_model=16, d_ff=32)
     cfg = cfg.override("data", source=str(SST5), vocab_size=2000, max_length=64)

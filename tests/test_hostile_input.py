@@ -23,7 +23,7 @@ from sentiment_cli.errors import DataError
 from sentiment_cli.inference.prediction import Explanation, token_rows
 from sentiment_cli.inference.predictor import Predictor
 from sentiment_cli.training.lock import LOCK_FILE, FolderInUse, output_lock
-from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.run import resume, train
 from sentiment_cli.training.pretrain import pretrain
 
 from .conftest import PYTHON, ROOT, SUBPROCESS_ENV, small_config

@@ -211,10 +211,10 @@ def _classes_csv(path, classes: int, rows_each: int, words: int = 12):
 
 
 def test_train_refuses_before_the_model_holds_the_weights(tmp_path, monkeypatch):
-    from sentiment_cli.training import loop
+    from sentiment_cli.training import setup
 
     data = _classes_csv(tmp_path / "many.csv", classes=100, rows_each=3)
-    monkeypatch.setattr(loop, "_build_model", lambda *a, **k: pytest.fail("the model was built"))
+    monkeypatch.setattr(setup, "_build_model", lambda *a, **k: pytest.fail("the model was built"))
     r = invoke("train", "--config", "seed", "--data", data, "--output", tmp_path / "run", "--epochs", 1,
                "--set", "model.ngram_buckets=4194304", "--set", "data.validation_fraction=0",
                "--set", "training.ngram_fit_gb=1")

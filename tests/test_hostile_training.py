@@ -18,7 +18,7 @@ from sentiment_cli.data.unlabelled import load_unlabelled, unlabelled_texts
 from sentiment_cli.errors import Interrupted
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.interrupts import StopFlag
-from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.run import resume, train
 from sentiment_cli.training.pretrain import _UntilStopped, pretrain
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config

@@ -15,7 +15,7 @@ from sentiment_cli.errors import ConfigError
 from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
 from sentiment_cli.training import distill
 from sentiment_cli.training.imbalance import class_weights
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 
 from .conftest import ROOT, small_config
 

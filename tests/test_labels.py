@@ -24,7 +24,7 @@ from sentiment_cli.inference.explain import contrast, target_classes
 from sentiment_cli.inference.torch_backend import batched_token_logits
 from sentiment_cli.data.batching import collate
 from sentiment_cli.inference.predictor import Predictor
-from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.run import resume, train
 
 from .conftest import ROOT, SMALL_DATA
 

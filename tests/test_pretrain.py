@@ -15,7 +15,7 @@ from sentiment_cli.errors import CheckpointError, ConfigError
 from sentiment_cli.training.mlm import FIRST_WORD_ID, MASK_ID, mask_tokens, sampled_candidates
 from sentiment_cli.training.pretrain import pretrain
 from sentiment_cli.training.callbacks import TrainCallbacks
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 
 from .conftest import PYTHON, SUBPROCESS_ENV, small_config
 

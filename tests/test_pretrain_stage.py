@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from sentiment_cli.errors import CheckpointError, ConfigError
-from sentiment_cli.training.loop import TrainCallbacks, train
+from sentiment_cli.training.callbacks import TrainCallbacks
+from sentiment_cli.training.run import train
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV, small_config
 

@@ -10,7 +10,7 @@ from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.errors import Interrupted
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.interrupts import StopFlag
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 
 from .conftest import SMALL_DATA, small_config
 

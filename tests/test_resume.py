@@ -12,7 +12,7 @@ from sentiment_cli.cli import app
 from sentiment_cli.errors import CheckpointError, Interrupted
 from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.callbacks import TrainCallbacks
-from sentiment_cli.training.loop import resume, train
+from sentiment_cli.training.run import resume, train
 
 from .conftest import small_config
 

@@ -10,7 +10,7 @@ import pytest
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.evaluation import calibration
 from sentiment_cli.inference.predictor import Predictor
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 from sentiment_cli.training.score_weight import LADDER, SCALES, candidates, choose_scale
 
 from .conftest import small_config

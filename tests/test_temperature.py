@@ -18,7 +18,7 @@ from sentiment_cli.data.splits import load_split
 from sentiment_cli.errors import CheckpointError
 from sentiment_cli.evaluation.evaluate import evaluate_checkpoint
 from sentiment_cli.inference.predictor import Predictor
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 
 from .conftest import SMALL_DATA, small_config
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sentiment_cli.training.loop import train
+from sentiment_cli.training.run import train
 
 from .conftest import small_config
 
@@ -97,7 +97,7 @@ def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):
 @pytest.mark.slow   # trains twice (bf16 autocast on a CPU)
 def test_bf16_on_a_cpu_without_bf16_instructions_trains_with_a_note(tmp_path, monkeypatch):
     # This machine's CPU has AVX512-BF16; a stand-in answers for one that has not.
-    from sentiment_cli.training import loop as train_module
+    from sentiment_cli.training import run as train_module
     from sentiment_cli.training.callbacks import TrainCallbacks
 
     class Notes(TrainCallbacks):

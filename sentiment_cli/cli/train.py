@@ -89,8 +89,8 @@ def train(
     Ctrl-C or SIGTERM stops at the next step; the last completed epoch is kept and `--resume` continues it.
     """
     with handle_errors():
-        from ..training.loop import resume as run_resume
-        from ..training.loop import train as run_train
+        from ..training.run import resume as run_resume
+        from ..training.run import train as run_train
 
         device_name = device.value if device else None
         if resume is not None:

@@ -26,7 +26,7 @@ from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
 from .sources import Source, is_single_file, load_source
 from .tokenizer import clip_texts
-from .unlabelled import unlabelled_texts
+from .unlabelled import Unlabelled, unlabelled_texts
 
 SPLITS = ("train", "validation", "test")
 
@@ -261,7 +261,15 @@ def load_train_validation(source: str | DataSpec, validation_fraction: float = 0
         ConfigError: ``[data] labels`` disagrees with the training data.
     """
     spec = source if isinstance(source, DataSpec) else DataSpec(source, validation_fraction, seed, validation_split)
-    src = load_source(spec.source)
+    return train_validation_of(load_source(spec.source), spec)
+
+
+def train_validation_of(src: Source, spec: DataSpec) -> tuple[Split, Split]:
+    """:func:`load_train_validation` of a source already loaded (``src``, :func:`load_source`'s for ``spec``).
+
+    Raises:
+        DataError, UsageError, ConfigError: as :func:`load_train_validation`.
+    """
     train, names, train_rows, val, val_rows = _train_and_validation(src, spec, None)
     return (_split(train, "train", names, train_rows),
             _split(val if val is not None else train, "validation", names, val_rows))
@@ -328,10 +336,22 @@ def load_pretraining_texts(source: str | DataSpec, splits: str, validation_fract
     """
     spec = source if isinstance(source, DataSpec) else DataSpec(source, validation_fraction, seed, validation_split)
     src = load_source(spec.source)
+    found = unlabelled_texts(src, spec.unlabelled, spec.text_column) if "unsupervised" in splits.split("+") else None
+    return pretraining_texts_of(src, spec, splits, found, missing_hint)
+
+
+def pretraining_texts_of(src: Source, spec: DataSpec, splits: str, found: Unlabelled | None,
+                         missing_hint: str = PRETRAIN_ALONE_HINT) -> list[str]:
+    """:func:`load_pretraining_texts` of a source already loaded (``src``), with its unlabelled texts already
+    read (``found``: :func:`~.unlabelled.unlabelled_texts`' for ``spec``; read only when ``splits`` has
+    ``unsupervised``).
+
+    Raises:
+        DataError: as :func:`load_pretraining_texts`.
+    """
     parts = splits.split("+")
     texts: list[str] = []
     if "unsupervised" in parts:
-        found = unlabelled_texts(src, spec.unlabelled, spec.text_column)
         if found is None:
             raise DataError(f"{spec.source} has no 'unsupervised' split (it has: {', '.join(src.splits)}) and "
                             f"[data] unlabelled is empty; {missing_hint}")

@@ -25,10 +25,11 @@ import numpy as np
 
 from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
-from ..data.sources import load_source
-from ..data.splits import DataSpec, held_out_count, load_train_validation
-from ..data.unlabelled import unlabelled_texts
+from ..data.splits import DataSpec, held_out_count
+from ..data.tokenizer import pre_tokenizer_for
 from .callbacks import TrainCallbacks
+from .pretrain import pretraining_reads
+from .run_data import RunData
 
 LENGTH_SAMPLE = 5000      # texts whose token counts set max_length
 LENGTH_QUANTILE = 0.99    # max_length covers this share of the training texts whole
@@ -95,24 +96,28 @@ class Profile:
         return imbalance(self.class_counts)
 
 
-def read_profile(config: Config) -> Profile:
+def read_profile(config: Config, data: RunData | None = None) -> Profile:
     """Read ``config``'s source for the rules: its training split (all of it), a dev split, unlabelled text.
+
+    ``data``: the run's source, read once (:class:`~.run_data.RunData`; ``None``: read here); the pretraining
+    stage and the fit take their parts from the same object.
 
     Raises:
         DataError, UsageError, ConfigError: the source cannot be loaded or its data is unusable (as
             :func:`~sentiment_cli.data.splits.load_train_validation`).
     """
     spec = DataSpec.from_config(config)
-    src = load_source(spec.source)
-    train, _ = load_train_validation(DataSpec(spec.source, 0.0, spec.seed, spec.validation_split,
-                                              spec.text_column, spec.label_column, spec.labels))
-    found = unlabelled_texts(src, spec.unlabelled, spec.text_column)
+    data = data or RunData(spec.source)
+    src = data.src
+    train, _ = data.splits(DataSpec(spec.source, 0.0, spec.seed, spec.validation_split,
+                                    spec.text_column, spec.label_column, spec.labels))
+    found = data.unlabelled(spec)
     counts = tuple(train.class_counts().values())
     lengths = _token_counts(train.texts, config, spec.seed)
     quantile, ratio = np.quantile(lengths, LENGTH_QUANTILE), 1.0
     if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
-        _, dev = load_train_validation(DataSpec(spec.source, 0.1, spec.seed, spec.validation_split,
-                                                spec.text_column, spec.label_column, spec.labels))
+        _, dev = data.splits(DataSpec(spec.source, 0.1, spec.seed, spec.validation_split,
+                                      spec.text_column, spec.label_column, spec.labels))
         dev_lengths = _token_counts(dev.texts, config, spec.seed)
         quantile = max(quantile, np.quantile(dev_lengths, LENGTH_QUANTILE))
         ratio = float(np.median(dev_lengths) / max(1.0, np.median(lengths)))
@@ -124,8 +129,6 @@ def read_profile(config: Config) -> Profile:
 
 def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
     """Token counts (pre-tokenizer words) of up to :data:`LENGTH_SAMPLE` texts, a seeded draw."""
-    from ..data.tokenizer import pre_tokenizer_for
-
     pre = pre_tokenizer_for(config.data.pre_tokenizer)
     rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
     return np.asarray([len(pre.pre_tokenize_str(re.sub(r"<br\s*/?>", " ", texts[i][:200_000]))) for i in rows])
@@ -327,8 +330,6 @@ def pretrained_folder(config: Config) -> str:
     pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
     that draws the hold-out it must not read), so that runs on other data or with another ``--seed`` never
     meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
-    from .pretrain import pretraining_reads
-
     d = config.data
     key = "\n".join(f"{section}.{name}={value}" for section, name, value in pretraining_reads(config))
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(d.source.rstrip("/\\")).name or "data").strip("-.") or "data"
@@ -336,8 +337,11 @@ def pretrained_folder(config: Config) -> str:
     return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")
 
 
-def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks) -> tuple[Config, list[Choice]]:
+def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks,
+                data: RunData | None = None) -> tuple[Config, list[Choice]]:
     """Apply :func:`data_rules` to ``config``, except for the keys in ``given`` (set on the command line).
+
+    ``data``: the run's source, read once (see :func:`read_profile`).
 
     Returns:
         ``(config, choices)``: the config with the choices applied, and the choices made.
@@ -347,7 +351,7 @@ def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks) -> tu
             together with a key the user set.
     """
     cb.on_stage(f"reading {config.data.source} to fit the default's settings to it")
-    profile = read_profile(config)
+    profile = read_profile(config, data)
     for note in profile.notes:
         cb.on_note(note)
     choices = [c for c in data_rules(profile, config, given) if c.key not in given]

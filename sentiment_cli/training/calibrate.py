@@ -1,75 +1,96 @@
-"""Temperature scaling after training: fit ``T`` on the kept epoch's validation logits, store it with the weights.
+"""Temperature scaling after training: fit ``T`` on the kept epoch's validation logits (:func:`calibrate`).
 
 The same logits may first choose the weight of the logits' parts (``score_weight.py``); the temperature is
 then fitted at that weight.
 
 Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural
 Networks", section 4.2): the ``T`` minimising the validation NLL of
-``softmax(logits / T)``. The training loop calls :func:`calibrate` once, on
-rank 0, after its last epoch; the math (the fit, ECE, NLL) is the torch-free
+``softmax(logits / T)``. The orchestrator (``run.py``) calls :func:`calibrate` once, on
+rank 0, after the last epoch, with the kept epoch's model, and writes the :class:`Calibration` it returns
+with :func:`save`; the math (the fit, ECE, NLL) is the torch-free
 ``evaluation/calibration.py``, which the ONNX Runtime path shares.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from safetensors.torch import load as st_load
+import torch
 
-from ..checkpoint import WEIGHTS_FILE, load_weights, write_temperature
+from ..checkpoint import METRICS_FILE, write_json, write_temperature
+from ..config import TrainingConfig
 from ..evaluation import calibration
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 from . import score_weight
 
-if TYPE_CHECKING:
-    from .loop import RunContext
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the post-fit steps chose, written once into the checkpoint by :func:`save`.
+
+    Attributes:
+        temperature: ``T`` (1.0 without validation reviews).
+        report: ``metrics.json``'s ``calibration``: ``temperature``, and with validation ``bins`` and the
+            validation ``ece`` / ``nll`` after and ``ece_uncalibrated`` / ``nll_uncalibrated`` before it;
+            with a chosen weight also :func:`~.score_weight.fit`'s entries (``ngram_scale`` among them).
+    """
+
+    temperature: float
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_report(cls, report: dict[str, Any]) -> "Calibration":
+        """The record of an earlier run, from its ``metrics.json`` ``calibration`` (the refit keeps it)."""
+        return cls(float(report["temperature"]), dict(report))
 
 
-def calibrate(ctx: RunContext, trained: SentimentClassifier, val_ids: list[list[int]],
-              val_labels: list[int]) -> dict[str, Any]:
-    """Fit the temperature on the kept epoch's validation logits and store it in ``config.json``.
+def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: list[int], training: TrainingConfig,
+              device: torch.device, on_stage: Callable[[str], None] = lambda _: None) -> Calibration:
+    """Fit the temperature (and, with ``[training] fit_ngram_scale``, the n-gram score's weight first) on the
+    kept epoch's validation logits.
 
-    The folder (``ctx.output``) holds the best epoch's weights, not necessarily the last epoch's in
-    ``trained``, so they are read back from disk into a model of ``trained``'s shape. It runs once,
-    after the last epoch, so it changes nothing a resumed run replays. Without validation reviews the
-    temperature is 1.0.
+    It runs once, after the last epoch, so it changes nothing a resumed run replays. Without validation
+    reviews the temperature is 1.0.
 
     Args:
-        ctx: the run's context (config, output folder, device, progress hooks).
-        trained: the model the run trained (its vocabulary size and label count are the checkpoint's).
+        kept: the kept epoch's model (the folder's weights, not necessarily the last epoch's), on ``device``.
         val_ids: the validation reviews' token ids (empty without a validation split).
         val_labels: their label ids.
+        training: ``[training]`` (``eval_batch_size``, ``autocast_bf16``, the weight's settings).
+        device: where ``kept`` is.
+        on_stage: told each step's name (progress).
 
     Returns:
-        ``metrics.json``'s ``calibration``: ``temperature``, and with validation ``bins`` and the
-        validation ``ece`` / ``nll`` after and ``ece_uncalibrated`` / ``nll_uncalibrated`` before it;
-        with a chosen weight also :func:`~.score_weight.fit`'s entries.
-
-    Raises:
-        CheckpointError: the saved weights cannot be read back.
+        :class:`Calibration`.
     """
     if not val_ids:
-        write_temperature(ctx.output, 1.0)
-        return {"temperature": 1.0}
-    t, labels = ctx.config.training, list(val_labels)
-    kept = _kept_model(ctx, trained)
-    logits = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=ctx.device,
-                            bf16=t.autocast_bf16).numpy().astype(np.float64)
-    logits, fitted = score_weight.fit(ctx, kept, val_ids, labels, logits)
-    ctx.cb.on_stage("fitting the temperature on the validation split")
+        return Calibration(1.0, {"temperature": 1.0})
+    labels = list(val_labels)
+    logits = batched_logits(kept, val_ids, batch_size=training.eval_batch_size, device=device,
+                            bf16=training.autocast_bf16).numpy().astype(np.float64)
+    logits, fitted = score_weight.fit(kept, val_ids, labels, logits, training, device, on_stage)
+    on_stage("fitting the temperature on the validation split")
     temperature = calibration.fit_temperature(logits, labels)
-    write_temperature(ctx.output, temperature)
-    return {**fitted, "temperature": temperature, "bins": calibration.ECE_BINS,
-            "ece": calibration.expected_calibration_error(calibration.softmax(logits, temperature), labels),
-            "ece_uncalibrated": calibration.expected_calibration_error(calibration.softmax(logits), labels),
-            "nll": calibration.nll(logits, labels, temperature), "nll_uncalibrated": calibration.nll(logits, labels)}
+    return Calibration(temperature, {
+        **fitted, "temperature": temperature, "bins": calibration.ECE_BINS,
+        "ece": calibration.expected_calibration_error(calibration.softmax(logits, temperature), labels),
+        "ece_uncalibrated": calibration.expected_calibration_error(calibration.softmax(logits), labels),
+        "nll": calibration.nll(logits, labels, temperature), "nll_uncalibrated": calibration.nll(logits, labels)})
 
 
-def _kept_model(ctx: RunContext, trained: SentimentClassifier) -> SentimentClassifier:
-    """The weights saved in ``ctx.output`` (the kept epoch's), in a model of ``trained``'s shape on the device."""
-    kept = SentimentClassifier.from_config(ctx.config, trained.vocab_size, trained.num_labels)
-    weights = ctx.output / WEIGHTS_FILE
-    load_weights(kept, st_load(weights.read_bytes()), weights)
-    return kept.to(ctx.device)
+def save(directory: str | Path, fitted: Calibration, metrics: dict[str, Any]) -> None:
+    """Write the post-fit record into the checkpoint ``directory``: the weight chosen (``config.json``'s
+    ``[model] ngram_scale``, when any), the temperature (``config.json``), then ``metrics.json``.
+
+    Raises:
+        CheckpointError, OSError: ``config.json`` is missing or invalid, or the folder is not writable.
+        ValueError: a temperature or weight that loading would refuse.
+    """
+    score_weight.keep(directory, fitted.report)
+    write_temperature(directory, fitted.temperature)
+    write_json(Path(directory) / METRICS_FILE, metrics)

@@ -21,11 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from ..config import Config
-from ..data.splits import DataSpec, load_pretraining_texts
-from ..data.tokenizer import encode_texts
+from ..data.splits import DataSpec
 from ..errors import DataError
 from ..ngram.fit import FittedScore
 from .callbacks import TrainCallbacks
+from .run_data import RunData
 
 
 @dataclass
@@ -47,12 +47,14 @@ class Distillation:
     report: dict[str, Any]
 
 
-def distillation(config: Config, tokenizer, teacher: FittedScore | None, train_labels: list[int],
+def distillation(config: Config, data: RunData, tokenizer, teacher: FittedScore | None, train_labels: list[int],
                  cb: TrainCallbacks) -> Distillation | None:
-    """Label the source's unlabelled reviews with the teacher's probabilities (``None`` without distillation).
+    """Label the source's unlabelled reviews (from ``data``, the run's source read once) with the teacher's
+    probabilities (``None`` without distillation).
 
     Args:
         config: the run's config (``[training] distill_reviews``, ``distill_weight``, ``label_smoothing``).
+        data: the run's source, read once (:class:`~.run_data.RunData`).
         tokenizer: the run's tokenizer.
         teacher: the fitted n-gram score (:func:`~sentiment_cli.ngram.fit.fit_ngram_score`), or ``None``.
         train_labels: the labelled reviews' label ids.
@@ -66,14 +68,14 @@ def distillation(config: Config, tokenizer, teacher: FittedScore | None, train_l
     if not t.distill_reviews or teacher is None:
         return None
     start = time.perf_counter()
-    texts = load_pretraining_texts(DataSpec.from_config(config), "unsupervised",
+    texts = data.pretraining_texts(DataSpec.from_config(config), "unsupervised",
                                    missing_hint="distillation needs unlabelled text: give it with --unlabelled "
                                                 "PATH, or set training.distill_reviews=0")
     if len(texts) < t.distill_reviews:
         raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
                         f"{len(texts):,} unlabelled reviews; lower it")
     cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
-    ids = encode_texts(tokenizer, texts, config.data)
+    ids = data.ids(tokenizer, texts, config.data)
     soft = teacher.score.probabilities(ids)                                       # (n_unlabelled, num_labels)
     eps, n, classes = t.label_smoothing, len(train_labels), soft.shape[1]
     hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), classes).float() * (1 - eps) + eps / classes

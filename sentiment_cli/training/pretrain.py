@@ -66,7 +66,7 @@ from ..data.batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
 from ..checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
 from ..config import Config
-from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec, load_pretraining_texts
+from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec
 from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
 from .lock import output_lock
@@ -77,9 +77,10 @@ from ..data.sources import absolute_source
 from ..data.tokenizer import build_tokenizer, encode_texts, save_tokenizer
 from .electra import ElectraObjective
 from .mlm import FIRST_WORD_ID, MaskedLMObjective
+from .run_data import RunData
 
 def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
-             stop: StopFlag | None = None) -> TrainResult:
+             stop: StopFlag | None = None, data: RunData | None = None) -> TrainResult:
     """Pretrain with ``[pretrain] objective`` and write the result to ``output`` after every epoch.
 
     Reads the ``[model]``, ``[data]`` and ``[pretrain]`` settings, and
@@ -95,6 +96,8 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         stop: polled at every step (mlm) or epoch (word2vec); once set, the
             run stops. Epochs already completed stay saved; there is no
             resuming a pretraining run.
+        data: the source, when a training run has read it already (:class:`~.run_data.RunData` of
+            ``[data] source`` made absolute); ``None``: read here.
 
     Returns:
         :class:`~.callbacks.TrainResult` with the folder and its ``metrics.json`` content.
@@ -114,7 +117,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     output = Path(output)
     check_writable(output)
     with output_lock(output):
-        return _pretrain_locked(config, output, cb, stop, device)
+        return _pretrain_locked(config, output, cb, stop, device, data)
 
 
 # Reviews tokenized between two polls of the stop flag (a fraction of a second on one core).
@@ -122,12 +125,12 @@ TOKENIZE_CHUNK = 1024
 
 
 def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
-                     device: torch.device) -> TrainResult:
+                     device: torch.device, data: RunData | None) -> TrainResult:
     """:func:`pretrain`'s work, once it holds ``output``'s lock."""
     start = time.perf_counter()
     seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
-    texts, tokenizer = _texts_and_tokenizer(config, source, cb, stop)
+    texts, tokenizer = _texts_and_tokenizer(config, data or RunData(source), cb, stop)
     tokenizer_json = save_tokenizer(tokenizer)
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     metrics = _new_metrics(config, model, source, len(texts), device)
@@ -148,7 +151,7 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     return TrainResult(output, metrics)
 
 
-def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks,
+def _texts_and_tokenizer(config: Config, data: RunData, cb: TrainCallbacks,
                          stop: StopFlag) -> tuple[list[str], Tokenizer]:
     """``(texts, tokenizer)``: the pretraining reviews of ``[pretrain] splits`` (never the validation hold-out
     or the test split), and the tokenizer built on them (:func:`_build_tokenizer_polling`).
@@ -158,11 +161,12 @@ def _texts_and_tokenizer(config: Config, source: str, cb: TrainCallbacks,
         Interrupted: ``stop`` was set while the tokenizer was being built.
     """
     p = config.pretrain
-    cb.on_stage(f"loading {source}")
+    if not data.loaded:   # else the training run's profile read it
+        cb.on_stage(f"loading {data.source}")
     hint = ("give unlabelled text with --unlabelled PATH, or learn from the labelled reviews alone with "
             "--set pretrain.splits=train --set training.distill_reviews=0"   # distillation would stop next
             if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
-    texts = load_pretraining_texts(DataSpec.from_config(config, source), p.splits, missing_hint=hint)
+    texts = data.pretraining_texts(DataSpec.from_config(config, data.source), p.splits, missing_hint=hint)
     cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
     return texts, _build_tokenizer_polling(texts, config, stop)
 
@@ -409,7 +413,7 @@ def _objective(pretrained) -> str:
 
 
 def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *,
-                      stop: StopFlag | None = None) -> tuple[Checkpoint, bool]:
+                      stop: StopFlag | None = None, data: RunData | None = None) -> tuple[Checkpoint, bool]:
     """The pretrained folder ``[training] init_from`` names, made first (the pretraining stage) when missing.
 
     This is what lets one ``sentiment train`` run the whole default job. The
@@ -421,6 +425,7 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         config: the run configuration (its ``[pretrain]`` settings make the folder).
         callbacks: progress hooks; the stage reports like ``sentiment pretrain``.
         stop: polled by the stage (see :func:`pretrain`).
+        data: the run's source, read once (see :func:`pretrain`).
 
     Returns:
         ``(checkpoint, made)``: the folder loaded by :func:`load_pretrained`, and whether this call made it.
@@ -445,17 +450,17 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         p = config.pretrain
         cb.on_stage(f"no pretrained encoder in {directory}: pretraining one first ({p.objective}, {p.epochs} "
                     f"epochs on {p.splits}; `sentiment pretrain` runs this stage alone)")
-        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag())
+        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data)
         made = True
     return load_pretrained(directory, config), made
 
 
-def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag) -> None:
+def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData | None) -> None:
     """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     partial = directory.parent / f".{directory.name}.pretraining-{uuid.uuid4().hex[:8]}"
     try:
-        pretrain(config, partial, cb, stop=stop)
+        pretrain(config, partial, cb, stop=stop, data=data)
     except Interrupted as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise Interrupted(f"pretraining interrupted by {stop.reason or 'a signal'}; nothing was kept in "

@@ -1,74 +1,46 @@
-"""Resuming a run from its ``trainer_state/``: :func:`resume`, and everything that restores a saved run.
+"""Restoring a run from its ``trainer_state/``: everything that continues a saved run.
 
 Every epoch of a run ends by saving a trainer state (``state.py`` is its file
 format): the model, optimizer and scheduler state, every rank's RNG states
 (:func:`rng_states`) and the loop's progress (:class:`~.state.LoopState`).
-:func:`resume` loads it and runs the training loop again with the saved
-config; the loop's setup builds the run as a new one would, in the same
-order, and then, instead of initialising it, checks that the data is the
-saved run's (:func:`check_same_data`), loads the saved weights and calls
-:func:`resumed_state` (optimizer and scheduler, progress, RNG states). On
-the same hardware the resumed run then ends bit-identical to a run that was
-never stopped.
+The orchestrator's ``resume`` (``run.py``) loads it (:func:`saved_run`) and
+runs the fit again with the saved config; the fit's setup builds the run as a
+new one would, in the same order, and then, instead of initialising it, checks
+that the data is the saved run's (:func:`check_same_data`), loads the saved
+weights and calls :func:`resumed_state` (optimizer and scheduler, progress,
+RNG states). On the same hardware the resumed run then ends bit-identical to
+a run that was never stopped.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from . import distributed
-from .callbacks import TrainCallbacks, TrainResult
+from ..config import Config
 from ..data.splits import Split
 from ..errors import CheckpointError, DataError, UsageError
-from .interrupts import StopFlag
-from .state import LoopState, TrainerState, load_trainer_state, refit_in_progress, state_path
-
-if TYPE_CHECKING:
-    from .loop import RunContext
+from .context import RunContext
+from .state import LoopState, TrainerState, load_trainer_state, state_path
 
 
-def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, epochs: int | None = None,
-           device: str | None = None, stop: StopFlag | None = None) -> TrainResult:
-    """Continue the run saved in ``directory/trainer_state/`` from its last completed epoch.
-
-    The model, optimizer and scheduler state, RNG states, best-so-far and
-    history are restored, and the saved config is used, so that on the same
-    hardware (CPU, fixed seed) the resumed run ends with the same metrics and
-    bit-identical weights as a run that was never stopped. Only ``epochs``
-    (to train longer; a decaying schedule is then stretched to the new
-    length from the resumed step on) and ``device`` may change. A run that
-    already finished (or stopped early) is returned as it is, unless it was
-    stopped during its refit (``refit.py``): the refit then continues, to the
-    weights an uninterrupted run ends with.
+def saved_run(directory: Path, epochs: int | None, device: str | None) -> tuple[TrainerState, Config, LoopState]:
+    """``(saved, config, state)``: the trainer state saved in ``directory``, its config with ``epochs`` and
+    ``device`` overridden (``None``: kept), and its loop state.
 
     Raises:
         CheckpointError: nothing to resume, or the trainer state is damaged.
         UsageError: ``epochs`` is fewer than the epochs already completed.
-        Interrupted, DataError, SentimentError: as :func:`~.loop.train`.
     """
-    from .loop import run_training   # here, not at the top: the loop imports this module's restoring helpers
-
-    directory = Path(directory)
     saved = load_trainer_state(directory)
     config = saved.config.override("training", epochs=epochs, device=device)
-    cb = callbacks or TrainCallbacks()
     if config.training.epochs < saved.epoch:
         raise UsageError(f"--epochs {config.training.epochs}: the run in {directory} already completed "
                          f"{saved.epoch} epochs")
-    state = _saved_loop_state(saved, state_path(directory))
-    if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
-        if refit_in_progress(directory):   # the held-out run is done; its refit on all rows is not
-            return run_training(config, directory, cb, stop or StopFlag(), saved=saved, refit_only=True)
-        why = "stopped early" if state.metrics.get("stopped_early") else "finished"
-        if distributed.from_env().is_main:
-            cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
-                        f"(pass --epochs N to train longer)")
-        return TrainResult(directory, state.metrics, distributed.from_env().is_main)
-    return run_training(config, directory, cb, stop or StopFlag(), saved=saved)
+    return saved, config, _saved_loop_state(saved, state_path(directory))
 
 
 def check_same_data(saved: TrainerState, train_split: Split, val_split: Split, source: str) -> None:

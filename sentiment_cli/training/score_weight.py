@@ -15,26 +15,25 @@ data rules): the score sums over a text's n-grams, so on texts longer than those
 outgrow the encoder's, whose max-pool does not grow with length. Dev evidence: ``docs/experiments.md``, "Small
 sets: the n-gram score's weight" and "SST-5 phrases: the n-gram score's weight below 1".
 
-``calibrate.py`` calls :func:`fit` before it fits the temperature; the refit carries the choice over with
-:func:`keep`.
+``calibrate.py`` calls :func:`fit` before it fits the temperature, and stores the choice with :func:`keep`
+(the refit gives its weights the held-out run's choice the same way).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import torch
 
 from ..checkpoint import write_config_entry
+from ..config import TrainingConfig
 from ..evaluation import calibration
 from ..inference.torch_backend import batched_logits
-
-if TYPE_CHECKING:
-    from ..model.classifier import SentimentClassifier
-    from .loop import RunContext
+from ..model.classifier import SentimentClassifier
 
 LADDER = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates, from [training] ngram_scale_min up
 SCALES = tuple(s for s in LADDER if s >= 1.0)     # the preset's candidates; 1: the sum as trained
@@ -73,36 +72,35 @@ def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: S
     return best, losses
 
 
-def fit(ctx: RunContext, kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int],
-        logits: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """Choose the weight for the kept weights and store it in ``ctx.output``'s ``config.json``.
+def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], logits: np.ndarray,
+        training: TrainingConfig, device: torch.device,
+        on_stage: Callable[[str], None] = lambda _: None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Choose the weight for the kept weights (stored with :func:`keep` by the caller).
 
     A no-op unless ``[training] fit_ngram_scale`` is on and the model has a score of positive weight.
 
     Args:
-        ctx: the run's context (config, output folder, device, progress hooks).
-        kept: the kept epoch's model, on ``ctx.device``.
+        kept: the kept epoch's model, on ``device``.
         val_ids: the validation rows' token ids.
         labels: their label ids.
         logits: ``(len(val_ids), num_labels)`` the kept model's validation logits at the configured weight.
+        training: ``[training]`` (``fit_ngram_scale``, ``ngram_scale_min``, ``eval_batch_size``, ``autocast_bf16``).
+        device: where ``kept`` is.
+        on_stage: told the step's name (progress).
 
     Returns:
         The validation logits at the chosen weight, and ``metrics.json``'s ``calibration`` entries of the
         choice: ``ngram_scale``, ``ngram_scale_nll`` (each candidate's NLL) and the validation ``accuracy``
         at the chosen weight (empty without a choice).
-
-    Raises:
-        CheckpointError, OSError: ``config.json`` cannot be rewritten.
     """
-    t, term = ctx.config.training, kept.ngram_score
+    t, term = training, kept.ngram_score
     if not (t.fit_ngram_scale and term is not None and term.scale > 0):
         return logits, {}
-    ctx.cb.on_stage("choosing the n-gram score's weight on the validation split")
-    encoder = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=ctx.device,
+    on_stage("choosing the n-gram score's weight on the validation split")
+    encoder = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=device,
                              bf16=t.autocast_bf16, encoder_only=True).numpy().astype(np.float64)
     score = (logits - encoder) / term.scale                                 # (n, num_labels), at weight 1
     scale, losses = choose_scale(encoder, score, labels, candidates(t.ngram_scale_min))
-    _store(ctx.output, scale)
     logits = encoder + scale * score
     return logits, {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()},
                     "accuracy": float((logits.argmax(1) == np.asarray(labels)).mean())}

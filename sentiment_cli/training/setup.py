@@ -1,0 +1,268 @@
+"""A fit's setup: the reviews and tokenizer, the model, the n-gram score, the optimizer and schedule, the loop state.
+
+:func:`setup` builds, in this order (it decides what the seeded RNGs draw): the reviews
+(:class:`Reviews`: splits from the run's :class:`~.run_data.RunData`, the tokenizer, the token ids),
+the model, the n-gram score (``ngram/fit.py``) and distillation's targets (``distill.py``), the class weights
+(``imbalance.py``),
+the optimizer and schedule, then the loop state: a new run's (``_fresh_state``) or the saved one
+(``resume.py``). The epochs (``loop.py``) then work with the :class:`Fit` it returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from . import distill, distributed, imbalance
+from ..checkpoint import Checkpoint, load_weights
+from ..config import Config
+from ..data.splits import DataSpec, Split
+from ..data.tokenizer import build_tokenizer, save_tokenizer, tokenizer_from_str
+from ..model.classifier import SentimentClassifier
+from ..ngram.fit import FittedScore, check_fit_size, fit_ngram_score
+from ..ngram.report import REPORT_KEY
+from ..runtime import device_name, seed_everything, versions
+from .context import RunContext
+from .optim import lr_lambda, make_optimizer
+from .pretrain import pretrained_weights
+from .resume import check_same_data, resumed_state
+from .run_data import RunData
+from .state import STATE_DIR, TOKENIZER_FILE, LoopState, TrainerState, clear_trainer_state, state_path
+
+
+@dataclass
+class Reviews:
+    """The run's reviews: the labelled splits, the tokenizer, and the token ids it trains and validates on.
+
+    Attributes:
+        train, validation: the labelled splits (``validation`` is empty with ``validation_fraction`` 0).
+        tokenizer, tokenizer_json: the run's tokenizer, and its ``tokenizer.json`` text (saved with every epoch).
+        train_ids: the training reviews' token ids; with distillation, the unlabelled reviews' follow
+            (from ``num_labelled`` on).
+        train_labels: ``(num_labelled,)`` int64 label ids of the training reviews.
+        val_ids: the validation reviews' token ids, on rank 0 only (it validates; other ranks: empty).
+        lengths: ``(len(train_ids),)`` token counts, for length-bucketed batches.
+    """
+
+    train: Split
+    validation: Split
+    tokenizer: Tokenizer
+    tokenizer_json: str
+    train_ids: list[list[int]]
+    train_labels: torch.Tensor
+    val_ids: list[list[int]]
+    lengths: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lengths = np.asarray([len(x) for x in self.train_ids])
+
+    @property
+    def num_labelled(self) -> int:
+        """How many of ``train_ids`` are labelled reviews (the training split's)."""
+        return len(self.train)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The label names, in label-id order."""
+        return self.train.label_names
+
+    @property
+    def validated(self) -> bool:
+        """Whether the run has a validation split at all (``validation_fraction`` > 0)."""
+        return bool(len(self.validation))
+
+
+@dataclass
+class Fit:
+    """What every epoch of one run works with, set up once by :func:`setup`.
+
+    Attributes:
+        ctx, data: the run's context and its reviews.
+        model: the classifier (saving and validation use it).
+        net: ``model``, or its ``DistributedDataParallel`` wrapper under torchrun (forward and backward
+            go through it).
+        ngram: the fitted n-gram score, or ``None`` without one (``ngram/fit.py``).
+        distillation: the soft targets and loss weights of distillation, or ``None`` without it.
+        class_weights: ``(num_classes,)`` float32 loss weights by class (``[training] class_weight =
+            "balanced"``, ``imbalance.py``), or ``None``.
+        state: where the run stands (epochs done, best so far, ``metrics.json``).
+        start, wall_before: when this process started the run (``time.perf_counter``), and the wall
+            time of the run's earlier sessions (resumed runs), in seconds.
+    """
+
+    ctx: RunContext
+    data: Reviews
+    model: SentimentClassifier
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    ngram: FittedScore | None
+    distillation: distill.Distillation | None
+    class_weights: torch.Tensor | None
+    state: LoopState
+    start: float
+    wall_before: float
+
+    def wall_time(self) -> float:
+        """Seconds the run has taken so far, earlier sessions included."""
+        return self.wall_before + time.perf_counter() - self.start
+
+
+def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrained: Checkpoint | None) -> Fit:
+    """Seed, then data and tokenizer, model, n-gram score, optimizer and schedule, and the loop state.
+
+    A fresh run removes an older run's trainer state from ``ctx.output``; a resumed one (``saved``)
+    restores weights, optimizer, scheduler, RNG states and progress instead of initialising them.
+
+    Raises:
+        DataError, CheckpointError: as :func:`~.run.train` and :func:`~.run.resume`.
+    """
+    t = ctx.config.training
+    start = time.perf_counter()
+    seed_everything(t.seed)
+    if saved is None and ctx.info.is_main:
+        clear_trainer_state(ctx.output)   # a fresh run: an older run's state must not be resumed by mistake
+    data = _load_data(ctx, run_data, saved, pretrained)
+    check_fit_size(ctx.config, len(data.labels))   # before the model holds the n-gram score's weights
+    model = _build_model(ctx, data, saved, pretrained)
+    ngram, distillation = _fit_ngram(ctx, run_data, model, data)
+    if distillation is not None:   # the unlabelled reviews follow the labelled ones
+        data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
+    class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
+    optimizer, scheduler = _optimizer_and_schedule(ctx, model, data.num_labelled)
+    if saved is not None:
+        state = resumed_state(ctx, saved, optimizer, scheduler, data.validated)
+    else:
+        if ctx.info.enabled:
+            torch.manual_seed(t.seed + ctx.info.rank)   # each rank its own dropout masks
+        state = _fresh_state(ctx.config, model, data, pretrained, ngram, distillation,
+                             imbalance.weights_report(class_weights, data.labels))
+        if ctx.data_rules:
+            state.metrics["data_rules"] = ctx.data_rules
+    state.metrics.update({"device": str(ctx.device), "device_name": device_name(ctx.device),
+                          "world_size": ctx.info.world_size, "versions": versions(), "config": ctx.config.to_dict()})
+    net = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.info.enabled else model
+    return Fit(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, ngram=ngram,
+                distillation=distillation, class_weights=class_weights, state=state, start=start,
+                wall_before=state.metrics.get("wall_time_seconds") or 0.0)
+
+
+def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
+               pretrained: Checkpoint | None) -> Reviews:
+    """Load the splits, take the run's tokenizer and tokenize them.
+
+    The tokenizer is the saved run's, the pretrained folder's, or one built on the training split (by
+    rank 0, sent to the others).
+
+    Raises:
+        DataError: the dataset cannot be loaded, or (resuming) it changed since the run started.
+    """
+    config, info = ctx.config, ctx.info
+    if not run_data.loaded:   # else the default's profile read it
+        ctx.cb.on_stage(f"loading {config.data.source}")
+    with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
+        train_split, val_split = run_data.splits(DataSpec.from_config(config))
+    if saved is not None:
+        tokenizer_json = saved.tokenizer_json
+        check_same_data(saved, train_split, val_split, config.data.source)
+    elif pretrained is not None:
+        tokenizer_json = pretrained.tokenizer.to_str()
+    else:
+        ctx.cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
+        built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
+            if info.is_main else ""
+        tokenizer_json = distributed.broadcast_bytes(info, built.encode(), ctx.device).decode()
+    tokenizer = tokenizer_from_str(tokenizer_json, ctx.output / STATE_DIR / TOKENIZER_FILE)
+    ctx.cb.on_stage("tokenizing")
+    return Reviews(train=train_split, validation=val_split, tokenizer=tokenizer, tokenizer_json=tokenizer_json,
+                 train_ids=run_data.ids(tokenizer, train_split.texts, config.data),
+                 val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else [],
+                 train_labels=torch.tensor(train_split.labels, dtype=torch.long))
+
+
+def _build_model(ctx: RunContext, data: Reviews, saved: TrainerState | None,
+                 pretrained: Checkpoint | None) -> SentimentClassifier:
+    """The classifier, freshly initialised, then given the saved run's weights or the pretrained folder's.
+
+    Raises:
+        CheckpointError: the saved weights do not fit the model.
+    """
+    model = SentimentClassifier.from_config(ctx.config, data.tokenizer.get_vocab_size(), len(data.labels))
+    if saved is not None:
+        load_weights(model, saved.model, saved.tensors_path or state_path(ctx.output), against="state.json's config")
+    elif pretrained is not None:
+        model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
+    return model
+
+
+def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
+               data: Reviews) -> tuple[FittedScore | None, distill.Distillation | None]:
+    """``(score, distillation)``: the n-gram score fitted on the training split (``ngram/fit.py``), and
+    distillation's unlabelled reviews with their soft targets (``training/distill.py``); each ``None`` when
+    the run has none.
+
+    Raises:
+        DataError: no or too few unlabelled reviews for distillation.
+    """
+    fitted = fit_ngram_score(ctx.config, model.ngram_score, len(data.labels), data.train_ids, data.train.labels,
+                             data.val_ids, data.validation.labels, ctx.cb.on_stage)
+    return fitted, distill.distillation(ctx.config, run_data, data.tokenizer, fitted, data.train.labels, ctx.cb)
+
+
+def _optimizer_and_schedule(ctx: RunContext, model: SentimentClassifier,
+                            num_labelled: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """Move the model to the device; AdamW over it, and the learning-rate schedule over every step of the run.
+
+    An epoch trains on ``num_labelled`` reviews, plus ``distill_reviews`` unlabelled ones with distillation,
+    sharded over the ranks in batches of :attr:`RunContext.local_batch`.
+    """
+    t = ctx.config.training
+    model.to(ctx.device)
+    optimizer = make_optimizer(model, ctx.config)
+    per_epoch = num_labelled + t.distill_reviews   # distill_reviews is 0 without distillation
+    steps_per_epoch = math.ceil(math.ceil(per_epoch / ctx.info.world_size) / ctx.local_batch)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t.schedule, t.warmup_fraction,
+                                                                       steps_per_epoch * t.epochs))
+    return optimizer, scheduler
+
+
+def _fresh_state(config: Config, model: SentimentClassifier, data: Reviews, pretrained: Checkpoint | None,
+                 ngram: FittedScore | None, distillation: distill.Distillation | None,
+                 class_weights: dict[str, float] | None) -> LoopState:
+    """The loop state of a new run: no epoch yet, and the metrics that describe the run (with the n-gram
+    score's report ``ngram_score``, distillation's ``distillation`` and the ``class_weights`` by label name,
+    when the run has them)."""
+    t, train_split, val_split = config.training, data.train, data.validation
+    state = LoopState(metrics={
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
+        "num_parameters": model.num_parameters(),
+        "data": {"source": config.data.source, "train_examples": len(train_split),
+                 "validation_examples": len(val_split), "fingerprint": train_split.fingerprint(),
+                 "labels": list(train_split.label_names),
+                 "class_counts": {"train": train_split.class_counts(), "validation": val_split.class_counts()},
+                 "validation_from": val_split.where if val_split.where != train_split.where else None},
+        "config": config.to_dict(),
+        "pretrained": None if pretrained is None else {
+            "from": str(Path(t.init_from).resolve()), "epochs": len(pretrained.metrics.get("history", [])),
+            "wall_time_seconds": pretrained.metrics.get("wall_time_seconds"),
+            "made_by_this_run": pretrained.metrics.get("made_by_this_run", False),
+            "reviews": pretrained.metrics.get("data", {}).get("reviews")},
+        "history": [], "best_epoch": None, "best_validation_accuracy": None, "best_validation_f1_macro": None,
+        "stopped_early": False, "wall_time_seconds": None,
+    })
+    if ngram is not None:
+        state.metrics[REPORT_KEY] = ngram.report
+    if distillation is not None:
+        state.metrics["distillation"] = distillation.report
+    if class_weights is not None:
+        state.metrics["class_weights"] = class_weights
+    return state
