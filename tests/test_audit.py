@@ -194,6 +194,7 @@ def test_the_cli_default_folds_are_the_librarys():
     assert audit.FOLDS == probabilities.FOLDS
 
 
+@pytest.mark.slow   # audits the full TREC-6 set in ../shared
 def test_a_rare_class_keeps_its_own_rows(tmp_path):
     """TREC-6's own labels: ABBR has 84 of 4,907 questions (the largest class outnumbers it 13 to 1). Cross-fitted
     without class weights, its prior shrinks its probabilities and confident learning flagged 24 of its questions

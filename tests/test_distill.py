@@ -41,6 +41,13 @@ def with_unlabelled(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def distilled(with_unlabelled, tmp_path_factory):
+    """One 2-epoch distillation run on the slice with its unlabelled reviews: ``(result, folder)``, read only."""
+    out = tmp_path_factory.mktemp("distilled") / "a"
+    return train(distill_config(with_unlabelled), out), out
+
+
 def distill_config(source, **training):
     cfg = small_config(distill_reviews=200, **training)
     return cfg.override("data", source=str(source)).override("model", ngram_buckets=65_537)
@@ -69,37 +76,38 @@ def test_teacher_needs_two_classes():
         fit_nbsvm(sst5.texts, sst5.labels)
 
 
-def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabelled, tmp_path):
+def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabelled, distilled, tmp_path):
     cfg = distill_config(with_unlabelled)
-    a = train(cfg, tmp_path / "a")
-    score, distilled = a.metrics["ngram_score"], a.metrics["distillation"]
-    assert distilled["unlabelled_reviews"] == 500 and distilled["reviews_per_epoch"] == 200
+    a, a_folder = distilled
+    score, distill_report = a.metrics["ngram_score"], a.metrics["distillation"]
+    assert distill_report["unlabelled_reviews"] == 500 and distill_report["reviews_per_epoch"] == 200
     assert 0.6 < score["validation_accuracy"] <= 1.0 and "teacher" not in a.metrics
-    card = (tmp_path / "a" / "README.md").read_text()   # the card names the teacher the fit chose
+    card = (a_folder / "README.md").read_text()   # the card names the teacher the fit chose
     assert f"from a teacher, {score['model']}, on 200 unlabelled reviews per epoch" in card
     # each epoch: the 900 labelled reviews and 200 unlabelled ones; accuracy counts labelled reviews only
     assert [r["train_examples"] for r in a.metrics["history"]] == [1100, 1100]
     assert all(0.0 <= r["train_accuracy"] <= 1.0 for r in a.metrics["history"])
     b = train(cfg, tmp_path / "b")
     assert _history(a.metrics) == _history(b.metrics)
-    wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    wa, wb = load_file(a_folder / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     plain = train(cfg.override("training", distill_reviews=0), tmp_path / "plain")
     assert plain.metrics["ngram_score"]["in_logits"] and "distillation" not in plain.metrics
     assert plain.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
 
 
-def test_distillation_resumes_where_it_stopped(with_unlabelled, tmp_path):
+def test_distillation_resumes_where_it_stopped(with_unlabelled, distilled, tmp_path):
     """The unlabelled draw is seeded by epoch and the teacher is refitted the same: a resumed run
-    ends exactly as an uninterrupted one."""
-    cfg = distill_config(with_unlabelled, epochs=3, patience=0)
-    full = train(cfg, tmp_path / "full")
+    ends exactly as an uninterrupted one (the shared 2-epoch run, stopped after its first epoch)."""
+    cfg = distill_config(with_unlabelled, patience=0)
+    assert cfg == distill_config(with_unlabelled)   # the shared run's config: patience is 0 there too
+    full, full_folder = distilled
     stop = StopFlag()
     with pytest.raises(Interrupted):
         train(cfg, tmp_path / "split", StopAfter(1, stop), stop=stop)
     resumed = resume(tmp_path / "split")
     assert _history(resumed.metrics) == _history(full.metrics)
-    wf, wr = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "split" / "model.safetensors")
+    wf, wr = load_file(full_folder / "model.safetensors"), load_file(tmp_path / "split" / "model.safetensors")
     assert all(torch.equal(wf[k], wr[k]) for k in wf)
 
 

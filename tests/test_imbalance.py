@@ -174,6 +174,7 @@ def test_the_train_summary_of_a_history_from_before_macro_f1_shows_a_dash():
 PHRASES = ROOT.parent / "shared" / "data" / "sst5-phrases"   # 156,810 phrases, half neutral; dev: sentences
 
 
+@pytest.mark.slow   # reads SST-5's phrases in ../shared and fits the score on 50,000 of them twice
 def test_a_balanced_n_gram_score_moves_off_the_majority_class_of_its_training_texts():
     """SST-5's phrases are 51% neutral and its dev sentences 21%. Fitted on 50,000 phrases without weights the
     score calls 351 of the 1,101 dev sentences neutral and few of them very negative or very positive; balanced,

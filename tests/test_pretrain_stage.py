@@ -31,10 +31,18 @@ class Stages(TrainCallbacks):
         self.stages.append(text)
 
 
-def test_train_pretrains_a_missing_folder_then_reuses_it(tmp_path):
-    pre = tmp_path / "checkpoints" / "pretrained"   # its parent does not exist yet either
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """A run whose init_from folder is missing, and its parent too: ``(folder, result, stages)``. The other tests
+    read the folder it pretrained and never write into it."""
+    pre = tmp_path_factory.mktemp("stage") / "checkpoints" / "pretrained"   # its parent does not exist yet either
     cb = Stages()
-    result = train(stage_config(pre), tmp_path / "ft", cb)
+    result = train(stage_config(pre), tmp_path_factory.mktemp("stage-ft") / "ft", cb)
+    return pre, result, cb
+
+
+def test_train_pretrains_a_missing_folder_then_reuses_it(first_run, tmp_path):
+    pre, result, cb = first_run
     metrics = json.loads((pre / "metrics.json").read_text())
     assert metrics["kind"] == "pretrained" and metrics["objective"] == "word2vec" and len(metrics["history"]) == 2
     assert result.metrics["pretrained"]["from"] == str(pre.resolve())
@@ -51,10 +59,8 @@ def test_train_pretrains_a_missing_folder_then_reuses_it(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    pre = tmp_path_factory.mktemp("stage") / "pretrained"
-    train(stage_config(pre), pre.parent / "ft")
-    return pre
+def made(first_run):
+    return first_run[0]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -99,6 +105,7 @@ def _toml(tmp_path, epochs):
     return cfg
 
 
+@pytest.mark.slow   # a `sentiment train` process
 def test_cli_misfit_is_one_line_exit_2(made, tmp_path):
     r = subprocess.run([PYTHON, "-m", "sentiment_cli", "train", "--config", _toml(tmp_path, 2), "--data", SMALL_DATA,
                         "--init", made, "--output", tmp_path / "ft", "--set", "data.vocab_size=4000"],

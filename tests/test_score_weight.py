@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -48,11 +49,22 @@ def test_parts_of_different_shapes_are_refused():
         choose_scale(np.zeros((3, 2)), np.zeros((3, 3)), [0, 1, 1])
 
 
-def test_training_stores_the_chosen_weight_and_predict_uses_it(tmp_path):
-    # configured at 1.25, which is not a candidate: the stored weight can only be the choice
-    cfg = small_config(epochs=2, fit_ngram_scale=True).override("model", ngram_buckets=1 << 16, ngram_scale=1.25)
-    out = tmp_path / "run"
-    train(cfg, out)
+# The score's form is fixed (nb-lr) where the weight's choice is what is checked: "auto" cross-validates the
+# forms first (seconds per run), which tests/test_ngram.py and the refit's test here keep checking.
+NGRAM = {"ngram_buckets": 1 << 16, "ngram_fit": "nb-lr"}
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    """A 2-epoch run that chose its score's weight, configured at 1.25, which is not a candidate: the stored
+    weight can only be the choice. Read only: a test that writes into it copies it first."""
+    out = tmp_path_factory.mktemp("scaled") / "run"
+    train(small_config(epochs=2, fit_ngram_scale=True).override("model", **NGRAM, ngram_scale=1.25), out)
+    return out
+
+
+def test_training_stores_the_chosen_weight_and_predict_uses_it(scaled, tmp_path):
+    out = shutil.copytree(scaled, tmp_path / "run")   # the test rewrites its config.json
     fitted = json.loads((out / "metrics.json").read_text())["calibration"]
     stored = json.loads((out / "config.json").read_text())
     assert fitted["ngram_scale"] in SCALES and stored["model"]["ngram_scale"] == fitted["ngram_scale"]
@@ -72,7 +84,7 @@ def test_training_stores_the_chosen_weight_and_predict_uses_it(tmp_path):
 def test_ngram_scale_min_opens_the_grid_below_1(tmp_path):
     assert candidates() == SCALES == (1.0, 1.5, 2.0, 3.0, 5.0) and candidates(0.5) == LADDER
     assert candidates(0.75)[0] == 0.75 and candidates(5.0) == (5.0,)
-    cfg = small_config(epochs=1, fit_ngram_scale=True, ngram_scale_min=0.5).override("model", ngram_buckets=1 << 16)
+    cfg = small_config(epochs=1, fit_ngram_scale=True, ngram_scale_min=0.5).override("model", **NGRAM)
     train(cfg, tmp_path / "run")
     fitted = json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]
     assert set(fitted["ngram_scale_nll"]) == {"0.5", "0.75", "1", "1.5", "2", "3", "5"}
@@ -80,7 +92,7 @@ def test_ngram_scale_min_opens_the_grid_below_1(tmp_path):
 
 
 def test_without_the_option_the_configured_weight_stays(tmp_path):
-    cfg = small_config(epochs=1).override("model", ngram_buckets=1 << 16, ngram_scale=2.0)
+    cfg = small_config(epochs=1).override("model", **NGRAM, ngram_scale=2.0)
     train(cfg, tmp_path / "run")
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["ngram_scale"] == 2.0
     assert "ngram_scale" not in json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]
@@ -98,14 +110,12 @@ def test_a_refit_keeps_the_held_out_runs_weight(tmp_path):
     assert load_checkpoint(tmp_path / "run").model.ngram_score.scale == scale
 
 
-def test_the_model_card_names_the_chosen_weight(tmp_path):
+def test_the_model_card_names_the_chosen_weight(scaled):
     from sentiment_cli.card.facts import model_card
     from sentiment_cli.card.text import card_sections
 
-    cfg = small_config(epochs=1, fit_ngram_scale=True).override("model", ngram_buckets=1 << 16, ngram_scale=1.25)
-    train(cfg, tmp_path / "run")
-    card = model_card(tmp_path / "run")
-    scale = json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]["ngram_scale"]
+    card = model_card(scaled)
+    scale = json.loads((scaled / "metrics.json").read_text())["calibration"]["ngram_scale"]
     assert card["calibration"]["ngram_scale"] == scale
     rows = dict(dict(card_sections(card))["Calibration"])
     assert rows["n-gram score's weight"].startswith(f"{scale:g} ")

@@ -9,21 +9,28 @@ from sentiment_cli.training.run import train
 from .conftest import small_config
 
 
-def test_same_seed_same_metrics_and_weights(tmp_path):
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """One 2-epoch run of the shrunk seed preset (constant learning rate: its first epoch is a 1-epoch run's):
+    ``(result, folder)``, read only."""
+    out = tmp_path_factory.mktemp("seeded") / "a"
+    return train(small_config(epochs=2), out), out
+
+
+def test_same_seed_same_metrics_and_weights(seeded, tmp_path):
     """Reproducibility: the same config and seed on the same machine give the same run."""
     cfg = small_config(epochs=2)
-    a, b = train(cfg, tmp_path / "a"), train(cfg, tmp_path / "b")
+    (a, a_folder), b = seeded, train(cfg, tmp_path / "b")
     keys = ("train_loss", "train_accuracy", "validation_loss", "validation_accuracy")
     assert [[r[k] for k in keys] for r in a.metrics["history"]] == [[r[k] for k in keys] for r in b.metrics["history"]]
-    wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    wa, wb = load_file(a_folder / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     other = train(cfg.override("training", seed=99), tmp_path / "c")
     assert other.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
 
 
-def test_metrics_record_what_reproduces_the_run(tmp_path):
-    train(small_config(epochs=1), tmp_path / "run")
-    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+def test_metrics_record_what_reproduces_the_run(seeded):
+    m = json.loads((seeded[1] / "metrics.json").read_text())
     assert m["seed"] == 1234 and m["device"] == "cpu" and m["wall_time_seconds"] > 0
     assert {"python", "torch", "tokenizers", "datasets", "sentiment_cli"} <= set(m["versions"])
     assert m["config"]["training"]["seed"] == 1234 and m["config"]["model"]["d_model"] == 32
@@ -79,8 +86,8 @@ def test_adversarial_perturbation_has_norm_epsilon_and_raises_the_loss():
     assert torch.equal(model(ids, padding, torch.zeros_like(r)).logits, model(ids, padding).logits)
 
 
-def test_adversarial_training_runs_and_changes_the_run(tmp_path):
-    base = train(small_config(epochs=1), tmp_path / "a").metrics["history"][0]
+def test_adversarial_training_runs_and_changes_the_run(seeded, tmp_path):
+    base = seeded[0].metrics["history"][0]
     adv = train(small_config(epochs=1, adversarial_epsilon=1.0), tmp_path / "b").metrics["history"][0]
     assert adv["train_loss"] != base["train_loss"] and 0 < adv["train_loss"] < 1.0
 
