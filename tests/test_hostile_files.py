@@ -118,7 +118,8 @@ def test_audit_reads_a_csv_field_over_128_kib_as_train_does(tmp_path):
     data = _write_csv(tmp_path / "long.csv", rows)
     r = invoke("audit", "--data", data, "--folds", 2, "--top", 60, "--json")
     assert r.exit_code == 0, r.output
-    findings = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    *findings, warnings = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert set(warnings) == {"warnings"}                                   # the last line: the audit's warnings
     assert findings and all(f["file"] == str(data) for f in findings)     # rows located by their lines
 
 
