@@ -217,10 +217,9 @@ def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained:
     run = loop.fit(ctx, data, saved, pretrained)
     metrics = run.state.metrics
     fitted = _post_fit(ctx, run) if ctx.info.is_main else None
-    if fitted is not None:
-        metrics["calibration"] = fitted.report
     metrics["wall_time_seconds"] = run.wall_time()
     if fitted is not None:
+        metrics["calibration"] = fitted.report
         calibrate.save(ctx.output, fitted, metrics)
     report = write_training_report(ctx.output) if ctx.info.is_main and ctx.report else None
     distributed.barrier(ctx.info)
