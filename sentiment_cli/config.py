@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, UsageError
 from .toml_writer import toml_tables
 from .untrusted import MAX_VOCAB_SIZE
 
@@ -88,6 +89,9 @@ class ModelConfig:
                                 "multinomial with more than two classes), or auto: the form and C (nb-lr 0.1, "
                                 "0.3, 1; lr 1, 10, 30) that 3-fold cross-validation on up to 10,000 training "
                                 "texts picks")
+    ngram_c: float = _spec(0.0, lo=0.0, help="the inverse L2 strength C of a pinned ngram_fit (nb-lr or lr); 0: the "
+                                             "form's default (nb-lr 0.1, lr 10), or cross-validation's with auto "
+                                             "(the default's search sets it from the validation split)")
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,8 @@ class DataConfig:
 class TrainingConfig:
     """Optimisation: AdamW, schedule, regularisation, device."""
 
-    epochs: int = _spec(10, lo=1, help="passes over the training split")
+    epochs: int = _spec(10, lo=0, help="passes over the training split; 0: no encoder epoch, the dense head stays "
+                                       "zero and the logits are the n-gram score's alone (ngram_buckets > 0)")
     batch_size: int = _spec(164, lo=1, help="reviews per optimizer step")
     lr: float = _spec(1e-3, lo=0.0, lo_open=True, help="peak AdamW learning rate")
     weight_decay: float = _spec(0.01, lo=0.0, help="AdamW decoupled weight decay (torch default 0.01)")
@@ -178,8 +183,8 @@ class TrainingConfig:
                                               "weight beside the encoder) from ngram_scale_min to 5 by the "
                                               "validation NLL after the temperature; stored in the checkpoint's "
                                               "config.json")
-    ngram_scale_min: float = _spec(1.0, lo=0.5, hi=5.0,
-                                   help="fit_ngram_scale's smallest candidate: of 0.5, 0.75, 1, 1.5, 2, 3 and 5, "
+    ngram_scale_min: float = _spec(1.0, lo=0.0, hi=5.0,
+                                   help="fit_ngram_scale's smallest candidate: of 0, 0.5, 0.75, 1, 1.5, 2, 3 and 5, "
                                         "those from this one up; below 1 for validation texts of another kind "
                                         "than the training texts (the default: 0.5 when the dev texts are over "
                                         "twice as long)")
@@ -190,6 +195,11 @@ class TrainingConfig:
                                      "that says what to lower")
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
+    time_budget: float = _spec(0.0, lo=0.0, help="seconds the default's search may take (training/search.py): "
+                                                 "the n-gram score alone and the encoder in several settings, "
+                                                 "each measured on the validation split, the best refitted; "
+                                                 "0 = one run with the settings as given (a preset other than "
+                                                 "the default, or a file, never searches)")
 
 
 @dataclass(frozen=True)
@@ -356,9 +366,30 @@ def _check_cross(cfg: Config, origin: str) -> None:
     if cfg.training.ngram_residual and not m.ngram_buckets:
         raise ConfigError(f"{origin}: [training] ngram_residual learns beside the n-gram score, but [model] "
                           "ngram_buckets is 0; set ngram_buckets or ngram_residual = false")
+    if cfg.training.epochs == 0 and not m.ngram_buckets:
+        raise ConfigError(f"{origin}: [training] epochs = 0 keeps the n-gram score alone, but [model] ngram_buckets "
+                          "is 0 (no n-gram score); set ngram_buckets or epochs >= 1")
+    if m.ngram_c and m.ngram_fit == "auto":
+        raise ConfigError(f"{origin}: [model] ngram_c pins the C of a pinned form; set ngram_fit to nb-lr or lr, "
+                          "or ngram_c = 0")
     if cfg.data.validation_fraction == 0 and cfg.training.patience:
         raise ConfigError(f"{origin}: [training] patience ({cfg.training.patience}) stops on validation accuracy, "
                           "but [data] validation_fraction is 0 (no validation); set patience = 0")
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``2.5m``, ``5min`` or ``1h`` (``--time-budget``).
+
+    Raises:
+        UsageError: not a non-negative number with one of those units.
+    """
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(s|m|min|h)?\s*", text or "")
+    if not match:
+        raise UsageError(f"--time-budget {text!r}: give seconds or a duration such as 90, 90s, 5m or 1h")
+    return float(match.group(1)) * _UNITS[match.group(2) or ""]
 
 
 def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:

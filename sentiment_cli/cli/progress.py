@@ -49,7 +49,10 @@ class RichTrainCallbacks:
                              stats=f"loss {loss:.4f} acc {accuracy:.2%} {examples_per_second:,.0f} ex/s")
 
     def on_validation_start(self, num_examples: int) -> None:
-        self.progress.update(self.task, visible=False)
+        if self.progress is None:   # validation without an epoch before it (epochs = 0: the n-gram score alone)
+            self._new_progress()
+        else:
+            self.progress.update(self.task, visible=False)
         self.task = self.progress.add_task("validation", total=num_examples, stats="")
 
     def on_validation_step(self, examples: int) -> None:

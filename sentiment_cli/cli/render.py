@@ -67,6 +67,9 @@ def render_train_summary(console, result) -> None:
         style = "bold green" if r["epoch"] == m["best_epoch"] else None
         val = (f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}",
                _f1(r.get("validation_f1_macro"))) if validated else ()   # no F1 in a history from before it
+        if r.get("train_loss") is None:   # epoch 0: the n-gram score alone, no encoder epoch
+            table.add_row(str(r["epoch"]), "–", "–", *val, "–", "–", style=style)
+            continue
         table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}", *val,
                       f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
     console.print(table)

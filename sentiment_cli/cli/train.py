@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from ..config import PRESETS, SEED_MAX, build_config, given_keys
+from ..config import PRESETS, SEED_MAX, build_config, given_keys, parse_duration
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .options import column_options
@@ -45,6 +45,10 @@ OutputOption = Annotated[Optional[Path], typer.Option("--output", "-o", help="Ch
 EpochsOption = Annotated[Optional[int], typer.Option(help="Override \\[training] epochs.")]
 BatchSizeOption = Annotated[Optional[int], typer.Option(help="Override \\[training] batch_size.")]
 LrOption = Annotated[Optional[float], typer.Option(help="Override \\[training] lr (peak learning rate).")]
+TimeBudgetOption = Annotated[Optional[str], typer.Option(
+    "--time-budget", metavar="DURATION", show_default="30m; 5m for a small set",
+    help="How long the default may search for its settings on the validation split (\\[training] time_budget): "
+         "90, 90s, 5m, 1h; 0 trains once with the data rules' settings.")]
 InitOption = Annotated[Optional[Path], typer.Option("--init", help="Start from this `sentiment pretrain` folder "
                                                     "(overrides \\[training] init_from).")]
 ResumeOption = Annotated[Optional[str], typer.Option(
@@ -81,6 +85,7 @@ def train(
     device: DeviceOption = None,
     seed: SeedOption = None,
     init: InitOption = None,
+    time_budget: TimeBudgetOption = None,
     resume: ResumeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -98,12 +103,13 @@ def train(
             _refuse_changes({"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
                              "--text-column": text_column,
                              "--label-column": label_column, "--batch-size": batch_size, "--lr": lr, "--seed": seed,
-                             "--init": init})
+                             "--init": init, "--time-budget": time_budget})
         else:
             flags = {"data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
                               "label_column": label_column},
                      "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name,
-                                  "seed": seed, "init_from": str(init) if init is not None else None}}
+                                  "seed": seed, "init_from": str(init) if init is not None else None,
+                                  "time_budget": parse_duration(time_budget) if time_budget is not None else None}}
             cfg = build_config(config, sets or (), flags)
             given = given_keys(config, sets or (), flags)
         out, err = consoles()

@@ -39,9 +39,11 @@ def write_training_report(directory: str | Path) -> TrainingReport:
     directory = Path(directory)
     metrics = read_metrics(directory)
     curves, note = directory / CURVES_FILE, None
+    trained = [r for r in metrics.get("history") or [] if r.get("train_loss") is not None]
     try:
-        png = curves_png(metrics.get("history") or [], metrics.get("best_epoch"),
-                         title=f"{directory.resolve().name}: training curves")
+        if not trained:   # epochs = 0: the n-gram score alone has no training curve
+            raise PlotUnavailable("no encoder epoch (the n-gram score alone)")
+        png = curves_png(trained, metrics.get("best_epoch"), title=f"{directory.resolve().name}: training curves")
     except PlotUnavailable as exc:
         curves.unlink(missing_ok=True)
         curves, note = None, f"no {CURVES_FILE}: {exc}"

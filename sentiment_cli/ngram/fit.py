@@ -105,12 +105,14 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     if score is None:
         score = NgramScore(STANDALONE_BUCKETS, num_labels=num_labels)
     form = config.model.ngram_fit
-    how = "choosing its form by cross-validation" if form == "auto" else form.upper()
+    how = "choosing its form by cross-validation" if form == "auto" else form.upper() + (
+        f", C {config.model.ngram_c:g}" if config.model.ngram_c else "")
     on_stage(f"fitting the n-gram score (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
     weighting = "balanced" if t.class_weight == "balanced" else None   # as scikit-learn names it
     limit = fit_limit(config, num_labels)
     x = ngram_features(train_ids, score.buckets)
-    fitted = NgramEstimator(num_labels, form, class_weight=weighting, limit=limit).fit(x, train_labels)
+    pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
+    fitted = NgramEstimator(num_labels, form, pinned_c, class_weight=weighting, limit=limit).fit(x, train_labels)
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_)
     report = _report(config, score, fitted)
     if len(val_ids):

@@ -41,6 +41,7 @@ SHIFT_RATIO = 2.0         # dev texts this many times as long as training texts 
 FEW_TOKENS = 1_000_000    # fewer training tokens: a small set (TREC-6 52k, SST-5 175k; IMDB 6.9M)
 SMALL_EMBEDDING_LR_SCALE = 10.0   # a small set's token embedding learns this many times faster than lr
 SCALE_FLOOR_FOR_LONGER_DEV = 0.5  # fit_ngram_scale's smallest candidate when the dev texts are of another kind
+SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's: 1,800, for IMDB's 30 minutes)
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
     return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
             *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile, config),
             *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
-            *_longer_dev_rules(profile, config)]
+            *_longer_dev_rules(profile, config), *_budget_rule(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
@@ -323,6 +324,17 @@ def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
                               f"{longer}: the n-gram score sums over more n-grams in them than it was fitted on, "
                               "so its weight may go below 1"))
     return choices
+
+
+def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
+    """A small set's search takes at most :data:`SMALL_SET_BUDGET` seconds: one of its runs takes under a minute
+    on 2 cores (TREC-6 78 s and Subj 117 s with the refit), so five minutes measure several settings and refit
+    the best; the preset's 30 minutes are IMDB's, whose one run takes about 25."""
+    if profile.tokens >= FEW_TOKENS or not 0 < SMALL_SET_BUDGET < config.training.time_budget:
+        return []
+    return [Choice("training.time_budget", SMALL_SET_BUDGET, f"{profile.tokens:,} training tokens (under "
+                   f"{FEW_TOKENS:,}): a run takes about a minute; the search takes at most "
+                   f"{SMALL_SET_BUDGET / 60:g} minutes")]
 
 
 def pretrained_folder(config: Config) -> str:

@@ -56,6 +56,9 @@ def fit(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrain
             :func:`~.run.resume`.
     """
     run = setup(ctx, run_data, saved, pretrained)
+    if ctx.config.training.epochs == 0:
+        _ngram_alone(run)
+        return run
     for epoch in range(run.state.epoch + 1, ctx.config.training.epochs + 1):
         totals = _train_epoch(run, epoch)
         validation = _validate(run)
@@ -63,6 +66,28 @@ def fit(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrain
         if run.state.metrics["stopped_early"]:
             break
     return run
+
+
+def _ngram_alone(run: Fit) -> None:
+    """``[training] epochs = 0``: no encoder epoch. The dense head is zeroed, so the logits are the n-gram score's
+    alone (its token shares exact in every explanation; the encoder's are 0), then validated and saved as epoch 0
+    (no trainer state: there is nothing to resume)."""
+    ctx, state = run.ctx, run.state
+    with torch.no_grad():
+        run.model.head.weight.zero_()
+        run.model.head.bias.zero_()
+    val_loss, val_acc, val_f1 = _validate(run)
+    record = {"epoch": 0, "train_loss": None, "train_accuracy": None, "validation_loss": val_loss,
+              "validation_accuracy": val_acc, "validation_f1_macro": val_f1, "train_seconds": 0.0,
+              "train_examples": 0, "best": True, "ngram_score_alone": True}
+    state.epoch = 0
+    state.metrics["history"].append(record)
+    state.metrics.update(best_epoch=0, best_validation_accuracy=val_acc, best_validation_f1_macro=val_f1,
+                         wall_time_seconds=run.wall_time())
+    if ctx.info.is_main:
+        save_checkpoint(ctx.output, config=ctx.config, model=run.model, tokenizer_json=run.data.tokenizer_json,
+                        metrics=state.metrics, labels=run.data.labels)
+    distributed.barrier(ctx.info)
 
 
 # ----------------------------------------------------------------------------- one epoch

@@ -52,10 +52,11 @@ FIRST_RUN_KEYS = ("history", "best_epoch", "best_validation_accuracy", "best_val
 
 def wanted(config: Config, first: TrainResult) -> bool:
     """Whether ``first`` is to be refitted: ``[training] refit`` is on, and its validation rows were held
-    out of train (not the source's own dev split, which is no training data) and gave a best epoch."""
+    out of train (not the source's own dev split, which is no training data) and gave a best epoch (0: the
+    n-gram score alone, ``epochs = 0``, refitted on every row too)."""
     data = first.metrics.get("data") or {}
     return bool(config.training.refit and data.get("validation_examples")
-                and data.get("validation_from") is None and first.metrics.get("best_epoch"))
+                and data.get("validation_from") is None and first.metrics.get("best_epoch") is not None)
 
 
 def second_config(config: Config, first: TrainResult) -> Config:

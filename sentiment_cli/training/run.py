@@ -17,13 +17,14 @@ It reads top to bottom:
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import load as st_load
 
-from . import auto, calibrate, distributed, loop, refit
-from ..checkpoint import WEIGHTS_FILE, Checkpoint, check_writable, load_weights
+from . import auto, calibrate, distributed, loop, refit, search
+from ..checkpoint import WEIGHTS_FILE, Checkpoint, check_writable, load_weights, read_metrics
 from ..config import Config
 from ..data.sources import absolute_source
 from ..errors import Interrupted, SentimentError, UsageError
@@ -38,7 +39,7 @@ from .pretrain import ensure_pretrained, load_pretrained
 from .resume import saved_run
 from .run_data import RunData
 from .setup import Fit
-from .state import TrainerState, refit_in_progress
+from .state import TrainerState, clear_trainer_state, refit_in_progress
 
 __all__ = ["resume", "train"]
 
@@ -95,8 +96,14 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
             config, choices = auto.fit_to_data(config, fit_to_data, callbacks, data)
         elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
             config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks(), data)
-        return _run(config, Path(output), callbacks, stop or StopFlag(), data, saved=None,
-                    data_rules=[c.to_dict() for c in choices])
+        rules, stop = [c.to_dict() for c in choices], stop or StopFlag()
+        if fit_to_data is not None and config.training.time_budget > 0:
+            why = search.searchable(config) or ("torchrun runs one fit" if distributed.from_env().enabled else None)
+            if why is None:
+                return search.search(config, Path(output), callbacks, stop, data, fit_to_data,
+                                     _runner(Path(output), data, rules))
+            callbacks.on_note(f"no search: {why}; one run with the data rules' settings")
+        return _run(config, Path(output), callbacks, stop, data, saved=None, data_rules=rules)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
@@ -243,6 +250,45 @@ def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
     load_weights(kept, st_load(weights.read_bytes()), weights)
     return calibrate.calibrate(kept.to(ctx.device), data.val_ids, data.validation.labels, t, ctx.device,
                                ctx.cb.on_stage)
+
+
+# ----------------------------------------------------------------------------- the search's fits
+
+def _runner(output: Path, data: RunData, rules: list[dict[str, Any]]) -> search.Runner:
+    """The fits the default's search (``search.py``) runs: a trial into its folder (no refit, no report), the
+    winning trial adopted as the run in ``output``, and a run into ``output`` (the n-gram score alone)."""
+    def fit(config: Config, folder: Path, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
+        return _run(config, folder, cb, stop, data, saved=None, data_rules=rules, report=False)
+
+    def finish(config: Config, trial: Path, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
+        return _adopt(config, trial, output, cb, stop, data, rules)
+
+    def final(config: Config, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
+        return _run(config, output, cb, stop, data, saved=None, data_rules=rules)
+
+    return search.Runner(fit=fit, finish=finish, final=final)
+
+
+def _adopt(config: Config, trial: Path, output: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData,
+           rules: list[dict[str, Any]]) -> TrainResult:
+    """The search's winning trial as the run in ``output``: its files moved into place (its trainer state too, so
+    that a stopped refit resumes), then refitted when ``config`` says (:func:`~.refit.wanted`), its report written.
+
+    Raises:
+        Interrupted: stopped during the refit; ``output`` keeps the trial's checkpoint, complete and calibrated.
+        DataError, CheckpointError, SentimentError: as :func:`train`.
+    """
+    ctx = _context(config, output, cb, stop, rules)
+    with output_lock(ctx.output, enabled=ctx.info.is_main):
+        clear_trainer_state(output)
+        for path in sorted(trial.iterdir()):
+            if not path.name.startswith("."):   # not the trial's lock file
+                os.replace(path, output / path.name)
+        first = TrainResult(output, read_metrics(output), ctx.info.is_main)
+        with distributed.process_group(ctx.info, ctx.device):
+            if refit.wanted(config, first):
+                return _refit(ctx, data, first, None)
+        return TrainResult(output, first.metrics, ctx.info.is_main, write_training_report(output))
 
 
 # ----------------------------------------------------------------------------- the refit

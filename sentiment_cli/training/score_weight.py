@@ -35,7 +35,8 @@ from ..evaluation import calibration
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 
-LADDER = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates, from [training] ngram_scale_min up
+LADDER = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates, from [training] ngram_scale_min up
+                                                     # (0: the encoder alone, a candidate of the default's search)
 SCALES = tuple(s for s in LADDER if s >= 1.0)     # the preset's candidates; 1: the sum as trained
 
 

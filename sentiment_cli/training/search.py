@@ -1,0 +1,471 @@
+"""The default decides on the user's data: candidates measured on the validation split, within a time budget.
+
+``sentiment train`` with the default preset runs, with ``[training] time_budget`` > 0 (``--time-budget``):
+
+1. **The n-gram score alone**, each form at each C of :data:`~sentiment_cli.ngram.selection.FIT_GRID`
+   (NB-LR and logistic regression over hashed token 1-3-grams), fitted on the training split and scored on
+   the validation split: seconds. It is the floor: a model that reads the text no better than a linear one.
+2. **The encoder with the n-gram score**, in the settings Optuna's TPE sampler proposes (Bergstra et al.
+   2011, "Algorithms for Hyper-Parameter Optimization"), the data rules' settings first (enqueued). Each is
+   a training run of its own in a trial folder beside the output, refit off. A trial is pruned after an
+   epoch whose validation accuracy trails the median of the earlier trials' at that epoch (Optuna's
+   ``MedianPruner``), and stopped once its steps' rate says it would end past the budget. The n-gram score's
+   weight is among the searched settings, down to 0 (``[training] ngram_scale_min``).
+3. **The choice**: the highest validation accuracy, ties broken by the lower validation log-loss after the
+   temperature. Accuracy, because it is what the user compares, and because it keeps the promise that on
+   the validation split the choice is never below the n-gram score alone (a candidate); the log-loss, a
+   proper score, where a few hundred rows tie. The winner is then made the checkpoint as the refit rule
+   says (``refit.py``: trained again on every row when the validation rows were held out of train), and
+   calibrated. The n-gram score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
+
+Keys set on the command line (``--set``, ``--epochs``, ...) are fixed: they are not searched. Every candidate,
+its settings, scores, seconds and fate are printed as a table, kept in ``metrics.json`` (``"search"``) and
+shown by the model card. ``time_budget = 0`` trains once with the data rules' settings (the search's first
+encoder candidate). The rules and their dev evidence: ``docs/experiments.md``, "The search".
+
+This module sits below the orchestrator: it runs each fit through the :class:`Runner` that ``run.py`` gives it.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..checkpoint import METRICS_FILE, write_json
+from ..config import Config
+from ..data.splits import DataSpec
+from ..data.tokenizer import build_tokenizer
+from ..errors import Interrupted, SentimentError
+from ..evaluation import calibration
+from ..evaluation.training_report import write_training_report
+from ..ngram.estimator import NgramEstimator
+from ..ngram.features import ngram_features
+from ..ngram.forms import form_phrase
+from ..ngram.memory import fit_limit
+from ..ngram.selection import FIT_GRID
+from .callbacks import TrainCallbacks, TrainResult
+from .interrupts import StopFlag
+from .run_data import RunData
+
+METRIC = "validation accuracy; ties: the lower validation log-loss after the temperature"
+REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
+FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
+PROJECT_AFTER = 10       # steps of a trial's first epoch before its rate projects its end
+
+# The encoder's settings the sampler proposes from, each list joined by the data rules' value. Chosen as the
+# levers with dev evidence in docs/experiments.md: the epochs (validation keeps the best one), the learning rates
+# (the small sets' embedding rate, "Small sets"), the regularisation, and the n-gram score's weight down to 0.
+SPACE: dict[str, tuple[Any, ...]] = {
+    "training.lr": (1e-3, 2e-3, 4e-3),
+    "training.embedding_lr_scale": (1.0, 3.0, 10.0, 30.0),
+    "model.dropout": (0.1, 0.2, 0.3),
+    "training.token_dropout": (0.1, 0.2, 0.3),
+    "training.ngram_scale_min": (0.0, 0.5, 1.0),
+}
+
+
+@dataclass
+class Candidate:
+    """One setting measured on the validation split.
+
+    Attributes:
+        name: how the table names it (``n-gram score alone (NB-LR, C 1)``, ``encoder #0 (the data rules)``).
+        kind: ``"ngram"`` or ``"encoder"``.
+        settings: the ``section.key`` values it sets over the data rules' config.
+        accuracy, nll: validation accuracy, and log-loss (nats per row) after its own temperature; ``None``
+            when it did not finish.
+        seconds: wall time it took.
+        status: ``complete``, ``pruned at epoch N``, ``stopped: the budget`` or ``failed: ...``.
+        folder: an encoder trial's folder while the search runs.
+    """
+
+    name: str
+    kind: str
+    settings: dict[str, Any]
+    accuracy: float | None = None
+    nll: float | None = None
+    seconds: float = 0.0
+    status: str = "complete"
+    folder: Path | None = field(default=None, repr=False)
+
+    @property
+    def complete(self) -> bool:
+        """Whether it has scores to compare."""
+        return self.status == "complete" and self.accuracy is not None
+
+    def rank_key(self) -> tuple[float, float]:
+        """Higher is better: accuracy, then the lower log-loss."""
+        return (self.accuracy or 0.0, -(self.nll if self.nll is not None else math.inf))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its ``metrics.json`` record."""
+        return {"name": self.name, "kind": self.kind, "settings": self.settings, "validation_accuracy": self.accuracy,
+                "validation_nll": self.nll, "seconds": round(self.seconds, 2), "status": self.status}
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How the search runs a fit; the orchestrator (``run.py``) gives it.
+
+    Attributes:
+        fit: ``fit(config, folder, callbacks, stop) -> TrainResult``: one run into ``folder``, no refit, no report.
+        finish: ``finish(config, trial_folder, callbacks, stop) -> TrainResult``: the winning trial moved into
+            the output folder, refitted when ``config``'s refit rule says, its report written.
+        final: ``final(config, callbacks, stop) -> TrainResult``: a run into the output folder (its refit and
+            report included), for the n-gram score alone.
+    """
+
+    fit: Callable[[Config, Path, TrainCallbacks, Any], TrainResult]
+    finish: Callable[[Config, Path, TrainCallbacks, Any], TrainResult]
+    final: Callable[[Config, TrainCallbacks, Any], TrainResult]
+
+
+class Deadline:
+    """A trial's stop flag: the run's own (signals), or the trial's deadline (``time.monotonic`` seconds), or a
+    projection that the trial would end past it (:meth:`over`). It answers as :class:`StopFlag` does."""
+
+    def __init__(self, outer: StopFlag, at: float) -> None:
+        self.outer, self.at, self.projected = outer, at, False
+
+    @property
+    def budget(self) -> bool:
+        """Whether the budget, not a signal, stops the trial."""
+        return not self.outer.requested and (self.projected or time.monotonic() >= self.at)
+
+    @property
+    def requested(self) -> bool:
+        return self.outer.requested or self.budget
+
+    def request(self, signum: int | None = None) -> None:
+        self.outer.request(signum)
+
+    @property
+    def signum(self) -> int | None:
+        return self.outer.signum
+
+    @property
+    def exit_code(self) -> int:
+        return self.outer.exit_code
+
+    @property
+    def reason(self) -> str:
+        return "the time budget" if self.budget else self.outer.reason
+
+
+class _TrialCallbacks(TrainCallbacks):
+    """The run's progress hooks, plus the trial's: each epoch's validation accuracy reported to Optuna (and the
+    pruner asked), and the end of the trial projected from its steps' rate in the first epoch."""
+
+    def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, per_epoch: int, epochs: int) -> None:
+        self.inner, self.trial, self.stop = inner, trial, stop
+        self.per_epoch, self.epochs = per_epoch, epochs
+        self.epoch, self.steps, self.seen, self.pruned_at = 0, 0, 0, None
+
+    def on_stage(self, text: str) -> None:
+        self.inner.on_stage(text)
+
+    def on_note(self, text: str) -> None:
+        self.inner.on_note(text)
+
+    def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
+        self.epoch, self.steps, self.seen, self.per_epoch = epoch, 0, 0, num_examples
+        self.inner.on_epoch_start(epoch, epochs, num_examples)
+
+    def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
+        self.steps, self.seen = self.steps + 1, self.seen + examples
+        if self.epoch == 1 and self.steps == PROJECT_AFTER and examples_per_second > 0:
+            left = self.per_epoch * self.epochs - self.seen   # examples still to train, every epoch
+            if time.monotonic() + REFIT_FACTOR * left / examples_per_second > self.stop.at:
+                self.stop.projected = True
+        self.inner.on_step(examples, loss, accuracy, examples_per_second)
+
+    def on_validation_start(self, num_examples: int) -> None:
+        self.inner.on_validation_start(num_examples)
+
+    def on_validation_step(self, examples: int) -> None:
+        self.inner.on_validation_step(examples)
+
+    def on_epoch_end(self, record: dict[str, Any]) -> None:
+        self.inner.on_epoch_end(record)
+        accuracy = record.get("validation_accuracy")
+        if accuracy is None:
+            return
+        self.trial.report(accuracy, record["epoch"])
+        if record["epoch"] < self.epochs and self.trial.should_prune():
+            self.pruned_at = record["epoch"]
+            raise _Pruned(record["epoch"])
+
+    def for_pretraining(self) -> TrainCallbacks:
+        return self.inner.for_pretraining()
+
+
+class _Pruned(Exception):
+    """Raised from a trial's epoch end when the pruner stops it."""
+
+
+# ----------------------------------------------------------------------------- the search
+
+def searchable(config: Config) -> str | None:
+    """Why ``config`` cannot be searched (one phrase), or ``None`` when it can: the search needs validation."""
+    if config.data.validation_fraction == 0:
+        return "no validation split ([data] validation_fraction = 0): nothing to measure candidates on"
+    return None
+
+
+def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData, given: frozenset[str],
+           runner: Runner) -> TrainResult:
+    """Choose the default's settings on the validation split within ``[training] time_budget`` seconds, and make
+    the winner the checkpoint in ``output``.
+
+    Args:
+        config: the default preset with the data rules applied (``auto.py``).
+        output: the checkpoint folder; untouched until the winner is known.
+        cb: the run's progress hooks (each trial's run reports through them; ``on_note`` tells each result).
+        stop: the run's stop flag (signals); a trial also stops at its deadline.
+        data: the run's source, read once.
+        given: the keys the command line set: not searched.
+        runner: the fits (:class:`Runner`).
+
+    Returns:
+        The checkpoint's :class:`TrainResult`; its ``metrics.json`` holds ``"search"``.
+
+    Raises:
+        Interrupted: a signal stopped the search (the output folder is as it was; trial folders are removed).
+        DataError, CheckpointError, SentimentError: as :func:`~.run.train`, from the final fit.
+    """
+    start = time.monotonic()
+    end = start + config.training.time_budget
+    refits = bool(config.training.refit and "validation" not in data.src.splits)
+    workdir = output.parent / f".{output.name}.search"
+    shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        candidates = ngram_candidates(config, data, cb, given, end)
+        candidates += _encoder_trials(config, cb, stop, given, runner, workdir, start, end, refits)
+        winner = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
+        if winner is None:
+            raise SentimentError("the search measured no candidate within its time budget; raise --time-budget")
+        cb.on_stage(f"the search chose {winner.name}: validation accuracy {winner.accuracy:.2%}")
+        result = _make_checkpoint(config, winner, cb, stop, runner, refits, end)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return _record(result, candidates, winner, config, time.monotonic() - start)
+
+
+def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
+                     end: float) -> list[Candidate]:
+    """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
+    one), fitted on the training split and scored on the validation split, until ``end`` (one fit at least).
+
+    The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
+    training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
+
+    Returns:
+        One :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and ``model.ngram_c``; none
+        without an n-gram score (``[model] ngram_buckets = 0``).
+
+    Raises:
+        DataError: as the fit (too few classes, a fit above ``[training] ngram_fit_gb``).
+    """
+    m = config.model
+    if not m.ngram_buckets:
+        return []
+    spec = DataSpec.from_config(config)
+    train, val = data.splits(spec)
+    cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
+    tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
+    x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets)
+    xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets)
+    k, y_val = len(train.label_names), np.asarray(val.labels)
+    weighting = "balanced" if config.training.class_weight == "balanced" else None
+    grid = {form: Cs for form, Cs in FIT_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
+    if "model.ngram_c" in given and m.ngram_c:
+        grid = {form: (m.ngram_c,) for form in grid}
+    out: list[Candidate] = []
+    for form, Cs in grid.items():
+        for C in Cs:
+            if out and time.monotonic() >= end:
+                return out
+            began = time.perf_counter()
+            fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
+            logits = _two_columns(fitted.decision_function(xv))
+            temperature = calibration.fit_temperature(logits, y_val)
+            c = Candidate(f"n-gram score alone ({form_phrase(form, k).split(' (')[0]}, C {C:g})", "ngram",
+                          {"model.ngram_fit": form, "model.ngram_c": float(C)},
+                          accuracy=float((logits.argmax(1) == y_val).mean()),
+                          nll=calibration.nll(logits, y_val, temperature), seconds=time.perf_counter() - began)
+            cb.on_note(_line(c))
+            out.append(c)
+    return out
+
+
+def _two_columns(scores: np.ndarray) -> np.ndarray:
+    """``(n, k)`` logits from the estimator's scores: two classes' one score ``s`` becomes ``[0, s]``."""
+    scores = np.asarray(scores, np.float64)
+    return np.hstack([np.zeros_like(scores), scores]) if scores.shape[1] == 1 else scores
+
+
+def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: frozenset[str], runner: Runner,
+                    workdir: Path, start: float, end: float, refits: bool) -> list[Candidate]:
+    """The encoder's trials, proposed by Optuna's TPE sampler (the data rules' settings first), each a run in
+    ``workdir``, until no further trial fits before ``end`` (a refit's time kept back when ``refits``).
+
+    Raises:
+        Interrupted: a signal (not the budget) stopped a trial.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = {key: _choices(key, values, config) for key, values in SPACE.items() if key not in given}
+    if "training.epochs" not in given:   # validation keeps the best epoch; a shorter schedule is another setting
+        space["training.epochs"] = tuple(sorted({max(1, config.training.epochs // 2), config.training.epochs}))
+    if not config.training.fit_ngram_scale or not config.model.ngram_buckets:
+        space.pop("training.ngram_scale_min", None)
+    # A few hundred validation rows move a point between epochs: no trial is pruned in the first half of the
+    # preset's schedule, where the rules' own run is often still behind (TREC-6's dev: 86.4% after epoch 1, 89.4%
+    # at the end).
+    warmup = max(1, config.training.epochs // 2)
+    study = optuna.create_study(direction="maximize",
+                                sampler=optuna.samplers.TPESampler(seed=config.training.seed),
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=warmup))
+    study.enqueue_trial({key: _value(config, key) for key in space})
+    trials: list[Candidate] = []
+    while True:
+        done = [c for c in trials if c.complete]
+        estimate = max((c.seconds for c in done), default=0.0)
+        reserve = REFIT_FACTOR * estimate if refits else 0.0
+        now = time.monotonic()
+        if trials and now + estimate + reserve > end:
+            break
+        if not trials and refits:   # the first trial must leave its own refit time
+            deadline = start + FIRST_TRIAL_SHARE * (end - start)
+        else:
+            deadline = end - reserve
+        if deadline <= now:
+            break
+        trial = study.ask()
+        settings = {key: trial.suggest_categorical(key, values) for key, values in space.items()}
+        c = _run_trial(config, settings, len(trials), trial, cb, stop, runner, workdir, deadline)
+        trials.append(c)
+        if c.complete:
+            study.tell(trial, c.accuracy)
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED if c.status.startswith("pruned")
+                       else optuna.trial.TrialState.FAIL)
+        cb.on_note(_line(c))
+        if not c.complete and c.status.startswith("stopped") and not done:
+            break   # the first trial did not fit: none will
+    return trials
+
+
+def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any, cb: TrainCallbacks, stop: StopFlag,
+               runner: Runner, workdir: Path, deadline: float) -> Candidate:
+    """Run one encoder trial into ``workdir/trial-N``; its :class:`Candidate`.
+
+    Raises:
+        Interrupted: a signal stopped it.
+    """
+    name = f"encoder #{number}" + (" (the data rules)" if number == 0 else "")
+    cb.on_stage(f"the search: {name}" + (f": {_settings_text(settings)}" if settings else ""))
+    trial_config = with_settings(config, {**settings, "training.refit": False})
+    folder = workdir / f"trial-{number}"
+    flag = Deadline(stop, deadline)
+    per_epoch = 0   # set at the first epoch's start
+    hooks = _TrialCallbacks(cb, trial, flag, per_epoch, trial_config.training.epochs)
+    began = time.monotonic()
+    c = Candidate(name, "encoder", settings, folder=folder)
+    try:
+        result = runner.fit(trial_config, folder, hooks, flag)
+    except _Pruned as exc:
+        c.status = f"pruned at epoch {exc.args[0]}"
+    except Interrupted:
+        if not flag.budget:
+            raise
+        c.status = "stopped: the budget"
+    except SentimentError as exc:   # e.g. diverged at a high learning rate: the search goes on
+        c.status = f"failed: {exc}"
+    else:
+        cal = result.metrics.get("calibration") or {}
+        c.accuracy = cal.get("accuracy", result.metrics.get("best_validation_accuracy"))
+        c.nll = cal.get("nll")
+    c.seconds = time.monotonic() - began
+    return c
+
+
+def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop: StopFlag, runner: Runner,
+                     refits: bool, end: float) -> TrainResult:
+    """The winner as the checkpoint: the n-gram score alone as a run of ``epochs = 0`` (its refit included), or
+    the winning trial moved into place and refitted when the refit rule says and the budget leaves the time."""
+    if winner.kind == "ngram":
+        # refitted on every row whenever its validation rows were held out of train: a fit of seconds
+        ngram_alone = with_settings(config, {**winner.settings, "training.epochs": 0, "training.init_from": "",
+                                             "training.distill_reviews": 0, "training.fit_ngram_scale": False,
+                                             "training.adversarial_epsilon": 0.0, "training.refit": True})
+        return runner.final(ngram_alone, cb, stop)
+    chosen = with_settings(config, winner.settings)
+    if refits and time.monotonic() + REFIT_FACTOR * winner.seconds > end:
+        cb.on_note(f"no time left in the budget for the refit on every row: the held-out run's weights are kept "
+                   f"(the refit takes about {REFIT_FACTOR * winner.seconds:.0f} s)")
+        chosen = chosen.override("training", origin="the search", refit=False)
+    return runner.finish(chosen, winner.folder, cb, stop)
+
+
+def _record(result: TrainResult, candidates: list[Candidate], winner: Candidate, config: Config,
+            seconds: float) -> TrainResult:
+    """``result`` with ``metrics.json``'s ``"search"``: the budget, the metric, every candidate, the choice."""
+    result.metrics["search"] = {
+        "budget_seconds": config.training.time_budget, "seconds": round(seconds, 1), "metric": METRIC,
+        "sampler": f"Optuna TPE (seed {config.training.seed}), median pruner on each epoch's validation accuracy",
+        "candidates": [c.to_dict() for c in candidates], "chosen": winner.name,
+        "chosen_settings": winner.settings}
+    result.metrics["wall_time_seconds"] = round(seconds, 1)
+    write_json(result.output / METRICS_FILE, result.metrics)
+    result.report = write_training_report(result.output)   # the card shows the search
+    return result
+
+
+# ----------------------------------------------------------------------------- settings
+
+def with_settings(config: Config, settings: dict[str, Any]) -> Config:
+    """``config`` with ``section.key`` values set (one override per section).
+
+    Raises:
+        ConfigError: a value is invalid with the rest of the config.
+    """
+    by_section: dict[str, dict[str, Any]] = {}
+    for key, value in settings.items():
+        section, name = key.split(".")
+        by_section.setdefault(section, {})[name] = value
+    for section, values in by_section.items():
+        config = config.override(section, origin="the search", **values)
+    return config
+
+
+def _value(config: Config, key: str) -> Any:
+    """The value of ``section.key`` in ``config``."""
+    section, name = key.split(".")
+    return getattr(getattr(config, section), name)
+
+
+def _choices(key: str, values: tuple[Any, ...], config: Config) -> tuple[Any, ...]:
+    """``values`` with the data rules' value of ``key`` joined, sorted."""
+    return tuple(sorted({*values, _value(config, key)}))
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    """``lr 0.002, dropout 0.1, ...``: the settings in a phrase."""
+    return ", ".join(f"{key.split('.')[1]} {value:g}" if isinstance(value, float) else f"{key.split('.')[1]} {value}"
+                     for key, value in settings.items())
+
+
+def _line(c: Candidate) -> str:
+    """A candidate's result in one line (``on_note``)."""
+    if not c.complete:
+        return f"{c.name}: {c.status} after {c.seconds:.0f} s"
+    return f"{c.name}: validation accuracy {c.accuracy:.2%}, log-loss {c.nll:.4f}, {c.seconds:.1f} s"
