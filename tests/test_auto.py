@@ -243,7 +243,7 @@ def test_one_class_is_one_line(tmp_path):
 @pytest.mark.slow   # the default preset's whole path on 600 reviews: the n-gram score, an epoch
 def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--device", "cpu")
+    r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--device", "cpu", "--time-budget", "0")
     assert r.exit_code == 0, r.output
     assert "note: training.init_from = '': no unlabelled text" in r.output
     assert "note: training.embedding_lr_scale = 10.0: " in r.output
@@ -265,7 +265,7 @@ def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_
 def test_a_pretrained_start_asked_for_on_a_small_set_reads_its_training_texts(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = _invoke("train", "--data", REVIEWS, "--epochs", "1", "--set", "pretrain.epochs=1", "--device", "cpu",
-                "--set", "training.init_from=checkpoints/w2v")
+                "--set", "training.init_from=checkpoints/w2v", "--time-budget", "0")
     assert r.exit_code == 0, r.output
     assert "note: pretrain.splits = 'train': no unlabelled text" in r.output
     assert (tmp_path / "checkpoints" / "w2v" / "config.json").exists()

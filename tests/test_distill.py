@@ -167,7 +167,7 @@ def test_distillation_asked_for_on_a_file_without_unlabelled_text_names_both_way
     """The default's rules turn distillation off without unlabelled text; asked for on the command line,
     it stops with one line naming --unlabelled and the setting."""
     data = str(SMALL_DATA.parent / "reviews_small" / "reviews.csv")
-    base = ["train", "--data", data, "--epochs", "1", "--output", str(tmp_path / "out"),
+    base = ["train", "--data", data, "--epochs", "1", "--output", str(tmp_path / "out"), "--time-budget", "0",
             "--set", f"training.init_from={tmp_path / 'pre'}", "--set", "pretrain.epochs=1"]
     r = CliRunner().invoke(app, [*base, "--set", "training.distill_reviews=200"])
     assert r.exit_code == 1 and "Traceback" not in r.output
@@ -185,7 +185,8 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
     teacher, then fine-tuning on the labelled reviews and a draw of the unlabelled ones (shrunk to seconds)."""
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["train", "--data", str(with_unlabelled), "--epochs", "1", "--device", "cpu",
-                                 "--set", "pretrain.epochs=1", "--set", "training.distill_reviews=200"])
+                                 "--set", "pretrain.epochs=1", "--set", "training.distill_reviews=200",
+                                 "--time-budget", "0"])
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "checkpoints" / "default" / "metrics.json").read_text())
     folder = next(rule["value"] for rule in metrics["data_rules"] if rule["key"] == "training.init_from")

@@ -166,8 +166,10 @@ def test_an_empty_line_deep_in_a_stream_names_its_line(trained_checkpoint):
     (["predict", "hi", "--batch-size", "0"], "Invalid value for '--batch-size'"),
     (["eval", "--split", "dev"], "'dev' is not one of 'train', 'validation', 'test'"),
     (["eval", "--batch-size", "-1"], "Invalid value for '--batch-size'"),
-    (["train", "--epochs", "0"], "[training] epochs must be >= 1, got 0"),
-    (["train", "--epochs", "-3"], "[training] epochs must be >= 1, got -3"),
+    (["train", "--epochs", "-1"], "[training] epochs must be >= 0, got -1"),
+    (["train", "--config", "seed", "--epochs", "0"], "[training] epochs = 0 keeps the n-gram score alone, but "
+                                                     "[model] ngram_buckets is 0 (no n-gram score)"),
+    (["train", "--time-budget", "soon"], "--time-budget 'soon': give seconds or a duration such as 90, 90s, 5m or 1h"),
     (["train", "--batch-size", "-1"], "[training] batch_size must be >= 1, got -1"),
     (["train", "--lr", "0"], "[training] lr must be > 0.0, got 0.0"),
     (["train", "--lr", "-0.001"], "[training] lr must be > 0.0, got -0.001"),

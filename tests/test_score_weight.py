@@ -82,13 +82,14 @@ def test_training_stores_the_chosen_weight_and_predict_uses_it(scaled, tmp_path)
 
 
 def test_ngram_scale_min_opens_the_grid_below_1(tmp_path):
-    assert candidates() == SCALES == (1.0, 1.5, 2.0, 3.0, 5.0) and candidates(0.5) == LADDER
+    assert candidates() == SCALES == (1.0, 1.5, 2.0, 3.0, 5.0) and candidates(0.5) == LADDER[1:]
+    assert candidates(0.0) == LADDER and LADDER[0] == 0.0   # 0: the encoder alone, a candidate of the search
     assert candidates(0.75)[0] == 0.75 and candidates(5.0) == (5.0,)
     cfg = small_config(epochs=1, fit_ngram_scale=True, ngram_scale_min=0.5).override("model", **NGRAM)
     train(cfg, tmp_path / "run")
     fitted = json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]
     assert set(fitted["ngram_scale_nll"]) == {"0.5", "0.75", "1", "1.5", "2", "3", "5"}
-    assert fitted["ngram_scale"] == min(LADDER, key=lambda s: (fitted["ngram_scale_nll"][f"{s:g}"], abs(s - 1)))
+    assert fitted["ngram_scale"] == min(LADDER[1:], key=lambda s: (fitted["ngram_scale_nll"][f"{s:g}"], abs(s - 1)))
 
 
 def test_without_the_option_the_configured_weight_stays(tmp_path):

@@ -41,7 +41,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     split: after and before the temperature), ``exports`` (``sentiment export`` records by name: parity
     with PyTorch, sizes, int8 accuracy), ``versions``, ``files`` (``curves``: the picture's
     file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
-    ``value``, ``reason``; empty for other runs).
+    ``value``, ``reason``; empty for other runs), ``search`` (the default's search on the validation split:
+    budget, metric, each candidate, the choice; ``None`` for a run that did not search).
 
     Raises:
         CheckpointError: no checkpoint at ``directory``, or an invalid ``config.json`` / ``metrics.json``.
@@ -77,6 +78,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "calibration": _calibration(directory, metrics, evals),
         "exports": read_exports(directory, weights),   # sentiment export: parity with PyTorch, int8 accuracy
         "data_rules": metrics.get("data_rules") or [],   # the default's settings chosen from the data
+        "search": metrics.get("search"),   # the default's search on the validation split (training/search.py)
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},

@@ -51,8 +51,30 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
         card: :func:`model_card`'s dict.
     """
     rules = [(rule["key"], f"{toml_value(rule['value'])}: {rule['reason']}") for rule in card.get("data_rules") or []]
+    search = card.get("search")
     return [("Model", _model_facts(card)), ("Training data", _data_facts(card)), ("Training", _training_facts(card)),
-            *([("Settings chosen from the data", rules)] if rules else []), *_calibration_sections(card)]
+            *([("Settings chosen from the data", rules)] if rules else []),
+            *([("Search on the validation split", search_facts(search))] if search else []),
+            *_calibration_sections(card)]
+
+
+def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
+    """The search's record (``metrics.json``'s ``"search"``) as facts: the choice, the budget, the metric, then a
+    line per candidate (validation accuracy, log-loss, seconds, or what became of it)."""
+    facts = [("chosen", search.get("chosen", UNKNOWN)),
+             ("budget", f"{_num(search.get('budget_seconds'), ',.0f')} s; the search took "
+                        f"{_num(search.get('seconds'), ',.0f')} s"),
+             ("metric", str(search.get("metric", UNKNOWN)))]
+    for c in search.get("candidates") or []:
+        if c.get("status") == "complete":
+            text = (f"{_num(c.get('validation_accuracy'), '.2%')}, log-loss {_num(c.get('validation_nll'), '.4f')}, "
+                    f"{_num(c.get('seconds'), ',.1f')} s")
+        else:
+            text = f"{c.get('status')} ({_num(c.get('seconds'), ',.0f')} s)"
+        settings = ", ".join(f"{k.split('.')[-1]} {toml_value(v)}" for k, v in (c.get("settings") or {}).items())
+        facts.append((str(c.get("name")), f"{text}" + (f"; {settings}" if settings and c.get("kind") == "encoder"
+                                                        else "")))
+    return facts
 
 
 def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
@@ -66,10 +88,15 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
                                                      ("attention", "attention_dropout"),
                                                      ("before the head", "head_dropout")) if m[key]]
     dropout = ", ".join([f"dropout {m['dropout']:g} (embeddings, residuals)"] + sites)
+    architecture = (f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
+                    f"({m['activation']}), {dropout}; masked max-pool; dense head"
+                    + (f"; plus {card['ngram_score']}" if card.get("ngram_score") else ""))
+    if card["config"]["training"].get("epochs") == 0:   # [training] epochs = 0: the n-gram score alone
+        architecture = (f"the n-gram score alone: {card.get('ngram_score') or 'an n-gram score'} (no encoder "
+                        f"epoch: the dense head is zero, so the encoder ({layers}, d_model {m['d_model']}) adds "
+                        "nothing to the logits)")
     return [
-        ("architecture", f"{layers}, d_model {m['d_model']}, {m['n_heads']} heads, feed-forward {m['d_ff']} "
-                         f"({m['activation']}), {dropout}; masked max-pool; dense head"
-                         + (f"; plus {card['ngram_score']}" if card.get("ngram_score") else "")),
+        ("architecture", architecture),
         ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
         ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
                        + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")

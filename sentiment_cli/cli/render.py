@@ -54,6 +54,8 @@ def render_train_summary(console, result) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    if result.metrics.get("search"):
+        render_search(console, result.metrics["search"])
     first = result.metrics.get("held_out_run")
     m = {**result.metrics, **first} if first else result.metrics
     validated = m["best_validation_accuracy"] is not None
@@ -89,6 +91,29 @@ def render_train_summary(console, result) -> None:
     if "ece" in cal:
         console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
                       f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
+
+
+def render_search(console, search: dict) -> None:
+    """The default's search (``metrics.json``'s ``"search"``): a row per candidate with its validation accuracy,
+    log-loss and seconds, or what became of it; the chosen one in bold green."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"the search on the validation split ({search['seconds']:,.0f} s of a "
+                        f"{search['budget_seconds']:,.0f} s budget)", title_justify="left",
+                  caption=f"chosen by {search['metric']}", caption_justify="left")
+    for col, justify in (("candidate", "left"), ("val acc", "right"), ("log-loss", "right"),
+                         ("seconds", "right"), ("status", "left"), ("settings", "left")):
+        table.add_column(col, justify=justify)
+    for c in search["candidates"]:
+        done = c["status"] == "complete"
+        settings = ", ".join(f"{k.split('.')[-1]} {v:g}" if isinstance(v, float) else f"{k.split('.')[-1]} {v}"
+                             for k, v in c["settings"].items()) if c["kind"] == "encoder" else ""
+        table.add_row(escape(c["name"]), f"{c['validation_accuracy']:.2%}" if done else "–",
+                      f"{c['validation_nll']:.4f}" if done and c["validation_nll"] is not None else "–",
+                      f"{c['seconds']:,.1f}", escape(c["status"]), escape(settings),
+                      style="bold green" if c["name"] == search["chosen"] else None)
+    console.print(table)
 
 
 def _f1(value) -> str:

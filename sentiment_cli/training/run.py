@@ -100,6 +100,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if fit_to_data is not None and config.training.time_budget > 0:
             why = search.searchable(config) or ("torchrun runs one fit" if distributed.from_env().enabled else None)
             if why is None:
+                resolve_device(config.training.device)   # an unusable device stops before the search
                 return search.search(config, Path(output), callbacks, stop, data, fit_to_data,
                                      _runner(Path(output), data, rules))
             callbacks.on_note(f"no search: {why}; one run with the data rules' settings")

@@ -47,7 +47,6 @@ from ..evaluation import calibration
 from ..evaluation.training_report import write_training_report
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import ngram_features
-from ..ngram.forms import form_phrase
 from ..ngram.memory import fit_limit
 from ..ngram.selection import FIT_GRID
 from .callbacks import TrainCallbacks, TrainResult
@@ -57,6 +56,7 @@ from .run_data import RunData
 METRIC = "validation accuracy; ties: the lower validation log-loss after the temperature"
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
+FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 PROJECT_AFTER = 10       # steps of a trial's first epoch before its rate projects its end
 
 # The encoder's settings the sampler proposes from, each list joined by the data rules' value. Chosen as the
@@ -296,7 +296,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
             logits = _two_columns(fitted.decision_function(xv))
             temperature = calibration.fit_temperature(logits, y_val)
-            c = Candidate(f"n-gram score alone ({form_phrase(form, k).split(' (')[0]}, C {C:g})", "ngram",
+            c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}", "ngram",
                           {"model.ngram_fit": form, "model.ngram_c": float(C)},
                           accuracy=float((logits.argmax(1) == y_val).mean()),
                           nll=calibration.nll(logits, y_val, temperature), seconds=time.perf_counter() - began)
@@ -359,8 +359,8 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
             study.tell(trial, state=optuna.trial.TrialState.PRUNED if c.status.startswith("pruned")
                        else optuna.trial.TrialState.FAIL)
         cb.on_note(_line(c))
-        if not c.complete and c.status.startswith("stopped") and not done:
-            break   # the first trial did not fit: none will
+        if c.status.startswith("stopped"):
+            break   # the budget stopped it, or its rate said it would end past it: the time is spent
     return trials
 
 
@@ -371,7 +371,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
     Raises:
         Interrupted: a signal stopped it.
     """
-    name = f"encoder #{number}" + (" (the data rules)" if number == 0 else "")
+    name = f"encoder #{number}" + (" (data rules)" if number == 0 else "")
     cb.on_stage(f"the search: {name}" + (f": {_settings_text(settings)}" if settings else ""))
     trial_config = with_settings(config, {**settings, "training.refit": False})
     folder = workdir / f"trial-{number}"
@@ -384,12 +384,16 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
         result = runner.fit(trial_config, folder, hooks, flag)
     except _Pruned as exc:
         c.status = f"pruned at epoch {exc.args[0]}"
-    except Interrupted:
-        if not flag.budget:
-            raise
+    except Interrupted as exc:
+        if not flag.budget:   # a signal: the trial's folder goes with the search, so there is nothing to resume
+            raise Interrupted(f"interrupted by {stop.reason} during the search ({name}); the output folder is as "
+                              "it was: run the same command again (--time-budget 0 trains once)",
+                              exit_code=exc.exit_code, resumable=False) from None
         c.status = "stopped: the budget"
-    except SentimentError as exc:   # e.g. diverged at a high learning rate: the search goes on
-        c.status = f"failed: {exc}"
+    except SentimentError as exc:
+        if type(exc) is not SentimentError:   # the data, the config, a checkpoint: every trial would fail alike
+            raise
+        c.status = f"failed: {exc}"   # e.g. diverged at a high learning rate: the search goes on
     else:
         cal = result.metrics.get("calibration") or {}
         c.accuracy = cal.get("accuracy", result.metrics.get("best_validation_accuracy"))

@@ -1,0 +1,284 @@
+"""The default's search on the validation split (training/search.py): the candidates, the choice, the budget.
+
+The orchestration is tested with a stand-in runner (each trial's scores given); the n-gram candidates and the
+n-gram score alone (``epochs = 0``) on the committed slices; the whole path through ``sentiment train`` in the
+slow lane.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from sentiment_cli.cli import app
+from sentiment_cli.config import load_config, parse_duration
+from sentiment_cli.errors import ConfigError, DataError, Interrupted, SentimentError, UsageError
+from sentiment_cli.inference.predictor import Predictor
+from sentiment_cli.training import search
+from sentiment_cli.training.callbacks import TrainCallbacks, TrainResult
+from sentiment_cli.training.interrupts import StopFlag
+from sentiment_cli.training.run import train
+from sentiment_cli.training.run_data import RunData
+
+from .conftest import SMALL_DATA, small_config
+
+REVIEWS = SMALL_DATA.parent / "reviews_small" / "reviews.csv"   # 600 labelled reviews, no dev split
+NGRAM = {"ngram_buckets": 1 << 16}
+
+
+def _default(source: Path, **training) -> "Config":  # noqa: F821
+    """The default preset on ``source`` with the rules' kind of settings, shrunk (no word2vec, short texts)."""
+    cfg = load_config("default").override("data", source=str(source), max_length=64, vocab_size=5000,
+                                          validation_fraction=0.1)
+    cfg = cfg.override("model", ngram_buckets=1 << 16)
+    return cfg.override("training", **{"init_from": "", "distill_reviews": 0, "epochs": 2, "device": "cpu",
+                                       "refit": True, **training})
+
+
+# ----------------------------------------------------------------------------- durations and settings
+
+@pytest.mark.parametrize("text, seconds", [("90", 90.0), ("90s", 90.0), ("2.5m", 150.0), ("5min", 300.0),
+                                           ("1h", 3600.0), ("0", 0.0), (" 30s ", 30.0)])
+def test_a_duration_reads_as_seconds(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "-5", "5d", "1e3", "m"])
+def test_a_bad_duration_is_a_usage_error(text):
+    with pytest.raises(UsageError, match="--time-budget"):
+        parse_duration(text)
+
+
+def test_the_default_preset_searches_and_other_presets_do_not():
+    assert load_config("default").training.time_budget == 1800.0
+    assert load_config("seed").training.time_budget == 0.0 and load_config("sst5").training.time_budget == 0.0
+
+
+def test_a_small_set_gets_a_five_minute_budget_by_a_rule():
+    from sentiment_cli.training import auto
+
+    small = auto.Profile(train_rows=5000, class_counts=(2500, 2500), has_validation=True, unlabelled=0,
+                         length_quantile=30, tokens=60_000)
+    large = auto.Profile(train_rows=25_000, class_counts=(12_500, 12_500), has_validation=False, unlabelled=50_000,
+                         length_quantile=900, tokens=6_900_000)
+    rules = {c.key: c.value for c in auto.data_rules(small, load_config("default"))}
+    assert rules["training.time_budget"] == auto.SMALL_SET_BUDGET == 300.0
+    assert "training.time_budget" not in {c.key for c in auto.data_rules(large, load_config("default"))}
+    assert "training.time_budget" not in {c.key for c in auto.data_rules(small, load_config("seed"))}
+
+
+def test_epochs_0_needs_an_ngram_score_and_ngram_c_a_pinned_form():
+    with pytest.raises(ConfigError, match="epochs = 0 keeps the n-gram score alone"):
+        small_config(epochs=0)
+    with pytest.raises(ConfigError, match="ngram_c pins the C of a pinned form"):
+        small_config().override("model", ngram_buckets=1 << 16, ngram_c=1.0)
+
+
+# ----------------------------------------------------------------------------- the n-gram score alone
+
+def test_epochs_0_is_the_ngram_score_alone_exactly_and_explained(tmp_path):
+    cfg = small_config().override("model", **NGRAM, ngram_fit="lr", ngram_c=3.0).override("training", epochs=0)
+    result = train(cfg, tmp_path / "alone")
+    metrics = result.metrics
+    assert metrics["best_epoch"] == 0 and metrics["ngram_score"]["C"] == 3.0 and metrics["ngram_score"]["form"] == "lr"
+    assert metrics["history"][0]["train_loss"] is None and metrics["best_validation_accuracy"] > 0.5
+    from safetensors.torch import load_file
+    weights = load_file(str(tmp_path / "alone" / "model.safetensors"))
+    assert torch.count_nonzero(weights["head.weight"]) == 0 and torch.count_nonzero(weights["head.bias"]) == 0
+    predictor = Predictor(tmp_path / "alone")
+    text = "A moving, beautifully acted film with a dull ending."
+    explained = predictor.explain([text])[0]
+    logits = predictor.logits([text])[0]
+    assert abs(sum(explained.scores) + explained.bias - float(logits[1] - logits[0])) < 1e-4
+    assert not (tmp_path / "alone" / "curves.png").exists()
+
+
+def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held_out(tmp_path):
+    cfg = small_config(refit=True).override("model", **NGRAM, ngram_fit="nb-lr") \
+        .override("data", source=str(REVIEWS), validation_fraction=0.1).override("training", epochs=0)
+    result = train(cfg, tmp_path / "alone")
+    assert result.metrics["data"]["train_examples"] == 600 and result.metrics["held_out_run"]["best_epoch"] == 0
+
+
+def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
+    cfg = _default(REVIEWS)
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
+    assert [c.settings["model.ngram_fit"] for c in found] == ["nb-lr"] * 3 + ["lr"] * 3
+    assert [c.settings["model.ngram_c"] for c in found] == [0.1, 0.3, 1.0, 1.0, 10.0, 30.0]
+    assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
+    assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
+    pinned = cfg.override("model", ngram_fit="lr")
+    found = search.ngram_candidates(pinned, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_fit"}),
+                                    time.monotonic() + 60)
+    assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 3
+
+
+def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
+    found = search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
+                                    time.monotonic() - 1)
+    assert len(found) == 1 and found[0].complete
+
+
+# ----------------------------------------------------------------------------- the orchestration
+
+class _Runner:
+    """A stand-in for run.py's fits: each encoder trial's validation accuracy from ``scores`` (in order), or
+    the exception given there; records what was asked."""
+
+    def __init__(self, scores, tmp_path: Path):
+        self.scores, self.tmp, self.trials, self.finished, self.finals = list(scores), tmp_path, [], [], []
+
+    def fit(self, config, folder, cb, stop):
+        self.trials.append(config)
+        score = self.scores.pop(0) if self.scores else 0.5
+        if isinstance(score, BaseException):
+            raise score
+        folder.mkdir(parents=True)
+        return TrainResult(folder, {"calibration": {"accuracy": score, "nll": 1 - score}, "best_validation_accuracy": 0})
+
+    def finish(self, config, trial, cb, stop):
+        self.finished.append((config, trial.name))
+        return TrainResult(self.tmp / "out", {"chosen": trial.name})
+
+    def final(self, config, cb, stop):
+        self.finals.append(config)
+        return TrainResult(self.tmp / "out", {"chosen": "ngram"})
+
+    def runner(self):
+        return search.Runner(fit=self.fit, finish=self.finish, final=self.final)
+
+
+@pytest.fixture
+def no_report(monkeypatch):
+    """The stand-in results have no checkpoint folder: the record is kept in memory only."""
+    monkeypatch.setattr(search, "write_json", lambda *a: None)
+    monkeypatch.setattr(search, "write_training_report", lambda *a: None)
+
+
+def _search(tmp_path, fake: _Runner, cfg, given=frozenset(), stop=None):
+    (tmp_path / "out").mkdir(exist_ok=True)
+    return search.search(cfg, tmp_path / "out", TrainCallbacks(), stop or StopFlag(), RunData(str(REVIEWS)),
+                         given, fake.runner())
+
+
+def test_the_rules_are_the_first_trial_and_fixed_keys_are_not_searched(tmp_path, no_report):
+    cfg = _default(REVIEWS, time_budget=3600.0, lr=2e-3).override("model", ngram_buckets=0)
+    fake = _Runner([0.80, 0.85, 0.82, SentimentError("training diverged at epoch 1"), 0.81], tmp_path)
+    fake_fit = fake.fit
+
+    def few(config, folder, cb, stop):   # five trials, then the budget is spent
+        if len(fake.trials) >= 5:
+            stop.projected = True
+            raise Interrupted("over", resumable=False)
+        return fake_fit(config, folder, cb, stop)
+
+    fake.fit = few
+    result = _search(tmp_path, fake, cfg, given=frozenset({"training.lr"}))
+    record = result.metrics["search"]
+    first = fake.trials[0]
+    assert (first.training.embedding_lr_scale, first.model.dropout, first.training.token_dropout) == \
+        (cfg.training.embedding_lr_scale, cfg.model.dropout, cfg.training.token_dropout)   # the rules' settings
+    assert all(t.training.lr == 2e-3 and t.training.refit is False for t in fake.trials)   # fixed; refit at the end
+    assert all("training.lr" not in c["settings"] for c in record["candidates"])
+    statuses = [c["status"] for c in record["candidates"]]
+    assert statuses[:3] == ["complete"] * 3 and statuses[3].startswith("failed: training diverged")
+    assert statuses[-1] == "stopped: the budget"
+    assert record["chosen"] == "encoder #1" and fake.finished[0][1] == "trial-1"
+    assert not (tmp_path / ".out.search").exists()   # the trial folders are gone
+
+
+def test_the_ngram_score_alone_wins_when_no_encoder_trial_beats_it(tmp_path, no_report):
+    cfg = _default(REVIEWS, time_budget=3600.0)
+    fake = _Runner([0.10] + [0.2] * 3, tmp_path)
+    fake_fit = fake.fit
+
+    def three(config, folder, cb, stop):
+        if len(fake.trials) >= 3:
+            stop.projected = True
+            raise Interrupted("over", resumable=False)
+        return fake_fit(config, folder, cb, stop)
+
+    fake.fit = three
+    result = _search(tmp_path, fake, cfg)
+    record = result.metrics["search"]
+    best = max((c for c in record["candidates"] if c["status"] == "complete"),
+               key=lambda c: (c["validation_accuracy"], -c["validation_nll"]))
+    assert record["chosen"] == best["name"] and best["kind"] == "ngram"
+    alone = fake.finals[0]
+    assert alone.training.epochs == 0 and alone.training.refit is True and alone.training.init_from == ""
+    assert (alone.model.ngram_fit, alone.model.ngram_c) == (best["settings"]["model.ngram_fit"],
+                                                            best["settings"]["model.ngram_c"])
+
+
+def test_the_choice_breaks_a_tie_by_the_lower_log_loss():
+    a = search.Candidate("a", "ngram", {}, accuracy=0.9, nll=0.30)
+    b = search.Candidate("b", "encoder", {}, accuracy=0.9, nll=0.25)
+    c = search.Candidate("c", "encoder", {}, accuracy=0.95, nll=None, status="pruned at epoch 2")
+    assert max((x for x in (a, b, c) if x.complete), key=search.Candidate.rank_key) is b
+
+
+def test_a_signal_stops_the_search_and_leaves_the_output_as_it_was(tmp_path, no_report):
+    cfg = _default(REVIEWS, time_budget=3600.0).override("model", ngram_buckets=0)
+    stop = StopFlag()
+    stop.request(15)
+    fake = _Runner([Interrupted("interrupted by SIGTERM", exit_code=143, resumable=False)], tmp_path)
+    with pytest.raises(Interrupted):
+        _search(tmp_path, fake, cfg, stop=stop)
+    assert not fake.finished and not fake.finals and not (tmp_path / ".out.search").exists()
+
+
+def test_a_data_error_in_a_trial_stops_the_search(tmp_path, no_report):
+    cfg = _default(REVIEWS, time_budget=3600.0).override("model", ngram_buckets=0)
+    fake = _Runner([DataError("no unlabelled text")], tmp_path)
+    with pytest.raises(DataError, match="no unlabelled text"):
+        _search(tmp_path, fake, cfg)
+
+
+def test_a_deadline_answers_as_a_stop_flag():
+    outer = StopFlag()
+    flag = search.Deadline(outer, time.monotonic() + 3600)
+    assert not flag.requested
+    flag.projected = True
+    assert flag.requested and flag.budget and flag.reason == "the time budget"
+    outer.request(2)
+    assert flag.requested and not flag.budget and flag.reason == "SIGINT" and flag.exit_code == 130
+    assert search.Deadline(StopFlag(), time.monotonic() - 1).requested
+
+
+def test_without_validation_the_default_trains_once(tmp_path):
+    assert search.searchable(_default(REVIEWS)) is None
+    assert "no validation split" in search.searchable(_default(REVIEWS).override("data", validation_fraction=0.0))
+
+
+# ----------------------------------------------------------------------------- the whole path
+
+@pytest.mark.slow   # the default's search on 600 reviews: six n-gram fits, encoder trials, the refit (~1 minute)
+def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    began = time.monotonic()
+    r = CliRunner().invoke(app, ["train", "--data", str(REVIEWS), "--time-budget", "40s", "--device", "cpu",
+                                 "--set", "data.max_length=64", "--set", "data.vocab_size=5000",
+                                 "--set", "model.ngram_buckets=65536", "--epochs", "2"])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "checkpoints" / "default"
+    metrics = json.loads((out / "metrics.json").read_text())
+    record = metrics["search"]
+    assert record["budget_seconds"] == 40.0 and record["seconds"] < 40 + 30   # + the refit of the winner
+    kinds = [c["kind"] for c in record["candidates"]]
+    assert kinds[:6] == ["ngram"] * 6 and "encoder" in kinds
+    assert all("training.epochs" not in c["settings"] for c in record["candidates"])   # --epochs fixed it
+    complete = [c for c in record["candidates"] if c["status"] == "complete"]
+    best = max(complete, key=lambda c: (c["validation_accuracy"], -c["validation_nll"]))
+    assert record["chosen"] == best["name"]
+    assert metrics["data"]["train_examples"] == 600   # refitted on every row
+    assert "the search on the validation split" in r.output and best["name"] in r.output
+    assert "Search on the validation split" in (out / "README.md").read_text()
+    assert not list(tmp_path.glob("checkpoints/.default.search*"))
+    assert Predictor(out).predict(["A wonderful, moving film."])[0].label in ("neg", "pos")
+    assert time.monotonic() - began < 180
