@@ -57,7 +57,9 @@ METRIC = "validation accuracy; ties: the lower validation log-loss after the tem
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
-PROJECT_AFTER = 10       # steps of a trial's first epoch before its rate projects its end
+PROJECT_AFTER = 30       # steps of a trial's first epoch before its rate projects its end (batches of one length
+                         # each: a few dozen average out the long and the short)
+PROJECT_MARGIN = 1.05    # the projection's allowance for validation and the post-fit steps
 
 # The encoder's settings the sampler proposes from, each list joined by the data rules' value. Chosen as the
 # levers with dev evidence in docs/experiments.md: the epochs (validation keeps the best one), the learning rates
@@ -182,7 +184,7 @@ class _TrialCallbacks(TrainCallbacks):
         self.steps, self.seen = self.steps + 1, self.seen + examples
         if self.epoch == 1 and self.steps == PROJECT_AFTER and examples_per_second > 0:
             left = self.per_epoch * self.epochs - self.seen   # examples still to train, every epoch
-            if time.monotonic() + REFIT_FACTOR * left / examples_per_second > self.stop.at:
+            if time.monotonic() + PROJECT_MARGIN * left / examples_per_second > self.stop.at:
                 self.stop.projected = True
         self.inner.on_step(examples, loss, accuracy, examples_per_second)
 
