@@ -56,6 +56,8 @@ from .run_data import RunData
 METRIC = "validation accuracy; ties: the lower validation log-loss after the temperature"
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
+MAX_TRIALS = 16         # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
+                        # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 PROJECT_AFTER = 30       # steps of a trial's first epoch before its rate projects its end (batches of one length
                          # each: a few dozen average out the long and the short)
@@ -316,7 +318,8 @@ def _two_columns(scores: np.ndarray) -> np.ndarray:
 def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: frozenset[str], runner: Runner,
                     workdir: Path, start: float, end: float, refits: bool) -> list[Candidate]:
     """The encoder's trials, proposed by Optuna's TPE sampler (the data rules' settings first), each a run in
-    ``workdir``, until no further trial fits before ``end`` (a refit's time kept back when ``refits``).
+    ``workdir``, until no further trial fits before ``end`` (a refit's time kept back when ``refits``), or
+    :data:`MAX_TRIALS` have run.
 
     Raises:
         Interrupted: a signal (not the budget) stopped a trial.
@@ -343,7 +346,7 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
         estimate = max((c.seconds for c in done), default=0.0)
         reserve = REFIT_FACTOR * estimate if refits else 0.0
         now = time.monotonic()
-        if trials and now + estimate + reserve > end:
+        if len(trials) >= MAX_TRIALS or (trials and now + estimate + reserve > end):
             break
         if not trials and refits:   # the first trial must leave its own refit time
             deadline = start + FIRST_TRIAL_SHARE * (end - start)
