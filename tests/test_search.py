@@ -184,7 +184,7 @@ def test_the_rules_are_the_first_trial_and_fixed_keys_are_not_searched(tmp_path,
     first = fake.trials[0]
     assert (first.training.embedding_lr_scale, first.model.dropout, first.training.token_dropout) == \
         (cfg.training.embedding_lr_scale, cfg.model.dropout, cfg.training.token_dropout)   # the rules' settings
-    assert all(t.training.lr == 2e-3 and t.training.refit is False for t in fake.trials)   # fixed; refit at the end
+    assert all(t.training.lr == 2e-3 and t.training.refit is True for t in fake.trials)   # fixed; kept for the winner
     assert all("training.lr" not in c["settings"] for c in record["candidates"])
     statuses = [c["status"] for c in record["candidates"]]
     assert statuses[:3] == ["complete"] * 3 and statuses[3].startswith("failed: training diverged")

@@ -155,7 +155,8 @@ def _remove_if_empty(folder: Path) -> None:
 
 def _run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData, *,
          saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None,
-         pretrained: Checkpoint | None = None, report: bool = True, refit_only: bool = False) -> TrainResult:
+         pretrained: Checkpoint | None = None, report: bool = True, refit_only: bool = False,
+         refit_after: bool = True) -> TrainResult:
     """Run training from setup to the written report: a new run, or the saved one ``saved`` continued.
 
     ``data``: the run's data, read once (the refit's second run shares the first's). ``data_rules``: the
@@ -163,7 +164,8 @@ def _run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag
     ``pretrained``: the encoder to start from, already loaded (the refit's); ``None``: ``init_from``'s,
     made first when missing. ``report``: write the curves and the model card at the end (the refit's
     second run does not: its files are moved into place and the report is written then). ``refit_only``:
-    ``saved`` is finished and its refit was stopped; continue the refit alone.
+    ``saved`` is finished and its refit was stopped; continue the refit alone. ``refit_after``: ``False`` leaves
+    the refit to the caller (the search's trials: the winner's is run once it is known).
 
     Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end, the
     refit (``refit.py``: with ``[training] refit``, a second run on every training row) included.
@@ -185,7 +187,8 @@ def _run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag
                 if refit_only:
                     return _resume_refit(ctx, data)
                 result = _fit(ctx, data, saved, pretrained)
-                return _refit(ctx, data, result, pretrained) if refit.wanted(ctx.config, result) else result
+                wanted = refit_after and refit.wanted(ctx.config, result)
+                return _refit(ctx, data, result, pretrained) if wanted else result
         except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
             if not ctx.info.enabled:
                 raise
@@ -256,10 +259,11 @@ def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
 # ----------------------------------------------------------------------------- the search's fits
 
 def _runner(output: Path, data: RunData, rules: list[dict[str, Any]]) -> search.Runner:
-    """The fits the default's search (``search.py``) runs: a trial into its folder (no refit, no report), the
+    """The fits the default's search (``search.py``) runs: a trial into its folder (its refit and report left to
+    the winner's adoption), the
     winning trial adopted as the run in ``output``, and a run into ``output`` (the n-gram score alone)."""
     def fit(config: Config, folder: Path, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
-        return _run(config, folder, cb, stop, data, saved=None, data_rules=rules, report=False)
+        return _run(config, folder, cb, stop, data, saved=None, data_rules=rules, report=False, refit_after=False)
 
     def finish(config: Config, trial: Path, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
         return _adopt(config, trial, output, cb, stop, data, rules)

@@ -7,7 +7,7 @@
    the validation split: seconds. It is the floor: a model that reads the text no better than a linear one.
 2. **The encoder with the n-gram score**, in the settings Optuna's TPE sampler proposes (Bergstra et al.
    2011, "Algorithms for Hyper-Parameter Optimization"), the data rules' settings first (enqueued). Each is
-   a training run of its own in a trial folder beside the output, refit off. A trial is pruned after an
+   a training run of its own in a trial folder beside the output, its refit left to the winner. A trial is pruned after an
    epoch whose validation accuracy trails the median of the earlier trials' at that epoch (Optuna's
    ``MedianPruner``), and stopped once its steps' rate says it would end past the budget. The n-gram score's
    weight is among the searched settings, down to 0 (``[training] ngram_scale_min``).
@@ -119,7 +119,8 @@ class Runner:
     """How the search runs a fit; the orchestrator (``run.py``) gives it.
 
     Attributes:
-        fit: ``fit(config, folder, callbacks, stop) -> TrainResult``: one run into ``folder``, no refit, no report.
+        fit: ``fit(config, folder, callbacks, stop) -> TrainResult``: one run into ``folder``; its refit and report
+            are left to ``finish`` (``config``'s refit is kept, so that a stopped refit of the winner resumes).
         finish: ``finish(config, trial_folder, callbacks, stop) -> TrainResult``: the winning trial moved into
             the output folder, refitted when ``config``'s refit rule says, its report written.
         final: ``final(config, callbacks, stop) -> TrainResult``: a run into the output folder (its refit and
@@ -378,7 +379,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
     """
     name = f"encoder #{number}" + (" (data rules)" if number == 0 else "")
     cb.on_stage(f"the search: {name}" + (f": {_settings_text(settings)}" if settings else ""))
-    trial_config = with_settings(config, {**settings, "training.refit": False})
+    trial_config = with_settings(config, settings)
     folder = workdir / f"trial-{number}"
     flag = Deadline(stop, deadline)
     per_epoch = 0   # set at the first epoch's start
