@@ -59,9 +59,11 @@ FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must en
 MAX_TRIALS = 16         # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                         # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
-PROJECT_AFTER = 30       # steps of a trial's first epoch before its rate projects its end (batches of one length
-                         # each: a few dozen average out the long and the short)
-PROJECT_MARGIN = 1.05    # the projection's allowance for validation and the post-fit steps
+PROJECT_AFTER = 30       # steps of a trial's first epoch before its rate gives a first projection of its end
+HOPELESS = 2.0           # that first projection stops a trial that needs over twice the time left (the first
+                         # steps are slower, and batches of one length each vary: a rough figure)
+PROJECT_MARGIN = 1.05    # each epoch's end projects the rest from the epochs' mean, with this allowance for the
+                         # post-fit steps
 
 # The encoder's settings the sampler proposes from, each list joined by the data rules' value. Chosen as the
 # levers with dev evidence in docs/experiments.md: the epochs (validation keeps the best one), the learning rates
@@ -166,12 +168,12 @@ class Deadline:
 
 class _TrialCallbacks(TrainCallbacks):
     """The run's progress hooks, plus the trial's: each epoch's validation accuracy reported to Optuna (and the
-    pruner asked), and the end of the trial projected from its steps' rate in the first epoch."""
+    pruner asked), and the trial's end projected (a rough figure after :data:`PROJECT_AFTER` steps, then the mean
+    epoch's at each epoch's end), which stops it when it would end past its deadline."""
 
-    def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, per_epoch: int, epochs: int) -> None:
-        self.inner, self.trial, self.stop = inner, trial, stop
-        self.per_epoch, self.epochs = per_epoch, epochs
-        self.epoch, self.steps, self.seen, self.pruned_at = 0, 0, 0, None
+    def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, epochs: int) -> None:
+        self.inner, self.trial, self.stop, self.epochs = inner, trial, stop, epochs
+        self.epoch, self.steps, self.seen, self.per_epoch, self.first_epoch_start = 0, 0, 0, 0, 0.0
 
     def on_stage(self, text: str) -> None:
         self.inner.on_stage(text)
@@ -181,13 +183,16 @@ class _TrialCallbacks(TrainCallbacks):
 
     def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
         self.epoch, self.steps, self.seen, self.per_epoch = epoch, 0, 0, num_examples
+        if epoch == 1:
+            self.first_epoch_start = time.monotonic()
         self.inner.on_epoch_start(epoch, epochs, num_examples)
 
     def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
         self.steps, self.seen = self.steps + 1, self.seen + examples
         if self.epoch == 1 and self.steps == PROJECT_AFTER and examples_per_second > 0:
-            left = self.per_epoch * self.epochs - self.seen   # examples still to train, every epoch
-            if time.monotonic() + PROJECT_MARGIN * left / examples_per_second > self.stop.at:
+            now = time.monotonic()
+            needs = (self.per_epoch * self.epochs - self.seen) / examples_per_second   # every epoch's examples left
+            if needs > HOPELESS * (self.stop.at - now):
                 self.stop.projected = True
         self.inner.on_step(examples, loss, accuracy, examples_per_second)
 
@@ -199,13 +204,18 @@ class _TrialCallbacks(TrainCallbacks):
 
     def on_epoch_end(self, record: dict[str, Any]) -> None:
         self.inner.on_epoch_end(record)
+        epoch, now = record["epoch"], time.monotonic()
+        if epoch < self.epochs and self.first_epoch_start:
+            per_epoch = (now - self.first_epoch_start) / epoch   # training and validation
+            if now + PROJECT_MARGIN * per_epoch * (self.epochs - epoch) > self.stop.at:
+                self.stop.projected = True
+                return
         accuracy = record.get("validation_accuracy")
         if accuracy is None:
             return
-        self.trial.report(accuracy, record["epoch"])
-        if record["epoch"] < self.epochs and self.trial.should_prune():
-            self.pruned_at = record["epoch"]
-            raise _Pruned(record["epoch"])
+        self.trial.report(accuracy, epoch)
+        if epoch < self.epochs and self.trial.should_prune():
+            raise _Pruned(epoch)
 
     def for_pretraining(self) -> TrainCallbacks:
         return self.inner.for_pretraining()
@@ -382,8 +392,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
     trial_config = with_settings(config, settings)
     folder = workdir / f"trial-{number}"
     flag = Deadline(stop, deadline)
-    per_epoch = 0   # set at the first epoch's start
-    hooks = _TrialCallbacks(cb, trial, flag, per_epoch, trial_config.training.epochs)
+    hooks = _TrialCallbacks(cb, trial, flag, trial_config.training.epochs)
     began = time.monotonic()
     c = Candidate(name, "encoder", settings, folder=folder)
     try:
