@@ -282,3 +282,12 @@ def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeyp
     assert not list(tmp_path.glob("checkpoints/.default.search*"))
     assert Predictor(out).predict(["A wonderful, moving film."])[0].label in ("neg", "pos")
     assert time.monotonic() - began < 180
+
+
+def test_a_signal_during_the_ngram_stage_stops_it_at_once():
+    stop = StopFlag()
+    stop.request(2)
+    with pytest.raises(Interrupted, match="interrupted by SIGINT during the search") as err:
+        search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
+                                time.monotonic() + 60, stop)
+    assert err.value.exit_code == 130

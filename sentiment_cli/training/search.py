@@ -261,7 +261,7 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
     workdir = output.parent / f".{output.name}.search"
     shutil.rmtree(workdir, ignore_errors=True)
     try:
-        candidates = ngram_candidates(config, data, cb, given, end)
+        candidates = ngram_candidates(config, data, cb, given, end, stop)
         candidates += _encoder_trials(config, cb, stop, given, runner, workdir, start, end, refits)
         winner = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
         if winner is None:
@@ -274,7 +274,7 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
 
 
 def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
-                     end: float) -> list[Candidate]:
+                     end: float, stop: StopFlag | None = None) -> list[Candidate]:
     """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
     one), fitted on the training split and scored on the validation split, until ``end`` (one fit at least).
 
@@ -287,6 +287,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
 
     Raises:
         DataError: as the fit (too few classes, a fit above ``[training] ngram_fit_gb``).
+        Interrupted: ``stop`` was set (a signal), checked before each fit.
     """
     m = config.model
     if not m.ngram_buckets:
@@ -305,6 +306,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     out: list[Candidate] = []
     for form, Cs in grid.items():
         for C in Cs:
+            if stop is not None and stop.requested:
+                raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
+                                  "was: run the same command again", exit_code=stop.exit_code)
             if out and time.monotonic() >= end:
                 return out
             began = time.perf_counter()
