@@ -58,7 +58,7 @@ def test_set_overrides_parse_toml_values_and_fall_back_to_strings():
 
 @pytest.mark.parametrize("items, expected", [
     (["training.lr=abc"], "--set: [training] lr must be a number, got 'abc'"),
-    (["training.epochs=0"], "--set: [training] epochs must be >= 1, got 0"),
+    (["training.epochs=-1"], "--set: [training] epochs must be >= 0, got -1"),
     (["trainin.lr=1"], "--set: unknown table [trainin]"),
     (["training.lrr=1"], "--set: unknown key [training] lrr"),
     (["model.d_model=33"], "--set: [model] d_model must be even"),
@@ -115,7 +115,8 @@ def _write(tmp_path, text):
     ("[training]\nlr = 0\n", "[training] lr must be > 0"),
     ("[training]\nlr = -1e-3\n", "[training] lr must be > 0"),
     ("[training]\nlr = nan\n", "[training] lr must be a finite number"),
-    ("[training]\nepochs = 0\n", "[training] epochs must be >= 1"),
+    ("[training]\nepochs = -2\n", "[training] epochs must be >= 0"),
+    ("[training]\nepochs = 0\n", "[training] epochs = 0 keeps the n-gram score alone, but [model] ngram_buckets is 0"),
     ("[data]\nvalidation_fraction = 1.0\n", "[data] validation_fraction must be < 1.0"),
     ("[data]\nvalidation_fraction = -0.1\n", "[data] validation_fraction must be >= 0.0"),
     ("[data]\nvalidation_fraction = 0\n[training]\npatience = 2\n",
