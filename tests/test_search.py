@@ -208,7 +208,7 @@ def test_the_ngram_score_alone_wins_when_no_encoder_trial_beats_it(tmp_path, no_
     result = _search(tmp_path, fake, cfg)
     record = result.metrics["search"]
     best = max((c for c in record["candidates"] if c["status"] == "complete"),
-               key=lambda c: (c["validation_accuracy"], -c["validation_nll"]))
+               key=lambda c: (-c["validation_nll"], c["validation_accuracy"]))
     assert record["chosen"] == best["name"] and best["kind"] == "ngram"
     alone = fake.finals[0]
     assert alone.training.epochs == 0 and alone.training.refit is True and alone.training.init_from == ""
@@ -216,11 +216,13 @@ def test_the_ngram_score_alone_wins_when_no_encoder_trial_beats_it(tmp_path, no_
                                                             best["settings"]["model.ngram_c"])
 
 
-def test_the_choice_breaks_a_tie_by_the_lower_log_loss():
-    a = search.Candidate("a", "ngram", {}, accuracy=0.9, nll=0.30)
-    b = search.Candidate("b", "encoder", {}, accuracy=0.9, nll=0.25)
+def test_the_lower_log_loss_chooses_and_accuracy_breaks_a_tie():
+    a = search.Candidate("a", "ngram", {}, accuracy=0.91, nll=0.30)
+    b = search.Candidate("b", "encoder", {}, accuracy=0.90, nll=0.25)
     c = search.Candidate("c", "encoder", {}, accuracy=0.95, nll=None, status="pruned at epoch 2")
+    d = search.Candidate("d", "encoder", {}, accuracy=0.92, nll=0.25)
     assert max((x for x in (a, b, c) if x.complete), key=search.Candidate.rank_key) is b
+    assert max((x for x in (a, b, d) if x.complete), key=search.Candidate.rank_key) is d
 
 
 def test_a_signal_stops_the_search_and_leaves_the_output_as_it_was(tmp_path, no_report):
@@ -274,7 +276,7 @@ def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeyp
     assert kinds[:6] == ["ngram"] * 6 and "encoder" in kinds
     assert all("training.epochs" not in c["settings"] for c in record["candidates"])   # --epochs fixed it
     complete = [c for c in record["candidates"] if c["status"] == "complete"]
-    best = max(complete, key=lambda c: (c["validation_accuracy"], -c["validation_nll"]))
+    best = max(complete, key=lambda c: (-c["validation_nll"], c["validation_accuracy"]))
     assert record["chosen"] == best["name"]
     assert metrics["data"]["train_examples"] == 600   # refitted on every row
     assert "the search on the validation split" in r.output and best["name"] in r.output

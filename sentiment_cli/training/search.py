@@ -11,12 +11,14 @@
    epoch whose validation accuracy trails the median of the earlier trials' at that epoch (Optuna's
    ``MedianPruner``), and stopped once its steps' rate says it would end past the budget. The n-gram score's
    weight is among the searched settings, down to 0 (``[training] ngram_scale_min``).
-3. **The choice**: the highest validation accuracy, ties broken by the lower validation log-loss after the
-   temperature. Accuracy, because it is what the user compares, and because it keeps the promise that on
-   the validation split the choice is never below the n-gram score alone (a candidate); the log-loss, a
-   proper score, where a few hundred rows tie. The winner is then made the checkpoint as the refit rule
-   says (``refit.py``: trained again on every row when the validation rows were held out of train), and
-   calibrated. The n-gram score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
+3. **The choice**: the lowest validation log-loss after each candidate's own temperature (Guo et al. 2017),
+   ties broken by the higher validation accuracy. The log-loss is a proper score that every row moves by its
+   confidence, where accuracy moves by whole rows: on a few hundred rows two candidates a row apart in
+   accuracy are a coin's throw, and the log-loss still tells them apart (docs/experiments.md, "The search on
+   the validation split"). The n-gram score alone is a candidate, so on the validation split the choice's
+   log-loss is never above its. The winner is then made the checkpoint as the refit rule says (``refit.py``:
+   trained again on every row when the validation rows were held out of train), and calibrated. The n-gram
+   score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
 
 Keys set on the command line (``--set``, ``--epochs``, ...) are fixed: they are not searched. Every candidate,
 its settings, scores, seconds and fate are printed as a table, kept in ``metrics.json`` (``"search"``) and
@@ -53,7 +55,7 @@ from .callbacks import TrainCallbacks, TrainResult
 from .interrupts import StopFlag
 from .run_data import RunData
 
-METRIC = "validation accuracy; ties: the lower validation log-loss after the temperature"
+METRIC = "validation log-loss after the temperature; ties: the higher validation accuracy"
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 MAX_TRIALS = 16         # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
@@ -107,8 +109,8 @@ class Candidate:
         return self.status == "complete" and self.accuracy is not None
 
     def rank_key(self) -> tuple[float, float]:
-        """Higher is better: accuracy, then the lower log-loss."""
-        return (self.accuracy or 0.0, -(self.nll if self.nll is not None else math.inf))
+        """Higher is better: the lower log-loss, then the higher accuracy."""
+        return (-(self.nll if self.nll is not None else math.inf), self.accuracy or 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """Its ``metrics.json`` record."""
@@ -266,7 +268,8 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
         winner = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
         if winner is None:
             raise SentimentError("the search measured no candidate within its time budget; raise --time-budget")
-        cb.on_stage(f"the search chose {winner.name}: validation accuracy {winner.accuracy:.2%}")
+        cb.on_stage(f"the search chose {winner.name}: validation log-loss {winner.nll:.4f}, accuracy "
+                    f"{winner.accuracy:.2%}")
         result = _make_checkpoint(config, winner, cb, stop, runner, refits, end)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
