@@ -58,6 +58,7 @@ from .run_data import RunData
 METRIC = "validation log-loss after the temperature; ties: the higher validation accuracy"
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
+NGRAM_FINAL_FITS = 2    # the n-gram score alone as the checkpoint: its fit, and its refit on every row
 MAX_TRIALS = 16         # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                         # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
@@ -264,7 +265,9 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
     shutil.rmtree(workdir, ignore_errors=True)
     try:
         candidates = ngram_candidates(config, data, cb, given, end, stop)
-        candidates += _encoder_trials(config, cb, stop, given, runner, workdir, start, end, refits)
+        # kept back for the n-gram score alone's own run should it win: its fit and its refit's
+        final = NGRAM_FINAL_FITS * max((c.seconds for c in candidates), default=0.0)
+        candidates += _encoder_trials(config, cb, stop, given, runner, workdir, start, end - final, refits)
         winner = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
         if winner is None:
             raise SentimentError("the search measured no candidate within its time budget; raise --time-budget")
@@ -279,7 +282,8 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
 def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
                      end: float, stop: StopFlag | None = None) -> list[Candidate]:
     """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
-    one), fitted on the training split and scored on the validation split, until ``end`` (one fit at least).
+    one), fitted on the training split and scored on the validation split, while the next fit (as long as the
+    longest so far) ends before ``end`` (one fit at least).
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
     training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
@@ -312,7 +316,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             if stop is not None and stop.requested:
                 raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
                                   "was: run the same command again", exit_code=stop.exit_code)
-            if out and time.monotonic() >= end:
+            if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
                 return out
             began = time.perf_counter()
             fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
