@@ -138,7 +138,9 @@ def markdown(results: dict) -> str:
                   + " | ".join(PEER_NAMES[p] for p in r["peers"]) + " |",
                   "|---|---|---|---|" + "---|" * len(r["peers"])]
         for budget in results["budgets"]:
-            o = r["ours"].get(str(budget)) or {}
+            if str(budget) not in r["ours"]:   # a budget this set was not run at
+                continue
+            o = r["ours"][str(budget)]
             ours = f"{o['test_accuracy']:.2%}" if "test_accuracy" in o else o.get("error", "–")
             peers = []
             for p in r["peers"].values():
