@@ -140,7 +140,8 @@ class _Runner:
         if isinstance(score, BaseException):
             raise score
         folder.mkdir(parents=True)
-        return TrainResult(folder, {"calibration": {"accuracy": score, "nll": 1 - score}, "best_validation_accuracy": 0})
+        return TrainResult(folder, {"calibration": {"accuracy": score, "nll": 1 - score},
+                                    "best_validation_accuracy": 0})
 
     def finish(self, config, trial, cb, stop):
         self.finished.append((config, trial.name))

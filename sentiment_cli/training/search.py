@@ -7,10 +7,11 @@
    the validation split: seconds. It is the floor: a model that reads the text no better than a linear one.
 2. **The encoder with the n-gram score**, in the settings Optuna's TPE sampler proposes (Bergstra et al.
    2011, "Algorithms for Hyper-Parameter Optimization"), the data rules' settings first (enqueued). Each is
-   a training run of its own in a trial folder beside the output, its refit left to the winner. A trial is pruned after an
-   epoch whose validation accuracy trails the median of the earlier trials' at that epoch (Optuna's
-   ``MedianPruner``), and stopped once its steps' rate says it would end past the budget. The n-gram score's
-   weight is among the searched settings, down to 0 (``[training] ngram_scale_min``).
+   a training run of its own in a trial folder beside the output, its refit left to the winner. A trial is
+   pruned after an epoch whose validation accuracy trails the median of the earlier trials' at that epoch
+   (Optuna's ``MedianPruner``, from half of the schedule on), and stopped once its epochs (or, roughly, its
+   first steps) say it would end past the budget. The n-gram score's weight is among the searched settings,
+   down to 0 (``[training] ngram_scale_min``).
 3. **The choice**: the lowest validation log-loss after each candidate's own temperature (Guo et al. 2017),
    ties broken by the higher validation accuracy. The log-loss is a proper score that every row moves by its
    confidence, where accuracy moves by whole rows: on a few hundred rows two candidates a row apart in
@@ -23,7 +24,7 @@
 Keys set on the command line (``--set``, ``--epochs``, ...) are fixed: they are not searched. Every candidate,
 its settings, scores, seconds and fate are printed as a table, kept in ``metrics.json`` (``"search"``) and
 shown by the model card. ``time_budget = 0`` trains once with the data rules' settings (the search's first
-encoder candidate). The rules and their dev evidence: ``docs/experiments.md``, "The search".
+encoder candidate). How it was set up, on dev: ``docs/experiments.md``, "The search on the validation split".
 
 This module sits below the orchestrator: it runs each fit through the :class:`Runner` that ``run.py`` gives it.
 """
@@ -58,9 +59,9 @@ from .run_data import RunData
 METRIC = "validation log-loss after the temperature; ties: the higher validation accuracy"
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
-NGRAM_FINAL_FITS = 2    # the n-gram score alone as the checkpoint: its fit, and its refit on every row
-MAX_TRIALS = 16         # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
-                        # validation rows fit their noise more than the data
+NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
+MAX_TRIALS = 16          # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
+                         # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 PROJECT_AFTER = 30       # steps of a trial's first epoch before its rate gives a first projection of its end
 HOPELESS = 2.0           # that first projection stops a trial that needs over twice the time left (the first
