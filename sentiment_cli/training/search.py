@@ -86,7 +86,7 @@ class Candidate:
     """One setting measured on the validation split.
 
     Attributes:
-        name: how the table names it (``n-gram score alone (NB-LR, C 1)``, ``encoder #0 (the data rules)``).
+        name: how the table names it (``n-gram alone, NB-LR C 1``, ``encoder #0 (data rules)``).
         kind: ``"ngram"`` or ``"encoder"``.
         settings: the ``section.key`` values it sets over the data rules' config.
         accuracy, nll: validation accuracy, and log-loss (nats per row) after its own temperature; ``None``
