@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,8 @@ import time
 from pathlib import Path
 
 from bench import record
-from bench.suite import (C_GRID, C_GRID_LARGE, FASTTEXT_GRID, LARGE_SET, PEER_NAMES, ROOT, SHARED, SETS,
-                         _test_record, nbsvm_fit, splits, tfidf_fit)
+from bench.suite import (C_GRID, C_GRID_LARGE, FASTTEXT_GRID, LARGE_SET, PEER_NAMES, SHARED, SETS, _test_record,
+                         job, nbsvm_fit, splits, tfidf_fit)
 
 BUDGETS = (30, 120, 600, 1800)
 DEFAULT_SETS = ("imdb", "trec6", "subj")
@@ -64,11 +63,7 @@ def job_test(name: str, folder: str, setting: str) -> dict:
 
 
 def _job(*args: str) -> dict:
-    cmd = [sys.executable, "-m", "bench.budget", "--job", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return job(*args, module="bench.budget")
 
 
 def grid(name: str, train_rows: int) -> list[dict]:

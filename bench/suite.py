@@ -158,9 +158,10 @@ def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
 
 # ----------------------------------------------------------------------------- driver
 
-def job(*args: str) -> dict:
-    """Run ``python -m bench.suite --job ARGS`` in a fresh process and return its JSON line."""
-    cmd = [sys.executable, "-m", "bench.suite", "--job", *args]
+def job(*args: str, module: str = "bench.suite") -> dict:
+    """Run ``python -m MODULE --job ARGS`` (``bench.suite``'s jobs, or another benchmark's) in a fresh process and
+    return its JSON line; ``{"error": last line}`` when it fails."""
+    cmd = [sys.executable, "-m", module, "--job", *args]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1]}
