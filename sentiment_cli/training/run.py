@@ -62,7 +62,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         stop: polled at every step; once set, the run stops before the next
             optimizer step (the epoch in progress is dropped).
         fit_to_data: apply the default's data rules (``auto.py``) to every key not in this set of
-            ``section.key`` names (those the command line set); ``None``: apply none.
+            ``section.key`` names (those the command line set), then, with ``[training] time_budget`` > 0,
+            search on the validation split (``search.py``); ``None``: apply none, and train once.
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
@@ -96,19 +97,31 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
             config, choices = auto.fit_to_data(config, fit_to_data, callbacks, data)
         elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
             config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks(), data)
-        rules, stop = [c.to_dict() for c in choices], stop or StopFlag()
-        if fit_to_data is not None and config.training.time_budget > 0:
-            why = search.searchable(config) or ("torchrun runs one fit" if distributed.from_env().enabled else None)
-            if why is None:
-                resolve_device(config.training.device)   # an unusable device stops before the search
-                return search.search(config, Path(output), callbacks, stop, data, fit_to_data,
-                                     _runner(Path(output), data, rules))
-            callbacks.on_note(f"no search: {why}; one run with the data rules' settings")
-        return _run(config, Path(output), callbacks, stop, data, saved=None, data_rules=rules)
+        return _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
+                              [c.to_dict() for c in choices])
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
+
+
+def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
+                   given: frozenset[str] | None, rules: list[dict[str, Any]]) -> TrainResult:
+    """The default's search within ``[training] time_budget`` (``search.py``), when the data rules were applied
+    (``given`` is the command line's keys, not ``None``) and the run can search; else one run. A run that cannot
+    search says why in a note (no validation split, or torchrun).
+
+    Raises:
+        UsageError: an unusable device (before the search starts).
+        Interrupted, DataError, CheckpointError, ConfigError, SentimentError: as :func:`train`.
+    """
+    if given is not None and config.training.time_budget > 0:
+        why = search.searchable(config) or ("torchrun runs one fit" if distributed.from_env().enabled else None)
+        if why is None:
+            resolve_device(config.training.device)   # an unusable device stops before the search
+            return search.search(config, output, callbacks, stop, data, given, _runner(output, data, rules))
+        callbacks.on_note(f"no search: {why}; one run with the data rules' settings")
+    return _run(config, output, callbacks, stop, data, saved=None, data_rules=rules)
 
 
 def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, epochs: int | None = None,
