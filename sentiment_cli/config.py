@@ -271,6 +271,20 @@ class Config:
         return _with_sections(self, {section: values}, origin)
 
 
+    def with_keys(self, values: dict[str, Any], /, origin: str = "command line") -> "Config":
+        """Return a copy with ``{"section.key": value}`` set, every section together (as ``--set`` applies them),
+        and the whole config validated again; ``origin`` names where the values came from in an error.
+
+        Raises:
+            ConfigError: as :meth:`override`.
+        """
+        sections: dict[str, dict[str, Any]] = {}
+        for key, value in values.items():
+            section, name = key.split(".")
+            sections.setdefault(section, {})[name] = value
+        return _with_sections(self, sections, origin) if sections else self
+
+
 SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "pretrain": PretrainConfig}
 
 

@@ -155,3 +155,11 @@ def test_overrides_are_validated():
     assert cfg.override("training", lr=None) is cfg
     with pytest.raises(ConfigError, match=r"command line: \[training\] batch_size must be >= 1"):
         cfg.override("training", batch_size=0)
+
+
+def test_with_keys_sets_dotted_keys_of_several_sections_together():
+    cfg = load_config("seed").with_keys({"model.ngram_buckets": 1 << 16, "training.epochs": 0}, "the search")
+    assert cfg.model.ngram_buckets == 1 << 16 and cfg.training.epochs == 0   # valid only together
+    assert load_config("seed").with_keys({}) == load_config("seed")
+    with pytest.raises(ConfigError, match=r"^the search: \[training\] epochs must be >= 0"):
+        load_config("seed").with_keys({"training.epochs": -1}, "the search")

@@ -367,12 +367,7 @@ def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks,
     for note in profile.notes:
         cb.on_note(note)
     choices = [c for c in data_rules(profile, config, given) if c.key not in given]
-    overrides: dict[str, dict[str, Any]] = {}
-    for c in choices:
-        section, key = c.key.split(".")
-        overrides.setdefault(section, {})[key] = c.value
-    for section, values in overrides.items():   # no rule sets both keys of a cross-section check
-        config = config.override(section, origin="the default's data rules", **values)
+    config = config.with_keys({c.key: c.value for c in choices}, "the default's data rules")
     if config.training.init_from and "training.init_from" not in given:
         folder = pretrained_folder(config)
         choices.append(Choice("training.init_from", folder, "the pretrained encoder of this data (made when missing)"))

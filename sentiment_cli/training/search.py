@@ -401,7 +401,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
     """
     name = f"encoder #{number}" + (" (data rules)" if number == 0 else "")
     cb.on_stage(f"the search: {name}" + (f": {_settings_text(settings)}" if settings else ""))
-    trial_config = with_settings(config, settings)
+    trial_config = config.with_keys(settings, "the search")
     folder = workdir / f"trial-{number}"
     flag = Deadline(stop, deadline)
     hooks = _TrialCallbacks(cb, trial, flag, trial_config.training.epochs)
@@ -435,11 +435,11 @@ def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop
     the winning trial moved into place and refitted when the refit rule says and the budget leaves the time."""
     if winner.kind == "ngram":
         # refitted on every row whenever its validation rows were held out of train: a fit of seconds
-        ngram_alone = with_settings(config, {**winner.settings, "training.epochs": 0, "training.init_from": "",
-                                             "training.distill_reviews": 0, "training.fit_ngram_scale": False,
-                                             "training.adversarial_epsilon": 0.0, "training.refit": True})
+        ngram_alone = config.with_keys({**winner.settings, "training.epochs": 0, "training.init_from": "",
+                                        "training.distill_reviews": 0, "training.fit_ngram_scale": False,
+                                        "training.adversarial_epsilon": 0.0, "training.refit": True}, "the search")
         return runner.final(ngram_alone, cb, stop)
-    chosen = with_settings(config, winner.settings)
+    chosen = config.with_keys(winner.settings, "the search")
     if refits and time.monotonic() + REFIT_FACTOR * winner.seconds > end:
         cb.on_note(f"no time left in the budget for the refit on every row: the held-out run's weights are kept "
                    f"(the refit takes about {REFIT_FACTOR * winner.seconds:.0f} s)")
@@ -462,21 +462,6 @@ def _record(result: TrainResult, candidates: list[Candidate], winner: Candidate,
 
 
 # ----------------------------------------------------------------------------- settings
-
-def with_settings(config: Config, settings: dict[str, Any]) -> Config:
-    """``config`` with ``section.key`` values set (one override per section).
-
-    Raises:
-        ConfigError: a value is invalid with the rest of the config.
-    """
-    by_section: dict[str, dict[str, Any]] = {}
-    for key, value in settings.items():
-        section, name = key.split(".")
-        by_section.setdefault(section, {})[name] = value
-    for section, values in by_section.items():
-        config = config.override(section, origin="the search", **values)
-    return config
-
 
 def _value(config: Config, key: str) -> Any:
     """The value of ``section.key`` in ``config``."""
