@@ -71,10 +71,17 @@ def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
                     f"{_num(c.get('seconds'), ',.1f')} s")
         else:
             text = f"{c.get('status')} ({_num(c.get('seconds'), ',.0f')} s)"
-        settings = ", ".join(f"{k.split('.')[-1]} {toml_value(v)}" for k, v in (c.get("settings") or {}).items())
+        settings = settings_phrase(c.get("settings") or {})
         facts.append((str(c.get("name")), f"{text}" + (f"; {settings}" if settings and c.get("kind") == "encoder"
                                                         else "")))
     return facts
+
+
+def settings_phrase(settings: dict[str, Any]) -> str:
+    """A search candidate's ``{"section.key": value}`` in a phrase: ``lr 0.002, dropout 0.1, epochs 10`` (the
+    search's progress line, its table in ``train``'s summary, the card)."""
+    return ", ".join(f"{key.split('.')[-1]} {value:g}" if isinstance(value, float) else f"{key.split('.')[-1]} {value}"
+                     for key, value in settings.items())
 
 
 def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:

@@ -99,6 +99,8 @@ def render_search(console, search: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from ..card.text import settings_phrase
+
     table = Table(title=f"the search on the validation split ({search['seconds']:,.0f} s of a "
                         f"{search['budget_seconds']:,.0f} s budget)", title_justify="left",
                   caption=f"chosen by {search['metric']}", caption_justify="left")
@@ -107,8 +109,7 @@ def render_search(console, search: dict) -> None:
         table.add_column(col, justify=justify)
     for c in search["candidates"]:
         done = c["status"] == "complete"
-        settings = ", ".join(f"{k.split('.')[-1]} {v:g}" if isinstance(v, float) else f"{k.split('.')[-1]} {v}"
-                             for k, v in c["settings"].items()) if c["kind"] == "encoder" else ""
+        settings = settings_phrase(c["settings"]) if c["kind"] == "encoder" else ""
         table.add_row(escape(c["name"]), f"{c['validation_accuracy']:.2%}" if done else "–",
                       f"{c['validation_nll']:.4f}" if done and c["validation_nll"] is not None else "–",
                       f"{c['seconds']:,.1f}", escape(c["status"]), escape(settings),

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..card.text import settings_phrase
 from ..checkpoint import METRICS_FILE, write_json
 from ..config import Config
 from ..data.splits import DataSpec
@@ -400,7 +401,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
         Interrupted: a signal stopped it.
     """
     name = f"encoder #{number}" + (" (data rules)" if number == 0 else "")
-    cb.on_stage(f"the search: {name}" + (f": {_settings_text(settings)}" if settings else ""))
+    cb.on_stage(f"the search: {name}" + (f": {settings_phrase(settings)}" if settings else ""))
     trial_config = config.with_keys(settings, "the search")
     folder = workdir / f"trial-{number}"
     flag = Deadline(stop, deadline)
@@ -472,12 +473,6 @@ def _value(config: Config, key: str) -> Any:
 def _choices(key: str, values: tuple[Any, ...], config: Config) -> tuple[Any, ...]:
     """``values`` with the data rules' value of ``key`` joined, sorted."""
     return tuple(sorted({*values, _value(config, key)}))
-
-
-def _settings_text(settings: dict[str, Any]) -> str:
-    """``lr 0.002, dropout 0.1, ...``: the settings in a phrase."""
-    return ", ".join(f"{key.split('.')[1]} {value:g}" if isinstance(value, float) else f"{key.split('.')[1]} {value}"
-                     for key, value in settings.items())
 
 
 def _line(c: Candidate) -> str:
