@@ -79,11 +79,8 @@ def _ngram_alone(run: Fit) -> None:
     val_loss, val_acc, val_f1 = _validate(run)
     record = {"epoch": 0, "train_loss": None, "train_accuracy": None, "validation_loss": val_loss,
               "validation_accuracy": val_acc, "validation_f1_macro": val_f1, "train_seconds": 0.0,
-              "train_examples": 0, "best": True, "ngram_score_alone": True}
-    state.epoch = 0
-    state.metrics["history"].append(record)
-    state.metrics.update(best_epoch=0, best_validation_accuracy=val_acc, best_validation_f1_macro=val_f1,
-                         wall_time_seconds=run.wall_time())
+              "train_examples": 0, "ngram_score_alone": True}
+    _track_best(run, 0, record, val_acc)   # the first record: the best
     if ctx.info.is_main:
         save_checkpoint(ctx.output, config=ctx.config, model=run.model, tokenizer_json=run.data.tokenizer_json,
                         metrics=state.metrics, labels=run.data.labels)

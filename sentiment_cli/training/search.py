@@ -141,7 +141,7 @@ class Runner:
 
 class Deadline:
     """A trial's stop flag: the run's own (signals), or the trial's deadline (``time.monotonic`` seconds), or a
-    projection that the trial would end past it (:meth:`over`). It answers as :class:`StopFlag` does."""
+    projection that the trial would end past it (``projected``). It answers as :class:`StopFlag` does."""
 
     def __init__(self, outer: StopFlag, at: float) -> None:
         self.outer, self.at, self.projected = outer, at, False
