@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench import record
-from bench.suite import (C_GRID, C_GRID_LARGE, FASTTEXT_GRID, LARGE_SET, PEER_NAMES, SHARED, SETS, _test_record,
-                         job, nbsvm_fit, splits, tfidf_fit)
+from bench.suite import (C_GRID, C_GRID_LARGE, FASTTEXT_GRID, LARGE_SET, PEER_NAMES, _test_record, job,
+                         nbsvm_fit, run_ours, set_arguments, set_folders, splits, tfidf_fit)
 
 BUDGETS = (30, 120, 600, 1800)
 DEFAULT_SETS = ("imdb", "trec6", "subj")
@@ -104,22 +103,14 @@ def peer_at_budgets(name: str, folder: str, budgets: list[float], train_rows: in
 # ----------------------------------------------------------------------------- ours
 
 def ours_at(folder: str, out: Path, budget: float) -> dict:
-    """``sentiment train --data DIR --time-budget B`` then ``eval --split test --json``: accuracy, seconds, choice."""
-    cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out),
-           "--time-budget", f"{budget:g}", "--json"]
-    print(f"  · {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1], "seconds": seconds}
-    metrics = json.loads(proc.stdout)
-    ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
-                         "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
-    m = json.loads(ev.stdout)
-    search = metrics.get("search") or {}
-    return {"test_accuracy": m["accuracy"], "test_f1_macro": m["f1"]["macro"], "seconds": seconds,
-            "chosen": search.get("chosen"), "search_seconds": search.get("seconds"),
+    """``sentiment train --data DIR --time-budget B`` then ``eval --split test --json`` (``bench.suite.run_ours``):
+    accuracy, seconds, and what the search chose (the checkpoint's ``metrics.json``)."""
+    r = run_ours(folder, out, ["--time-budget", f"{budget:g}"])
+    r["seconds"] = r.pop("train_seconds")
+    if "error" in r:
+        return r
+    search = json.loads((out / "metrics.json").read_text()).get("search") or {}
+    return {**r, "chosen": search.get("chosen"), "search_seconds": search.get("seconds"),
             "candidates": len(search.get("candidates") or [])}
 
 
@@ -180,24 +171,19 @@ def picture(results: dict, path: Path) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench --budget", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=None,
-                    help=f"shared sets (default: {' '.join(DEFAULT_SETS)}, unless --data is given)")
-    ap.add_argument("--data", nargs="+", default=[], metavar="DIR", help="also these folders, named by their folder")
+    set_arguments(ap, f"shared sets (default: {' '.join(DEFAULT_SETS)}, unless --data is given)",
+                  "also these folders, named by their folder")
     ap.add_argument("--budgets", nargs="+", type=float, default=list(BUDGETS), help="seconds (default: %(default)s)")
-    ap.add_argument("--output", default=None, help="folder for checkpoints and results (default: temp)")
     ap.add_argument("--picture", default=None, help="also write the picture here (e.g. docs/budget.png)")
     ap.add_argument("--skip-peers", action="store_true", help="ours only")
     ap.add_argument("--ours-from", default=None, help="a results.json of an earlier run (same machine): its runs of "
                                                       "ours are kept, not run again (e.g. IMDB's 30 minutes)")
-    ap.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.job:
         kind, *rest = args.job
         print(json.dumps(job_dev(*rest) if kind == "dev" else job_test(*rest)))
         return
-    names = list(args.sets or ([] if args.data else DEFAULT_SETS))
-    folders = {n: str(SHARED / SETS[n]) for n in names} | {Path(d).resolve().name: str(Path(d).resolve())
-                                                          for d in args.data}
+    folders = set_folders(args.sets if args.sets or args.data else list(DEFAULT_SETS), args.data)
     out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-budget-"))
     out.mkdir(parents=True, exist_ok=True)
     results = {**record.header(), "budgets": args.budgets, "sets": {}}

@@ -263,17 +263,22 @@ def set_folders(sets: list[str] | None, data: list[str]) -> dict[str, str]:
     return folders
 
 
+def set_arguments(ap: argparse.ArgumentParser, sets_help: str, data_help: str) -> None:
+    """The options of a benchmark over labelled sets (this one, ``bench.budget``): ``--sets``, ``--data``,
+    ``--output``, and the hidden ``--job`` its job processes run with."""
+    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=None, help=sets_help)
+    ap.add_argument("--data", nargs="+", default=[], metavar="DIR", help=data_help)
+    ap.add_argument("--output", default=None, help="folder for checkpoints and results (default: temp)")
+    ap.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=None,
-                    help="shared sets to run (default: all, unless --data is given)")
-    ap.add_argument("--data", nargs="+", default=[], metavar="DIR",
-                    help="also run these folders (train and test files, dev optional), named by their folder")
-    ap.add_argument("--output", default=None, help="folder for checkpoints and results (default: temp)")
+    set_arguments(ap, "shared sets to run (default: all, unless --data is given)",
+                  "also run these folders (train and test files, dev optional), named by their folder")
     ap.add_argument("--skip-ours", action="store_true", help="the peers only")
     ap.add_argument("--peers-from", default=None, help="take the peers' figures from this results.json of an "
                                                        "earlier run (on the same machine) instead of refitting them")
-    ap.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.job:   # inside a job process: print one JSON line
         kind, *rest = args.job
