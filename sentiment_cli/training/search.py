@@ -49,6 +49,7 @@ from ..data.tokenizer import build_tokenizer
 from ..errors import Interrupted, SentimentError
 from ..evaluation import calibration
 from ..evaluation.training_report import write_training_report
+from ..ngram.crossfit import full_logits
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import ngram_features
 from ..ngram.memory import fit_limit
@@ -322,7 +323,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
                 return out
             began = time.perf_counter()
             fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
-            logits = _two_columns(fitted.decision_function(xv))
+            logits = full_logits(np.asarray(fitted.decision_function(xv), np.float64), k)
             temperature = calibration.fit_temperature(logits, y_val)
             c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}", "ngram",
                           {"model.ngram_fit": form, "model.ngram_c": float(C)},
@@ -331,12 +332,6 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             cb.on_note(_line(c))
             out.append(c)
     return out
-
-
-def _two_columns(scores: np.ndarray) -> np.ndarray:
-    """``(n, k)`` logits from the estimator's scores: two classes' one score ``s`` becomes ``[0, s]``."""
-    scores = np.asarray(scores, np.float64)
-    return np.hstack([np.zeros_like(scores), scores]) if scores.shape[1] == 1 else scores
 
 
 def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: frozenset[str], runner: Runner,
