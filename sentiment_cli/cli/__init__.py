@@ -11,7 +11,7 @@ is ``sentiment_cli.cli:main``.
 from __future__ import annotations
 
 # Importing the command modules registers their commands on `app`, in the order `--help` lists them.
-from . import train, evaluate, predict, audit, suggest, deploy, info, config  # noqa: F401,E401  isort: skip
+from . import train, evaluate, predict, check, audit, suggest, deploy, info, config  # noqa: F401,E401  isort: skip
 from .app import app
 
 

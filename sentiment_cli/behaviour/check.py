@@ -1,0 +1,199 @@
+"""Run a suite on a model: score every case's texts, judge each case by its test's type, and summarise
+failure rates per test and per capability, as Ribeiro et al. 2020 report them.
+
+A case fails:
+
+- MFT: its sentence's predicted label is not the expected one;
+- INV: a perturbed copy's predicted label differs from the sentence's;
+- DIR: a perturbed copy moves ``p(label)`` the wrong way by more than ``tolerance`` (``down``: it rises).
+
+The model is any ``scorer``: texts -> ``(n, num_labels)`` probabilities, so that the benchmark runs the same
+cases on the peers. A test's failure rate is failed cases / cases; a capability's and the suite's are the mean
+over their tests (each test counts once, however many cases it draws).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from .cases import Case, test_cases
+from .suite import Suite, Test
+
+Scorer = Callable[[list[str]], np.ndarray]   # texts -> (n, num_labels) probabilities, in the model's label order
+EXAMPLES = 3        # failing examples kept per test
+SCORE_CHUNK = 512   # texts scored per call of the scorer
+
+
+class LabelMismatch(UsageError):
+    """The suite is for another label set than the model's (exit 2)."""
+
+
+@dataclass
+class TestResult:
+    """One test's outcome: ``cases`` judged, ``failures`` among them, and up to three failing ``examples``
+    (the most confidently wrong first), each a dict (``docs/check.md``)."""
+
+    test: Test
+    cases: int
+    failures: int
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Failed cases / cases; ``None`` for a test with no case."""
+        return self.failures / self.cases if self.cases else None
+
+
+def resolve_labels(suite: Suite, model_labels: Sequence[str]) -> dict[str, int]:
+    """Each label the suite names -> its index among ``model_labels`` (case-insensitive; the suite's
+    ``label_aliases`` give other names a model may use).
+
+    Raises:
+        LabelMismatch: the suite declares ``labels`` and the model's label set is another; or a test names a
+            label the model does not have.
+    """
+    index = {name.casefold(): i for i, name in enumerate(model_labels)}
+    found: dict[str, int] = {}
+    for label in _named(suite):
+        names = (label, *suite.label_aliases.get(label, ()))
+        hit = next((index[n.casefold()] for n in names if n.casefold() in index), None)
+        if hit is not None:
+            found[label] = hit
+    shown = ", ".join(model_labels[:20]) + (f" and {len(model_labels) - 20} more" if len(model_labels) > 20 else "")
+    if suite.labels and (len(model_labels) != len(suite.labels) or any(lb not in found for lb in suite.labels)):
+        raise LabelMismatch(f"{suite.source} is for models with the labels {', '.join(suite.labels)}; this "
+                            f"model's are {shown}. Write a suite for its labels (docs/check.md) and pass --suite")
+    missing = [lb for lb in _named(suite) if lb not in found]
+    if missing:
+        raise LabelMismatch(f"{suite.source}: label {missing[0]!r} is not one of the model's ({shown})")
+    return found
+
+
+def _named(suite: Suite) -> list[str]:
+    """Every label the suite names: its ``labels``, then each test's ``expect`` / ``label``, once each."""
+    names = list(suite.labels) + [t.expect or t.label for t in suite.tests if (t.expect or t.label)]
+    return list(dict.fromkeys(names))
+
+
+def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: str = "all",
+              on_progress: Callable[[int, int], None] | None = None) -> tuple[list[TestResult], list[dict]]:
+    """Run ``suite`` on a model.
+
+    Args:
+        suite: the suite.
+        scorer: texts -> ``(n, len(model_labels))`` probabilities.
+        model_labels: the model's labels, by id.
+        half: ``"dev"``, ``"test"`` or ``"all"`` (:func:`~.cases.in_half`).
+        on_progress: called with (texts scored, texts) after each chunk.
+
+    Returns:
+        ``(results, rows)``: one :class:`TestResult` per test, in suite order, and one row per scored text of
+        every case (``--output``'s table: test, capability, type, half, case, role, text, label, probability,
+        expected, passed, then ``p_<label>`` per model label).
+
+    Raises:
+        LabelMismatch: as :func:`resolve_labels`.
+    """
+    ids = resolve_labels(suite, model_labels)
+    cases = {t.name: test_cases(suite, t, half) for t in suite.tests}
+    texts = list(dict.fromkeys(text for cs in cases.values() for c in cs for text in c.texts))
+    probs = _score(scorer, texts, len(model_labels), on_progress)
+    row_of = {text: i for i, text in enumerate(texts)}
+    results, rows = [], []
+    for test in suite.tests:
+        judged = [(case, _judge(test, [probs[row_of[t]] for t in case.texts], ids)) for case in cases[test.name]]
+        failing = sorted((j for j in judged if not j[1][0]), key=lambda j: -j[1][1])
+        examples = [_example(test, case, [probs[row_of[t]] for t in case.texts], ids, model_labels)
+                    for case, _ in failing[:EXAMPLES]]
+        results.append(TestResult(test, len(judged), len(failing), examples))
+        rows.extend(_rows(test, judged, probs, row_of, model_labels))
+    return results, rows
+
+
+def _score(scorer: Scorer, texts: list[str], num_labels: int,
+           on_progress: Callable[[int, int], None] | None) -> np.ndarray:
+    """``(len(texts), num_labels)`` probabilities, ``SCORE_CHUNK`` texts per call."""
+    out = np.zeros((len(texts), num_labels), np.float64)
+    for lo in range(0, len(texts), SCORE_CHUNK):
+        out[lo:lo + SCORE_CHUNK] = scorer(texts[lo:lo + SCORE_CHUNK])
+        if on_progress is not None:
+            on_progress(min(lo + SCORE_CHUNK, len(texts)), len(texts))
+    return out
+
+
+def _judge(test: Test, probs: list[np.ndarray], ids: dict[str, int]) -> tuple[bool, float]:
+    """``(passed, margin)`` of one case; ``margin`` orders failures, the most confidently wrong first."""
+    if test.type == "MFT":
+        want = ids[test.expect]
+        return int(probs[0].argmax()) == want, float(probs[0].max() - probs[0][want])
+    if test.type == "INV":
+        base = int(probs[0].argmax())
+        moved = max(float(p.max() - p[base]) for p in probs[1:])
+        return all(int(p.argmax()) == base for p in probs[1:]), moved
+    watched = ids[test.label]
+    sign = 1.0 if test.direction == "down" else -1.0
+    worst = max(sign * float(p[watched] - probs[0][watched]) for p in probs[1:])   # > 0: the wrong way
+    return worst <= test.tolerance, worst
+
+
+def _example(test: Test, case: Case, probs: list[np.ndarray], ids: dict[str, int],
+             labels: Sequence[str]) -> dict[str, Any]:
+    """A failing case as ``--json`` and the table show it: the sentence, its label and probability, and for
+    INV and DIR the worst perturbed copy (for DIR, both probabilities are of the watched label)."""
+    base = int(probs[0].argmax())
+    if test.type == "MFT":
+        return {"text": case.texts[0], "expected": test.expect, "label": labels[base],
+                "probability": float(probs[0][base])}
+    if test.type == "INV":
+        k = 1 + int(np.argmax([float(p.max() - p[base]) for p in probs[1:]]))
+        flipped = int(probs[k].argmax())
+        return {"text": case.texts[0], "label": labels[base], "probability": float(probs[0][base]),
+                "perturbed": case.texts[k], "perturbed_label": labels[flipped],
+                "perturbed_probability": float(probs[k][flipped])}
+    watched = ids[test.label]
+    sign = 1.0 if test.direction == "down" else -1.0
+    k = 1 + int(np.argmax([sign * float(p[watched] - probs[0][watched]) for p in probs[1:]]))
+    return {"text": case.texts[0], "label": labels[watched], "probability": float(probs[0][watched]),
+            "perturbed": case.texts[k], "perturbed_label": labels[watched],
+            "perturbed_probability": float(probs[k][watched])}
+
+
+def _rows(test: Test, judged: list[tuple[Case, tuple[bool, float]]], probs: np.ndarray,
+          row_of: dict[str, int], labels: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for number, (case, (passed, _)) in enumerate(judged, 1):
+        for k, text in enumerate(case.texts):
+            p = probs[row_of[text]]
+            top = int(p.argmax())
+            rows.append({"test": test.name, "capability": test.capability, "type": test.type, "half": case.half,
+                         "case": number, "role": "sentence" if k == 0 else "perturbed", "text": text,
+                         "label": labels[top], "probability": round(float(p[top]), 6),
+                         "expected": test.expect or "", "passed": passed,
+                         **{f"p_{lb}": round(float(p[i]), 6) for i, lb in enumerate(labels)}})
+    return rows
+
+
+def summary(results: Sequence[TestResult]) -> dict[str, Any]:
+    """The report as ``--json`` gives it (without the run's own fields): per test, per capability (in first
+    appearance order) and over the suite; rates are fractions, ``None`` where no case was judged."""
+    tests = [{"name": r.test.name, "capability": r.test.capability, "type": r.test.type, "cases": r.cases,
+              "failures": r.failures, "failure_rate": r.failure_rate, "description": r.test.description,
+              "examples": r.examples} for r in results]
+    capabilities = []
+    for cap in dict.fromkeys(r.test.capability for r in results):
+        mine = [r for r in results if r.test.capability == cap]
+        capabilities.append({"capability": cap, "tests": len(mine), "cases": sum(r.cases for r in mine),
+                             "failures": sum(r.failures for r in mine), "failure_rate": _mean(mine)})
+    overall = {"tests": len(results), "cases": sum(r.cases for r in results),
+               "failures": sum(r.failures for r in results), "mean_failure_rate": _mean(results)}
+    return {"tests": tests, "capabilities": capabilities, "overall": overall}
+
+
+def _mean(results: Sequence[TestResult]) -> float | None:
+    rates = [r.failure_rate for r in results if r.failure_rate is not None]
+    return float(np.mean(rates)) if rates else None

@@ -1,0 +1,74 @@
+"""``sentiment check``'s library call: a checkpoint, a suite (the built-in one by default) -> the report.
+
+The report is ``--json``'s object (``docs/check.md``): the suite, the half, the checkpoint, per test, per
+capability and overall failure rates; the rows are ``--output``'s table, one per scored text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .check import LabelMismatch, resolve_labels, run_check, summary
+from .suite import Suite, builtin_suite, load_suite
+
+
+def suite_for(path: str | Path | None) -> Suite:
+    """The suite at ``path``, or the built-in one when ``None``.
+
+    Raises:
+        SuiteError: as :func:`~.suite.load_suite`.
+    """
+    return builtin_suite() if path is None else load_suite(path)
+
+
+def predictor_scorer(predictor) -> Callable[[list[str]], np.ndarray]:
+    """A :data:`~.check.Scorer` from a :class:`~sentiment_cli.inference.predictor.Predictor`: its calibrated
+    probabilities (the softmax of the logits over its temperature), ``(n, num_labels)``."""
+    from ..inference.probabilities import softmax
+
+    return lambda texts: softmax(predictor.logits(texts), predictor.temperature, np.float64)
+
+
+def check_scorer(suite: Suite, scorer: Callable[[list[str]], np.ndarray], labels: Sequence[str], half: str = "all",
+                 on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict]]:
+    """``(report, rows)`` of ``suite`` on any scorer (:func:`~.check.run_check`); the report is
+    :func:`~.check.summary` plus the suite's name and source, the half and the labels.
+
+    Raises:
+        LabelMismatch: as :func:`~.check.resolve_labels`.
+    """
+    results, rows = run_check(suite, scorer, labels, half, on_progress)
+    report = {"suite": suite.name, "source": suite.source, "half": half, "labels": list(labels), **summary(results)}
+    return report, rows
+
+
+def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", device: Any = "cpu",
+                     on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict]]:
+    """Run ``suite`` on a checkpoint folder.
+
+    Returns:
+        ``(report, rows)``, as :func:`check_scorer`, the report with ``"checkpoint"``.
+
+    Raises:
+        CheckpointError: the checkpoint is missing or unusable.
+        LabelMismatch: the suite is for another label set (checked before any text is scored).
+    """
+    from ..inference.predictor import Predictor
+
+    predictor = Predictor(checkpoint, device=device)
+    resolve_labels(suite, predictor.labels)
+    report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress)
+    return {"checkpoint": str(checkpoint), **report}, rows
+
+
+def builtin_applies(labels: Sequence[str]) -> bool:
+    """Whether the built-in suite fits a model with these labels (its card then gets the suite's summary)."""
+    try:
+        resolve_labels(builtin_suite(), labels)
+    except LabelMismatch:
+        return False
+    return True
