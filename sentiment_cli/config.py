@@ -128,6 +128,11 @@ class DataConfig:
     min_frequency: int = _spec(1, lo=1, help="a token must occur this often in train to enter the vocabulary")
     pre_tokenizer: str = _spec("whitespace", choices=("whitespace", "punctuation"),
                                help="split on whitespace only (notebook) or also split off punctuation")
+    negation_scope: str = _spec("none", choices=("none", "clause", "clause+ellipsis"),
+                                help="mark the words a negator governs (Das & Chen 2001): none; clause: up to "
+                                     "the next punctuation mark; clause+ellipsis: also the sentence before a "
+                                     "clause-final negator (\"... but it was not.\"). The n-gram score reads a "
+                                     "marked word as another n-gram, the encoder adds a learned scope vector")
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,10 @@ class TrainingConfig:
     adversarial_epsilon: float = _spec(0.0, lo=0.0, help="adversarial training (Miyato et al. 2017): a second loss on "
                                                          "token embeddings moved by this L2 norm per review in the "
                                                          "direction that raises the loss; 0 = off; ~2x the step time")
+    negation_augment: int = _spec(0, lo=0, help="augmentation by rule (training/augment.py): up to this many "
+                                                "sentences of the training reviews, negated by rule ('was good' -> "
+                                                "'was not good'), join the training split with the label flipped, "
+                                                "beside the sentence with its own; two-class sentiment labels only")
     distill_reviews: int = _spec(0, lo=0, help="distillation (Hinton et al. 2015): unlabelled reviews per epoch, "
                                                "drawn from the source's `unsupervised` split, that learn the "
                                                "probabilities of an n-gram teacher fitted on the training split "

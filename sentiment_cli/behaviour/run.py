@@ -72,3 +72,27 @@ def builtin_applies(labels: Sequence[str]) -> bool:
     except LabelMismatch:
         return False
     return True
+
+
+def builtin_record(checkpoint: str | Path, device: Any = "cpu") -> dict[str, Any] | None:
+    """The built-in suite's test half on a checkpoint, in brief (``metrics.json``'s ``"behaviour"``, the model
+    card's section): the suite, the half, the mean failure rate over tests, and the failure rate of each
+    capability and test; ``None`` when the suite does not fit the model's labels.
+
+    Raises:
+        CheckpointError: the checkpoint is missing or unusable.
+    """
+    from ..inference.predictor import Predictor
+
+    suite, predictor = builtin_suite(), Predictor(checkpoint, device=device)
+    try:
+        resolve_labels(suite, predictor.labels)
+    except LabelMismatch:
+        return None
+    report, _ = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half="test")
+    return {"suite": report["suite"], "half": "test",
+            "mean_failure_rate": report["overall"]["mean_failure_rate"], "cases": report["overall"]["cases"],
+            "capabilities": [{k: c[k] for k in ("capability", "tests", "failure_rate")}
+                             for c in report["capabilities"]],
+            "tests": [{k: t[k] for k in ("name", "capability", "type", "cases", "failure_rate")}
+                      for t in report["tests"]]}

@@ -42,7 +42,9 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     with PyTorch, sizes, int8 accuracy), ``versions``, ``files`` (``curves``: the picture's
     file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
     ``value``, ``reason``; empty for other runs), ``search`` (the default's search on the validation split:
-    budget, metric, each candidate, the choice; ``None`` for a run that did not search).
+    budget, metric, each candidate, the choice; ``None`` for a run that did not search), ``behaviour`` (the
+    built-in behavioural suite's test half: failure rates by capability and test; ``None`` when it does not
+    apply).
 
     Raises:
         CheckpointError: no checkpoint at ``directory``, or an invalid ``config.json`` / ``metrics.json``.
@@ -72,6 +74,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
                  "validation_from": data.get("validation_from"),
                  "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
                  "validation_examples": data.get("validation_examples"),
+                 "negation_augment": data.get("negation_augment", 0),   # pairs of rule-negated sentences
                  "fingerprint": data.get("fingerprint", UNKNOWN)},
         "training": _training_record(metrics, config),
         "metrics": _metrics_by_split(metrics, evals),
@@ -79,6 +82,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "exports": read_exports(directory, weights),   # sentiment export: parity with PyTorch, int8 accuracy
         "data_rules": metrics.get("data_rules") or [],   # the default's settings chosen from the data
         "search": metrics.get("search"),   # the default's search on the validation split (training/search.py)
+        "behaviour": metrics.get("behaviour"),   # the built-in behavioural suite's test half (behaviour/run.py)
         "versions": metrics.get("versions", {}),
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},

@@ -55,7 +55,24 @@ def card_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
     return [("Model", _model_facts(card)), ("Training data", _data_facts(card)), ("Training", _training_facts(card)),
             *([("Settings chosen from the data", rules)] if rules else []),
             *([("Search on the validation split", search_facts(search))] if search else []),
-            *_calibration_sections(card)]
+            *_calibration_sections(card),
+            *([("Behaviour (built-in suite, test half)", behaviour_facts(card["behaviour"]))]
+              if card.get("behaviour") else [])]
+
+
+def behaviour_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The built-in behavioural suite's record (``metrics.json``'s ``"behaviour"``) as facts: the mean failure
+    rate over tests, then each capability's, with its worst test."""
+    facts = [("mean failure rate", f"{_num(record.get('mean_failure_rate'), '.1%')} over "
+                                   f"{len(record.get('tests') or [])} tests ({_count(record.get('cases'))} cases; "
+                                   f"`sentiment check` for the examples)")]
+    for cap in record.get("capabilities") or []:
+        tests = [t for t in record.get("tests") or [] if t.get("capability") == cap.get("capability")]
+        worst = max(tests, key=lambda t: t.get("failure_rate") or 0.0, default=None)
+        detail = f"; worst: {worst['name']} {_num(worst.get('failure_rate'), '.1%')}" if worst and len(tests) > 1 else ""
+        facts.append((str(cap.get("capability")), f"{_num(cap.get('failure_rate'), '.1%')} ({cap.get('tests')} "
+                                                  f"tests{detail})"))
+    return facts
 
 
 def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
@@ -119,7 +136,9 @@ def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
         ("source", str(data["source"])),
         *([] if card.get("kind") == "pretrained" else
           [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
-        ("training reviews", _count(data["train_examples"])),
+        ("training reviews", _count(data["train_examples"]) + (
+            f", of which {2 * data['negation_augment']:,} are rule-negated sentence pairs (negation_augment)"
+            if data.get("negation_augment") else "")),
         ("validation reviews", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0
          else "none (validation_fraction 0: trained on all of train)"),
         ("fingerprint", str(data["fingerprint"])),

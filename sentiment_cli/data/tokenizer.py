@@ -19,6 +19,7 @@ from tokenizers.trainers import WordLevelTrainer
 
 from ..config import DataConfig
 from ..errors import CheckpointError
+from .negation import mark_scope, token_roles, vocabulary_ids
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
@@ -200,13 +201,23 @@ def clip_texts(texts: Iterable[str], max_length: int) -> list[str]:
 
 
 def encode_texts(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[list[int]]:
-    """Token ids for each text, cut by :func:`clip_text` and truncated per ``config`` (length 1 to ``max_length``)."""
+    """Token ids for each text, cut by :func:`clip_text`, marked per ``[data] negation_scope`` (:func:`marked_ids`)
+    and truncated per ``config`` (length 1 to ``max_length``)."""
     texts = clip_texts(texts, config.max_length)
     encodings = tok.encode_batch_fast(texts) if hasattr(tok, "encode_batch_fast") else tok.encode_batch(texts)
-    return [truncate(e.ids, config.max_length, config.truncation, config.head_fraction) for e in encodings]
+    rows = (marked_ids(tok, e.ids, config) for e in encodings)
+    return [truncate(ids, config.max_length, config.truncation, config.head_fraction) for ids in rows]
+
+
+def marked_ids(tok: Tokenizer, ids: Sequence[int], config: DataConfig) -> Sequence[int]:
+    """A whole tokenization's ids with ``[data] negation_scope``'s marks (:mod:`~.negation`); unchanged with
+    ``"none"``."""
+    if config.negation_scope == "none":
+        return ids
+    return mark_scope(ids, token_roles(tok), config.negation_scope)
 
 
 def tokens(tok: Tokenizer, text: str, config: DataConfig) -> list[str]:
     """The surface tokens the model sees for ``text`` (after truncation), for display."""
     ids = encode_texts(tok, [text], config)[0]
-    return [tok.id_to_token(i) or UNK_TOKEN for i in ids]
+    return [tok.id_to_token(vocabulary_ids(i)) or UNK_TOKEN for i in ids]

@@ -15,7 +15,7 @@ import numpy as np
 from ..config import DataConfig
 from ..data.labels import LABELS
 from ..errors import UsageError
-from ..data.tokenizer import UNK_ID, UNK_TOKEN, clip_text, truncate
+from ..data.tokenizer import UNK_ID, UNK_TOKEN, clip_text, marked_ids, truncate
 from .probabilities import softmax
 
 
@@ -158,7 +158,7 @@ def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tupl
     encodings = tokenizer.encode_batch([c[0] for c in clipped])
     rows = []
     for enc, (_, tail_start, shift) in zip(encodings, clipped):
-        ids, offsets = enc.ids, enc.offsets   # each read builds the whole list from the encoding: once
+        ids, offsets = marked_ids(tokenizer, enc.ids, config), enc.offsets   # each read builds a list: once
         # truncate() applied to positions keeps exactly the tokens it keeps of the ids
         positions = truncate(range(len(ids)), config.max_length, config.truncation, config.head_fraction) \
             if ids else []

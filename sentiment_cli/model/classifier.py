@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
+from ..data.negation import SCOPE_OFFSET
 from ..data.tokenizer import PAD_ID, UNK_ID
 from ..ngram.score import NgramScore
 
@@ -175,6 +176,9 @@ class SentimentClassifier(nn.Module):
         vocab_size: rows of the token embedding (the tokenizer's vocabulary size).
         max_length: longest input, in tokens; sizes the positional-encoding buffer.
         num_labels: classes, one output of the dense head each (2 or more).
+        negation_scope: the ids carry negation-scope marks (``[data] negation_scope``, ``data/negation.py``):
+            the token embedding reads ``id mod SCOPE_OFFSET`` and a learned scope vector is added where
+            ``id >= SCOPE_OFFSET``.
 
     The n-gram score, when ``config`` asks for one (``ngram_buckets`` > 0), is a module mapping
     ``(batch, seq_len)`` token ids to ``(token_logits, bias)``, ``(batch, seq_len, num_labels)`` and
@@ -186,7 +190,8 @@ class SentimentClassifier(nn.Module):
             the n-gram score does not support ``num_labels``.
     """
 
-    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2):
+    def __init__(self, config: ModelConfig, vocab_size: int, max_length: int, num_labels: int = 2,
+                 negation_scope: bool = False):
         super().__init__()
         if config.d_model % config.n_heads:
             raise ValueError(f"n_heads ({config.n_heads}) must divide d_model ({config.d_model})")
@@ -205,6 +210,11 @@ class SentimentClassifier(nn.Module):
             # word-only model (and from its word2vec initialisation) and adds what bigrams tell.
             self.bigram_embedding = nn.Embedding(config.bigram_buckets + 1, d, padding_idx=0)
             nn.init.zeros_(self.bigram_embedding.weight)
+        self.scope_embedding = None
+        if negation_scope:
+            # Row 0 (outside any scope) stays zero; row 1 starts at zero, so a marked word starts as its plain self.
+            self.scope_embedding = nn.Embedding(2, d, padding_idx=0)
+            nn.init.zeros_(self.scope_embedding.weight)
         # A buffer, not a parameter: fixed, moves with .to(device), not saved in the checkpoint.
         self.register_buffer("positional_encoding", sinusoidal_encoding(max_length, d), persistent=False)
         self.embedding_norm = nn.LayerNorm(d) if config.embedding_norm else nn.Identity()
@@ -231,13 +241,14 @@ class SentimentClassifier(nn.Module):
         Raises:
             ValueError: as the constructor.
         """
-        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels)
+        return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels,
+                   negation_scope=config.data.negation_scope != "none")
 
     def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
 
         Args:
-            input_ids: ``(batch, seq_len)`` int64 token ids, ``seq_len <= max_length``.
+            input_ids: ``(batch, seq_len)`` int64 token ids (marked ones ``+ SCOPE_OFFSET``), ``seq_len <= max_length``.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding.
             embedding_perturbation: optional ``(batch, seq_len, d_model)`` added to the token
                 embeddings (word + bigram) before the positions (adversarial training; its gradient
@@ -247,7 +258,11 @@ class SentimentClassifier(nn.Module):
             ``(batch, seq_len, d_model)``.
         """
         seq_len = input_ids.shape[1]
-        x = self.token_embedding(input_ids)                                   # (batch, seq_len, d_model)
+        if self.scope_embedding is None:
+            x = self.token_embedding(input_ids)                               # (batch, seq_len, d_model)
+        else:
+            x = self.token_embedding(input_ids % SCOPE_OFFSET)                # (batch, seq_len, d_model)
+            x = x + self.scope_embedding((input_ids >= SCOPE_OFFSET).long())  # (batch, seq_len, d_model)
         if self.bigram_embedding is not None:
             x = x + self.bigram_embedding(bigram_buckets(input_ids, self.config.bigram_buckets))
         x = x * self.embed_scale                                              # (batch, seq_len, d_model)

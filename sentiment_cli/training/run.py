@@ -24,7 +24,7 @@ from typing import Any
 from safetensors.torch import load as st_load
 
 from . import auto, calibrate, distributed, loop, refit, search
-from ..checkpoint import WEIGHTS_FILE, Checkpoint, check_writable, load_weights, read_metrics
+from ..checkpoint import METRICS_FILE, WEIGHTS_FILE, Checkpoint, check_writable, load_weights, read_metrics, write_json
 from ..config import Config
 from ..data.sources import absolute_source
 from ..errors import Interrupted, SentimentError, UsageError
@@ -97,12 +97,32 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
             config, choices = auto.fit_to_data(config, fit_to_data, callbacks, data)
         elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
             config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks(), data)
-        return _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
-                              [c.to_dict() for c in choices])
+        result = _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
+                                [c.to_dict() for c in choices])
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
+    if result.is_main:
+        _behaviour(result, callbacks)
+    return result
+
+
+def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> None:
+    """The built-in behavioural suite's test half (``behaviour/``) on the saved model, when its labels are
+    two-class sentiment's: kept in ``metrics.json`` as ``"behaviour"`` and in the model card."""
+    from ..behaviour.run import builtin_record
+    from ..card.readme import write_card
+
+    callbacks.on_stage("behavioural tests (the built-in suite's test half)")
+    record = builtin_record(result.output)
+    if record is None:
+        return
+    metrics = read_metrics(result.output)
+    metrics["behaviour"] = record
+    write_json(result.output / METRICS_FILE, metrics)
+    result.metrics["behaviour"] = record
+    write_card(result.output)
 
 
 def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,

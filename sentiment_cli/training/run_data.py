@@ -104,7 +104,7 @@ class RunData:
         """
         if tokenizer.padding is not None:
             return encode_texts(tokenizer, texts, config)
-        key = (tokenizer.to_str(), config.max_length, config.truncation, config.head_fraction)
+        key = (tokenizer.to_str(), config.max_length, config.truncation, config.head_fraction, config.negation_scope)
         if self._ids is None or self._ids[0] != key:
             self._ids = (key, {})
         known = self._ids[1]

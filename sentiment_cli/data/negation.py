@@ -1,0 +1,128 @@
+"""Negation scope in the token ids: a word a negator governs gets an id of its own, ``id + SCOPE_OFFSET``.
+
+Das & Chen (2001) and Pang, Lee & Vaithyanathan (2002, 4) mark each word between a negator and the next
+punctuation mark ("not a good film ." -> "not NOT_a NOT_good NOT_film ."), so that a bag of n-grams tells
+"good" from "not ... good". Here the mark is carried by the id: ``id + SCOPE_OFFSET`` (an offset above any
+vocabulary), so that every reader of the ids sees it without a second input:
+
+- the n-gram score hashes marked ids as other n-grams (``ngram/features.py``: "NOT_good" is a feature);
+- the encoder embeds ``id mod SCOPE_OFFSET`` and adds a learned scope vector where the mark is
+  (``model/classifier.py``), so a marked word shares its embedding with the plain one.
+
+``[data] negation_scope`` chooses the rule: ``"none"``; ``"clause"``: from a negator to the end of its clause
+(the next token ending in ``. , ; : ! ?``); ``"clause+ellipsis"``: also, a negator that ends its clause ("I
+hoped it would be good, but it was not.") marks its sentence up to it, the antecedent of the elided verb
+phrase. Negators are the words below, ``n't`` (the ``t`` of "didn't" split off as a token, or a whole
+"didn't"), and common misspellings without the apostrophe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..untrusted import MAX_VOCAB_SIZE
+
+# Above MAX_VOCAB_SIZE, so a marked id never collides with a vocabulary id; and prime, so that the hashes of
+# ngram/features.py and the bigram embedding (id mod buckets, buckets often a power of two) tell it from the
+# plain id (2**24 would vanish mod 2**22)
+SCOPE_OFFSET = 16_777_259
+assert MAX_VOCAB_SIZE < SCOPE_OFFSET
+RULES = ("none", "clause", "clause+ellipsis")
+
+NEGATORS = frozenset({
+    "not", "no", "never", "nothing", "nobody", "none", "nowhere", "neither", "nor", "cannot", "without",
+    "t", "n't",   # the end of "didn't" as the punctuation pre-tokenizer splits it ("didn", "'", "t")
+    "dont", "didnt", "doesnt", "isnt", "wasnt", "arent", "werent", "cant", "couldnt", "wouldnt", "shouldnt",
+    "wont", "havent", "hasnt", "hadnt", "aint",
+})
+CLAUSE_END = frozenset(".,;:!?")
+SENTENCE_END = frozenset(".!?")
+
+NONE, NEGATOR, CLAUSE, SENTENCE, WORDLESS = 0, 1, 2, 4, 8   # role bits of a vocabulary entry
+_ROLES: dict[int, tuple[object, np.ndarray]] = {}   # id(tokenizer) -> (tokenizer, roles); the tokenizer kept alive
+
+
+def role_of(token: str) -> int:
+    """A vocabulary entry's role bits: :data:`NEGATOR`, :data:`CLAUSE` (it ends a clause: its last character
+    is ``. , ; : ! ?``), :data:`SENTENCE` (its last character is ``. ! ?``), :data:`WORDLESS` (no letter or
+    digit: punctuation, never marked; :func:`token_roles` gives it to the special tokens too)."""
+    word = token.rstrip(".,;:!?")
+    role = NEGATOR if word in NEGATORS or word.endswith("n't") else NONE
+    if token and token[-1] in CLAUSE_END:
+        role |= CLAUSE
+    if token and token[-1] in SENTENCE_END:
+        role |= SENTENCE
+    if not any(c.isalnum() for c in token):
+        role |= WORDLESS
+    return role
+
+
+def token_roles(tokenizer) -> np.ndarray:
+    """``(vocab_size,)`` uint8 role bits of each id of ``tokenizer``'s vocabulary (:func:`role_of`), cached
+    per tokenizer."""
+    cached = _ROLES.get(id(tokenizer))
+    if cached is not None and cached[0] is tokenizer:
+        return cached[1]
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    roles = np.zeros(max(vocab.values(), default=0) + 1, np.uint8)
+    for token, i in vocab.items():
+        roles[i] = role_of(token)
+    for i, added in tokenizer.get_added_tokens_decoder().items():   # <pad>, <unk>: never marked
+        if added.special:
+            roles[i] |= WORDLESS
+    _ROLES[id(tokenizer)] = (tokenizer, roles)
+    return roles
+
+
+def mark_scope(ids: Sequence[int], roles: np.ndarray, rule: str) -> list[int]:
+    """``ids`` with each id in a negator's scope raised by :data:`SCOPE_OFFSET` (module docstring).
+
+    ``<pad>``, ``<unk>``, negators and punctuation are never marked; a negator inside a scope starts it again.
+
+    Args:
+        ids: one text's token ids (the whole tokenization, before truncation).
+        roles: :func:`token_roles` of the tokenizer that gave ``ids``.
+        rule: one of :data:`RULES`.
+
+    Returns:
+        The ids, marked; the same length.
+    """
+    out = list(ids)
+    if rule == "none":
+        return out
+    in_scope, sentence_start = False, 0
+    for i, token in enumerate(ids):
+        role = int(roles[token]) if token < len(roles) else NONE
+        if in_scope and not role & (NEGATOR | WORDLESS):
+            out[i] = token + SCOPE_OFFSET
+        if role & NEGATOR:
+            at_end = i + 1 == len(ids) or (int(roles[ids[i + 1]]) if ids[i + 1] < len(roles) else NONE) & CLAUSE
+            if at_end and rule == "clause+ellipsis":
+                _mark_back(out, ids, roles, sentence_start, i)
+            in_scope = not role & CLAUSE
+        elif role & CLAUSE:
+            in_scope = False
+        if role & SENTENCE:
+            sentence_start = i + 1
+    return out
+
+
+def _mark_back(out: list[int], ids: Sequence[int], roles: np.ndarray, start: int, stop: int) -> None:
+    """Mark ``ids[start:stop]`` (a sentence up to a clause-final negator), negators and punctuation aside."""
+    for j in range(start, stop):
+        token = ids[j]
+        role = int(roles[token]) if token < len(roles) else NONE
+        if not role & (NEGATOR | WORDLESS) and out[j] < SCOPE_OFFSET:
+            out[j] = token + SCOPE_OFFSET
+
+
+def vocabulary_ids(ids):
+    """The vocabulary id of each (possibly marked) id: ``ids mod SCOPE_OFFSET``; works on ints, lists of ints,
+    NumPy arrays and torch tensors."""
+    if isinstance(ids, int):
+        return ids % SCOPE_OFFSET
+    if isinstance(ids, list):
+        return [i % SCOPE_OFFSET for i in ids]
+    return ids % SCOPE_OFFSET
