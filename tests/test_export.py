@@ -292,3 +292,20 @@ def test_export_cli_and_its_errors(exported, tmp_path):
     assert r.returncode == 2
     r = _cli("predict", "--onnx", "--checkpoint", tmp_path, "good", check=False)
     assert r.returncode == 1 and "no ONNX model" in r.stderr and "sentiment export" in r.stderr
+
+
+def test_negation_scope_marks_are_reproduced_exactly(tmp_path, reviews):
+    """A model reading negation-scope marks (ids + SCOPE_OFFSET: the scope vector, the n-gram and bigram
+    hashes of marked ids) exports exactly, and its explanations name the words as they are written."""
+    from sentiment_cli.training.run import train
+
+    folder = tmp_path / "scope"
+    cfg = small_config(epochs=2, negation_augment=100).override("model", bigram_buckets=997, ngram_buckets=65_537)
+    train(cfg.override("data", negation_scope="clause"), folder)
+    torch_p = Predictor(folder)
+    assert float(torch_p.backend.checkpoint.model.scope_embedding.weight[1].detach().abs().sum()) > 0   # learned
+    negated = ["This is not a good movie.", "I didn't like it, but the cast was great."]
+    result = export_onnx(folder, tmp_path / "scope.onnx", parity_reviews=200)
+    _, onnx_p = _agree(folder, result.path, reviews + negated)
+    e = onnx_p.explain(negated[:1])[0]
+    assert [t for t, kind, _ in e.segments() if kind == "token"][:5] == ["This", "is", "not", "a", "good"]
