@@ -284,3 +284,15 @@ def test_a_scope_model_reads_marks_and_loads_back(tmp_path):
     assert not torch.allclose(plain, marked)
     assert "scope_embedding.weight" in model.state_dict()
     assert SentimentClassifier.from_config(small_config(), 50, 2).scope_embedding is None
+
+
+def test_train_records_the_builtin_suite_in_metrics_and_card(trained_checkpoint):
+    metrics = json.loads((trained_checkpoint / "metrics.json").read_text())
+    record = metrics["behaviour"]
+    assert record["half"] == "test" and record["suite"] == "sentiment-en"
+    assert {c["capability"] for c in record["capabilities"]} >= {"negation", "fairness"}
+    assert 0 <= record["mean_failure_rate"] <= 1 and len(record["tests"]) == len(builtin_suite().tests)
+    card = (trained_checkpoint / "README.md").read_text()
+    assert "## Behaviour (built-in suite, test half)" in card and "| negation |" in card
+    r = runner.invoke(app, ["info", "--checkpoint", str(trained_checkpoint)])
+    assert r.exit_code == 0 and "behaviour" in r.stdout

@@ -103,26 +103,28 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
-    if result.is_main:
-        _behaviour(result, callbacks)
-    return result
+    return _behaviour(result, callbacks)
 
 
-def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> None:
-    """The built-in behavioural suite's test half (``behaviour/``) on the saved model, when its labels are
-    two-class sentiment's: kept in ``metrics.json`` as ``"behaviour"`` and in the model card."""
+def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> TrainResult:
+    """``result``, once the built-in behavioural suite's test half (``behaviour/``) has run on its saved model
+    (rank 0, when the labels are two-class sentiment's): kept in ``metrics.json`` as ``"behaviour"`` and in
+    the model card."""
     from ..behaviour.run import builtin_record
     from ..card.readme import write_card
 
+    if not result.is_main:
+        return result
     callbacks.on_stage("behavioural tests (the built-in suite's test half)")
     record = builtin_record(result.output)
     if record is None:
-        return
+        return result
     metrics = read_metrics(result.output)
     metrics["behaviour"] = record
     write_json(result.output / METRICS_FILE, metrics)
     result.metrics["behaviour"] = record
     write_card(result.output)
+    return result
 
 
 def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
@@ -169,13 +171,14 @@ def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, ep
     cb, stop = callbacks or TrainCallbacks(), stop or StopFlag()
     if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
         if refit_in_progress(directory):   # the held-out run is done; its refit on all rows is not
-            return _run(config, directory, cb, stop, RunData(config.data.source), saved=saved, refit_only=True)
+            return _behaviour(_run(config, directory, cb, stop, RunData(config.data.source), saved=saved,
+                                   refit_only=True), cb)
         why = "stopped early" if state.metrics.get("stopped_early") else "finished"
         if distributed.from_env().is_main:
             cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
                         f"(pass --epochs N to train longer)")
         return TrainResult(directory, state.metrics, distributed.from_env().is_main)
-    return _run(config, directory, cb, stop, RunData(config.data.source), saved=saved)
+    return _behaviour(_run(config, directory, cb, stop, RunData(config.data.source), saved=saved), cb)
 
 
 def _remove_if_empty(folder: Path) -> None:
