@@ -128,11 +128,12 @@ class DataConfig:
     min_frequency: int = _spec(1, lo=1, help="a token must occur this often in train to enter the vocabulary")
     pre_tokenizer: str = _spec("whitespace", choices=("whitespace", "punctuation"),
                                help="split on whitespace only (notebook) or also split off punctuation")
-    negation_scope: str = _spec("none", choices=("none", "clause", "clause+ellipsis"),
-                                help="mark the words a negator governs (Das & Chen 2001): none; clause: up to "
-                                     "the next punctuation mark; clause+ellipsis: also the sentence before a "
-                                     "clause-final negator (\"... but it was not.\"). The n-gram score reads a "
-                                     "marked word as another n-gram, the encoder adds a learned scope vector")
+    negation_scope: str = _spec("none", choices=("none", "clause", "sentence"),
+                                help="mark the words a negator governs (Das & Chen 2001; data/negation.py): none; "
+                                     "clause: up to the next punctuation mark; sentence: up to the next . ; : ! ? "
+                                     "or contrast word (but, however, ...), and a negator with nothing after it "
+                                     "(\"... but it was not.\") marks its sentence before it. The n-gram score "
+                                     "reads a marked word as another n-gram, the encoder adds a learned scope vector")
 
 
 @dataclass(frozen=True)

@@ -261,9 +261,16 @@ def test_scope_runs_from_a_negator_to_the_clause_end():
     assert _marks("i didn ' t enjoy it .".split(), "clause") == "i didn ' t NOT_enjoy NOT_it .".split()
 
 
-def test_ellipsis_marks_the_sentence_before_a_clause_final_negator():
+def test_a_sentence_scope_runs_past_commas_to_a_stop_or_contrast_word():
+    words = "i don ' t think , given the cast , that it is good but it was fun .".split()
+    assert _marks(words, "sentence") == \
+        "i don ' t NOT_think , NOT_given NOT_the NOT_cast , NOT_that NOT_it NOT_is NOT_good but it was fun .".split()
+    assert _marks(words, "clause")[4:6] == ["NOT_think", ","] and _marks(words, "clause")[6] == "given"
+
+
+def test_a_negator_with_nothing_to_govern_marks_its_sentence_before_it():
     words = "ok . i hoped it would be good , but it was not .".split()
-    assert _marks(words, "clause+ellipsis") == \
+    assert _marks(words, "sentence") == \
         "ok . NOT_i NOT_hoped NOT_it NOT_would NOT_be NOT_good , NOT_but NOT_it NOT_was not .".split()
     assert _marks(words, "clause") == words
 

@@ -9,11 +9,17 @@ vocabulary), so that every reader of the ids sees it without a second input:
 - the encoder embeds ``id mod SCOPE_OFFSET`` and adds a learned scope vector where the mark is
   (``model/classifier.py``), so a marked word shares its embedding with the plain one.
 
-``[data] negation_scope`` chooses the rule: ``"none"``; ``"clause"``: from a negator to the end of its clause
-(the next token ending in ``. , ; : ! ?``); ``"clause+ellipsis"``: also, a negator that ends its clause ("I
-hoped it would be good, but it was not.") marks its sentence up to it, the antecedent of the elided verb
-phrase. Negators are the words below, ``n't`` (the ``t`` of "didn't" split off as a token, or a whole
-"didn't"), and common misspellings without the apostrophe.
+``[data] negation_scope`` chooses the rule:
+
+- ``"none"``;
+- ``"clause"``: from a negator to the next punctuation mark (a token ending in ``. , ; : ! ?``), as Das & Chen;
+- ``"sentence"``: from a negator to the next ``. ; : ! ?`` or contrast word ("but", "however", "although",
+  "though", "yet", "whereas"), commas included ("I don't think, given the cast, that it is good"); and a
+  negator with nothing to govern (followed by such a stop, or last: "I hoped it would be good, but it was
+  not.") marks its sentence up to it, the antecedent of the elided verb phrase.
+
+Negators are the words below, ``n't`` (the ``t`` of "didn't" split off as a token, or a whole "didn't"), and
+common misspellings without the apostrophe.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from ..untrusted import MAX_VOCAB_SIZE
 # plain id (2**24 would vanish mod 2**22)
 SCOPE_OFFSET = 16_777_259
 assert MAX_VOCAB_SIZE < SCOPE_OFFSET
-RULES = ("none", "clause", "clause+ellipsis")
+RULES = ("none", "clause", "sentence")
 
 NEGATORS = frozenset({
     "not", "no", "never", "nothing", "nobody", "none", "nowhere", "neither", "nor", "cannot", "without",
@@ -38,15 +44,18 @@ NEGATORS = frozenset({
     "wont", "havent", "hasnt", "hadnt", "aint",
 })
 CLAUSE_END = frozenset(".,;:!?")
+STOP_END = frozenset(";:.!?")       # what ends a "sentence" scope: all but the comma
 SENTENCE_END = frozenset(".!?")
+CONTRAST = frozenset({"but", "however", "although", "though", "yet", "whereas"})
 
-NONE, NEGATOR, CLAUSE, SENTENCE, WORDLESS = 0, 1, 2, 4, 8   # role bits of a vocabulary entry
+NONE, NEGATOR, CLAUSE, SENTENCE, WORDLESS, STOP = 0, 1, 2, 4, 8, 16   # role bits of a vocabulary entry
 _ROLES: dict[int, tuple[object, np.ndarray]] = {}   # id(tokenizer) -> (tokenizer, roles); the tokenizer kept alive
 
 
 def role_of(token: str) -> int:
     """A vocabulary entry's role bits: :data:`NEGATOR`, :data:`CLAUSE` (it ends a clause: its last character
-    is ``. , ; : ! ?``), :data:`SENTENCE` (its last character is ``. ! ?``), :data:`WORDLESS` (no letter or
+    is ``. , ; : ! ?``), :data:`SENTENCE` (its last character is ``. ! ?``), :data:`STOP` (it ends a
+    ``"sentence"`` scope: its last character is ``; : . ! ?``, or it is a contrast word), :data:`WORDLESS` (no letter or
     digit: punctuation, never marked; :func:`token_roles` gives it to the special tokens too)."""
     word = token.rstrip(".,;:!?")
     role = NEGATOR if word in NEGATORS or word.endswith("n't") else NONE
@@ -54,6 +63,8 @@ def role_of(token: str) -> int:
         role |= CLAUSE
     if token and token[-1] in SENTENCE_END:
         role |= SENTENCE
+    if (token and token[-1] in STOP_END) or word in CONTRAST:
+        role |= STOP
     if not any(c.isalnum() for c in token):
         role |= WORDLESS
     return role
@@ -92,28 +103,29 @@ def mark_scope(ids: Sequence[int], roles: np.ndarray, rule: str) -> list[int]:
     out = list(ids)
     if rule == "none":
         return out
+    ends = CLAUSE if rule == "clause" else STOP
+    role_of_id = [int(roles[t]) if t < len(roles) else NONE for t in ids]
     in_scope, sentence_start = False, 0
-    for i, token in enumerate(ids):
-        role = int(roles[token]) if token < len(roles) else NONE
-        if in_scope and not role & (NEGATOR | WORDLESS):
+    for i, (token, role) in enumerate(zip(ids, role_of_id)):
+        if in_scope and not role & (NEGATOR | WORDLESS) and not (role & ends and not role & CLAUSE):   # not 'but'
             out[i] = token + SCOPE_OFFSET
         if role & NEGATOR:
-            at_end = i + 1 == len(ids) or (int(roles[ids[i + 1]]) if ids[i + 1] < len(roles) else NONE) & CLAUSE
-            if at_end and rule == "clause+ellipsis":
-                _mark_back(out, ids, roles, sentence_start, i)
-            in_scope = not role & CLAUSE
-        elif role & CLAUSE:
+            governs = i + 1 < len(ids) and not role_of_id[i + 1] & ends and not role & ends
+            if not governs and rule == "sentence":
+                _mark_back(out, ids, role_of_id, sentence_start, i)
+            in_scope = governs
+        elif role & ends:
             in_scope = False
         if role & SENTENCE:
             sentence_start = i + 1
     return out
 
 
-def _mark_back(out: list[int], ids: Sequence[int], roles: np.ndarray, start: int, stop: int) -> None:
-    """Mark ``ids[start:stop]`` (a sentence up to a clause-final negator), negators and punctuation aside."""
+def _mark_back(out: list[int], ids: Sequence[int], role_of_id: Sequence[int], start: int, stop: int) -> None:
+    """Mark ``ids[start:stop]`` (a sentence up to a negator with nothing to govern), negators and punctuation
+    aside."""
     for j in range(start, stop):
-        token = ids[j]
-        role = int(roles[token]) if token < len(roles) else NONE
+        token, role = ids[j], role_of_id[j]
         if not role & (NEGATOR | WORDLESS) and out[j] < SCOPE_OFFSET:
             out[j] = token + SCOPE_OFFSET
 
