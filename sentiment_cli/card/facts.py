@@ -70,12 +70,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "parameters": model.num_parameters(),
         "ngram_score": model.ngram_score.description(fitted_form(metrics)) if model.ngram_score is not None else None,
         "teacher": model_phrase(metrics),   # what distillation learned from, as training reported it
-        "data": {"source": data.get("source", config.data.source),
-                 "validation_from": data.get("validation_from"),
-                 "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled
-                 "validation_examples": data.get("validation_examples"),
-                 "negation_augment": data.get("negation_augment", 0),   # pairs of rule-negated sentences
-                 "fingerprint": data.get("fingerprint", UNKNOWN)},
+        "data": _data_record(data, config),
         "training": _training_record(metrics, config),
         "metrics": _metrics_by_split(metrics, evals),
         "calibration": _calibration(directory, metrics, evals),
@@ -87,6 +82,16 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
+
+
+def _data_record(data: dict[str, Any], config) -> dict[str, Any]:
+    """The card's ``data``: where the rows came from, how many, and their fingerprint."""
+    return {"source": data.get("source", config.data.source),
+            "validation_from": data.get("validation_from"),
+            "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled reviews
+            "validation_examples": data.get("validation_examples"),
+            "negation_augment": data.get("negation_augment", 0),   # pairs of rule-negated sentences among them
+            "fingerprint": data.get("fingerprint", UNKNOWN)}
 
 
 def _training_record(metrics: dict[str, Any], config) -> dict[str, Any]:
