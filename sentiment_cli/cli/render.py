@@ -80,8 +80,10 @@ def render_train_summary(console, result) -> None:
             + (f", macro F1 {f1:.4f})" if f1 is not None else ")") if validated
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
     if first:
-        rows, epochs = result.metrics["data"]["train_examples"], m["best_epoch"]
-        kept = (f"{kept}; then trained again on all {rows:,} rows for {plural(epochs, 'epoch')} "
+        data, epochs = result.metrics["data"], m["best_epoch"]
+        negated = 2 * data.get("negation_augment", 0)
+        rows = f"{data['train_examples'] - negated:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
+        kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
     console.print(f"{kept} saved to {escape(str(result.output))}  ·  {result.metrics['wall_time_seconds']:.0f} s "

@@ -27,6 +27,7 @@ from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..data.splits import DataSpec, held_out_count
 from ..data.tokenizer import pre_tokenizer_for
+from .augment import polar_labels
 from .callbacks import TrainCallbacks
 from .pretrain import pretraining_reads
 from .run_data import RunData
@@ -41,6 +42,8 @@ SHIFT_RATIO = 2.0         # dev texts this many times as long as training texts 
 FEW_TOKENS = 1_000_000    # fewer training tokens: a small set (TREC-6 52k, SST-5 175k; IMDB 6.9M)
 SMALL_EMBEDDING_LR_SCALE = 10.0   # a small set's token embedding learns this many times faster than lr
 SCALE_FLOOR_FOR_LONGER_DEV = 0.5  # fit_ngram_scale's smallest candidate when the dev texts are of another kind
+NEGATION_PAIRS = 10_000   # rule-negated sentence pairs, at most (IMDB: 16,757 candidates; docs/experiments.md)
+NEGATION_SHARE = 0.4      # ... and at most this share of the training rows
 SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's: 1,800, for IMDB's 30 minutes)
 
 
@@ -80,6 +83,7 @@ class Profile:
             texts, or of the dev texts when those are longer.
         tokens: the training texts' tokens, estimated from the same sample.
         length_ratio: the dev texts' median token count over the training texts' (1 without a dev split).
+        labels: the label names, in id order.
     """
 
     train_rows: int
@@ -90,6 +94,7 @@ class Profile:
     tokens: int = 0
     length_ratio: float = 1.0
     notes: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
 
     @property
     def imbalance(self) -> float:
@@ -125,7 +130,7 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
     return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
                    unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
                    tokens=int(lengths.mean() * len(train)), length_ratio=ratio,
-                   notes=tuple(found.notes) if found else ())
+                   notes=tuple(found.notes) if found else (), labels=tuple(train.label_names))
 
 
 def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
@@ -141,7 +146,7 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
     return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
             *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile, config),
             *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
-            *_longer_dev_rules(profile, config), *_budget_rule(profile, config)]
+            *_longer_dev_rules(profile, config), *_budget_rule(profile, config), *_negation_rules(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
@@ -335,6 +340,20 @@ def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
     return [Choice("training.time_budget", SMALL_SET_BUDGET, f"{profile.tokens:,} training tokens (under "
                    f"{FEW_TOKENS:,}): a run takes about a minute; the search takes at most "
                    f"{SMALL_SET_BUDGET / 60:g} minutes")]
+
+
+def _negation_rules(profile: Profile, config: Config) -> list[Choice]:
+    """Two-class sentiment (labels negative and positive) reads negation scope and learns from rule-negated
+    sentences (docs/experiments.md, "Behaviour: negation"): ``[data] negation_scope = "sentence"``, and
+    ``[training] negation_augment`` pairs, :data:`NEGATION_PAIRS` at most and :data:`NEGATION_SHARE` of the
+    training rows (IMDB's 25,000 reviews: 10,000). Other label sets keep the preset's (none)."""
+    if polar_labels(profile.labels) is None:
+        return []
+    pairs = min(NEGATION_PAIRS, round(NEGATION_SHARE * profile.train_rows))
+    return [Choice("data.negation_scope", "sentence", "two-class sentiment: words a negator governs are marked "
+                   "(up to the next . ; : ! ? or 'but')"),
+            Choice("training.negation_augment", pairs, f"two-class sentiment: up to {pairs:,} training sentences "
+                   "negated by rule, the label flipped, teach the encoder what 'not' does")]
 
 
 def pretrained_folder(config: Config) -> str:
