@@ -279,7 +279,8 @@ def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeyp
     complete = [c for c in record["candidates"] if c["status"] == "complete"]
     best = max(complete, key=lambda c: (-c["validation_nll"], c["validation_accuracy"]))
     assert record["chosen"] == best["name"]
-    assert metrics["data"]["train_examples"] == 600   # refitted on every row
+    data = metrics["data"]   # refitted on every row (and the rule-negated sentence pairs of two-class sentiment)
+    assert data["negation_augment"] > 0 and data["train_examples"] == 600 + 2 * data["negation_augment"]
     assert "the search on the validation split" in r.output and best["name"] in r.output
     assert "Search on the validation split" in (out / "README.md").read_text()
     assert not list(tmp_path.glob("checkpoints/.default.search*"))
