@@ -137,7 +137,8 @@ def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
         *([] if card.get("kind") == "pretrained" else
           [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
         ("training reviews", _count(data["train_examples"]) + (
-            f", of which {2 * data['negation_augment']:,} are rule-negated sentence pairs (negation_augment)"
+            f", of which {2 * data['negation_augment']:,} are sentences and their negations by rule "
+            f"({data['negation_augment']:,} pairs, negation_augment)"
             if data.get("negation_augment") else "")),
         ("validation reviews", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0
          else "none (validation_fraction 0: trained on all of train)"),
