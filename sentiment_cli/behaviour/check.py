@@ -106,10 +106,10 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
     row_of = {text: i for i, text in enumerate(texts)}
     results, rows = [], []
     for test in suite.tests:
-        judged = [(case, _judge(test, [probs[row_of[t]] for t in case.texts], ids)) for case in cases[test.name]]
-        failing = sorted((j for j in judged if not j[1][0]), key=lambda j: -j[1][1])
-        examples = [_example(test, case, [probs[row_of[t]] for t in case.texts], ids, model_labels)
-                    for case, _ in failing[:EXAMPLES]]
+        scored = [(case, [probs[row_of[t]] for t in case.texts]) for case in cases[test.name]]
+        judged = [(case, _judge(test, case_probs, ids)) for case, case_probs in scored]
+        failing = sorted((k for k, (_, (passed, _)) in enumerate(judged) if not passed), key=lambda k: -judged[k][1][1])
+        examples = [_example(test, *scored[k], ids, model_labels) for k in failing[:EXAMPLES]]
         results.append(TestResult(test, len(judged), len(failing), examples))
         rows.extend(_rows(test, judged, probs, row_of, model_labels))
     return results, rows
@@ -126,18 +126,26 @@ def _score(scorer: Scorer, texts: list[str], num_labels: int,
     return out
 
 
+def _moves(test: Test, probs: list[np.ndarray], ids: dict[str, int]) -> list[float]:
+    """INV and DIR: how far each perturbed copy moved the wrong way (> 0). INV: its top probability over its
+    probability of the sentence's label; DIR: the rise (``down``) or fall (``up``) of p(``label``)."""
+    if test.type == "INV":
+        base = int(probs[0].argmax())
+        return [float(p.max() - p[base]) for p in probs[1:]]
+    watched = ids[test.label]
+    sign = 1.0 if test.direction == "down" else -1.0
+    return [sign * float(p[watched] - probs[0][watched]) for p in probs[1:]]
+
+
 def _judge(test: Test, probs: list[np.ndarray], ids: dict[str, int]) -> tuple[bool, float]:
     """``(passed, margin)`` of one case; ``margin`` orders failures, the most confidently wrong first."""
     if test.type == "MFT":
         want = ids[test.expect]
         return int(probs[0].argmax()) == want, float(probs[0].max() - probs[0][want])
+    worst = max(_moves(test, probs, ids))
     if test.type == "INV":
         base = int(probs[0].argmax())
-        moved = max(float(p.max() - p[base]) for p in probs[1:])
-        return all(int(p.argmax()) == base for p in probs[1:]), moved
-    watched = ids[test.label]
-    sign = 1.0 if test.direction == "down" else -1.0
-    worst = max(sign * float(p[watched] - probs[0][watched]) for p in probs[1:])   # > 0: the wrong way
+        return all(int(p.argmax()) == base for p in probs[1:]), worst
     return worst <= test.tolerance, worst
 
 
@@ -149,15 +157,13 @@ def _example(test: Test, case: Case, probs: list[np.ndarray], ids: dict[str, int
     if test.type == "MFT":
         return {"text": case.texts[0], "expected": test.expect, "label": labels[base],
                 "probability": float(probs[0][base])}
+    k = 1 + int(np.argmax(_moves(test, probs, ids)))   # the worst copy
     if test.type == "INV":
-        k = 1 + int(np.argmax([float(p.max() - p[base]) for p in probs[1:]]))
         flipped = int(probs[k].argmax())
         return {"text": case.texts[0], "label": labels[base], "probability": float(probs[0][base]),
                 "perturbed": case.texts[k], "perturbed_label": labels[flipped],
                 "perturbed_probability": float(probs[k][flipped])}
     watched = ids[test.label]
-    sign = 1.0 if test.direction == "down" else -1.0
-    k = 1 + int(np.argmax([sign * float(p[watched] - probs[0][watched]) for p in probs[1:]]))
     return {"text": case.texts[0], "label": labels[watched], "probability": float(probs[0][watched]),
             "perturbed": case.texts[k], "perturbed_label": labels[watched],
             "perturbed_probability": float(probs[k][watched])}
