@@ -60,7 +60,6 @@ def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", de
     from ..inference.predictor import Predictor
 
     predictor = Predictor(checkpoint, device=device)
-    resolve_labels(suite, predictor.labels)
     report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress)
     return {"checkpoint": str(checkpoint), **report}, rows
 
@@ -74,22 +73,16 @@ def builtin_applies(labels: Sequence[str]) -> bool:
     return True
 
 
-def builtin_record(checkpoint: str | Path, device: Any = "cpu") -> dict[str, Any] | None:
+def builtin_record(checkpoint: str | Path, device: Any = "cpu") -> dict[str, Any]:
     """The built-in suite's test half on a checkpoint, in brief (``metrics.json``'s ``"behaviour"``, the model
     card's section): the suite, the half, the mean failure rate over tests, and the failure rate of each
-    capability and test; ``None`` when the suite does not fit the model's labels.
+    capability and test. Ask :func:`builtin_applies` first.
 
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
+        LabelMismatch: the suite does not fit the model's labels.
     """
-    from ..inference.predictor import Predictor
-
-    suite, predictor = builtin_suite(), Predictor(checkpoint, device=device)
-    try:
-        resolve_labels(suite, predictor.labels)
-    except LabelMismatch:
-        return None
-    report, _ = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half="test")
+    report, _ = check_checkpoint(checkpoint, builtin_suite(), half="test", device=device)
     return {"suite": report["suite"], "half": "test",
             "mean_failure_rate": report["overall"]["mean_failure_rate"], "cases": report["overall"]["cases"],
             "capabilities": [{k: c[k] for k in ("capability", "tests", "failure_rate")}

@@ -110,15 +110,13 @@ def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> TrainResult:
     """``result``, once the built-in behavioural suite's test half (``behaviour/``) has run on its saved model
     (rank 0, when the labels are two-class sentiment's): kept in ``metrics.json`` as ``"behaviour"`` and in
     the model card."""
-    from ..behaviour.run import builtin_record
+    from ..behaviour.run import builtin_applies, builtin_record
     from ..card.readme import write_card
 
-    if not result.is_main:
-        return result
+    if not result.is_main or not builtin_applies((result.metrics.get("data") or {}).get("labels") or ()):
+        return result   # another label set: no model is loaded for it
     callbacks.on_stage("behavioural tests (the built-in suite's test half)")
     record = builtin_record(result.output)
-    if record is None:
-        return result
     metrics = read_metrics(result.output)
     metrics["behaviour"] = record
     write_json(result.output / METRICS_FILE, metrics)
