@@ -39,7 +39,7 @@ RULES = ("none", "clause", "sentence")
 
 NEGATORS = frozenset({
     "not", "no", "never", "nothing", "nobody", "none", "nowhere", "neither", "nor", "cannot", "without",
-    "t", "n't",   # the end of "didn't" as the punctuation pre-tokenizer splits it ("didn", "'", "t")
+    "t",   # the end of "didn't" as the punctuation pre-tokenizer splits it ("didn", "'", "t")
     "dont", "didnt", "doesnt", "isnt", "wasnt", "arent", "werent", "cant", "couldnt", "wouldnt", "shouldnt",
     "wont", "havent", "hasnt", "hadnt", "aint",
 })
@@ -52,13 +52,19 @@ NONE, NEGATOR, CLAUSE, SENTENCE, WORDLESS, STOP = 0, 1, 2, 4, 8, 16   # role bit
 _ROLES: dict[int, tuple[object, np.ndarray]] = {}   # id(tokenizer) -> (tokenizer, roles); the tokenizer kept alive
 
 
+def is_negator(word: str) -> bool:
+    """Whether a word (lower case, no trailing punctuation) is a negator: one of :data:`NEGATORS` or a
+    ``n't`` contraction."""
+    return word in NEGATORS or word.endswith("n't")
+
+
 def role_of(token: str) -> int:
     """A vocabulary entry's role bits: :data:`NEGATOR`, :data:`CLAUSE` (it ends a clause: its last character
     is ``. , ; : ! ?``), :data:`SENTENCE` (its last character is ``. ! ?``), :data:`STOP` (it ends a
     ``"sentence"`` scope: its last character is ``; : . ! ?``, or it is a contrast word), :data:`WORDLESS` (no letter or
     digit: punctuation, never marked; :func:`token_roles` gives it to the special tokens too)."""
     word = token.rstrip(".,;:!?")
-    role = NEGATOR if word in NEGATORS or word.endswith("n't") else NONE
+    role = NEGATOR if is_negator(word) else NONE
     if token and token[-1] in CLAUSE_END:
         role |= CLAUSE
     if token and token[-1] in SENTENCE_END:
@@ -130,11 +136,6 @@ def _mark_back(out: list[int], ids: Sequence[int], role_of_id: Sequence[int], st
             out[j] = token + SCOPE_OFFSET
 
 
-def vocabulary_ids(ids):
-    """The vocabulary id of each (possibly marked) id: ``ids mod SCOPE_OFFSET``; works on ints, lists of ints,
-    NumPy arrays and torch tensors."""
-    if isinstance(ids, int):
-        return ids % SCOPE_OFFSET
-    if isinstance(ids, list):
-        return [i % SCOPE_OFFSET for i in ids]
-    return ids % SCOPE_OFFSET
+def vocabulary_id(token_id: int) -> int:
+    """The vocabulary id of a (possibly marked) id: ``token_id mod SCOPE_OFFSET``."""
+    return token_id % SCOPE_OFFSET

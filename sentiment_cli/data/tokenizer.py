@@ -19,7 +19,7 @@ from tokenizers.trainers import WordLevelTrainer
 
 from ..config import DataConfig
 from ..errors import CheckpointError
-from .negation import mark_scope, token_roles, vocabulary_ids
+from .negation import mark_scope, token_roles, vocabulary_id
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
@@ -220,4 +220,4 @@ def marked_ids(tok: Tokenizer, ids: Sequence[int], config: DataConfig) -> Sequen
 def tokens(tok: Tokenizer, text: str, config: DataConfig) -> list[str]:
     """The surface tokens the model sees for ``text`` (after truncation), for display."""
     ids = encode_texts(tok, [text], config)[0]
-    return [tok.id_to_token(vocabulary_ids(i)) or UNK_TOKEN for i in ids]
+    return [tok.id_to_token(vocabulary_id(i)) or UNK_TOKEN for i in ids]

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ..data.negation import NEGATORS
+from ..data.negation import is_negator
 from ..data.splits import Split
 
 NEGATIVE_NAMES, POSITIVE_NAMES = ("negative", "neg"), ("positive", "pos")
@@ -60,7 +60,7 @@ def negated(sentence: str, base_form: dict[str, str]) -> tuple[str, str] | None:
     words = _WORD.findall(sentence.lower())
     if not MIN_WORDS <= len(words) <= MAX_WORDS or "?" in sentence:
         return None
-    if any(w in NEGATORS or w.endswith("n't") or w in CONTRAST for w in words):
+    if any(is_negator(w) or w in CONTRAST for w in words):
         return None
     aux = [m for m in re.finditer(r"\b[A-Za-z]+\b", sentence) if m.group().lower() in AUXILIARIES]
     verbs = [m for m in re.finditer(r"\b([A-Za-z]+) ([a-z]+ed)\b", sentence)
