@@ -27,42 +27,26 @@ LABELS = ("negative", "positive")
 
 def peer_scorers(data: str) -> dict:
     """``{name: texts -> (n, 2) probabilities}`` of the three peers, fitted on ``data``'s train split."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-
     from bench.nbsvm import fit_nbsvm
-    from bench.peers import FASTTEXT_SETTINGS, NBSVM_C, fasttext_text
+    from bench.peers import NBSVM_C, fasttext_model, fasttext_text, tfidf_pipeline
     from sentiment_cli.data.splits import load_split
     from sentiment_cli.inference.probabilities import softmax
 
     train = load_split(data, "train", 0.0, 0)
     texts, labels = list(train.texts), np.array(train.labels)
-    tfidf = make_pipeline(
-        TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_df=0.95, sublinear_tf=True, strip_accents="unicode"),
-        LogisticRegression(C=8.0, max_iter=2000)).fit(texts, labels)
+    tfidf = tfidf_pipeline().fit(texts, labels)
     nbsvm = fit_nbsvm(texts, labels, C=NBSVM_C)
-    fasttext = _fasttext(texts, labels, FASTTEXT_SETTINGS, fasttext_text)
-    return {"TF-IDF + LR": tfidf.predict_proba, "NB-SVM": lambda t: softmax(nbsvm.logits(t)), "fastText": fasttext}
+    fasttext = fasttext_model(texts, labels)
 
-
-def _fasttext(texts, labels, settings, clean):
-    """fastText's supervised classifier on ``texts``; returns texts -> ``(n, 2)`` probabilities."""
-    import fasttext
-
-    with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
-        path = Path(tmp) / "train.txt"
-        path.write_text("".join(f"__label__{int(y)} {clean(t)}\n" for t, y in zip(texts, labels)), encoding="utf-8")
-        model = fasttext.train_supervised(str(path), **settings, thread=1, seed=0, verbose=0)
-
-    def scorer(batch):
-        names, probs = model.predict([clean(t) for t in batch], k=2)
+    def fasttext_proba(batch):
+        names, probs = fasttext.predict([fasttext_text(t) for t in batch], k=2)
         out = np.zeros((len(batch), 2))
         for i, (ns, ps) in enumerate(zip(names, probs)):
             for n, p in zip(ns, ps):
                 out[i, int(n[len("__label__"):])] = p
         return out
-    return scorer
+    return {"TF-IDF + LR": tfidf.predict_proba, "NB-SVM": lambda t: softmax(nbsvm.logits(t)),
+            "fastText": fasttext_proba}
 
 
 def markdown(results: dict) -> str:
@@ -75,15 +59,16 @@ def markdown(results: dict) -> str:
     def rate(r):
         return "–" if r is None else f"{r:.1%}"
 
-    rows = []
-    for i, t in enumerate(first["tests"]):
-        rows.append(f"| {t['capability']} | {t['name']} | {t['type']} | {t['cases']:,} | "
-                    + " | ".join(rate(results["systems"][s]["tests"][i]["failure_rate"]) for s in systems) + " |")
-    for j, c in enumerate(first["capabilities"]):
-        rows.append(f"| **{c['capability']}** | (mean of {c['tests']} tests) | | {c['cases']:,} | "
-                    + " | ".join(rate(results["systems"][s]["capabilities"][j]["failure_rate"]) for s in systems) + " |")
-    rows.append("| **all** | mean over tests | | | "
-                + " | ".join(f"**{rate(results['systems'][s]['overall']['mean_failure_rate'])}**" for s in systems) + " |")
+    def cells(rate_of, bold=False):
+        """One cell per system: ``rate_of(report)``."""
+        mark = "**" if bold else ""
+        return " | ".join(f"{mark}{rate(rate_of(results['systems'][s]))}{mark}" for s in systems) + " |"
+
+    rows = [f"| {t['capability']} | {t['name']} | {t['type']} | {t['cases']:,} | "
+            + cells(lambda r, i=i: r["tests"][i]["failure_rate"]) for i, t in enumerate(first["tests"])]
+    rows += [f"| **{c['capability']}** | (mean of {c['tests']} tests) | | {c['cases']:,} | "
+             + cells(lambda r, j=j: r["capabilities"][j]["failure_rate"]) for j, c in enumerate(first["capabilities"])]
+    rows.append("| **all** | mean over tests | | | " + cells(lambda r: r["overall"]["mean_failure_rate"], bold=True))
     meta = (f"Failure rates on the built-in suite's {results['half']} half ({results['date']}, {results['hardware']}, "
             f"commit {results['commit']}); lower is better.")
     return "\n".join([meta, "", *head, *rows]) + "\n"

@@ -57,21 +57,27 @@ def _score(fit: Callable[[], Callable[[Sequence[str]], np.ndarray]], n_train: in
 
 def tfidf_logreg(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
                  repeats: int = 1) -> dict:
-    """TF-IDF (sublinear tf) over word 1-2-grams + L2 logistic regression, C = 8. Returns the peer dict."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-
-    pipe = make_pipeline(
-        TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_df=0.95, sublinear_tf=True, strip_accents="unicode"),
-        LogisticRegression(C=8.0, max_iter=2000),
-    )
+    """TF-IDF (sublinear tf) over word 1-2-grams + L2 logistic regression, C = 8 (:func:`tfidf_pipeline`).
+    Returns the peer dict."""
+    pipe = tfidf_pipeline()
 
     def fit():
         pipe.fit(train_texts, train_labels)
         return pipe.predict
 
     return _score(fit, len(train_texts), test_texts, test_labels, val_texts, val_labels, repeats)
+
+
+def tfidf_pipeline():
+    """The TF-IDF + LR peer, unfitted: TF-IDF (sublinear tf) over word 1-2-grams + L2 logistic regression, C = 8."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    return make_pipeline(
+        TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_df=0.95, sublinear_tf=True, strip_accents="unicode"),
+        LogisticRegression(C=8.0, max_iter=2000),
+    )
 
 
 # ----------------------------------------------------------------------------- NB-SVM (NB-LR)
@@ -106,8 +112,20 @@ def fasttext_text(text: str) -> str:
 
 
 def fasttext_predictor(train_texts, train_labels, seed: int = 0, **settings):
-    """Fit fastText's supervised classifier with word bigrams (Joulin et al. 2017), one thread; returns
-    ``predict(texts) -> (len(texts),)`` int label ids (any number of classes).
+    """Fit fastText's supervised classifier with word bigrams (Joulin et al. 2017), one thread
+    (:func:`fasttext_model`); returns ``predict(texts) -> (len(texts),)`` int label ids (any number of classes)."""
+    model = fasttext_model(train_texts, train_labels, seed, **settings)
+
+    def predict(texts):
+        # a list: fasttext 0.9.3's single-string path calls np.array(copy=False), an error on numpy 2
+        labels, _ = model.predict([fasttext_text(t) for t in texts])
+        return np.array([int(lab[0][len("__label__"):]) for lab in labels])
+    return predict
+
+
+def fasttext_model(train_texts, train_labels, seed: int = 0, **settings):
+    """fastText's supervised classifier with word bigrams (Joulin et al. 2017), fitted with one thread on
+    :func:`fasttext_text` of each text; its labels are ``__label__<id>``.
 
     ``settings`` override :data:`FASTTEXT_SETTINGS` (``fasttext.train_supervised`` keywords).
     One thread makes the run reproducible: with several, fastText's lock-free (Hogwild) updates
@@ -133,12 +151,7 @@ def fasttext_predictor(train_texts, train_labels, seed: int = 0, **settings):
             model = fasttext.train_supervised(str(path), **opts)
         except RuntimeError as exc:
             raise RuntimeError(f"fastText diverged ({exc}); run it in a fresh process, or lower lr") from None
-
-    def predict(texts):
-        # a list: fasttext 0.9.3's single-string path calls np.array(copy=False), an error on numpy 2
-        labels, _ = model.predict([fasttext_text(t) for t in texts])
-        return np.array([int(lab[0][len("__label__"):]) for lab in labels])
-    return predict
+    return model
 
 
 def fasttext_bigrams(train_texts, train_labels, test_texts, test_labels, val_texts=None, val_labels=None,
