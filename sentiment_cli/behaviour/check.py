@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from ..wording import listed
 from .cases import Case, test_cases
 from .suite import Suite, Test
 
@@ -64,7 +65,7 @@ def resolve_labels(suite: Suite, model_labels: Sequence[str]) -> dict[str, int]:
         hit = next((index[n.casefold()] for n in names if n.casefold() in index), None)
         if hit is not None:
             found[label] = hit
-    shown = ", ".join(model_labels[:20]) + (f" and {len(model_labels) - 20} more" if len(model_labels) > 20 else "")
+    shown = listed(model_labels)
     if suite.labels and (len(model_labels) != len(suite.labels) or any(lb not in found for lb in suite.labels)):
         raise LabelMismatch(f"{suite.source} is for models with the labels {', '.join(suite.labels)}; this "
                             f"model's are {shown}. Write a suite for its labels (docs/check.md) and pass --suite")

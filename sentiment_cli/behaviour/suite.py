@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import importlib.resources
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..wording import listed
 from .perturb import PERTURBATIONS, NEEDS_LEXICON
 from .templates import placeholders
 
@@ -88,7 +89,6 @@ class Suite:
     seed: int = 0
     source: str = ""
     description: str = ""
-    split: bool = field(default=False)   # whether any test has dev/test halves
 
 
 def builtin_suite() -> Suite:
@@ -140,8 +140,7 @@ def parse_suite(text: str, where: str) -> Suite:
     aliases = {str(k): tuple(_strings(v, f"label_aliases.{k}", where)) for k, v in aliases.items()}
     return Suite(name=str(raw.get("name", Path(where).stem)), labels=labels, label_aliases=aliases,
                  lexicons=lexicons, tests=tests, seed=_int(raw.get("seed", 0), "seed", where, 0, 2**32 - 1),
-                 source=where, description=str(raw.get("description", "")),
-                 split=any(h != "all" for t in tests for h, _ in t.templates))
+                 source=where, description=str(raw.get("description", "")))
 
 
 def _test(raw: Any, number: int, lexicons: dict[str, tuple[str, ...]], samples: int, where: str) -> Test:
@@ -194,7 +193,7 @@ def _templates(raw: dict, lexicons: dict[str, tuple[str, ...]], at: str) -> tupl
         missing = sorted({lexicon for _, lexicon in names if lexicon not in lexicons})
         if missing:
             raise SuiteError(f"{at}: template {template!r} names no lexicon {missing[0]!r} "
-                             f"(lexicons: {_listed(sorted(lexicons))})")
+                             f"(lexicons: {listed(sorted(lexicons))})")
     return tuple(pairs)
 
 
@@ -259,8 +258,3 @@ def _unique(names: list[str], where: str) -> None:
             raise SuiteError(f"{where}: two tests are named {name!r}")
         seen.add(name)
 
-
-def _listed(names: list[str], most: int = 20) -> str:
-    """At most ``most`` names, then how many more."""
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "") if names else "none"
