@@ -24,6 +24,7 @@ common misspellings without the apostrophe.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -49,7 +50,7 @@ SENTENCE_END = frozenset(".!?")
 CONTRAST = frozenset({"but", "however", "although", "though", "yet", "whereas"})
 
 NONE, NEGATOR, CLAUSE, SENTENCE, WORDLESS, STOP = 0, 1, 2, 4, 8, 16   # role bits of a vocabulary entry
-_ROLES: dict[int, tuple[object, np.ndarray]] = {}   # id(tokenizer) -> (tokenizer, roles); the tokenizer kept alive
+_ROLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # tokenizer -> its roles, while it lives
 
 
 def is_negator(word: str) -> bool:
@@ -79,9 +80,9 @@ def role_of(token: str) -> int:
 def token_roles(tokenizer) -> np.ndarray:
     """``(vocab_size,)`` uint8 role bits of each id of ``tokenizer``'s vocabulary (:func:`role_of`), cached
     per tokenizer."""
-    cached = _ROLES.get(id(tokenizer))
-    if cached is not None and cached[0] is tokenizer:
-        return cached[1]
+    cached = _ROLES.get(tokenizer)
+    if cached is not None:
+        return cached
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     roles = np.zeros(max(vocab.values(), default=0) + 1, np.uint8)
     for token, i in vocab.items():
@@ -89,7 +90,7 @@ def token_roles(tokenizer) -> np.ndarray:
     for i, added in tokenizer.get_added_tokens_decoder().items():   # <pad>, <unk>: never marked
         if added.special:
             roles[i] |= WORDLESS
-    _ROLES[id(tokenizer)] = (tokenizer, roles)
+    _ROLES[tokenizer] = roles
     return roles
 
 
