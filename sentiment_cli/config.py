@@ -112,6 +112,16 @@ class DataConfig:
                                        "label, sentiment, rating, stars or class")
     labels: tuple[str, ...] = _spec((), help="the label names, in id order; must match the training data's labels; "
                                              "empty: the data's ClassLabel names, else its sorted distinct labels")
+    multi_label: str = _spec("auto", choices=("auto", "true", "false"),
+                             help="several labels per text (sigmoid and binary cross-entropy, a threshold per label): "
+                                  "true, false, or auto: when the label column holds lists (a JSON list, a Parquet "
+                                  "list, labels joined by label_separator) or label_columns names 0/1 columns "
+                                  "(TOML true and false are read as \"true\" and \"false\")")
+    label_separator: str = _spec("", help="the separator of several labels in one label field (\"a,b\"); empty: "
+                                          "found among , ; | when multi_label is auto or true")
+    label_columns: tuple[str, ...] = _spec((), help="one 0/1 column per label (multi-label), in id order; empty: "
+                                                    "found when every column besides the text and an id column "
+                                                    "holds only 0 and 1")
     validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, hi_open=True,
                                        help="share of train held out (stratified) for validation when the source has "
                                             "no validation (dev) split of its own; 0 trains on all of train, "
@@ -247,19 +257,30 @@ class PretrainConfig:
 
 
 @dataclass(frozen=True)
+class PredictConfig:
+    """How predictions are decided from the probabilities (multi-label models)."""
+
+    min_labels: int = _spec(-1, lo=-1, hi=1, help="multi-label: 1: every text gets at least its most probable "
+                                                   "label; 0: a text may get none; -1 (auto): 1 when every "
+                                                   "training text has a label, else 0")
+
+
+@dataclass(frozen=True)
 class Config:
-    """A whole run: model, data, training and pretraining settings."""
+    """A whole run: model, data, training, pretraining and prediction settings."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    predict: PredictConfig = field(default_factory=PredictConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict, ``{"model": {...}, "data": {...}, "training": {...}, "pretrain": {...}}``."""
+        """Plain JSON-ready dict, ``{"model": {...}, "data": {...}, "training": {...}, "pretrain": {...}, "predict": {...}}``."""
         d = dataclasses.asdict(self)
         d["training"]["betas"] = list(d["training"]["betas"])
         d["data"]["labels"] = list(d["data"]["labels"])
+        d["data"]["label_columns"] = list(d["data"]["label_columns"])
         return d
 
     def to_toml(self) -> str:
@@ -295,7 +316,8 @@ class Config:
         return _with_sections(self, sections, origin) if sections else self
 
 
-SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "pretrain": PretrainConfig}
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "pretrain": PretrainConfig,
+            "predict": PredictConfig}
 
 
 def _with_sections(config: Config, overrides: dict[str, dict[str, Any]], origin: str) -> Config:
@@ -322,8 +344,10 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any, where: str) -> Any
                 or not all(0.0 <= b < 1.0 for b in value)):
             raise ValueError(f"{key} must be two numbers in [0, 1), got {value!r}")
         return (float(value[0]), float(value[1]))
-    if f.name == "labels":
+    if f.name in ("labels", "label_columns"):
         return _check_labels(value, key)
+    if f.name == "multi_label" and isinstance(value, bool):
+        value = "true" if value else "false"
     if tp is bool:
         ok = isinstance(value, bool)
     elif tp is int:

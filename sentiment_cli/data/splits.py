@@ -35,23 +35,37 @@ SPLITS = ("train", "validation", "test")
 class Split:
     """One labelled split: ``texts[i]`` has label id ``labels[i]``, whose name is ``label_names[labels[i]]``.
 
+    A multi-label split (``multi_label``) holds ``labels`` as a ``(rows, num_labels)`` uint8 matrix instead:
+    ``labels[i, j]`` is 1 when text ``i`` carries label ``j`` (a row of zeros: no label).
+
     Attributes:
         where: where the rows came from, for messages and the model card (a file, or ``source: split``).
     """
 
     name: str
     texts: list[str]
-    labels: list[int]
+    labels: Any   # list[int] (rows,), or np.ndarray (rows, num_labels) uint8 when multi_label
     label_names: tuple[str, ...] = LABELS
     where: str = ""
+    multi_label: bool = False
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def class_counts(self) -> dict[str, int]:
-        """Examples per class, ``{name: count}`` in label order (classes without examples count 0)."""
-        counts = np.bincount(np.asarray(self.labels, dtype=np.int64), minlength=len(self.label_names))
+        """Examples per class, ``{name: count}`` in label order (classes without examples count 0); with
+        several labels per text, the texts that carry each label."""
+        if self.multi_label:
+            counts = np.asarray(self.labels, dtype=np.int64).reshape(len(self), len(self.label_names)).sum(axis=0)
+        else:
+            counts = np.bincount(np.asarray(self.labels, dtype=np.int64), minlength=len(self.label_names))
         return {name: int(c) for name, c in zip(self.label_names, counts)}
+
+    def unlabelled_rows(self) -> int:
+        """Texts that carry no label (multi-label only; 0 otherwise)."""
+        if not self.multi_label or not len(self):
+            return 0
+        return int((np.asarray(self.labels).sum(axis=1) == 0).sum())
 
     def fingerprint(self) -> str:
         """``"sha256:<hex>"`` over the texts and labels, in order: equal splits give equal fingerprints.
@@ -62,7 +76,8 @@ class Split:
         h = hashlib.sha256()
         for text, label in zip(self.texts, self.labels):
             data = text.encode("utf-8", errors="surrogatepass")
-            h.update(f"{int(label)}:{len(data)}:".encode("ascii"))
+            key = ",".join(map(str, np.flatnonzero(label))) + ";" if self.multi_label else str(int(label))
+            h.update(f"{key}:{len(data)}:".encode("ascii"))
             h.update(data)
         return f"sha256:{h.hexdigest()}"
 
