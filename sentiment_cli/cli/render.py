@@ -208,6 +208,57 @@ def render_calibration(console, r: dict) -> None:
     console.print(line, highlight=False)
 
 
+def render_multilabel_eval(console, metrics: dict) -> None:
+    """A multi-label ``eval`` result (``evaluation.multilabel.multilabel_metrics``' dict): the headline, a
+    summary (micro / macro / weighted precision, recall and F1; subset accuracy, Hamming loss, LRAP, mean
+    ECE) and the per-label table, most supported label first, with each label's threshold when the dict
+    has ``"thresholds"`` (``{name: threshold}``)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    m = metrics
+    where = f"[bold]{escape(str(m['split']))}[/]: " if m.get("split") else ""
+    console.print(f"{where}{m['examples']:,} texts  ·  {len(m['per_label'])} labels (multi-label)  ·  "
+                  f"micro F1 [bold]{m['micro']['f1']:.4f}[/]  ·  subset accuracy {m['subset_accuracy']:.2%}",
+                  highlight=False)
+    averages = Table(title="summary", title_justify="left")
+    for col in ("average", "precision", "recall", "F1"):
+        averages.add_column(col, justify="left" if col == "average" else "right")
+    for avg in ("micro", "macro", "weighted"):
+        a = m[avg]
+        averages.add_row(avg, f"{a['precision']:.4f}", f"{a['recall']:.4f}", f"{a['f1']:.4f}",
+                         style="bold" if avg == "micro" else None)
+    console.print(averages)
+    sets = Table(caption="subset accuracy: texts with every label right · Hamming loss: wrong (text, label) "
+                         "decisions · LRAP: label ranking average precision · ECE: mean over labels, 15 bins")
+    for col in ("subset accuracy", "Hamming loss", "LRAP", "ECE"):
+        sets.add_column(col, justify="right")
+    sets.add_row(f"{m['subset_accuracy']:.2%}", f"{m['hamming_loss']:.4f}", f"{m['lrap']:.4f}", f"{m['ece']:.2%}")
+    console.print(sets)
+    console.print(_per_label_table(m))
+
+
+def _per_label_table(m: dict):
+    """The per-label rows of :func:`render_multilabel_eval`, by support (most first; ties in label order)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    thresholds, ece = m.get("thresholds") or {}, m.get("ece_per_label") or {}
+    per = Table(title="per label", title_justify="left")
+    columns = ["label", "precision", "recall", "F1", "support"]
+    columns += ["threshold"] * bool(thresholds) + ["ECE"] * bool(ece)
+    for col in columns:
+        per.add_column(col, justify="left" if col == "label" else "right")
+    for name, r in sorted(m["per_label"].items(), key=lambda kv: -kv[1]["support"]):
+        cells = [escape(name), f"{r['precision']:.4f}", f"{r['recall']:.4f}", f"{r['f1']:.4f}", f"{r['support']:,}"]
+        if thresholds:
+            cells.append(f"{thresholds[name]:.2f}" if name in thresholds else "–")
+        if ece:
+            cells.append(f"{ece[name]:.2%}" if name in ece else "–")
+        per.add_row(*cells)
+    return per
+
+
 def _shorten(text: str, width: int) -> str:
     text = " ".join(text.replace("<br />", " ").split())
     return text if len(text) <= width else text[:width - 1].rstrip() + "…"
