@@ -41,7 +41,7 @@ from .errors import CheckpointError, ConfigError, UsageError
 from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
-from .untrusted import open_regular_file, read_regular_file, stored_temperature, stored_vocab_size
+from .untrusted import open_regular_file, read_regular_file, stored_decision, stored_temperature, stored_vocab_size
 
 CHECKPOINT_FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
@@ -208,6 +208,12 @@ class Checkpoint:
     metrics: dict[str, Any]
     labels: tuple[str, ...] = LABELS   # class names by id: the model's outputs, in order
     temperature: float = 1.0   # softmax(logits / temperature); see calibration.py
+    decision: dict[str, Any] | None = None   # a multi-label model's rule (untrusted.stored_decision), else None
+
+    @property
+    def multi_label(self) -> bool:
+        """Whether the model gives several labels per text (sigmoid per label, a threshold each)."""
+        return self.decision is not None
 
 
 def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,
@@ -323,7 +329,7 @@ def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[st
     except ValueError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
     labels = _labels(raw.pop("labels", None), path)
-    for key in ("architecture", "temperature"):
+    for key in ("architecture", "temperature", "multi_label"):
         raw.pop(key, None)
     try:
         config = stored_config_from_dict(raw, str(path))
@@ -358,6 +364,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     directory = Path(directory)
     config, vocab_size, labels = read_checkpoint_config(directory)   # sizes within the config's bounds
     temperature = read_temperature(directory)
+    decision = read_decision(directory, len(labels))
     tokenizer = _checkpoint_tokenizer(directory / TOKENIZER_FILE, vocab_size)
     metrics = read_metrics(directory)
     if metrics.get("kind") == "pretrained" and not pretrained_ok:
@@ -373,7 +380,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     del data
     load_weights(model, state, weights_path)
     model.to(device).eval()
-    return Checkpoint(directory, config, model, tokenizer, metrics, labels, temperature)
+    return Checkpoint(directory, config, model, tokenizer, metrics, labels, temperature, decision)
 
 
 def _checkpoint_tokenizer(path: Path, vocab_size: int) -> Any:
@@ -424,6 +431,37 @@ def read_temperature(directory: str | Path) -> float:
         return stored_temperature(_read_json(path).get("temperature", 1.0))
     except ValueError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
+
+
+def read_decision(directory: str | Path, num_labels: int) -> dict[str, Any] | None:
+    """A multi-label model's decision rule, ``config.json``'s ``"multi_label"`` (per-label temperatures and
+    thresholds, ``min_labels``), checked by :func:`~sentiment_cli.untrusted.stored_decision`; ``None`` for a
+    model of one label per text.
+
+    Raises:
+        CheckpointError: ``config.json`` is missing or invalid, or the record is malformed.
+    """
+    path = Path(directory) / CONFIG_FILE
+    raw = _read_json(path).get("multi_label")
+    if raw is None:
+        return None
+    try:
+        return stored_decision(raw, num_labels)
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+def write_decision(directory: str | Path, decision: dict[str, Any]) -> None:
+    """Store a multi-label decision rule as ``config.json``'s ``"multi_label"``, atomically; the rest is kept.
+
+    Raises:
+        CheckpointError: ``config.json`` is missing or invalid.
+        ValueError: a rule that loading would refuse.
+    """
+    path = Path(directory) / CONFIG_FILE
+    raw = _read_json(path)
+    raw["multi_label"] = stored_decision(decision, len(decision.get("thresholds") or ()))
+    write_json(path, raw)
 
 
 def write_temperature(directory: str | Path, temperature: float) -> None:

@@ -9,6 +9,7 @@ checks each stored value before anything is allocated from it (:func:`stored_tem
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from pathlib import Path
@@ -92,3 +93,37 @@ def read_regular_file(path: str | Path, limit: int, folder: str | Path | None = 
     return data
 
 
+
+
+DECISION_TEMPERATURES = (1e-3, 1e3)   # a multi-label record's per-label temperatures outside are refused
+
+
+def stored_decision(raw: Any, num_labels: int) -> dict[str, Any]:
+    """A multi-label checkpoint's decision record (``config.json``'s ``"multi_label"``: ``temperatures``,
+    ``thresholds``, ``min_labels``), checked: ``{"temperatures": [float], "thresholds": [float], "min_labels": int}``.
+
+    Raises:
+        ValueError: not an object; lists not of ``num_labels`` finite numbers; a temperature outside
+            :data:`DECISION_TEMPERATURES` or a threshold outside (0, 1]; ``min_labels`` not 0 or 1.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError("the multi_label record must be an object")
+    temps = _numbers(raw.get("temperatures"), num_labels, "temperatures")
+    thresholds = _numbers(raw.get("thresholds"), num_labels, "thresholds")
+    lo, hi = DECISION_TEMPERATURES
+    if not all(lo <= t <= hi for t in temps):
+        raise ValueError(f"multi_label temperatures must lie in [{lo:g}, {hi:g}]")
+    if not all(0.0 < t <= 1.0 for t in thresholds):
+        raise ValueError("multi_label thresholds must lie in (0, 1]")
+    min_labels = raw.get("min_labels", 0)
+    if isinstance(min_labels, bool) or min_labels not in (0, 1):
+        raise ValueError(f"multi_label min_labels must be 0 or 1, got {str(min_labels)[:20]!r}")
+    return {"temperatures": temps, "thresholds": thresholds, "min_labels": int(min_labels)}
+
+
+def _numbers(value: Any, n: int, name: str) -> list[float]:
+    """``value`` as ``n`` finite floats, or a ValueError naming the record's ``name``."""
+    if not isinstance(value, list) or len(value) != n or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        raise ValueError(f"multi_label {name} must be a list of {n} finite numbers")
+    return [float(v) for v in value]

@@ -176,12 +176,12 @@ def test_score_weight_analysis_keeps_the_runs_epoch_and_reports_the_chosen_weigh
 
 
 def test_suite_data_folders_join_the_shared_sets_by_their_folder_name_and_bad_ones_stop_in_one_line(tmp_path):
-    from bench.suite import SETS, set_folders
+    from bench.suite import MULTI_LABEL_SETS, SETS, set_folders
 
     from .conftest import SMALL_DATA
 
     sst5 = ROOT / "tests" / "data" / "sst5_small"
-    assert list(set_folders(None, [])) == list(SETS)                      # no flags: every shared set
+    assert list(set_folders(None, [])) == [*SETS, *MULTI_LABEL_SETS]      # no flags: every shared set, GoEmotions last
     assert set_folders(None, [str(sst5)]) == {"sst5_small": str(sst5)}   # --data alone: that folder only
     both = set_folders(["trec6"], [str(sst5), str(SMALL_DATA)])            # a Hub-layout folder reads too
     assert list(both) == ["trec6", "sst5_small", "imdb_small"]

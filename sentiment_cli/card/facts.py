@@ -91,6 +91,8 @@ def _data_record(data: dict[str, Any], config) -> dict[str, Any]:
             "train_examples": data.get("train_examples", data.get("reviews")),   # pretrained: unlabelled reviews
             "validation_examples": data.get("validation_examples"),
             "negation_augment": data.get("negation_augment", 0),   # pairs of rule-negated sentences among them
+            "multi_label": bool(data.get("multi_label")),   # several labels per text, and how they were read
+            "reading": data.get("reading") or "", "unlabelled_rows": data.get("unlabelled_rows", 0),
             "fingerprint": data.get("fingerprint", UNKNOWN)}
 
 
@@ -127,8 +129,10 @@ def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]])
                                   "f1_macro": best_record.get("validation_f1_macro"),   # None before it was kept
                                   "source": f"training, epoch {best}"}
     for split, r in evals.items():
-        by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy"),
-                           "loss": r.get("loss"), "f1_macro": (r.get("f1") or {}).get("macro"),
+        # a multi-label record: subset accuracy, and macro-F1 under "macro"
+        by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy", r.get("subset_accuracy")),
+                           "loss": r.get("loss"),
+                           "f1_macro": (r.get("f1") or {}).get("macro", (r.get("macro") or {}).get("f1")),
                            "source": f"sentiment eval, {r.get('evaluated', UNKNOWN)}",
                            "data": r.get("data")}
     return by_split
@@ -157,6 +161,9 @@ def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict
         if "ece" in r:
             ece[split] = {"ece": r["ece"], "ece_uncalibrated": r.get("ece_uncalibrated")}
     out = {"temperature": read_temperature(directory), "fitted": "ece" in fitted, "ece": ece}
+    if isinstance(fitted.get("decision"), dict):   # multi-label: a temperature and a threshold per label
+        out["decision"] = fitted["decision"]
+        out["shared_threshold_labels"] = len(fitted.get("shared_threshold_labels") or [])
     if "ngram_scale" in fitted:   # the n-gram score's weight, chosen with it (training/score_weight.py)
         out["ngram_scale"] = fitted["ngram_scale"]
     return out
@@ -166,6 +173,8 @@ def _eval_balance(record: dict[str, Any], labels: tuple[str, ...]) -> dict[str, 
     """Examples per class of an eval record: its ``support``, or its confusion matrix's row sums."""
     if isinstance(record.get("support"), dict):
         return {k: v for k, v in record["support"].items()}
+    if isinstance(record.get("per_label"), dict):   # multi-label: the texts that carry each label
+        return {k: v.get("support") for k, v in record["per_label"].items() if isinstance(v, dict)}
     cm = record.get("confusion_matrix") or []
     names = record.get("labels") or labels
     return {name: sum(row) for name, row in zip(names, cm)} if len(cm) == len(names) else {}

@@ -129,13 +129,23 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _labels_text(card: dict[str, Any]) -> str:
+    """The labels line: ``N classes: a, b``; or a multi-label model's labels, how they were read, and the
+    training texts without a label."""
+    data, names = card["data"], ", ".join(card["labels"])
+    if not data.get("multi_label"):
+        return f"{len(card['labels'])} classes: {names}"
+    none = f"; {data.get('unlabelled_rows', 0):,} training texts carry none" if data.get("unlabelled_rows") else ""
+    return f"{len(card['labels'])} labels, several per text ({data.get('reading') or 'multi-label'}{none}): {names}"
+
+
 def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     """The "Training data" section: source, labels, review counts, fingerprint, class balance."""
     d, data = card["config"]["data"], card["data"]
     return [
         ("source", str(data["source"])),
         *([] if card.get("kind") == "pretrained" else
-          [("labels", f"{len(card['labels'])} classes: " + ", ".join(card["labels"]))]),
+          [("labels", _labels_text(card))]),
         ("training reviews", _count(data["train_examples"]) + (
             f", of which {2 * data['negation_augment']:,} are sentences and their negations by rule "
             f"({data['negation_augment']:,} pairs, negation_augment)"

@@ -11,7 +11,8 @@ import typer
 
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
-from .render import consoles, json_text, render_explanation, render_predictions
+from .render import (consoles, json_text, render_explanation, render_label_set_explanation, render_label_sets,
+                     render_predictions)
 
 
 class DecodeErrors(str, Enum):
@@ -138,7 +139,11 @@ def predict(
             return
         out, _ = consoles()
         if explain:
+            show = render_label_set_explanation if predictor.multi_label else render_explanation
             for i, e in enumerate(stream, 1):
-                render_explanation(out, i, e)
+                show(out, i, e)
+            return
+        if predictor.multi_label:
+            render_label_sets(out, stream)
             return
         render_predictions(out, stream, predictor.labels)

@@ -355,8 +355,34 @@ def _score_style(score: float, scale: float, unknown: bool, gradient: bool):
     return Style(bgcolor=Color.from_rgb(*rgb), color="white" if a > 0.55 else "black", underline=unknown)
 
 
-def render_explanation(console, number: int, e) -> None:
-    """One :class:`~sentiment_cli.inference.explain.Explanation`: the review coloured by token score, the top tokens."""
+def render_label_sets(console, results) -> None:
+    """A table of a multi-label model's :class:`~sentiment_cli.inference.multilabel.LabelSet` objects, numbered
+    from 1: each text's labels with their probabilities, most probable first."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("labels", overflow="fold", max_width=40)
+    table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, console.width - 50)))
+    for i, r in enumerate(results, 1):
+        shown = ", ".join(f"{_printable(n)} {r.probabilities[n]:.2f}" for n in r.labels) or "(none)"
+        table.add_row(str(i), Text(shown, style="bold" if r.labels else "dim"), Text(_printable(r.text[:1000])))
+    console.print(table)
+
+
+def render_label_set_explanation(console, number: int, e) -> None:
+    """A :class:`~sentiment_cli.inference.explain.LabelSetExplanation`: one panel per predicted label, each
+    splitting that label's own logit over the tokens."""
+    if not e.explanations:
+        console.print(f"{number} (no label reaches its threshold): {_printable(e.text[:200])}")
+    for x in e.explanations:
+        render_explanation(console, number, x, own_logit=True)
+
+
+def render_explanation(console, number: int, e, own_logit: bool = False) -> None:
+    """One :class:`~sentiment_cli.inference.explain.Explanation`: the review coloured by token score, the top tokens
+    (``own_logit``: a multi-label model's, whose scores split the target label's own logit)."""
     from rich.panel import Panel
     from rich.text import Text
 
@@ -373,7 +399,9 @@ def render_explanation(console, number: int, e) -> None:
             body.append(piece, style=_score_style(score, scale, kind == "unknown", gradient))
     body.append("\n")
     labels = list(e.probabilities)
-    if len(labels) == 2:   # the scores split logit(second) - logit(first): + towards the second label
+    if own_logit:   # one label's own decision: + towards it, - away from it
+        towards, away = e.target, f"not {e.target}"
+    elif len(labels) == 2:   # the scores split logit(second) - logit(first): + towards the second label
         towards, away = labels[1], labels[0]
     else:
         towards, away = e.target, "the others"
@@ -385,7 +413,7 @@ def render_explanation(console, number: int, e) -> None:
         for j, (tok, score) in enumerate(top):
             body.append((" · " if j else "") + tok, style=color)
             body.append(f" {score:+.2f}", style="dim")
-    what = (f"logit({labels[1]}) - logit({labels[0]})" if len(labels) == 2
+    what = (f"logit({e.target})" if own_logit else f"logit({labels[1]}) - logit({labels[0]})" if len(labels) == 2
             else f"logit({e.target}) - mean of the other {len(labels) - 1} logits")
     body.append(f"\n{what} {e.margin:+.2f} = tokens {sum(e.scores):+.2f} + bias {e.bias:+.2f}", style="dim")
     if any(kind == "unknown" for _, kind, _ in segments):

@@ -10,6 +10,7 @@ columns = predicted label, in label-id order.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,7 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import multilabel
 from .calibration import calibration_report
+from ..inference.multilabel import Decision, decide, sigmoid
 from ..card.readme import write_card
 from ..checkpoint import Checkpoint, load_checkpoint, record_eval
 from ..data.splits import Split, is_own_data, load_split, scoring_spec
@@ -82,14 +85,30 @@ def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], label
     start = time.perf_counter()
     logits = batched_logits(model, ids, batch_size=batch_size, device=device, bf16=bf16, on_batch=on_batch)
     seconds = time.perf_counter() - start
-    target = torch.as_tensor(list(labels), dtype=torch.long)
-    metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist(), label_names)
-    metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
+    if np.ndim(labels) == 2:
+        metrics = validation_metrics(logits.numpy(), np.asarray(labels), label_names)
+    else:
+        target = torch.as_tensor(list(labels), dtype=torch.long)
+        metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist(), label_names)
+        metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
     metrics["examples_per_second"] = len(ids) / seconds if seconds > 0 else 0.0
     metrics["seconds"] = seconds
     if return_logits:
         metrics["logits"] = logits
     return metrics
+
+
+def validation_metrics(logits: np.ndarray, y: np.ndarray, label_names: Sequence[str]) -> dict[str, Any]:
+    """A multi-label model's figures on validation during training (``y``: ``(n, num_labels)`` 0/1): ``loss``
+    (mean binary cross-entropy), ``accuracy`` (subset accuracy) and ``f1`` ``{"macro", "micro"}`` at the
+    thresholds that suit each label best on these same rows (what the post-fit thresholds will reach; the
+    epoch with the best macro-F1 is kept), with :func:`~.multilabel.multilabel_metrics`' other figures."""
+    probabilities = sigmoid(logits)
+    thresholds, _, _ = multilabel.fit_thresholds(probabilities, y)
+    m = multilabel.multilabel_metrics(y, decide(probabilities, thresholds, 0), probabilities, label_names)
+    return {**m, "num_examples": len(y), "accuracy": m["subset_accuracy"],
+            "f1": {"macro": m["macro"]["f1"], "micro": m["micro"]["f1"]},
+            "loss": multilabel.binary_nll(logits, y)}
 
 
 def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int,
@@ -201,6 +220,8 @@ def _load(directory: str | Path, split: str, data: str | None, text_column: str 
     :func:`evaluate_checkpoint`."""
     ckpt = load_checkpoint(directory, device)
     spec = scoring_spec(ckpt.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT)
+    if ckpt.multi_label:   # its data is read as several labels per text, whatever the file looks like
+        spec = dataclasses.replace(spec, multi_label="true")
     cb.on_stage(f"loading the {split} split")
     return ckpt, load_split(spec, split, label_names=ckpt.labels), spec.source
 
@@ -211,6 +232,8 @@ def _score(ckpt, s: Split, checkpoint: str, device: torch.device, batch_size: in
     cfg = ckpt.config
     ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
     cb.on_start(len(ids))
+    if ckpt.multi_label:
+        return _score_label_sets(ckpt, s, ids, checkpoint, device, batch_size, cb)
     m = evaluate_ids(ckpt.model, ids, s.labels, ckpt.labels, device=device, bf16=cfg.training.autocast_bf16,
                      batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
                      on_batch=cb.on_batch, return_logits=True)
@@ -223,11 +246,50 @@ def _score(ckpt, s: Split, checkpoint: str, device: torch.device, batch_size: in
     return result, m["logits"]
 
 
+def _score_label_sets(ckpt: Checkpoint, s: Split, ids: list[list[int]], checkpoint: str, device: torch.device,
+                      batch_size: int | None, cb: EvalCallbacks) -> tuple[dict[str, Any], torch.Tensor]:
+    """:func:`_score` of a multi-label model: its decision rule (the temperatures and thresholds fitted on
+    validation) applied to the split, and :func:`~.multilabel.multilabel_metrics`' figures, with ``labels``,
+    ``thresholds`` (by label), ``loss`` (mean binary cross-entropy), ``ece_uncalibrated``, the speed and
+    ``checkpoint``."""
+    cfg, rule = ckpt.config, Decision.from_json(ckpt.decision, len(ckpt.labels))
+    start = time.perf_counter()
+    logits = batched_logits(ckpt.model, ids, batch_size=cfg.training.eval_batch_size if batch_size is None
+                            else batch_size, device=device, bf16=cfg.training.autocast_bf16, on_batch=cb.on_batch)
+    seconds = time.perf_counter() - start
+    y, z = np.asarray(s.labels), logits.numpy().astype(np.float64)
+    probabilities = rule.probabilities(z)
+    m = multilabel.multilabel_metrics(y, rule.labels(probabilities), probabilities, ckpt.labels)
+    result = {"split": s.name, "num_examples": len(ids), **m, "labels": list(ckpt.labels),
+              "thresholds": dict(zip(ckpt.labels, rule.thresholds)), "min_labels": rule.min_labels,
+              "loss": multilabel.binary_nll(z, y),
+              "ece_uncalibrated": multilabel.mean_ece(sigmoid(z), y),
+              "examples_per_second": len(ids) / seconds if seconds > 0 else 0.0, "checkpoint": checkpoint}
+    return result, logits
+
+
+def _label_set_errors(ckpt: Checkpoint, s: Split, logits: torch.Tensor, n: int) -> list[dict[str, Any]]:
+    """A multi-label model's ``n`` most confident mistakes: texts whose label set is wrong, ranked by the
+    probability of their most confident wrong decision (a label given with probability p, or missed with 1 - p).
+    Each: ``{"index", "labels", "true_labels", "probability", "wrong"}`` (``wrong``: the labels decided wrongly)."""
+    rule = Decision.from_json(ckpt.decision, len(ckpt.labels))
+    p = rule.probabilities(logits.numpy().astype(np.float64))
+    chosen, y = rule.labels(p), np.asarray(s.labels).astype(bool)
+    confidence = np.where(chosen != y, np.where(chosen, p, 1 - p), 0.0).max(axis=1)     # (n,)
+    wrong = np.flatnonzero(confidence > 0)
+    order = wrong[np.argsort(-confidence[wrong], kind="stable")][:max(0, n)]
+    names = ckpt.labels
+    return [{"index": int(i), "labels": [names[j] for j in np.flatnonzero(chosen[i])],
+             "true_labels": [names[j] for j in np.flatnonzero(y[i])], "probability": float(confidence[i]),
+             "wrong": [names[j] for j in np.flatnonzero(chosen[i] != y[i])]} for i in order]
+
+
 def _listed_errors(ckpt: Checkpoint, s: Split, logits: torch.Tensor, n: int,
                    flags: Mapping[str, dict[str, Any]] | None) -> list[dict[str, Any]]:
     """The ``n`` most confident mistakes (``logits``: ``(len(s.texts), num_labels)``), each with its ``text``,
     and with ``flags``, its ``audit`` flag or ``None``."""
-    mistakes = confident_errors(logits / ckpt.temperature, s.labels, n, ckpt.labels)   # as predict's
+    mistakes = _label_set_errors(ckpt, s, logits, n) if ckpt.multi_label else \
+        confident_errors(logits / ckpt.temperature, s.labels, n, ckpt.labels)   # as predict's
     listed = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
     if flags is not None:
         for e in listed:

@@ -312,3 +312,10 @@ def fit_label_temperatures(logits: np.ndarray, y_true: np.ndarray, tol: float = 
                               bounds=_LOG_T_BOUNDS, method="bounded", options={"xatol": tol})
         out[j] = math.exp(fit.x)
     return out
+
+
+def mean_ece(probabilities: np.ndarray, y_true: np.ndarray, bins: int = ECE_BINS) -> float:
+    """The mean over labels of each label's binary expected calibration error (:func:`binary_ece`), for
+    ``(n, L)`` probabilities and 0/1 labels: what a multi-label model reports as its ECE."""
+    p, y = np.asarray(probabilities), np.asarray(y_true)
+    return float(np.mean([binary_ece(p[:, j], y[:, j], bins) for j in range(p.shape[1])])) if p.size else 0.0

@@ -39,10 +39,12 @@ a token's score is that of the word in its context, not of the word alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..data.tokenizer import UNK_TOKEN
+from .multilabel import Decision, label_sets
 from .prediction import Explanation, predictions
 
 TokenRow = tuple[list[int], list[tuple[int, int]], list[int], int]   # prediction.token_rows' rows
@@ -108,4 +110,44 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
                                probabilities=pred.probabilities, tokens=[text[a:b] or UNK_TOKEN for a, b in spans],
                                scores=contrast(t, k).tolist(), bias=float(contrast(bias, k)), ids=ids, spans=spans,
                                positions=positions, num_tokens=n, target=labels[k]))
+    return out
+
+
+@dataclass
+class LabelSetExplanation:
+    """A multi-label model's result for one text, with one :class:`Explanation` per predicted label.
+
+    Each label is its own binary decision, so its explanation splits the label's own logit (its log-odds
+    before the temperature), not a margin against the other labels: ``bias + sum(scores)`` is that logit,
+    exactly. ``explanations[i].target`` is ``labels[i]``.
+    """
+
+    text: str
+    labels: list[str]
+    probabilities: dict[str, float]
+    explanations: list[Explanation]
+
+    def to_dict(self) -> dict:
+        """The ``predict --explain --json`` object of a multi-label model: ``text``, ``labels``,
+        ``probabilities``, and ``explanations``: per predicted label ``{"label", "probability", "tokens",
+        "scores", "bias"}``."""
+        return {"text": self.text, "labels": self.labels, "probabilities": self.probabilities,
+                "explanations": [{"label": e.target, "probability": e.probability, "tokens": e.tokens,
+                                  "scores": e.scores, "bias": e.bias} for e in self.explanations]}
+
+
+def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
+                           token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
+                           decision: Decision) -> list[LabelSetExplanation]:
+    """Each text's label set (:func:`~.multilabel.label_sets`) and, per predicted label ``j``, each token's share
+    of logit ``j``: ``token_logits[t][:, j]``, with ``bias[j]`` (arguments as :func:`explanations`)."""
+    out = []
+    for result, (ids, spans, positions, n), t in zip(label_sets(texts, logits, labels, decision), rows, token_logits):
+        text, tokens = result.text, [result.text[a:b] or UNK_TOKEN for a, b in spans]
+        per = [Explanation(text=text, label=name, probability=result.probabilities[name],
+                           probabilities=result.probabilities, tokens=tokens,
+                           scores=t[:, labels.index(name)].astype(np.float64).tolist(),
+                           bias=float(bias[labels.index(name)]), ids=ids, spans=spans, positions=positions,
+                           num_tokens=n, target=name) for name in result.labels]
+        out.append(LabelSetExplanation(text, result.labels, result.probabilities, per))
     return out

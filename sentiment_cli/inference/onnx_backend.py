@@ -29,7 +29,7 @@ from ..config import stored_config_from_dict
 from ..errors import CheckpointError, ConfigError, SentimentError
 from ..data.labels import LABELS
 from ..data.tokenizer import PAD_ID, check_token_ids, tokenizer_from_str
-from ..untrusted import read_regular_file, stored_temperature, stored_vocab_size
+from ..untrusted import read_regular_file, stored_decision, stored_temperature, stored_vocab_size
 
 ONNX_FILE = "model.onnx"
 ONNX_INSTALL = 'pip install "sentiment-cli[onnx]"'
@@ -112,7 +112,9 @@ class OnnxBackend:
         _check_outputs(self.session, len(labels), self.path)
         self.temperature = _stored(stored_temperature, raw, "temperature", 1.0, self.path)
         vocab_size = _stored(stored_vocab_size, raw, "vocab_size", None, self.path)
-        for key in ("format_version", "vocab_size", "architecture", "labels", "temperature"):
+        self.decision = None if raw.get("multi_label") is None else \
+            _stored(lambda v: stored_decision(v, len(labels)), raw, "multi_label", None, self.path)
+        for key in ("format_version", "vocab_size", "architecture", "labels", "temperature", "multi_label"):
             raw.pop(key, None)
         try:
             self.config = stored_config_from_dict(raw, f"{self.path} (config)")

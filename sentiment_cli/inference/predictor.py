@@ -27,7 +27,8 @@ import numpy as np
 from ..config import Config
 from ..data.tokenizer import encode_texts
 from ..errors import CheckpointError
-from .explain import explanations
+from .explain import LabelSetExplanation, explanations, label_set_explanations
+from .multilabel import Decision, LabelSet, label_sets
 from .prediction import Explanation, Prediction, check_texts, chunked, predictions, token_rows
 
 
@@ -37,6 +38,7 @@ class Backend(Protocol):
     config: Config
     labels: tuple[str, ...]
     temperature: float
+    decision: dict[str, Any] | None   # a multi-label model's rule (untrusted.stored_decision), else None
     tokenizer: Any
     batch_size: int
 
@@ -121,6 +123,17 @@ class Predictor:
         """The model card (``sentiment info --json``)."""
         return self.backend.card
 
+    @property
+    def multi_label(self) -> bool:
+        """Whether the model gives several labels per text (:meth:`predict` then returns :class:`LabelSet`\ s)."""
+        return self.backend.decision is not None
+
+    @property
+    def decision(self) -> Decision | None:
+        """A multi-label model's decision rule (a temperature and a threshold per label), else ``None``."""
+        d = self.backend.decision
+        return None if d is None else Decision(tuple(d["temperatures"]), tuple(d["thresholds"]), d["min_labels"])
+
     def logits(self, texts: Sequence[str], *, first: int = 1) -> np.ndarray:
         """``(len(texts), num_labels)`` float32 logits, in input order (before the temperature).
 
@@ -136,18 +149,23 @@ class Predictor:
         ids = encode_texts(self.backend.tokenizer, texts, self.config.data)
         return finite_logits(self.backend.forward(ids)[0], first)
 
-    def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction]:
-        """Label and probabilities for each text, in input order.
+    def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction] | list[LabelSet]:
+        """Label and probabilities for each text, in input order: a :class:`Prediction` each, or with a
+        multi-label model a :class:`~.multilabel.LabelSet` each (its labels, a probability per label).
 
         Raises:
             UsageError: as :meth:`logits`.
         """
         if not texts:
             return []
-        return predictions(texts, self.logits(texts, first=first), self.labels, self.temperature)
+        logits = self.logits(texts, first=first)
+        if self.multi_label:
+            return label_sets(texts, logits, self.labels, self.decision)
+        return predictions(texts, logits, self.labels, self.temperature)
 
-    def explain(self, texts: Sequence[str], *, first: int = 1) -> list[Explanation]:
-        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`).
+    def explain(self, texts: Sequence[str], *, first: int = 1) -> list[Explanation] | list[LabelSetExplanation]:
+        """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`);
+        with a multi-label model a :class:`~.explain.LabelSetExplanation` each (one explanation per predicted label).
 
         Raises:
             UsageError: as :meth:`logits`.
@@ -156,6 +174,8 @@ class Predictor:
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
         logits, token_logits, bias = self.backend.forward([r[0] for r in rows], token_logits=True)
         finite_logits(logits, first)
+        if self.multi_label:
+            return label_set_explanations(texts, rows, logits, token_logits, bias, self.labels, self.decision)
         return explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:

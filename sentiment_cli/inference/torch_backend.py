@@ -133,6 +133,7 @@ class TorchBackend:
         self.config = self.checkpoint.config
         self.labels = self.checkpoint.labels
         self.temperature = self.checkpoint.temperature
+        self.decision = self.checkpoint.decision   # a multi-label model's rule (checkpoint.read_decision), else None
         self.tokenizer = self.checkpoint.tokenizer
         self.batch_size = self.config.training.eval_batch_size if batch_size is None else batch_size
 

@@ -116,7 +116,7 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_)
     report = _report(config, score, fitted)
     if len(val_ids):
-        report["validation_accuracy"] = float((score.logits(val_ids).argmax(1) == np.asarray(val_labels)).mean())
+        report.update(_validation_report(score.logits(val_ids), np.asarray(val_labels)))
     cross_fitted = None
     if t.ngram_residual:
         on_stage(f"cross-fitting the n-gram score over {RESIDUAL_FOLDS} folds")
@@ -125,6 +125,16 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
         report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
     return FittedScore(score, report, cross_fitted)
+
+
+def _validation_report(logits: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """The score alone on validation: ``validation_accuracy``; with several labels per text (``y`` a 0/1
+    matrix) ``validation_micro_f1`` at probability 0.5 (logit 0) instead."""
+    if y.ndim == 2:
+        predicted, truth = logits > 0, y.astype(bool)
+        tp = float((predicted & truth).sum())
+        return {"validation_micro_f1": 2 * tp / max(1.0, float(predicted.sum() + truth.sum()))}
+    return {"validation_accuracy": float((logits.argmax(1) == y).mean())}
 
 
 def _report(config: Config, score: NgramScore, fitted: NgramEstimator) -> dict[str, Any]:

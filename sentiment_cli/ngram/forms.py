@@ -77,12 +77,15 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C, class_weight: str | None = None):
 
 
 def label_ids(labels: Sequence[int], num_labels: int) -> np.ndarray:
-    """``labels`` as an int array, checked for the fit: ids in ``[0, num_labels)``, at least two classes present.
+    """``labels`` as an int array, checked for the fit: ids in ``[0, num_labels)``, at least two classes present;
+    a ``(n_texts, num_labels)`` 0/1 matrix (several labels per text) is returned as int64, unchecked.
 
     Raises:
         DataError: fewer than two classes among the labels, or an id out of range.
     """
     y = np.asarray(labels, dtype=np.int64)
+    if y.ndim == 2:
+        return y
     found = np.unique(y)
     if len(found) < 2 or found.min() < 0 or found.max() >= num_labels:
         raise DataError(f"the n-gram score needs labelled texts of at least two of its {num_labels} classes; "
@@ -107,7 +110,7 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C,
         ``k = 1`` for two classes and ``num_labels`` otherwise. A class absent from ``y`` (a fold of a
         cross-fit) gets zero weights and an intercept of -10: it is never predicted.
     """
-    targets = [y] if num_labels == 2 else [(y == c).astype(np.int64) for c in range(num_labels)]
+    targets = _binary_targets(y, num_labels)
     weights = np.zeros((x.shape[1], len(targets)), np.float32)
     intercepts = np.full(len(targets), UNSEEN_INTERCEPT)
     for k, target in enumerate(targets):
@@ -116,6 +119,32 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C,
         r, classifier = nb_lr(x, target, C, class_weight)
         weights[:, k] = (r * classifier.coef_[0]).astype(np.float32)
         intercepts[k] = float(classifier.intercept_[0])
+    return weights, intercepts
+
+
+def _binary_targets(y: np.ndarray, num_labels: int) -> list[np.ndarray]:
+    """The binary problems one-vs-rest fits: the label ids with two classes; each class against the rest with
+    more; each label's column of a ``(n_texts, num_labels)`` 0/1 matrix (several labels per text)."""
+    if y.ndim == 2:
+        return [np.asarray(y[:, j], dtype=np.int64) for j in range(y.shape[1])]
+    return [y] if num_labels == 2 else [(y == c).astype(np.int64) for c in range(num_labels)]
+
+
+def _binary_lr_columns(x, y: np.ndarray, C: float, class_weight: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-label plain LR: one binary L2 logistic regression per label (one-vs-rest), in
+    :func:`nb_lr_columns`' layout, on the columns that occur in ``x`` (see :func:`lr_columns`)."""
+    from sklearn.linear_model import LogisticRegression
+
+    seen = np.unique(x.indices)
+    xs = x[:, seen]
+    weights = np.zeros((x.shape[1], y.shape[1]), np.float32)
+    intercepts = np.full(y.shape[1], UNSEEN_INTERCEPT)
+    for j, target in enumerate(_binary_targets(y, y.shape[1])):
+        if len(np.unique(target)) < 2:
+            continue
+        classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000, class_weight=class_weight).fit(xs, target)
+        weights[seen, j] = classifier.coef_[0]
+        intercepts[j] = float(classifier.intercept_[0])
     return weights, intercepts
 
 
@@ -144,6 +173,8 @@ def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C,
     """
     from sklearn.linear_model import LogisticRegression
 
+    if y.ndim == 2:
+        return _binary_lr_columns(x, y, C, class_weight)
     k, present = (1 if num_labels == 2 else num_labels), np.unique(y)
     weights = np.zeros((x.shape[1], k), np.float32)
     intercepts = np.full(k, UNSEEN_INTERCEPT)
@@ -188,6 +219,13 @@ def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float,
         raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
     with threadpool_limits(limits=1):
         return _COLUMNS[form](x, y, num_labels, C, class_weight)
+
+
+def multi_label_loss(scores: np.ndarray, y: np.ndarray) -> float:
+    """Summed binary log-loss of ``(n, num_labels)`` scores (logits) against a ``(n, num_labels)`` 0/1 matrix:
+    how cross-validation ranks multi-label fits (lower is better)."""
+    z = np.asarray(scores, dtype=np.float64)
+    return float((np.logaddexp(0.0, z) - np.asarray(y) * z).sum())
 
 
 def predicted(scores: np.ndarray) -> np.ndarray:

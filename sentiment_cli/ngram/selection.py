@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .forms import fit_columns, predicted
+from .forms import fit_columns, multi_label_loss, predicted
 
 # The C select_fit tries per form: on TREC-6, Subj, SST-5 (sentences, phrases) and IMDB, NB-LR's cross-validated
 # accuracy rose up to C 1 and was flat beyond, LR's flat from C 1 to 30 (docs/experiments.md, bench/ngram_forms.py).
@@ -76,15 +76,23 @@ def select_fit(x, y: np.ndarray, num_labels: int, *, grid: Mapping[str, Sequence
     xs, ys = x[rows], np.asarray(y)[rows]
     fold = rng.permutation(len(rows)) % folds
     candidates = [(form, float(C)) for form, Cs in grid.items() for C in Cs]
-    right = np.zeros(len(candidates), np.int64)
+    right = np.zeros(len(candidates), np.float64)
     for k in range(folds):
         inside, outside = fold != k, fold == k
         for i, (form, C) in enumerate(candidates):
             w, b = fit_columns(xs[inside], ys[inside], num_labels, form, C, class_weight)
-            right[i] += int((predicted(xs[outside] @ w + b) == ys[outside]).sum())
+            right[i] += _fold_score(xs[outside] @ w + b, ys[outside])
     form, C = candidates[int(np.argmax(right))]                           # the first of equals
     accuracy = {f"{f} C={c:g}": float(r / len(rows)) for (f, c), r in zip(candidates, right)}
     return Selection(form, C, accuracy, len(rows), folds)
+
+
+def _fold_score(scores: np.ndarray, y: np.ndarray) -> float:
+    """A held-out fold's score of a candidate (higher is better): texts right; with several labels per text
+    (``y`` a 0/1 matrix), minus the summed binary log-loss (:func:`~.forms.multi_label_loss`)."""
+    if y.ndim == 2:
+        return -multi_label_loss(scores, y)
+    return float((predicted(scores) == y).sum())
 
 
 def select_forms(x, y: np.ndarray, num_labels: int,

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checkpoint import METRICS_FILE, write_json, write_temperature
+from ..checkpoint import METRICS_FILE, write_decision, write_json, write_temperature
 from ..config import TrainingConfig
-from ..evaluation import calibration
+from ..evaluation import calibration, multilabel
+from ..inference.multilabel import Decision, sigmoid
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 from . import score_weight
@@ -48,9 +49,15 @@ class Calibration:
         """The record of an earlier run, from its ``metrics.json`` ``calibration`` (the refit keeps it)."""
         return cls(float(report["temperature"]), dict(report))
 
+    @property
+    def decision(self) -> dict[str, Any] | None:
+        """A multi-label model's decision rule (``inference/multilabel.py``'s ``Decision.to_json``), else ``None``."""
+        return self.report.get("decision")
+
 
 def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: list[int], training: TrainingConfig,
-              device: torch.device, on_stage: Callable[[str], None] = lambda _: None) -> Calibration:
+              device: torch.device, on_stage: Callable[[str], None] = lambda _: None,
+              min_labels: int | None = None) -> Calibration:
     """Fit the temperature (and, with ``[training] fit_ngram_scale``, the n-gram score's weight first) on the
     kept epoch's validation logits.
 
@@ -64,10 +71,15 @@ def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: l
         training: ``[training]`` (``eval_batch_size``, ``autocast_bf16``, the weight's settings).
         device: where ``kept`` is.
         on_stage: told each step's name (progress).
+        min_labels: a multi-label model's ``[predict] min_labels``, resolved (0 or 1); ``None`` for one label
+            per text. With several labels per text (``val_labels`` a ``(n, num_labels)`` 0/1 matrix) the record
+            is :func:`_multi_label`'s.
 
     Returns:
         :class:`Calibration`.
     """
+    if np.ndim(val_labels) == 2 or min_labels is not None:
+        return _multi_label(kept, val_ids, np.asarray(val_labels), training, device, min_labels or 0, on_stage)
     if not val_ids:
         return Calibration(1.0, {"temperature": 1.0})
     labels = list(val_labels)
@@ -83,6 +95,31 @@ def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: l
         "nll": calibration.nll(logits, labels, temperature), "nll_uncalibrated": calibration.nll(logits, labels)})
 
 
+def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndarray, training: TrainingConfig,
+                 device: torch.device, min_labels: int, on_stage: Callable[[str], None]) -> Calibration:
+    """Several labels per text: the n-gram score's weight (as for one label), then a temperature per label and
+    a threshold per label for F1 (a shared one for labels too rare to fit), all on the validation split
+    (``y``: ``(n, num_labels)`` 0/1). Without validation: temperature 1 and threshold 1/2 for every label."""
+    num_labels = kept.num_labels
+    if not val_ids:
+        rule = Decision.untrained(num_labels, min_labels)
+        return Calibration(1.0, {"temperature": 1.0, "multi_label": True, "decision": rule.to_json()})
+    logits = batched_logits(kept, val_ids, batch_size=training.eval_batch_size, device=device,
+                            bf16=training.autocast_bf16).numpy().astype(np.float64)
+    logits, fitted = score_weight.fit(kept, val_ids, y, logits, training, device, on_stage)
+    on_stage("fitting a temperature and a threshold per label on the validation split")
+    temperatures = multilabel.fit_label_temperatures(logits, y)
+    probabilities = sigmoid(logits, temperatures)
+    thresholds, shared, rare = multilabel.fit_thresholds(probabilities, y)
+    rule = Decision(tuple(map(float, temperatures)), tuple(map(float, thresholds)), min_labels)
+    return Calibration(1.0, {
+        **fitted, "temperature": 1.0, "multi_label": True, "decision": rule.to_json(),
+        "shared_threshold": float(shared), "shared_threshold_labels": [int(j) for j in rare],
+        "bins": calibration.ECE_BINS, "ece": multilabel.mean_ece(probabilities, y),
+        "ece_uncalibrated": multilabel.mean_ece(sigmoid(logits), y),
+        "nll": multilabel.binary_nll(logits, y, temperatures), "nll_uncalibrated": multilabel.binary_nll(logits, y)})
+
+
 def save(directory: str | Path, fitted: Calibration, metrics: dict[str, Any]) -> None:
     """Write the post-fit record into the checkpoint ``directory``: the weight chosen (``config.json``'s
     ``[model] ngram_scale``, when any), the temperature (``config.json``), then ``metrics.json``.
@@ -93,4 +130,6 @@ def save(directory: str | Path, fitted: Calibration, metrics: dict[str, Any]) ->
     """
     score_weight.keep(directory, fitted.report)
     write_temperature(directory, fitted.temperature)
+    if fitted.decision is not None:
+        write_decision(directory, fitted.decision)
     write_json(Path(directory) / METRICS_FILE, metrics)

@@ -76,9 +76,14 @@ def distillation(config: Config, data: RunData, tokenizer, teacher: FittedScore 
                         f"{len(texts):,} unlabelled reviews; lower it")
     cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
     ids = data.ids(tokenizer, texts, config.data)
-    soft = teacher.score.probabilities(ids)                                       # (n_unlabelled, num_labels)
-    eps, n, classes = t.label_smoothing, len(train_labels), soft.shape[1]
-    hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), classes).float() * (1 - eps) + eps / classes
+    eps, n = t.label_smoothing, len(train_labels)
+    if np.ndim(train_labels) == 2:   # several labels per text: each label's own probability (sigmoid)
+        soft = torch.sigmoid(torch.from_numpy(teacher.score.logits(ids)).float())  # (n_unlabelled, num_labels)
+        hard = torch.as_tensor(np.asarray(train_labels), dtype=torch.float32) * (1 - eps) + eps / 2
+    else:
+        soft = teacher.score.probabilities(ids)                                   # (n_unlabelled, num_labels)
+        hard = F.one_hot(torch.tensor(train_labels, dtype=torch.long), soft.shape[1]).float() * (1 - eps) \
+            + eps / soft.shape[1]
     report = {"unlabelled_reviews": len(texts), "reviews_per_epoch": t.distill_reviews, "weight": t.distill_weight,
               "labelling_seconds": time.perf_counter() - start}
     return Distillation(ids=ids, targets=torch.cat([hard, soft]),
@@ -120,6 +125,13 @@ def loss_function(config: Config, distill: Distillation | None, train_labels: to
         ``logits -> scalar loss`` (float32).
     """
     t = config.training
+    pos_weight = None if class_weights is None else class_weights.to(device)
+    if train_labels.dim() == 2 and distill is None:   # several labels per text
+        return _multi_label_loss(train_labels[index].to(device), t.label_smoothing, pos_weight)
+    if train_labels.dim() == 2:   # per-label targets: the labels', or the teacher's sigmoid probabilities
+        q, w = distill.targets[index].to(device), distill.weights[index].to(device)
+        return lambda logits: (w * F.binary_cross_entropy_with_logits(
+            logits.float(), q, pos_weight=pos_weight, reduction="none").mean(1)).sum() / w.sum()
     if distill is None:
         target = train_labels[index].to(device)
         weight = None if class_weights is None else class_weights.to(device)
@@ -131,3 +143,11 @@ def loss_function(config: Config, distill: Distillation | None, train_labels: to
         w[labelled] *= class_weights[train_labels[index[labelled]]]
     q, w = distill.targets[index].to(device), w.to(device)
     return lambda logits: (w * -(q * F.log_softmax(logits.float(), 1)).sum(1)).sum() / w.sum()
+
+
+def _multi_label_loss(target: torch.Tensor, smoothing: float, pos_weight: torch.Tensor | None):
+    """``logits -> scalar``: the mean binary cross-entropy of ``(batch, num_labels)`` logits against ``target``
+    ``(batch, num_labels)`` 0/1, smoothed towards 1/2 (``y (1 - eps) + eps / 2``), with each label's positives
+    weighted by ``pos_weight`` (``(num_labels,)``, :func:`~.imbalance.positive_weights`) when given."""
+    soft = target.float() * (1 - smoothing) + smoothing / 2
+    return lambda logits: F.binary_cross_entropy_with_logits(logits.float(), soft, pos_weight=pos_weight)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 
@@ -38,7 +39,9 @@ def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: 
         return None
     if mode != "balanced":
         raise ValueError(f"class_weight must be none or balanced, got {mode!r}")
-    y = torch.as_tensor(labels, dtype=torch.long)
+    y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+    if y.dim() == 2:
+        return positive_weights(y)
     if len(y) and not (0 <= int(y.min()) and int(y.max()) < num_classes):
         raise ValueError(f"label ids must be in [0, {num_classes}), got {int(y.min())} to {int(y.max())}")
     counts = torch.bincount(y, minlength=num_classes).double()
@@ -46,6 +49,31 @@ def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: 
     weights = torch.zeros(num_classes, dtype=torch.float64)
     weights[present] = len(y) / (int(present.sum()) * counts[present])
     return weights.float()
+
+
+# Multi-label "balanced": a label's positives weigh (negatives / positives) ** this in the binary cross-entropy
+# (``pos_weight``). 1 would give each label's positives the weight of its negatives; on GoEmotions' dev split the
+# square root was chosen (docs/experiments.md, "Multi-label: GoEmotions").
+POS_WEIGHT_POWER = 0.5
+MAX_POS_WEIGHT = 100.0
+
+
+def positive_weights(y: torch.Tensor, power: float | None = None) -> torch.Tensor:
+    """Multi-label ``"balanced"``: each label's ``pos_weight`` of the binary cross-entropy,
+    ``min(MAX_POS_WEIGHT, (n_negative / n_positive) ** power)`` (1 for a label with no positive).
+
+    Args:
+        y: ``(n, num_labels)`` 0/1.
+        power: the exponent; default :data:`POS_WEIGHT_POWER`.
+
+    Returns:
+        ``(num_labels,)`` float32.
+    """
+    pos = y.sum(0).double()
+    neg = len(y) - pos
+    ratio = torch.where(pos > 0, neg / pos.clamp(min=1), torch.ones_like(pos))
+    p = POS_WEIGHT_POWER if power is None else power
+    return ratio.pow(p).clamp(max=MAX_POS_WEIGHT).float()
 
 
 def weights_report(weights: torch.Tensor | None, label_names: Sequence[str]) -> dict[str, float] | None:

@@ -80,7 +80,7 @@ def _ngram_alone(run: Fit) -> None:
     record = {"epoch": 0, "train_loss": None, "train_accuracy": None, "validation_loss": val_loss,
               "validation_accuracy": val_acc, "validation_f1_macro": val_f1, "train_seconds": 0.0,
               "train_examples": 0, "ngram_score_alone": True}
-    _track_best(run, 0, record, val_acc)   # the first record: the best
+    _track_best(run, 0, record, val_f1 if run.data.train.multi_label else val_acc)   # the first record: the best
     if ctx.info.is_main:
         save_checkpoint(ctx.output, config=ctx.config, model=run.model, tokenizer_json=run.data.tokenizer_json,
                         metrics=state.metrics, labels=run.data.labels)
@@ -175,7 +175,10 @@ def _step(run: Fit, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
                                  encoder_only=True).logits + offset
         loss_of(adv_logits).backward()
     optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
-    right = int((logits.argmax(1)[with_label.to(device)] == target).sum())
+    if target.dim() == 2:   # several labels per text: a text is right when every label's decision at 1/2 is
+        right = int(((logits[with_label.to(device)] > 0) == target.bool()).all(1).sum())
+    else:
+        right = int((logits.argmax(1)[with_label.to(device)] == target).sum())
     return loss.item(), right, int(with_label.sum())
 
 
@@ -262,7 +265,7 @@ def _end_of_epoch(run: Fit, epoch: int, totals: _EpochTotals,
               "validation_loss": val_loss, "validation_accuracy": val_acc, "validation_f1_macro": val_f1,
               "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,
               "learning_rate": run.scheduler.get_last_lr()[0], "train_examples": int(totals.seen)}
-    improved = _track_best(run, epoch, record, val_acc)
+    improved = _track_best(run, epoch, record, val_f1 if run.data.train.multi_label else val_acc)
     rng = rng_states(run.ctx.info, run.ctx.device)   # a collective: every rank takes part
     if run.ctx.info.is_main:
         _save_epoch(run, epoch, improved, rng)
@@ -272,7 +275,8 @@ def _end_of_epoch(run: Fit, epoch: int, totals: _EpochTotals,
 
 def _track_best(run: Fit, epoch: int, record: dict[str, Any], val_acc: float | None) -> bool:
     """Add ``record`` to the history and update the best epoch, patience and wall time; whether the
-    epoch improved on the best (always, without a validation split; see :func:`_improves`)."""
+    epoch improved on the best (always, without a validation split; see :func:`_improves`). ``val_acc`` is
+    what ranks epochs: validation accuracy, or with several labels per text validation macro-F1."""
     t, state = run.ctx.config.training, run.state
     improved = _improves(state, val_acc, record["validation_loss"])
     record["best"] = improved
@@ -280,7 +284,7 @@ def _track_best(run: Fit, epoch: int, record: dict[str, Any], val_acc: float | N
     state.metrics["history"].append(record)
     if improved:
         state.best_accuracy, state.since_best = -1.0 if val_acc is None else val_acc, 0
-        state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, val_acc
+        state.metrics["best_epoch"], state.metrics["best_validation_accuracy"] = epoch, record["validation_accuracy"]
         state.metrics["best_validation_f1_macro"] = record["validation_f1_macro"]
     else:
         state.since_best += 1

@@ -27,6 +27,7 @@ from . import auto, calibrate, distributed, loop, refit, search
 from ..checkpoint import METRICS_FILE, WEIGHTS_FILE, Checkpoint, check_writable, load_weights, read_metrics, write_json
 from ..config import Config
 from ..data.sources import absolute_source
+from ..data.splits import Split
 from ..errors import Interrupted, SentimentError, UsageError
 from ..evaluation.training_report import write_training_report
 from ..model.classifier import SentimentClassifier
@@ -281,13 +282,22 @@ def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
         CheckpointError: the saved weights cannot be read back.
     """
     data, t = run.data, ctx.config.training
+    min_labels = min_labels_of(ctx.config, data.train) if data.train.multi_label else None
     if not data.val_ids:
-        return calibrate.calibrate(run.model, [], [], t, ctx.device)
+        return calibrate.calibrate(run.model, [], [], t, ctx.device, min_labels=min_labels)
     kept = SentimentClassifier.from_config(ctx.config, run.model.vocab_size, run.model.num_labels)
     weights = ctx.output / WEIGHTS_FILE
     load_weights(kept, st_load(weights.read_bytes()), weights)
     return calibrate.calibrate(kept.to(ctx.device), data.val_ids, data.validation.labels, t, ctx.device,
-                               ctx.cb.on_stage)
+                               ctx.cb.on_stage, min_labels=min_labels)
+
+
+def min_labels_of(config: Config, train: Split) -> int:
+    """``[predict] min_labels`` resolved for a multi-label run: as set, or (-1, auto) 1 when every training
+    text has a label (GoEmotions) and 0 when some have none."""
+    if config.predict.min_labels >= 0:
+        return config.predict.min_labels
+    return 0 if train.unlabelled_rows() else 1
 
 
 # ----------------------------------------------------------------------------- the search's fits

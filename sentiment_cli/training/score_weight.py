@@ -31,7 +31,7 @@ import torch
 
 from ..checkpoint import write_config_entry
 from ..config import TrainingConfig
-from ..evaluation import calibration
+from ..evaluation import calibration, multilabel
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 
@@ -67,10 +67,18 @@ def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: S
         raise ValueError(f"encoder logits {enc.shape} and score logits {score.shape} differ in shape")
     losses = {}
     for s in scales:
-        z = enc + s * score
-        losses[float(s)] = calibration.nll(z, labels, calibration.fit_temperature(z, labels))
+        losses[float(s)] = _loss_after_temperature(enc + s * score, labels)
     best = min(losses, key=lambda s: (losses[s], abs(s - 1.0)))   # equal NLL: nearer the trained sum
     return best, losses
+
+
+def _loss_after_temperature(z: np.ndarray, labels) -> float:
+    """Validation NLL of logits ``z`` after their temperature: softmax with one temperature, or with several
+    labels per text (``labels`` a 0/1 matrix) the summed binary NLL with a temperature per label."""
+    y = np.asarray(labels)
+    if y.ndim == 2:
+        return multilabel.binary_nll(z, y, multilabel.fit_label_temperatures(z, y))
+    return calibration.nll(z, labels, calibration.fit_temperature(z, labels))
 
 
 def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], logits: np.ndarray,
@@ -103,8 +111,10 @@ def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], 
     score = (logits - encoder) / term.scale                                 # (n, num_labels), at weight 1
     scale, losses = choose_scale(encoder, score, labels, candidates(t.ngram_scale_min))
     logits = encoder + scale * score
-    return logits, {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()},
-                    "accuracy": float((logits.argmax(1) == np.asarray(labels)).mean())}
+    chosen = {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()}}
+    if np.ndim(labels) == 1:
+        chosen["accuracy"] = float((logits.argmax(1) == np.asarray(labels)).mean())
+    return logits, chosen
 
 
 def keep(directory: str | Path, fitted: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -188,7 +189,15 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
     return Reviews(train=train_split, validation=val_split, tokenizer=tokenizer, tokenizer_json=tokenizer_json,
                  train_ids=run_data.ids(tokenizer, train_split.texts, config.data),
                  val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else [],
-                 train_labels=torch.tensor(train_split.labels, dtype=torch.long), augmented=augmented)
+                 train_labels=train_targets(train_split), augmented=augmented)
+
+
+def train_targets(split: Split) -> torch.Tensor:
+    """The training labels as the loss reads them: ``(rows,)`` int64 label ids, or ``(rows, num_labels)``
+    float32 0/1 with several labels per text."""
+    if split.multi_label:
+        return torch.as_tensor(np.asarray(split.labels), dtype=torch.float32)
+    return torch.tensor(split.labels, dtype=torch.long)
 
 
 def _augmented(ctx: RunContext, train_split: Split) -> tuple[Split, int]:
@@ -266,7 +275,7 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: Reviews, pret
         "data": {"source": config.data.source, "train_examples": len(train_split),
                  "validation_examples": len(val_split), "fingerprint": train_split.fingerprint(),
                  "negation_augment": data.augmented,
-                 "labels": list(train_split.label_names),
+                 "labels": list(train_split.label_names), **_multi_label_facts(train_split),
                  "class_counts": {"train": train_split.class_counts(), "validation": val_split.class_counts()},
                  "validation_from": val_split.where if val_split.where != train_split.where else None},
         "config": config.to_dict(),
@@ -285,3 +294,12 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: Reviews, pret
     if class_weights is not None:
         state.metrics["class_weights"] = class_weights
     return state
+
+
+def _multi_label_facts(train_split: Split) -> dict[str, Any]:
+    """``metrics.json``'s data facts of several labels per text: ``multi_label``, how the labels were read, and
+    the training texts without a label (none for single-label data)."""
+    if not train_split.multi_label:
+        return {}
+    return {"multi_label": True, "reading": getattr(train_split, "reading", ""),
+            "unlabelled_rows": train_split.unlabelled_rows()}
