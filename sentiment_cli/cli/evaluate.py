@@ -13,7 +13,8 @@ from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import column_options
 from .progress import RichEvalCallbacks
-from .render import consoles, json_text, render_calibration, render_errors, render_eval
+from .render import (consoles, json_text, render_calibration, render_errors, render_eval, render_label_set_errors,
+                     render_multilabel_eval)
 
 
 class SplitName(str, Enum):
@@ -115,8 +116,16 @@ def _check_plot(plot: Path) -> None:
 
 
 def _write_plots(plot: Path, split: str, result: dict[str, Any]) -> Path:
-    """Write the confusion matrix to ``plot`` and the reliability diagram beside it; returns the diagram's path."""
+    """Write the confusion matrix to ``plot`` and the reliability diagram beside it; returns the diagram's path.
+
+    Raises:
+        UsageError: a multi-label model's result (it has no confusion matrix).
+    """
     from ..evaluation import plots
+
+    if result.get("multi_label"):
+        raise UsageError("--plot draws a confusion matrix and a reliability diagram of one label per text; a "
+                         "multi-label model has neither (its per-label figures are in the tables and --json)")
 
     plots.write_png(plot, plots.confusion_png(
         result["confusion_matrix"], result["labels"], title=f"{split}: accuracy {result['accuracy']:.2%}"))
@@ -129,6 +138,11 @@ def _write_plots(plot: Path, split: str, result: dict[str, Any]) -> Path:
 
 def _render(out, result: dict[str, Any], errors: int, plot: Optional[Path], reliability_plot: Optional[Path]) -> None:
     """The result as tables: metrics, calibration, the ``errors`` most confident mistakes, where the plots went."""
+    if result.get("multi_label"):
+        render_multilabel_eval(out, result)
+        if errors:
+            render_label_set_errors(out, result["errors"], errors)
+        return
     render_eval(out, result)
     render_calibration(out, result)
     if errors:

@@ -14,8 +14,8 @@ label is predicted when that probability reaches the label's threshold.
   per label, for sigmoid outputs.
 
 Torch-free: NumPy, scikit-learn's metrics and SciPy's bounded scalar search, imported where they are used.
-Prediction needs :func:`sigmoid` and :func:`decide` too; ``inference/`` may not import ``evaluation/`` (the
-imports between the layers point the other way), so both use nothing of this package and can move there.
+:func:`sigmoid` and :func:`decide` live in ``inference/multilabel.py`` (prediction needs them, and ``inference/``
+may not import ``evaluation/``) and are imported here.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .calibration import ECE_BINS
+from ..inference.multilabel import decide, sigmoid  # noqa: F401  (the decision rule: inference's)
 
 MIN_SUPPORT = 5
 """Validation positives a label needs for a threshold of its own. With ``k`` positives one example moves the
@@ -212,59 +213,6 @@ def fit_thresholds(probabilities: np.ndarray, y_true: np.ndarray, min_support: i
     rare = [int(j) for j in np.flatnonzero(positives < min_support)]
     thresholds[rare] = shared
     return thresholds, shared, rare
-
-
-def decide(probabilities: np.ndarray, thresholds: np.ndarray | float, min_labels: int = 0) -> np.ndarray:
-    """The labels each text gets: label ``j`` when its probability is at least threshold ``j``.
-
-    With ``min_labels`` ``k > 0``, a text given fewer than ``k`` labels also gets its ``k`` most probable ones
-    (``k = 1``: a text with none gets its most probable label; ties to the lower label id). ``[predict]
-    min_labels = -1`` (auto) is the caller's to resolve to 0 or 1 first.
-
-    Args:
-        probabilities: ``(n, L)`` probabilities.
-        thresholds: ``(L,)`` thresholds, or one for every label.
-        min_labels: the fewest labels a text gets, 0 to ``L``.
-
-    Returns:
-        ``(n, L)`` bool.
-
-    Raises:
-        ValueError: ``probabilities`` not 2-D, thresholds not ``(L,)`` or a scalar, ``min_labels`` out of range.
-    """
-    p = np.asarray(probabilities, dtype=np.float64)
-    t = np.asarray(thresholds, dtype=np.float64)
-    if p.ndim != 2:
-        raise ValueError(f"decide: probabilities must be (n, L), not {p.shape}")
-    if t.ndim > 1 or (t.ndim == 1 and t.shape[0] != p.shape[1]):
-        raise ValueError(f"decide: thresholds {t.shape} do not match {p.shape[1]} labels")
-    if not 0 <= min_labels <= p.shape[1]:
-        raise ValueError(f"decide: min_labels must be 0 to {p.shape[1]}, not {min_labels} (resolve -1 first)")
-    chosen = p >= t
-    if min_labels > 0:
-        short = np.flatnonzero(chosen.sum(axis=1) < min_labels)
-        if len(short):
-            top = np.argsort(-p[short], axis=1, kind="stable")[:, :min_labels]
-            chosen[short[:, None], top] = True
-    return chosen
-
-
-def sigmoid(logits: np.ndarray, temperatures: np.ndarray | float = 1.0, dtype=np.float64) -> np.ndarray:
-    """``sigmoid(logits / T)`` elementwise, each column by its label's temperature (Guo et al. 2017, 4.2).
-
-    Computed as ``exp(-log(1 + exp(-x)))`` (``np.logaddexp``), which neither overflows nor loses a
-    probability near 0 for large ``|x|``.
-
-    Args:
-        logits: ``(n, L)`` (or any shape whose last axis is the labels).
-        temperatures: ``(L,)`` temperatures ``T > 0``, or one for all labels; 1 leaves the logits as they are.
-        dtype: the arithmetic's precision, as ``inference.probabilities.softmax``.
-
-    Returns:
-        Probabilities in [0, 1] of ``logits``' shape and ``dtype``.
-    """
-    z = np.asarray(logits, dtype=dtype) / np.asarray(temperatures, dtype=dtype)
-    return np.exp(-np.logaddexp(dtype(0), -z))
 
 
 def binary_nll(logits: np.ndarray, truth: np.ndarray, temperature: float = 1.0) -> float:

@@ -22,39 +22,56 @@ from ..untrusted import stored_decision
 
 
 
-def sigmoid(logits: np.ndarray, temperatures: np.ndarray | float = 1.0) -> np.ndarray:
-    """``1 / (1 + exp(-logits / T))``, elementwise, without overflow.
+def sigmoid(logits: np.ndarray, temperatures: np.ndarray | float = 1.0, dtype=np.float64) -> np.ndarray:
+    """``sigmoid(logits / T)`` elementwise, each column by its label's temperature (Guo et al. 2017, 4.2).
+
+    Computed as ``exp(-log(1 + exp(-x)))`` (``np.logaddexp``), which neither overflows nor loses a
+    probability near 0 for large ``|x|``.
 
     Args:
-        logits: ``(n, num_labels)``.
-        temperatures: ``(num_labels,)`` one per label, or one for all (> 0).
+        logits: ``(n, L)`` (or any shape whose last axis is the labels).
+        temperatures: ``(L,)`` temperatures ``T > 0``, or one for all labels; 1 leaves the logits as they are.
+        dtype: the arithmetic's precision, as ``inference.probabilities.softmax``.
 
     Returns:
-        ``(n, num_labels)`` float64 probabilities in [0, 1].
+        Probabilities in [0, 1] of ``logits``' shape and ``dtype``.
     """
-    z = np.asarray(logits, dtype=np.float64) / np.asarray(temperatures, dtype=np.float64)
-    out = np.empty_like(z)
-    pos = z >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
-    e = np.exp(z[~pos])
-    out[~pos] = e / (1.0 + e)
-    return out
+    z = np.asarray(logits, dtype=dtype) / np.asarray(temperatures, dtype=dtype)
+    return np.exp(-np.logaddexp(dtype(0), -z))
 
 
-def decide(probabilities: np.ndarray, thresholds: np.ndarray, min_labels: int) -> np.ndarray:
-    """The labels each text gets: ``(n, num_labels)`` bool, ``p >= threshold`` per label; with ``min_labels``
-    1 a row with none gets its most probable label (the first of equals).
+def decide(probabilities: np.ndarray, thresholds: np.ndarray | float, min_labels: int = 0) -> np.ndarray:
+    """The labels each text gets: label ``j`` when its probability is at least threshold ``j``.
+
+    With ``min_labels`` ``k > 0``, a text given fewer than ``k`` labels also gets its ``k`` most probable ones
+    (``k = 1``: a text with none gets its most probable label; ties to the lower label id). ``[predict]
+    min_labels = -1`` (auto) is the caller's to resolve to 0 or 1 first.
 
     Args:
-        probabilities: ``(n, num_labels)`` in [0, 1].
-        thresholds: ``(num_labels,)`` in (0, 1].
-        min_labels: 0 or 1.
+        probabilities: ``(n, L)`` probabilities.
+        thresholds: ``(L,)`` thresholds, or one for every label.
+        min_labels: the fewest labels a text gets, 0 to ``L``.
+
+    Returns:
+        ``(n, L)`` bool.
+
+    Raises:
+        ValueError: ``probabilities`` not 2-D, thresholds not ``(L,)`` or a scalar, ``min_labels`` out of range.
     """
-    p = np.asarray(probabilities)
-    chosen = p >= np.asarray(thresholds)[None, :]
-    if min_labels and len(p):
-        empty = ~chosen.any(axis=1)
-        chosen[np.flatnonzero(empty), p[empty].argmax(axis=1)] = True
+    p = np.asarray(probabilities, dtype=np.float64)
+    t = np.asarray(thresholds, dtype=np.float64)
+    if p.ndim != 2:
+        raise ValueError(f"decide: probabilities must be (n, L), not {p.shape}")
+    if t.ndim > 1 or (t.ndim == 1 and t.shape[0] != p.shape[1]):
+        raise ValueError(f"decide: thresholds {t.shape} do not match {p.shape[1]} labels")
+    if not 0 <= min_labels <= p.shape[1]:
+        raise ValueError(f"decide: min_labels must be 0 to {p.shape[1]}, not {min_labels} (resolve -1 first)")
+    chosen = p >= t
+    if min_labels > 0:
+        short = np.flatnonzero(chosen.sum(axis=1) < min_labels)
+        if len(short):
+            top = np.argsort(-p[short], axis=1, kind="stable")[:, :min_labels]
+            chosen[short[:, None], top] = True
     return chosen
 
 

@@ -125,7 +125,7 @@ class Predictor:
 
     @property
     def multi_label(self) -> bool:
-        """Whether the model gives several labels per text (:meth:`predict` then returns :class:`LabelSet`\ s)."""
+        """Whether the model gives several labels per text (:meth:`predict` then returns one :class:`LabelSet` each)."""
         return self.backend.decision is not None
 
     @property

@@ -47,7 +47,7 @@ from ..config import Config
 from ..data.splits import DataSpec
 from ..data.tokenizer import build_tokenizer
 from ..errors import Interrupted, SentimentError
-from ..evaluation import calibration
+from ..evaluation import calibration, multilabel
 from ..evaluation.training_report import write_training_report
 from ..ngram.crossfit import full_logits
 from ..ngram.estimator import NgramEstimator
@@ -323,15 +323,27 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
                 return out
             began = time.perf_counter()
             fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
-            logits = full_logits(np.asarray(fitted.decision_function(xv), np.float64), k)
-            temperature = calibration.fit_temperature(logits, y_val)
+            accuracy, nll = _scored(np.asarray(fitted.decision_function(xv), np.float64), y_val, k)
             c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}", "ngram",
                           {"model.ngram_fit": form, "model.ngram_c": float(C)},
-                          accuracy=float((logits.argmax(1) == y_val).mean()),
-                          nll=calibration.nll(logits, y_val, temperature), seconds=time.perf_counter() - began)
+                          accuracy=accuracy, nll=nll, seconds=time.perf_counter() - began)
             cb.on_note(_line(c))
             out.append(c)
     return out
+
+
+def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float]:
+    """``(accuracy, nll)`` of the n-gram score alone on validation, as a trial's run records them: accuracy and
+    the log-loss after the temperature; with several labels per text (``y_val`` a 0/1 matrix) the subset
+    accuracy at each label's F1 threshold and the binary log-loss after a temperature per label."""
+    if y_val.ndim == 2:
+        temperatures = multilabel.fit_label_temperatures(scores, y_val)
+        p = multilabel.sigmoid(scores, temperatures)
+        chosen = multilabel.decide(p, multilabel.fit_thresholds(p, y_val)[0])
+        return float((chosen == y_val.astype(bool)).all(1).mean()), multilabel.binary_nll(scores, y_val, temperatures)
+    logits = full_logits(scores, k)
+    temperature = calibration.fit_temperature(logits, y_val)
+    return float((logits.argmax(1) == y_val).mean()), calibration.nll(logits, y_val, temperature)
 
 
 def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: frozenset[str], runner: Runner,
