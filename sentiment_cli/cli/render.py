@@ -264,6 +264,27 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1].rstrip() + "…"
 
 
+def render_label_set_errors(console, errors: list[dict], asked: int) -> None:
+    """A multi-label model's most confident mistakes (``eval --errors``): predicted and true label sets, the
+    labels decided wrongly, and the probability of the most confident wrong decision."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = plural(len(errors), "most confident mistake")
+    if len(errors) < asked:
+        title += f" (only {len(errors)} in the split)"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    for name, justify in (("#", "right"), ("index", "right"), ("predicted", "left"), ("true", "left"),
+                          ("wrong", "left")):
+        table.add_column(name, justify=justify)
+    table.add_column("text", ratio=1)
+    for i, e in enumerate(errors, 1):
+        table.add_row(str(i), str(e["index"]), ", ".join(e["labels"]) or "-", ", ".join(e["true_labels"]) or "-",
+                      Text(f"{', '.join(e['wrong'])} {e['probability']:.3f}", style="red"),
+                      Text(_shorten(e["text"], 240)))
+    console.print(table)
+
+
 def render_errors(console, errors: list[dict], asked: int, labels=("negative", "positive")) -> None:
     """The most confident mistakes of an ``eval`` (``asked``: how many were asked for; ``labels``: the model's classes)."""
     from rich.table import Table
