@@ -1,10 +1,10 @@
 """The suite benchmark: `sentiment train --data DIR` with no flags against dev-tuned peers, set by set.
 
-    python -m bench --suite [--sets imdb sst5 sst5-phrases trec6 subj] [--data DIR ...] [--output DIR]
+    python -m bench --suite [--sets imdb sst5 sst5-phrases trec6 subj goemotions] [--data DIR ...] [--output DIR]
                             [--skip-ours] [--peers-from results.json]
 
 For each labelled set in ``../shared/data`` (IMDB, SST-5 sentences, SST-5 with its
-treebank phrases, TREC-6, Subj), in one run:
+treebank phrases, TREC-6, Subj; then GoEmotions, multi-label, ``bench/multilabel.py``), in one run:
 
 - **ours**: ``sentiment train --data DIR`` with no other flag (the default preset as a new
   user runs it: it reads the data, ``sentiment_cli/training/auto.py``), then ``sentiment eval
@@ -18,7 +18,9 @@ treebank phrases, TREC-6, Subj), in one run:
 It prints test accuracy, macro-F1 and training time per system, and ours against the best peer,
 and writes ``results.json`` and ``results.md`` (the README's table). ``--data DIR`` runs the same comparison on
 any folder with ``train`` and ``test`` files (and ``dev``, else a 10% hold-out chooses the peers' settings),
-named by its folder: your own labelled set against the peers, tuned alike. Every system runs in its own
+named by its folder: your own labelled set against the peers, tuned alike. The multi-label sets
+(:data:`MULTI_LABEL_SETS`) have peers of their own and a table of their own (macro-F1, micro-F1, exact match):
+``bench/multilabel.py``. Every system runs in its own
 process, one after another; fastText in a fresh process per fit (fastText 0.9.3 can diverge when a
 process trains a second model; see ``bench.peers.fasttext_bigrams``).
 """
@@ -39,6 +41,7 @@ from bench import record
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 SETS = {"imdb": "imdb", "sst5": "sst5", "sst5-phrases": "sst5-phrases", "trec6": "trec6", "subj": "subj"}
+MULTI_LABEL_SETS = {"goemotions": "goemotions"}   # bench/multilabel.py's peers and table; the suite's alone
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 C_GRID_LARGE = (0.1, 1.0, 10.0)   # sets of over LARGE_SET training rows: each fit takes minutes
 LARGE_SET = 50_000
@@ -138,9 +141,9 @@ def job_fasttext(folder: str, setting: str, split: str) -> dict:
 
 # ----------------------------------------------------------------------------- ours
 
-def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
-    """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json``, timed; on failure,
-    the exit code and the last line it printed."""
+def train_and_eval(folder: str, out: Path, extra: list[str]) -> tuple[dict, float]:
+    """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json``: ``(eval's JSON, training
+    seconds)``; on failure, ``{"error": the exit code and the last line it printed}`` instead of the JSON."""
     cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out), *extra]
     print(f"· {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     start = time.perf_counter()
@@ -148,10 +151,18 @@ def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"error": f"exit {proc.returncode}: {last}", "train_seconds": seconds}
+        return {"error": f"exit {proc.returncode}: {last}"}, seconds
     ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
                          "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
-    m = json.loads(ev.stdout)
+    return json.loads(ev.stdout), seconds
+
+
+def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
+    """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json`` (:func:`train_and_eval`),
+    timed; on failure, the exit code and the last line it printed."""
+    m, seconds = train_and_eval(folder, out, extra)
+    if "error" in m:
+        return {**m, "train_seconds": seconds}
     return {"test_accuracy": m["accuracy"], "test_f1_macro": m["f1"]["macro"], "train_seconds": seconds,
             "ece": m.get("ece"), "temperature": m.get("temperature")}
 
@@ -202,6 +213,8 @@ def rows(results: dict) -> list[list[str]]:
     """The table: set, system, test accuracy, macro-F1, training time, ours against the best peer."""
     table = []
     for name, r in results["sets"].items():
+        if r.get("multi_label"):   # their own table: bench.multilabel.rows
+            continue
         peers = {p: v for p, v in r["peers"].items() if "test_accuracy" in v}
         best = max(peers, key=lambda p: peers[p]["test_accuracy"]) if peers else None
         for ours in (r.get("ours"), r.get("ours_extra")):
@@ -229,11 +242,17 @@ HEADER = ["set", "system", "test accuracy", "macro-F1", "train time", "against t
 
 
 def markdown(results: dict) -> str:
-    """The Markdown table with its date, hardware and commit."""
-    lines = [f"{results['date']}, {results['hardware']}, commit {results['commit']}; settings chosen on dev.", "",
-             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(results)]
-    return "\n".join(lines) + "\n"
+    """The Markdown table with its date, hardware and commit; the multi-label sets' table under it, when the run
+    has one (``bench.multilabel.markdown``)."""
+    from bench import multilabel
+
+    lines = [f"{results['date']}, {results['hardware']}, commit {results['commit']}; settings chosen on dev.", ""]
+    single, ml = rows(results), multilabel.markdown(results)
+    if single or not ml:
+        lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        lines += ["| " + " | ".join(r) + " |" for r in single]
+        lines += [""] if ml else []
+    return "\n".join(lines) + "\n" + ml
 
 
 def set_folders(sets: list[str] | None, data: list[str]) -> dict[str, str]:
@@ -247,8 +266,9 @@ def set_folders(sets: list[str] | None, data: list[str]) -> dict[str, str]:
     from sentiment_cli.data.splits import load_split
     from sentiment_cli.errors import SentimentError
 
-    names = list(SETS) if sets is None and not data else list(sets or [])
-    folders = {name: str(SHARED / SETS[name]) for name in names}
+    shared = SETS | MULTI_LABEL_SETS
+    names = list(shared) if sets is None and not data else list(sets or [])
+    folders = {name: str(SHARED / shared[name]) for name in names}
     for d in data:
         path = Path(d).resolve()
         if not path.is_dir():
@@ -263,10 +283,12 @@ def set_folders(sets: list[str] | None, data: list[str]) -> dict[str, str]:
     return folders
 
 
-def set_arguments(ap: argparse.ArgumentParser, sets_help: str, data_help: str) -> None:
-    """The options of a benchmark over labelled sets (this one, ``bench.budget``): ``--sets``, ``--data``,
-    ``--output``, and the hidden ``--job`` its job processes run with."""
-    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=None, help=sets_help)
+def set_arguments(ap: argparse.ArgumentParser, sets_help: str, data_help: str, multi_label: bool = False) -> None:
+    """The options of a benchmark over labelled sets (this one, ``bench.budget``): ``--sets`` (with
+    ``multi_label``, the multi-label sets among its choices), ``--data``, ``--output``, and the hidden ``--job`` its
+    job processes run with."""
+    ap.add_argument("--sets", nargs="+", choices=sorted(SETS | MULTI_LABEL_SETS if multi_label else SETS),
+                    default=None, help=sets_help)
     ap.add_argument("--data", nargs="+", default=[], metavar="DIR", help=data_help)
     ap.add_argument("--output", default=None, help="folder for checkpoints and results (default: temp)")
     ap.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
@@ -275,7 +297,8 @@ def set_arguments(ap: argparse.ArgumentParser, sets_help: str, data_help: str) -
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.split("\n\n")[0])
     set_arguments(ap, "shared sets to run (default: all, unless --data is given)",
-                  "also run these folders (train and test files, dev optional), named by their folder")
+                  "also run these folders (train and test files, dev optional), named by their folder",
+                  multi_label=True)
     ap.add_argument("--skip-ours", action="store_true", help="the peers only")
     ap.add_argument("--peers-from", default=None, help="take the peers' figures from this results.json of an "
                                                        "earlier run (on the same machine) instead of refitting them")
@@ -284,13 +307,16 @@ def main(argv=None) -> None:
         kind, *rest = args.job
         print(json.dumps(job_linear(*rest) if kind == "linear" else job_fasttext(*rest)))
         return
+    from bench import multilabel
+
     folders = set_folders(args.sets, args.data)
     out = Path(args.output or tempfile.mkdtemp(prefix="sentiment-suite-"))
     out.mkdir(parents=True, exist_ok=True)
     results = {**record.header(), "sets": {}}
     earlier = json.loads(Path(args.peers_from).read_text())["sets"] if args.peers_from else {}
     for name, folder in folders.items():
-        results["sets"][name] = run_set(name, folder, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
+        run = multilabel.run_set if name in MULTI_LABEL_SETS else run_set
+        results["sets"][name] = run(name, folder, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
         record.save(results, out)
     record.finish(results, out, markdown)
 
