@@ -5,8 +5,10 @@ Endpoints (``docs/serving.md``; the output contract is in DESIGN.md):
     GET  /             a page to try the model (``static/index.html``)
     GET  /health       liveness: 200 while the process answers
     GET  /ready        200 once the model is loaded, 503 before
-    GET  /v1/info      the model card (``sentiment info --json``)
+    GET  /v1/info      the model card (``sentiment info --json``); a multi-label model's adds
+                       ``"multi_label": true`` and ``"decision"`` (:func:`multi_label_record`)
     POST /v1/predict   {"texts": [...], "explain": false} -> {"predictions": [<predict --json objects>]}
+                       (a multi-label model's: {"text", "labels", "probabilities"}, with explain "explanations")
     GET  /metrics      Prometheus text format (:mod:`~sentiment_cli.serving.metrics`)
     GET  /docs         OpenAPI docs
 
@@ -160,14 +162,32 @@ async def ready() -> dict:
 async def info(request: Request, model: Annotated[Loaded, Depends(loaded_model)]) -> JSONResponse:
     """The model card; 503 while the model loads. Absolute paths show only their last part, unless the
     server was started with ``--info-paths`` (:attr:`~sentiment_cli.serving.settings.ServeSettings.info_paths`)."""
+    card = {**model.card, **multi_label_record(model.predictor)}
     if request.app.state.settings.info_paths:
-        return JSONResponse(model.card)
+        return JSONResponse(card)
     if request.app.state.public_card is None:
-        request.app.state.public_card = without_paths(model.card)
+        request.app.state.public_card = without_paths(card)
     return JSONResponse(request.app.state.public_card)
 
 
-@api.post("/v1/predict", summary="Classify reviews; each prediction is a `sentiment predict --json` object.",
+def multi_label_record(predictor: Any) -> dict[str, Any]:
+    """What ``/v1/info`` adds to the card of a multi-label model (one with a ``decision``,
+    :class:`~sentiment_cli.inference.multilabel.Decision`): ``{"multi_label": true, "decision": {"min_labels": k,
+    "thresholds": {label: t}, "temperatures": {label: T}}}``, each label's threshold on its calibrated probability
+    and its temperature. ``{}`` for any other predictor: a single-label model's ``/v1/info`` is its card as it was.
+    """
+    decision = getattr(predictor, "decision", None) if getattr(predictor, "multi_label", False) else None
+    if decision is None:
+        return {}
+    names = list(predictor.labels)
+    return {"multi_label": True,
+            "decision": {"min_labels": int(decision.min_labels),
+                         "thresholds": dict(zip(names, map(float, decision.thresholds))),
+                         "temperatures": dict(zip(names, map(float, decision.temperatures)))}}
+
+
+@api.post("/v1/predict", summary="Classify reviews; each prediction is a `sentiment predict --json` object "
+                                  "(a multi-label model's: its labels and every label's probability).",
           response_model=PredictResponse, response_model_exclude_none=True, openapi_extra=PREDICT_BODY_OPENAPI)
 async def predict(request: Request) -> JSONResponse:
     """One prediction per review, in order, scored in batches shared with concurrent requests (:func:`predictions`).
@@ -325,7 +345,9 @@ def _load_model(state: State) -> None:
 
 
 def _score(state: State, texts: list[str], explain: bool) -> list[dict]:
-    """Score one batch with the loaded predictor (the batcher's ``score``, run in its worker thread)."""
+    """Score one batch with the loaded predictor (the batcher's ``score``, run in its worker thread): each text's
+    ``predict --json`` object; a multi-label model's ``{"text", "labels", "probabilities"}`` (with ``explain``,
+    ``"explanations"`` too: :meth:`~sentiment_cli.inference.explain.LabelSetExplanation.to_dict`)."""
     predictor = state.loaded.predictor
     results = predictor.explain(texts) if explain else predictor.predict(texts)
     return [r.to_dict() for r in results]

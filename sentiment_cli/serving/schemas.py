@@ -1,7 +1,8 @@
 """The API's request and response models (pydantic), and reading a ``POST /v1/predict`` body into one.
 
 :class:`PredictRequest` is the body of ``POST /v1/predict``; :class:`PredictResponse` (a list of
-:class:`PredictionOut`, each exactly a ``sentiment predict --json`` object) its answer; :class:`ErrorOut`
+:class:`PredictionOut`, or with a multi-label model of :class:`LabelSetOut`, each exactly a
+``sentiment predict --json`` object) its answer; :class:`ErrorOut`
 the ``{"error": "..."}`` of every error. :func:`parse_predict_request` turns the raw body into a
 :class:`PredictRequest` or a one-line :class:`~sentiment_cli.errors.UsageError` saying where it is wrong
 (:class:`OverLimit` when it holds more than the server takes); :func:`validation_message` writes that line
@@ -52,10 +53,33 @@ class PredictionOut(BaseModel):
                                                  "second label with two classes, else the predicted one).")
 
 
-class PredictResponse(BaseModel):
-    """``POST /v1/predict`` answer: one prediction per review, in the order of ``texts``."""
+class LabelExplanationOut(BaseModel):
+    """With explain, for a multi-label model: one predicted label's explanation."""
 
-    predictions: list[PredictionOut]
+    label: str
+    probability: float = Field(description="The label's calibrated probability (sigmoid of logit / temperature).")
+    tokens: list[str] = Field(description="The tokens the model saw.")
+    scores: list[float] = Field(description="Each token's share of the label's own logit.")
+    bias: float = Field(description="The part of the label's logit no token carries: sum(scores) + bias is the logit.")
+
+
+class LabelSetOut(BaseModel):
+    """One text's result from a multi-label model: exactly its ``sentiment predict --json`` object."""
+
+    text: str
+    labels: list[str] = Field(description="The predicted labels, most probable first (may be empty: see "
+                                          "/v1/info's decision.min_labels).")
+    probabilities: dict[str, float] = Field(description="Every label's calibrated probability, in label order; "
+                                                        "they need not sum to 1.")
+    explanations: list[LabelExplanationOut] | None = Field(None, description="With explain: one per predicted "
+                                                                             "label, in the order of labels.")
+
+
+class PredictResponse(BaseModel):
+    """``POST /v1/predict`` answer: one prediction per review, in the order of ``texts``: a
+    :class:`PredictionOut` each, or with a multi-label model a :class:`LabelSetOut` each."""
+
+    predictions: list[PredictionOut] | list[LabelSetOut]
 
 
 class ErrorOut(BaseModel):
