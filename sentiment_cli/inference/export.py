@@ -4,7 +4,12 @@ An export is only written once it agrees with the PyTorch model on held-out
 reviews (the checkpoint's test split): label agreement of at least 99.9% and
 a largest logit difference of at most 1e-3, else :class:`ParityError` and no
 file. Exporters that skip this check ship models that silently lose accuracy
-(transformers #21623: 70% to 17%). The figures go into the exported file, into
+(transformers #21623: 70% to 17%). A multi-label model is checked per label
+(:func:`multi_label_parity`): every label's logits within the same 1e-3, and
+label agreement counts the texts whose predicted label sets (the checkpoint's
+per-label temperatures and thresholds applied to each side's logits) are equal.
+Its decision rule (``config.json``'s ``"multi_label"``) travels in the file with
+the rest of ``config.json``. The figures go into the exported file, into
 ``export_<name>.json`` beside the checkpoint and so into its model card.
 
 The graph is :meth:`SentimentClassifier.forward <sentiment_cli.model.classifier.SentimentClassifier.forward>`
@@ -18,7 +23,8 @@ any target class, any number of classes), so explanations need no torch either.
 
 ``int8`` uses ONNX Runtime's dynamic quantization (weights stored as int8,
 activations quantized on the fly); its test accuracy is measured before and
-after, and refused beyond ``max_accuracy_drop``.
+after (a multi-label model's: subset accuracy, the texts whose whole label set is right), and refused
+beyond ``max_accuracy_drop``.
 
 Uses torch (the exporter), onnx and onnxruntime (the ``onnx`` extra) and the
 dataset for the held-out reviews; never prints.
@@ -49,6 +55,7 @@ from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FIL
 from ..errors import SentimentError, UsageError
 from ..model.classifier import SentimentClassifier
 from ..outputs import check_output
+from .multilabel import Decision
 from .onnx_backend import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, ONNX_FILE,
                            ONNX_INSTALL, OnnxBackend, pad)
 
@@ -157,6 +164,44 @@ def parity(reference: np.ndarray, exported: np.ndarray) -> dict[str, Any]:
             "label_agreement": float((reference.argmax(1) == exported.argmax(1)).mean()) if len(reference) else 1.0}
 
 
+def multi_label_parity(reference: np.ndarray, exported: np.ndarray, labels: tuple[str, ...],
+                       decision: Decision) -> dict[str, Any]:
+    """:func:`parity` of a multi-label model, per label: ``label_agreement`` is the share of texts whose predicted
+    label sets (``decision`` applied to each side's logits) are equal, and ``max_logit_difference_by_label`` maps
+    each label to its largest logit difference (``max_logit_difference`` is the largest of them).
+
+    Args:
+        reference, exported: ``(n, num_labels)`` logits before the temperatures (PyTorch's, ONNX Runtime's).
+        labels: the ``num_labels`` label names, by id.
+        decision: the checkpoint's rule (per-label temperatures and thresholds, ``min_labels``).
+
+    Returns:
+        ``{"reviews", "max_logit_difference", "max_logit_difference_by_label", "label_agreement",
+        "multi_label": True}``.
+    """
+    n = len(reference)
+    by_label = np.abs(reference - exported).max(axis=0) if n else np.zeros(len(labels))
+    same = (decision.labels(decision.probabilities(reference)) ==
+            decision.labels(decision.probabilities(exported))).all(axis=1) if n else np.ones(0, dtype=bool)
+    return {"reviews": int(n), "max_logit_difference": float(by_label.max()) if n else 0.0,
+            "max_logit_difference_by_label": {name: float(d) for name, d in zip(labels, by_label)},
+            "label_agreement": float(same.mean()) if n else 1.0, "multi_label": True}
+
+
+def _decision(ckpt) -> Decision | None:
+    """The checkpoint's multi-label rule (``config.json``'s ``"multi_label"``), or ``None`` for a single-label model."""
+    return None if ckpt.decision is None else Decision.from_json(ckpt.decision, len(ckpt.labels))
+
+
+def _right(logits: np.ndarray, test, decision: Decision | None) -> int:
+    """Texts of ``test`` (a :class:`~sentiment_cli.data.splits.Split`) predicted right from ``(n, num_labels)``
+    logits: the label (argmax), or with ``decision`` the whole label set (subset accuracy)."""
+    if decision is None:
+        return int((logits.argmax(1) == np.asarray(test.labels)).sum())
+    gold = np.asarray(test.labels).reshape(len(logits), -1).astype(bool)
+    return int((decision.labels(decision.probabilities(logits)) == gold).all(axis=1).sum())
+
+
 @dataclass
 class _HeldOut:
     """The test split the export is checked on, and the seeded sample of it that both runtimes score."""
@@ -181,7 +226,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         data: dataset for the held-out reviews; default: the one the checkpoint was trained on.
         parity_reviews: held-out (test) reviews scored by both runtimes (a seeded sample; all if fewer).
         batch_size: reviews per ONNX Runtime run in the parity check (input order: mixed lengths).
-        min_agreement, max_logit_difference: the parity gate.
+        min_agreement, max_logit_difference: the parity gate (multi-label: label sets, each label's logits).
         max_accuracy_drop: with ``quantize``, the largest test-accuracy loss accepted (0.01 = 1 point).
         force: replace an existing file that is not an ``.onnx`` file (an existing ``.onnx`` file, an earlier
             export, is replaced without it); never a file of the checkpoint (:func:`check_export_output`).
@@ -215,7 +260,8 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         timings["export_seconds"] = time.perf_counter() - start
         stage(f"parity check on {len(held_out.ids):,} held-out reviews: PyTorch against ONNX Runtime")
         reference = _torch_logits(ckpt.model, held_out.ids, ckpt.config.training.eval_batch_size)
-        check = _checked_parity(reference, fp32, held_out, batch_size, min_agreement, max_logit_difference)
+        check = _checked_parity(reference, fp32, held_out, batch_size, min_agreement, max_logit_difference,
+                                ckpt.labels, _decision(ckpt))
         record = _record(checkpoint, output, quantize, check, fp32)
         final = fp32
         if quantize:
@@ -288,20 +334,29 @@ def _write_graph(ckpt, checkpoint: Path, path: Path) -> dict[str, str]:
 
 
 def _checked_parity(reference: np.ndarray, fp32: Path, held_out: _HeldOut, batch_size: int, min_agreement: float,
-                    max_logit_difference: float) -> dict[str, Any]:
-    """The parity record of the exported file against PyTorch's ``reference`` logits.
+                    max_logit_difference: float, labels: tuple[str, ...] = (),
+                    decision: Decision | None = None) -> dict[str, Any]:
+    """The parity record of the exported file against PyTorch's ``reference`` logits; with a multi-label
+    ``decision``, per label (:func:`multi_label_parity`: every label's logits, and the label sets).
 
     Raises:
-        ParityError: the figures miss the gate.
+        ParityError: the figures miss the gate; for a multi-label model the message names the label whose
+            logits differ most.
     """
-    check = parity(reference, _onnx_logits_unsorted(OnnxBackend(fp32), held_out.ids, batch_size))
+    exported = _onnx_logits_unsorted(OnnxBackend(fp32), held_out.ids, batch_size)
+    check = parity(reference, exported) if decision is None else \
+        multi_label_parity(reference, exported, labels, decision)
     check.update(min_agreement=min_agreement, max_allowed_difference=max_logit_difference,
                  data=f"{held_out.source} (test split, seeded sample)")
     if check["label_agreement"] < min_agreement or check["max_logit_difference"] > max_logit_difference:
+        agreement, worst = "label agreement", ""
+        if decision is not None:
+            by_label = check["max_logit_difference_by_label"]
+            agreement, worst = "label-set agreement", f" (label {max(by_label, key=by_label.get)!r})"
         raise ParityError(
-            f"parity check failed on {check['reviews']:,} held-out reviews: label agreement "
+            f"parity check failed on {check['reviews']:,} held-out reviews: {agreement} "
             f"{check['label_agreement']:.4%} (needs >= {min_agreement:.1%}), max logit difference "
-            f"{check['max_logit_difference']:.2e} (needs <= {max_logit_difference:.0e}); nothing written")
+            f"{check['max_logit_difference']:.2e}{worst} (needs <= {max_logit_difference:.0e}); nothing written")
     return check
 
 
@@ -318,7 +373,8 @@ def _record(checkpoint: Path, output: Path, quantize: str | None, check: dict[st
 
 def _quantized(ckpt, fp32: Path, final: Path, meta: dict[str, str], reference: np.ndarray, held_out: _HeldOut,
                max_accuracy_drop: float, stage: Callable[[str], None]) -> dict[str, Any]:
-    """Quantize ``fp32`` to int8 at ``final`` and measure the whole test split before and after.
+    """Quantize ``fp32`` to int8 at ``final`` and measure the whole test split before and after (accuracy; for a
+    multi-label model subset accuracy, and label-set agreement with PyTorch).
 
     Raises:
         ParityError: int8 loses more than ``max_accuracy_drop`` test accuracy.
@@ -331,17 +387,19 @@ def _quantized(ckpt, fp32: Path, final: Path, meta: dict[str, str], reference: n
     test = held_out.test
     stage(f"test accuracy before and after quantization ({len(test.texts):,} reviews)")
     all_ids = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data)
-    labels = np.asarray(test.labels)
-    right_before = int((OnnxBackend(fp32).forward(all_ids)[0].argmax(1) == labels).sum())
+    decision, n = _decision(ckpt), len(test.texts)
+    right_before = _right(OnnxBackend(fp32).forward(all_ids)[0], test, decision)
     after_logits = OnnxBackend(final).forward(all_ids)[0]
-    right_after = int((after_logits.argmax(1) == labels).sum())
-    before, after = right_before / len(labels), right_after / len(labels)
-    int8_parity = parity(reference, after_logits[held_out.sample])
+    right_after = _right(after_logits, test, decision)
+    before, after = right_before / n, right_after / n
+    after_sample = after_logits[held_out.sample]
+    int8_parity = parity(reference, after_sample) if decision is None else \
+        multi_label_parity(reference, after_sample, ckpt.labels, decision)
     # in reviews, not a float difference: 5 of 500 is exactly 1 point, which 0.558 - 0.548 exceeds in floats
-    if right_before - right_after > max_accuracy_drop * len(labels) + 1e-9:
+    if right_before - right_after > max_accuracy_drop * n + 1e-9:
         raise ParityError(f"int8 quantization costs {before - after:.2%} test accuracy ({before:.2%} -> "
                           f"{after:.2%}; accepted: {max_accuracy_drop:.2%}); nothing written")
-    return {"test_reviews": int(len(labels)), "accuracy_before": before, "accuracy_after": after,
+    return {"test_reviews": int(n), "accuracy_before": before, "accuracy_after": after,
             "label_agreement_with_pytorch": int8_parity["label_agreement"],
             "max_logit_difference_to_pytorch": int8_parity["max_logit_difference"],
             "max_accuracy_drop": max_accuracy_drop}
