@@ -12,6 +12,7 @@ and their labels mapped to ids by :mod:`sentiment_cli.data.labels`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ import numpy as np
 from .columns import LABEL_COLUMNS, TEXT_COLUMNS, check_text_column, resolve_column
 from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
+from .multilabel import Options, Reading, describe, find_label_column, find_reading, read_split
 from .sources import Source, is_single_file, load_source
 from .tokenizer import clip_texts
 from .unlabelled import Unlabelled, unlabelled_texts
@@ -40,6 +42,8 @@ class Split:
 
     Attributes:
         where: where the rows came from, for messages and the model card (a file, or ``source: split``).
+        reading: a multi-label training split's one line on how its labels were read
+            (:func:`~.multilabel.describe`); ``""`` otherwise.
     """
 
     name: str
@@ -48,6 +52,7 @@ class Split:
     label_names: tuple[str, ...] = LABELS
     where: str = ""
     multi_label: bool = False
+    reading: str = ""
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -84,27 +89,42 @@ class Split:
 
 @dataclass
 class _Labelled:
-    """One split with its columns resolved and checked: the Arrow dataset and the label ids."""
+    """One split with its columns resolved and checked: the Arrow dataset and the label ids (``(rows,)``
+    int64; multi-label: the ``(rows, num_labels)`` uint8 matrix, read as ``reading`` says)."""
 
     dataset: Any
     text_column: str
     ids: np.ndarray
     where: str
+    label_column: str = ""
+    reading: Reading | None = None
 
 
-def _labelled(src: Source, split: str, text_column: str, label_column: str, names: Sequence[str] | None,
-              configured: Sequence[str] = ()) -> tuple[_Labelled, tuple[str, ...]]:
+def _labelled(src: Source, split: str, spec: "DataSpec", names: Sequence[str] | None
+              ) -> tuple[_Labelled, tuple[str, ...]]:
     """Resolve and check ``split``'s columns and labels; ``(labelled, label names)``.
 
-    ``names`` is the label set to map to (a trained model's); ``None`` derives it from this split
-    (training), with ``configured`` ([data] labels) fixing names and order.
+    ``names`` is the label set to map to (train's, or a trained model's); ``None`` derives it from this split
+    (training), with ``spec.labels`` ([data] labels) fixing names and order. How labels are read (one or
+    several per text) is decided on the source's training split (:func:`_reading`).
+
+    Raises:
+        DataError, UsageError, ConfigError: as :func:`load_train_validation`.
     """
     ds = src.splits[split]
     where = src.where(split)
     if len(ds) == 0:
         raise DataError(f"{where}: no rows")
-    text = resolve_column(ds.column_names, text_column, TEXT_COLUMNS, "text", where)
-    label = resolve_column(ds.column_names, label_column, LABEL_COLUMNS, "label", where)
+    text = resolve_column(ds.column_names, spec.text_column, TEXT_COLUMNS, "text", where)
+    reading = _reading(src, split, spec, text)
+    if reading is not None and reading.multi_label:
+        if reading.kind != "columns" and reading.column == text:
+            raise UsageError(f"{where}: column {text!r} cannot hold both the texts and the labels")
+        check_text_column(ds, text, where)
+        matrix, names = read_split(ds, reading, where, split, names, spec.labels if names is None else ())
+        return _Labelled(ds.select_columns([text]), text, matrix, where, reading.column, reading), names
+    label = find_label_column(ds.column_names, spec.label_column, where) \
+        or resolve_column(ds.column_names, spec.label_column, LABEL_COLUMNS, "label", where)
     if text == label:
         raise UsageError(f"{where}: column {text!r} cannot hold both the texts and the labels")
     check_text_column(ds, text, where)
@@ -113,16 +133,37 @@ def _labelled(src: Source, split: str, text_column: str, label_column: str, name
     if training:
         if raw.keys.null_count:   # name the row before computing a label set from the rest
             label_ids(raw, (), where, label, False)
-        names = label_set(raw, configured, where)
-    ids = label_ids(raw, names, where, label, training and bool(configured))
-    return _Labelled(ds.select_columns([text]), text, ids, where), tuple(names)
+        names = label_set(raw, spec.labels, where)
+    ids = label_ids(raw, names, where, label, training and bool(spec.labels))
+    return _Labelled(ds.select_columns([text]), text, ids, where, label), tuple(names)
 
 
-def _split(lab: _Labelled, name: str, names: tuple[str, ...], rows: np.ndarray | None = None) -> Split:
-    """Materialise the texts of ``rows`` (all rows when ``None``), in that order."""
+def _reading(src: Source, split: str, spec: "DataSpec", text: str) -> Reading | None:
+    """How the source's labels are read, decided on its training split (on ``split`` when it has none):
+    see :func:`~.multilabel.find_reading`; ``None``: no label column was found.
+
+    Raises:
+        DataError, UsageError, ConfigError: as :func:`~.multilabel.find_reading`.
+    """
+    base = "train" if "train" in src.splits else split
+    ds = src.splits[base]
+    if base != split:
+        text = resolve_column(ds.column_names, spec.text_column, TEXT_COLUMNS, "text", src.where(base))
+    return find_reading(ds, text, spec.label_column,
+                        Options(spec.multi_label, spec.label_separator, tuple(spec.label_columns)), src.where(base))
+
+
+def _split(lab: _Labelled, name: str, names: tuple[str, ...], rows: np.ndarray | None = None,
+           described: bool = False) -> Split:
+    """Materialise the texts of ``rows`` (all rows when ``None``), in that order; ``described``: a
+    multi-label split gets its ``reading`` line (the training split)."""
     part = lab.dataset if rows is None else lab.dataset.select(rows)
     ids = lab.ids if rows is None else lab.ids[np.asarray(rows, dtype=np.int64)]
-    return Split(name, list(part[lab.text_column]), ids.tolist(), names, lab.where)
+    multi = lab.reading is not None and lab.reading.multi_label
+    split = Split(name, list(part[lab.text_column]), ids if multi else ids.tolist(), names, lab.where, multi)
+    if multi and described:
+        split.reading = describe(lab.reading, ids, names)
+    return split
 
 
 def _need(src: Source, split: str) -> None:
@@ -136,13 +177,19 @@ def _hold_out(ids: np.ndarray, names: Sequence[str], validation_fraction: float,
 
     ``validation_fraction`` 0: all rows shuffled with ``seed``, none for validation. ``blocks``: see
     :func:`block_validation_indices`. ``random``: a stratified draw (``datasets``' ``train_test_split``
-    with ``seed``, as runs before label sets drew it: the same rows for the same labels).
+    with ``seed``, as runs before label sets drew it: the same rows for the same labels). Multi-label
+    ``ids`` (``(rows, num_labels)``): see :func:`_multi_label_hold_out`.
+
+    Raises:
+        DataError: a class too small to hold out, or too few rows.
     """
     import datasets
 
     n = len(ids)
     if validation_fraction == 0:
         return np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
+    if np.ndim(ids) == 2:
+        return _multi_label_hold_out(n, validation_fraction, seed, validation_split, where)
     _check_classes_can_be_held_out(ids, names, where)
     if validation_split == "blocks":
         try:
@@ -166,6 +213,33 @@ def _hold_out(ids: np.ndarray, names: Sequence[str], validation_fraction: float,
     return np.asarray(parts["train"]["row"], dtype=np.int64), np.asarray(parts["test"]["row"], dtype=np.int64)
 
 
+def _multi_label_hold_out(n: int, validation_fraction: float, seed: int, validation_split: str,
+                          where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The hold-out of ``n`` multi-label rows, not stratified (a row carries several labels, or none):
+    ``random``: ``ceil(validation_fraction * n)`` rows drawn with ``seed`` (as :func:`held_out_count` counts);
+    ``blocks``: blocks of consecutive rows (:func:`block_validation_indices` with one class).
+
+    Raises:
+        DataError: fewer than two rows, or (blocks) too few rows to leave one block on each side.
+    """
+    rng = np.random.default_rng(seed)
+    if validation_split == "blocks":
+        try:
+            held = block_validation_indices(np.zeros(n, dtype=np.int64), validation_fraction, seed)
+        except ValueError:
+            raise DataError(f"{where}: cannot hold out validation: {n:,} rows are too few to hold out "
+                            "blocks") from None
+        keep = np.zeros(n, dtype=bool)
+        keep[held] = True
+        return rng.permutation(np.flatnonzero(~keep)), np.random.default_rng(seed).permutation(held)
+    k = math.ceil(validation_fraction * n)
+    if n < 2 or k >= n:
+        raise DataError(f"{where}: cannot hold out validation ({validation_fraction:g} of {n:,} rows): too few "
+                        "rows to train on the rest; add rows or give a dev split")
+    order = rng.permutation(n)
+    return order[k:], order[:k]
+
+
 def _check_classes_can_be_held_out(ids: np.ndarray, names: Sequence[str], where: str) -> None:
     """A stratified hold-out needs two rows of every class: one to train on, one to validate.
 
@@ -186,6 +260,8 @@ class DataSpec:
 
     ``max_length`` (``[data] max_length``; 0: none) cuts pretraining texts to what that many tokens can
     come from (:func:`~sentiment_cli.data.tokenizer.clip_text`); labelled splits keep their texts whole.
+    ``multi_label`` (``auto``, ``true``, ``false``), ``label_separator`` and ``label_columns``: how labels
+    are read, one or several per text (:mod:`~sentiment_cli.data.multilabel`).
     """
 
     source: str
@@ -197,13 +273,17 @@ class DataSpec:
     labels: tuple[str, ...] = ()
     max_length: int = 0
     unlabelled: str = ""
+    multi_label: str = "auto"
+    label_separator: str = ""
+    label_columns: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config, source: str | None = None) -> "DataSpec":
         """The spec of a run :class:`~sentiment_cli.config.Config` (``source`` overrides ``[data] source``)."""
         d = config.data
         return cls(source or d.source, d.validation_fraction, config.training.seed, d.validation_split,
-                   d.text_column, d.label_column, tuple(d.labels), d.max_length, d.unlabelled)
+                   d.text_column, d.label_column, tuple(d.labels), d.max_length, d.unlabelled,
+                   d.multi_label, d.label_separator, tuple(d.label_columns))
 
 
 def is_own_data(config, data: str | None) -> bool:
@@ -213,12 +293,15 @@ def is_own_data(config, data: str | None) -> bool:
 
 
 def scoring_spec(config, split: str = "test", data: str | None = None, text_column: str | None = None,
-                 label_column: str | None = None, *, single_file_hint: str) -> DataSpec:
+                 label_column: str | None = None, *, single_file_hint: str,
+                 label_columns: Sequence[str] | None = None, multi_label: bool | None = None) -> DataSpec:
     """What a trained run scores ``split`` of: its own data (its columns, label set and hold-out) or ``data``.
 
     Shared by ``sentiment eval`` and ``sentiment export``'s parity check. ``data`` names the run's
     own source when it is the same string or the same local path; other data is read with its own
-    column names unless ``text_column`` / ``label_column`` name them.
+    column names unless ``text_column`` / ``label_column`` / ``label_columns`` name them. Both keep the run's
+    ``multi_label`` and ``label_separator``: a run trained multi-label with ``multi_label = true`` reads
+    other data as multi-label, and the caller maps its labels to the model's label names.
 
     Args:
         config: the run's :class:`~sentiment_cli.config.Config` (a checkpoint's).
@@ -226,6 +309,9 @@ def scoring_spec(config, split: str = "test", data: str | None = None, text_colu
         data: dataset to score instead of the run's own (Hub id, folder or file).
         text_column, label_column: its columns; default: the run's for its own data, else found by name.
         single_file_hint: what the error below tells the user to do instead (the caller's flags).
+        label_columns: its 0/1 label columns (a multi-label model's); default as for the columns above.
+        multi_label: whether the model is multi-label: the data is read so (``multi_label`` ``true`` /
+            ``false``); ``None``: as the run's config says.
 
     Raises:
         UsageError: ``test`` of the single file the run was trained on: it has no test split, and
@@ -233,10 +319,14 @@ def scoring_spec(config, split: str = "test", data: str | None = None, text_colu
     """
     own = is_own_data(config, data)
     spec = DataSpec.from_config(config, source=data)
-    if not own or text_column or label_column:   # other data: its own column names, unless told
+    if not own or text_column or label_column or label_columns:   # other data: its own column names, unless told
         spec = DataSpec(spec.source, spec.validation_fraction, spec.seed, spec.validation_split,
                         text_column or (spec.text_column if own else ""),
-                        label_column or (spec.label_column if own else ""))
+                        label_column or (spec.label_column if own else ""),
+                        multi_label=spec.multi_label, label_separator=spec.label_separator,
+                        label_columns=tuple(label_columns or (spec.label_columns if own else ())))
+    if multi_label is not None:
+        spec = dataclasses.replace(spec, multi_label="true" if multi_label else "false")
     if own and split == "test" and is_single_file(spec.source):
         raise UsageError(f"the checkpoint was trained on the single file {spec.source}, which has no test split; "
                          + single_file_hint)
@@ -247,9 +337,9 @@ def _train_and_validation(src: Source, spec: DataSpec, names: Sequence[str] | No
                           ) -> tuple[_Labelled, tuple[str, ...], np.ndarray, _Labelled | None, np.ndarray]:
     """The training split's rows for train and validation, or the source's own validation split."""
     _need(src, "train")
-    train, names = _labelled(src, "train", spec.text_column, spec.label_column, names, spec.labels)
+    train, names = _labelled(src, "train", spec, names)
     if "validation" in src.splits and spec.validation_fraction > 0:   # the source's own (dev) split
-        val, _ = _labelled(src, "validation", spec.text_column, spec.label_column, names)
+        val, _ = _labelled(src, "validation", spec, names)
         return train, names, np.random.default_rng(spec.seed).permutation(len(train.ids)), val, np.arange(len(val.ids))
     train_rows, val_rows = _hold_out(train.ids, names, spec.validation_fraction, spec.seed, spec.validation_split,
                                      train.where)
@@ -286,7 +376,7 @@ def train_validation_of(src: Source, spec: DataSpec) -> tuple[Split, Split]:
         DataError, UsageError, ConfigError: as :func:`load_train_validation`.
     """
     train, names, train_rows, val, val_rows = _train_and_validation(src, spec, None)
-    return (_split(train, "train", names, train_rows),
+    return (_split(train, "train", names, train_rows, described=True),
             _split(val if val is not None else train, "validation", names, val_rows))
 
 
@@ -321,12 +411,12 @@ def load_split(source: str | DataSpec, name: str, validation_fraction: float = 0
         _need(src, split)
         if names is None:   # the label set of training, from the training split
             _need(src, "train")
-            _, names = _labelled(src, "train", spec.text_column, spec.label_column, None, spec.labels)
-        lab, _ = _labelled(src, split, spec.text_column, spec.label_column, names)
+            _, names = _labelled(src, "train", spec, None)
+        lab, _ = _labelled(src, split, spec, names)
         return _split(lab, "test", names)
     train, names, train_rows, val, val_rows = _train_and_validation(src, spec, names)
     if name == "train":
-        return _split(train, "train", names, train_rows)
+        return _split(train, "train", names, train_rows, described=True)
     return _split(val if val is not None else train, "validation", names, val_rows)
 
 
@@ -458,7 +548,8 @@ class Rows:
             this split (or ``[data] labels``), as training derives one.
         dataset: the split's ``datasets.Dataset`` with all its columns, in the same order.
         file: the file the split was read from, or ``None`` (a Hub dataset, the Hub layout, ``aclImdb``).
-        text_column, label_column: the columns found (or named).
+        text_column, label_column: the columns found (or named); ``label_column`` is ``""`` for 0/1 label
+            columns (one per label: ``split.label_names``).
     """
 
     split: Split
@@ -482,7 +573,6 @@ def load_rows(source: str | DataSpec, name: str = "train") -> Rows:
         raise UsageError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
     src = load_source(spec.source)
     _need(src, name)
-    lab, names = _labelled(src, name, spec.text_column, spec.label_column, None, spec.labels)
-    ds = src.splits[name]
-    label = resolve_column(ds.column_names, spec.label_column, LABEL_COLUMNS, "label", lab.where)
-    return Rows(_split(lab, name, names), ds, src.files.get(name), lab.text_column, label)
+    lab, names = _labelled(src, name, spec, None)
+    return Rows(_split(lab, name, names, described=True), src.splits[name], src.files.get(name), lab.text_column,
+                lab.label_column)
