@@ -95,6 +95,7 @@ class Profile:
     length_ratio: float = 1.0
     notes: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
+    reading: str = ""   # how several labels per text were read (data/multilabel.py), "" for one label per text
 
     @property
     def imbalance(self) -> float:
@@ -130,7 +131,8 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
     return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
                    unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
                    tokens=int(lengths.mean() * len(train)), length_ratio=ratio,
-                   notes=tuple(found.notes) if found else (), labels=tuple(train.label_names))
+                   notes=tuple(found.notes) if found else (), labels=tuple(train.label_names),
+                   reading=train.reading)
 
 
 def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
@@ -383,6 +385,8 @@ def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks,
     """
     cb.on_stage(f"reading {config.data.source} to fit the default's settings to it")
     profile = read_profile(config, data)
+    if profile.reading:
+        cb.on_note(profile.reading)
     for note in profile.notes:
         cb.on_note(note)
     choices = [c for c in data_rules(profile, config, given) if c.key not in given]

@@ -173,6 +173,8 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
         ctx.cb.on_stage(f"loading {config.data.source}")
     with distributed.main_first(info):   # rank 0 fills the datasets cache, then the others read it
         train_split, val_split = run_data.splits(DataSpec.from_config(config))
+    if train_split.reading and not ctx.data_rules and info.is_main:   # the default's rules said it already
+        ctx.cb.on_note(train_split.reading)
     train_split, augmented = _augmented(ctx, train_split)
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
@@ -301,5 +303,5 @@ def _multi_label_facts(train_split: Split) -> dict[str, Any]:
     the training texts without a label (none for single-label data)."""
     if not train_split.multi_label:
         return {}
-    return {"multi_label": True, "reading": getattr(train_split, "reading", ""),
+    return {"multi_label": True, "reading": train_split.reading,
             "unlabelled_rows": train_split.unlabelled_rows()}
