@@ -11,7 +11,7 @@ import typer
 
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
-from .options import column_options
+from .options import LabelColumnsOption, column_options, label_columns as parse_label_columns
 from .progress import RichEvalCallbacks
 from .render import (consoles, json_text, render_calibration, render_errors, render_eval, render_label_set_errors,
                      render_multilabel_eval)
@@ -52,6 +52,7 @@ def eval_(
     data: DataOption = None,
     text_column: TextColumnOption = None,
     label_column: LabelColumnOption = None,
+    label_columns: LabelColumnsOption = None,
     batch_size: BatchSizeOption = None,
     device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
@@ -72,13 +73,15 @@ def eval_(
         if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
             _check_plot(plot)
         flags = _read_flags(audit, errors, text_column) if audit is not None else None
+        columns = parse_label_columns(label_columns)   # a multi-label model's 0/1 columns in --data
+        more = {"label_columns": columns} if columns else {}
         out, err = consoles()
         callbacks = RichEvalCallbacks(err, f"eval {split.value}")
         try:
             result = evaluate_checkpoint(checkpoint, split.value, data=data, text_column=text_column,
                                          label_column=label_column, batch_size=batch_size,
                                          device=resolve_device(device.value), errors=errors, flags=flags,
-                                         callbacks=callbacks)
+                                         callbacks=callbacks, **more)
         finally:
             callbacks.close()
         reliability_plot = _write_plots(plot, split.value, result) if plot is not None else None

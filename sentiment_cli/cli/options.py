@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..data.columns import LABEL_COLUMNS, TEXT_COLUMNS
+from ..errors import UsageError
 
 
 def _named(columns: Sequence[str]) -> str:
@@ -32,3 +33,23 @@ def column_options(text_help: str, label_help: str) -> tuple[Any, Any]:
     """
     return (Annotated[Optional[str], typer.Option(help=text_help.format(names=_named(TEXT_COLUMNS)))],
             Annotated[Optional[str], typer.Option(help=label_help.format(names=_named(LABEL_COLUMNS)))])
+
+
+LabelColumnsOption = Annotated[Optional[str], typer.Option(
+    "--label-columns", metavar="A,B,C", show_default=False,
+    help="Multi-label: one 0/1 column per label, comma-separated (\\[data] label_columns); default: found when "
+         "no label column is named and every column besides the text and an id column holds only 0 and 1.")]
+
+
+def label_columns(value: Optional[str]) -> Optional[tuple[str, ...]]:
+    """``--label-columns a,b,c`` as ``("a", "b", "c")`` (each name stripped); ``None`` when not given.
+
+    Raises:
+        UsageError: a blank name (``a,,b``).
+    """
+    if value is None:
+        return None
+    names = tuple(n.strip() for n in value.split(","))
+    if not all(names):
+        raise UsageError(f"--label-columns {value!r}: a blank column name; give names joined by commas: a,b,c")
+    return names

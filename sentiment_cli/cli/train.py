@@ -12,7 +12,7 @@ import typer
 from ..config import PRESETS, SEED_MAX, build_config, given_keys, parse_duration
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
-from .options import column_options
+from .options import LabelColumnsOption, column_options, label_columns as parse_label_columns
 from .progress import RichPretrainCallbacks, RichTrainCallbacks
 from .render import consoles, json_text, render_pretrain_summary, render_report_note, render_train_summary
 
@@ -40,6 +40,12 @@ UnlabelledOption = Annotated[Optional[str], typer.Option(
 TextColumnOption, LabelColumnOption = column_options(
     "Override \\[data] text_column: the column holding the texts (default: {names}).",
     "Override \\[data] label_column: the column holding the labels (default: {names}).")
+MultiLabelOption = Annotated[bool, typer.Option(
+    "--multi-label", show_default=False,
+    help="Several labels per text (\\[data] multi_label true); default: found from the data (a label column of "
+         "lists or of labels joined by , ; or |, or 0/1 label columns).")]
+SingleLabelOption = Annotated[bool, typer.Option(
+    "--single-label", show_default=False, help="One label per text (\\[data] multi_label false).")]
 OutputOption = Annotated[Optional[Path], typer.Option("--output", "-o", help="Checkpoint folder to write.",
                                                       show_default=str(DEFAULT_CHECKPOINT))]
 EpochsOption = Annotated[Optional[int], typer.Option(help="Override \\[training] epochs.")]
@@ -78,6 +84,9 @@ def train(
     unlabelled: UnlabelledOption = None,
     text_column: TextColumnOption = None,
     label_column: LabelColumnOption = None,
+    multi_label: MultiLabelOption = False,
+    single_label: SingleLabelOption = False,
+    label_columns: LabelColumnsOption = None,
     output: OutputOption = None,
     epochs: EpochsOption = None,
     batch_size: BatchSizeOption = None,
@@ -98,15 +107,18 @@ def train(
         from ..training.run import train as run_train
 
         device_name = device.value if device else None
+        mode = _multi_label_mode(multi_label, single_label)
         if resume is not None:
             folder = _resume_folder(resume, output)
             _refuse_changes({"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
                              "--text-column": text_column,
-                             "--label-column": label_column, "--batch-size": batch_size, "--lr": lr, "--seed": seed,
+                             "--label-column": label_column, "--multi-label / --single-label": mode,
+                             "--label-columns": label_columns, "--batch-size": batch_size, "--lr": lr, "--seed": seed,
                              "--init": init, "--time-budget": time_budget})
         else:
             flags = {"data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
-                              "label_column": label_column},
+                              "label_column": label_column, "label_columns": parse_label_columns(label_columns),
+                              "multi_label": mode},
                      "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name,
                                   "seed": seed, "init_from": str(init) if init is not None else None,
                                   "time_budget": parse_duration(time_budget) if time_budget is not None else None}}
@@ -181,6 +193,18 @@ def _render_train(out, err, result: Any, as_json: bool) -> None:
     else:
         render_train_summary(out, result)
     render_report_note(out if not as_json else err, result.report)
+
+
+def _multi_label_mode(multi_label: bool, single_label: bool) -> Optional[str]:
+    """``[data] multi_label`` as the flags set it: ``"true"`` (``--multi-label``), ``"false"``
+    (``--single-label``), ``None`` (neither: the config's).
+
+    Raises:
+        UsageError: both flags.
+    """
+    if multi_label and single_label:
+        raise UsageError("--multi-label and --single-label contradict each other; give one")
+    return "true" if multi_label else "false" if single_label else None
 
 
 def _refuse_changes(flags: dict[str, Any]) -> None:
