@@ -44,6 +44,7 @@ from ..config import DataConfig
 from ..data.tokenizer import build_tokenizer, encode_texts
 from ..errors import DataError
 from ..evaluation.calibration import fit_temperature
+from ..inference.multilabel import sigmoid
 from ..inference.probabilities import softmax
 from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..ngram.crossfit import cross_fit as cross_fit_forms
@@ -85,6 +86,8 @@ class CrossFit:
         seconds: wall time of the choice and the folds.
         class_weight: every fit's: ``None``, or ``"balanced"`` for imbalanced classes (:func:`class_weighting`).
         notes: what scikit-learn warned of during the fits, each in one line (:class:`Warned`).
+        temperatures: multi-label (``audit/multilabel.py``): ``(num_labels,)`` per-label temperatures of the
+            sigmoids, ``logits`` one column per label, ``weights`` / ``intercepts`` empty; ``None``: single-label.
     """
 
     logits: np.ndarray
@@ -100,10 +103,21 @@ class CrossFit:
     seconds: float
     class_weight: str | None = None
     notes: tuple[str, ...] = ()
+    temperatures: np.ndarray | None = None
+
+    @property
+    def multi_label(self) -> bool:
+        """One sigmoid per label (several labels per text), not a softmax over classes."""
+        return self.temperatures is not None
 
     @property
     def model_phrase(self) -> str:
         """The cross-fitted model in words (the audit's ``method.model``): its forms, their C, the features."""
+        if self.multi_label:
+            forms = " and ".join(f"{'NB-LR' if form == 'nb-lr' else 'logistic regression'} (C {C:g})"
+                                 for form, C in self.C.items())
+            return (f"the average of {forms}, one binary fit per label, over hashed token 1-3-grams, each "
+                    "calibrated per label")
         forms = " and ".join(f"{form_phrase(form, self.num_labels)} (C {C:g})" for form, C in self.C.items())
         weighted = ", classes balanced" if self.class_weight == "balanced" else ""
         return f"the average of {forms} over hashed token 1-3-grams{weighted}, each calibrated"
@@ -114,7 +128,10 @@ class CrossFit:
         return len(self.weights)
 
     def probabilities(self) -> np.ndarray:
-        """``(n, num_labels)`` float64: ``softmax(logits / temperature)``, each row summing to 1."""
+        """``(n, num_labels)`` float64: ``softmax(logits / temperature)``, each row summing to 1; multi-label:
+        ``sigmoid(logits / temperatures)`` per label (``inference/multilabel.py``)."""
+        if self.multi_label:
+            return sigmoid(self.logits, self.temperatures)
         return softmax(self.logits, self.temperature)
 
     def score(self, fold: int) -> NgramScore:

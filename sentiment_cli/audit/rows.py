@@ -79,8 +79,10 @@ def _jsonl_lines(file: str) -> list[int]:
         return [n for n, line in enumerate(fh, 1) if line.strip()]
 
 
-def write_output(path: str | Path, records: Sequence[dict[str, Any]], input_columns: Sequence[str]) -> None:
-    """Write the flagged rows, ranked: the input's columns, then :data:`ADDED`, as CSV or JSON Lines.
+def write_output(path: str | Path, records: Sequence[dict[str, Any]], input_columns: Sequence[str],
+                 added: Sequence[str] = ADDED) -> None:
+    """Write the flagged rows, ranked: the input's columns, then ``added`` (:data:`ADDED`; a multi-label audit's:
+    ``audit/label_sets.py``), as CSV or JSON Lines.
 
     A column of the input named like an added one keeps its name; the added one becomes ``audit_<name>``.
     Written as :func:`~sentiment_cli.outputs.write_table` writes (atomically), so a failed write leaves no
@@ -90,9 +92,10 @@ def write_output(path: str | Path, records: Sequence[dict[str, Any]], input_colu
         path: ``.csv`` or ``.jsonl`` (checked before the audit by :func:`~sentiment_cli.outputs.check_output`).
         records: one dict per row, with the input's columns and the added ones (unprefixed).
         input_columns: the input's column names, in order.
+        added: the added columns, in order.
     """
-    names = {c: (f"audit_{c}" if c in input_columns else c) for c in ADDED}
-    rows = [{**{c: r[c] for c in input_columns}, **{names[c]: r[c] for c in ADDED}} for r in records]
+    names = {c: (f"audit_{c}" if c in input_columns else c) for c in added}
+    rows = [{**{c: r[c] for c in input_columns}, **{names[c]: r[c] for c in added}} for r in records]
     write_table(path, [*input_columns, *names.values()], rows)
 
 

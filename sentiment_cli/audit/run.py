@@ -3,7 +3,8 @@
 :func:`audit` reads a split whole (``data/splits.py``: :func:`~sentiment_cli.data.splits.load_rows`),
 cross-fits the n-gram score for out-of-fold probabilities (``audit/probabilities.py``), ranks the likely
 label errors with cleanlab (``audit/label_issues.py``), explains each flagged row exactly
-(``audit/reasons.py``) and locates it in its file (``audit/rows.py``).
+(``audit/reasons.py``) and locates it in its file (``audit/rows.py``). A multi-label split (several labels per
+text) takes the one-vs-rest path of ``audit/multilabel.py`` and ``audit/label_sets.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from .probabilities import FOLDS, SEED, Warned, check_folds, cross_fit, encode
 from .label_issues import find_issues, summary
 from .reasons import explain_rows
 from ..outputs import TABLE_TYPES, check_output
-from .rows import locations, write_output
+from .label_sets import audit_label_sets, label_set_records
+from .multilabel import LABEL_SET_FOLDS
+from .rows import ADDED, locations, write_output
 from .warnings import AuditWarning, audit_warnings
 
 TOP_TOKENS = 5   # tokens a finding's reasons name
@@ -94,10 +97,14 @@ class AuditResult:
             ``"cv_accuracy"`` (of every candidate form and C), ``"folds"``, ``"temperature"``, ``"buckets"``,
             ``"out_of_fold_accuracy"``, ``"seconds"}``.
         summary: :func:`~sentiment_cli.audit.label_issues.summary`'s dict.
-        findings: every flagged row, ranked.
+        findings: every flagged row, ranked (:class:`Finding`, or with ``multi_label``
+            :class:`~.label_sets.LabelSetFinding`).
         seconds: wall time, loading included.
         warnings: when the flags say more about the out-of-fold model than the data (``audit/warnings.py``).
         output: the file written, if any.
+        multi_label: the split holds several labels per text: ``findings`` are
+            :class:`~.label_sets.LabelSetFinding` (given and suggested label lists), ``method`` has ``temperatures``
+            (one per label) for ``temperature`` (``audit/multilabel.py``).
     """
 
     where: str
@@ -109,9 +116,10 @@ class AuditResult:
     seconds: float
     warnings: list[AuditWarning]
     output: Path | None = None
+    multi_label: bool = False
 
 
-def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column: str | None = None,
+def audit(source: str, split: str = "train", *, folds: int | None = None, text_column: str | None = None,
           label_column: str | None = None, output: str | Path | None = None, force: bool = False,
           seed: int = SEED, callbacks: AuditCallbacks | None = None, fit_gb: float = FIT_GB) -> AuditResult:
     """Find the likely label errors of ``split`` of ``source`` (module docstring).
@@ -119,7 +127,8 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
     Args:
         source: a folder, a file or a Hub id (as ``train --data``).
         split: ``train``, ``validation`` or ``test``, read whole.
-        folds: stratified folds of the cross-fit, at least 2.
+        folds: stratified folds of the cross-fit (multi-label: seeded random folds), at least 2; ``None``:
+            :data:`~.probabilities.FOLDS` (10), multi-label :data:`~.multilabel.LABEL_SET_FOLDS` (5).
         text_column, label_column: the columns; default: found by their usual names.
         output: also write every flagged row to this ``.csv`` / ``.jsonl`` file (:func:`~.rows.write_output`).
         force: ``output`` may replace an existing file (never ``source`` or a file inside it).
@@ -135,7 +144,8 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
             (checked before any work, :func:`~sentiment_cli.outputs.check_output`); an unknown split, a named
             column missing.
         DataError: the data cannot be loaded or is unusable (as ``train``), one class only, or a class with
-            fewer rows than ``folds``, or a fit that would need more than ``fit_gb`` GB.
+            fewer rows than ``folds`` (multi-label: fewer rows than ``folds``, or no label given), or a fit that
+            would need more than ``fit_gb`` GB.
     """
     cb = callbacks or AuditCallbacks()
     start = time.perf_counter()
@@ -143,6 +153,26 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
         output = check_output(output, force=force, suffixes=TABLE_TYPES, inputs=[("--data", source)])
     cb.on_stage(f"loading {source}")
     rows = load_rows(DataSpec(source, text_column=text_column or "", label_column=label_column or ""), split)
+    s = rows.split
+    run = audit_label_sets if s.multi_label else _audit_labels
+    folds = folds or (LABEL_SET_FOLDS if s.multi_label else FOLDS)
+    findings, method, counts, warnings = run(rows, folds, seed, cb, fit_gb)
+    result = AuditResult(s.where, split, s.label_names, method, counts, findings, time.perf_counter() - start,
+                         warnings, multi_label=s.multi_label)
+    if output is not None:
+        records, added = (label_set_records(rows, findings, output) if s.multi_label
+                          else (_records(rows, findings), ADDED))
+        write_output(output, records, rows.dataset.column_names, added)
+        result.output = output
+    return result
+
+
+def _audit_labels(rows, folds: int, seed: int, cb: AuditCallbacks, fit_gb: float):
+    """The single-label audit of ``rows`` (:func:`audit`): ``(findings, method, summary, warnings)``.
+
+    Raises:
+        DataError: as :func:`audit`.
+    """
     s, names = rows.split, rows.split.label_names
     check_folds(s.labels, names, folds, s.where)
     cb.on_stage(f"tokenizing {len(s):,} rows")
@@ -164,12 +194,7 @@ def audit(source: str, split: str = "train", *, folds: int = FOLDS, text_column:
               "out_of_fold_accuracy": float((probabilities.argmax(1) == y).mean()), "seconds": cross.seconds,
               "notes": [*cross.notes, *warned.notes()]}
     counts = summary(y, probabilities, issues, names)
-    result = AuditResult(s.where, split, names, method, counts, findings, time.perf_counter() - start,
-                         audit_warnings(counts, method["out_of_fold_accuracy"]))
-    if output is not None:
-        write_output(output, _records(rows, findings), rows.dataset.column_names)
-        result.output = output
-    return result
+    return findings, method, counts, audit_warnings(counts, method["out_of_fold_accuracy"])
 
 
 def _records(rows, findings: list[Finding]) -> list[dict[str, Any]]:

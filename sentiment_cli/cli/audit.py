@@ -16,9 +16,6 @@ from .progress import RichAuditCallbacks
 from .render import consoles, json_text, render_audit, render_audit_summary
 
 
-FOLDS = 10   # audit/probabilities.py's FOLDS, not imported: the CLI starts without torch (predict --onnx)
-
-
 class SplitName(str, Enum):
     train = "train"
     validation = "validation"
@@ -29,12 +26,15 @@ DataOption = Annotated[str, typer.Option(
     help="Labelled data to audit: a folder of train/dev/test files, one CSV, TSV, JSON, JSON Lines or Parquet file, "
          "or a Hub id (as for train).")]
 SplitOption = Annotated[SplitName, typer.Option(help="Which split to audit, whole (a single file is its train).")]
-FoldsOption = Annotated[int, typer.Option(min=2, max=20, help="Stratified folds of the cross-fit: each row is scored "
-                                                                "by a model fitted on the other folds.")]
+FoldsOption = Annotated[Optional[int], typer.Option(
+    min=2, max=20, show_default=False,
+    help="Folds of the cross-fit: each row is scored by a model fitted on the other folds. Default: 10 stratified "
+         "folds; 5 random folds on multi-label data (several labels per text), whose fits are one per label.")]
 TopOption = Annotated[int, typer.Option(min=0, help="Show (and with --json print) the N most likely label errors.")]
 OutputOption = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write every flagged row, ranked, to this .csv or .jsonl file: the input's columns plus "
-                           "given, suggested, quality, rank, line and reasons.")]
+                           "given, suggested, quality, rank, line and reasons (multi-label: given, suggested, "
+                           "unlikely and missing label lists, quality, rank, line).")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Replace --output if it exists (never the --data it "
                                                             "reads).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per finding (the top N), then one "
@@ -52,7 +52,7 @@ TextColumnOption, LabelColumnOption = column_options("Column holding the texts; 
 def audit_(
     data: DataOption,
     split: SplitOption = SplitName.train,
-    folds: FoldsOption = FOLDS,
+    folds: FoldsOption = None,
     top: TopOption = 20,
     output: OutputOption = None,
     force: ForceOption = False,
@@ -65,7 +65,8 @@ def audit_(
 
     Every row is scored by the n-gram score (NB-LR and logistic regression over word 1-3-grams, averaged)
     fitted on the other folds; cleanlab's confident learning ranks the rows whose given label
-    those out-of-fold probabilities contradict (see docs/audit.md).
+    those out-of-fold probabilities contradict (see docs/audit.md). On multi-label data each label is
+    scored on its own (a sigmoid per label) and a finding names the given and suggested label sets.
     """
     with handle_errors():
         from ..audit.run import audit

@@ -508,6 +508,13 @@ def render_export(console, result) -> None:
 
 # ----------------------------------------------------------------------------- suggest
 
+def _predicted_text(pick) -> str:
+    """A pick's prediction with its probability: ``"joy 0.81"``; a multi-label model's set, ``"joy 0.81, love 0.40"``
+    (``"(none)"`` when it predicts no label)."""
+    names = pick.predicted_labels if pick.predicted_labels is not None else [pick.predicted]
+    return ", ".join(f"{_printable(n)} {pick.probabilities[n]:.2f}" for n in names) or "(none)"
+
+
 def render_suggestions(console, result, where: str, output) -> None:
     """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.suggest.run.Suggestions`), what was left out and
     why, and where the CSV went."""
@@ -521,7 +528,8 @@ def render_suggestions(console, result, where: str, output) -> None:
     table = Table(title=f"{plural(len(result.picks), 'text')} to label next "
                         f"({result.strategy}, {result.measure})", title_justify="left")
     # the numbers keep their width (min_width); the text takes what is left
-    width = max(len(str(p.predicted)) for p in result.picks) + 5 if result.picks else 9
+    shown = {p.rank: _predicted_text(p) for p in result.picks}
+    width = min(40, max(len(t) for t in shown.values())) if result.picks else 9
     table.add_column("#", justify="right", no_wrap=True, min_width=len(str(len(result.picks))))
     table.add_column("index", justify="right", no_wrap=True, min_width=max(5, len(f"{result.read:,}")))
     table.add_column(result.measure, justify="right", no_wrap=True, min_width=max(6, len(result.measure)))
@@ -532,9 +540,8 @@ def render_suggestions(console, result, where: str, output) -> None:
     table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=max(10, console.width - fixed))
     for p in result.picks:
         value = p.margin if result.measure == "margin" else p.entropy
-        cells = [str(p.rank), f"{p.index:,}", f"{value:.3f}",
-                 Text(f"{_printable(p.predicted)} {p.probabilities[p.predicted]:.2f}",
-                      style=label_style(p.predicted, result.labels))]
+        style = None if p.predicted_labels is not None else label_style(p.predicted, result.labels)
+        cells = [str(p.rank), f"{p.index:,}", f"{value:.3f}", Text(_shorten(shown[p.rank], 40), style=style)]
         if diverse:
             cells.append(str(p.cluster))
         table.add_row(*cells, Text(_printable(_shorten(p.text, 400))))
@@ -544,7 +551,9 @@ def render_suggestions(console, result, where: str, output) -> None:
                   f"{result.seconds:.1f} s{clusters}", highlight=False, soft_wrap=True)
     for reason, count in result.left_out.items():
         console.print(f"left out {count:,} ({reason}): {LEFT_OUT[reason]}", highlight=False, soft_wrap=True)
-    console.print(f"wrote {escape(str(output))}: fill in its label column, then `sentiment train --data "
+    column = "labels column (the label names joined by ',')" if getattr(result, "multi_label", False) \
+        else "label column"
+    console.print(f"wrote {escape(str(output))}: fill in its {column}, then `sentiment train --data "
                   f"{escape(str(output))}`", highlight=False, soft_wrap=True)
 
 
@@ -556,6 +565,9 @@ def render_audit(console, result, top: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    if getattr(result, "multi_label", False):
+        render_label_set_audit(console, result, top)
+        return
     m, s = result.method, result.summary
     console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} classes  ·  "
                   f"[bold]{s['flagged']:,}[/] flagged as likely label errors  ·  {result.seconds:.0f} s",
@@ -592,6 +604,9 @@ def render_audit_summary(console, result) -> None:
     from rich.table import Table
 
     s = result.summary
+    if getattr(result, "multi_label", False):
+        _render_label_set_summary(console, result)
+        return
     per = Table(title=f"estimated label errors: {s['estimated_error_rate']:.1%} of the rows (cleanlab's "
                       "estimate_joint)", title_justify="left")
     for col in ("class", "rows", "flagged", "est. error rate"):
@@ -606,6 +621,63 @@ def render_audit_summary(console, result) -> None:
         for p in s["pairs"]:
             pairs.add_row(escape(p["given"]), escape(p["likely"]), f"{p['estimated_rows']:,.0f}", f"{p['flagged']:,}")
         console.print(pairs)
+    if result.output is not None:
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+    for note in result.method.get("notes", ()):
+        print_note(console, note)
+
+
+def render_label_set_audit(console, result, top: int) -> None:
+    """A multi-label ``audit`` result (``audit/label_sets.py``): what scored the rows, then the ``top`` most
+    likely label-set errors: given and suggested sets, the doubted labels with their probabilities."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    m, s = result.method, result.summary
+    console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {len(result.labels)} labels (several per "
+                  f"row)  ·  [bold]{s['flagged']:,}[/] flagged as likely label-set errors  ·  {result.seconds:.0f} s",
+                  highlight=False)
+    console.print(f"[dim]out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} "
+                  f"random folds ({m['seconds']:.0f} s), a temperature per label (mean {m['temperature']:.3f}); "
+                  f"out-of-fold subset accuracy {m['out_of_fold_accuracy']:.2%}, micro-F1 "
+                  f"{m['out_of_fold_micro_f1']:.3f}; ranked by cleanlab (multi-label)[/]", highlight=False,
+                  soft_wrap=True)
+    for warning in result.warnings:
+        print_note(console, warning.message)
+    if not top or not result.findings:
+        return
+    shown = result.findings[:top]
+    table = Table(title=plural(len(shown), "most likely label-set error"), title_justify="left", show_lines=True,
+                  caption="quality: cleanlab's multi-label label quality · why: the labels that look wrong, "
+                          "with their out-of-fold probabilities")
+    table.add_column("#", justify="right")
+    table.add_column("line" if result.findings[0].file else "row", justify="right")
+    table.add_column("given")
+    table.add_column("suggested")
+    table.add_column("quality", justify="right")
+    table.add_column("text", ratio=2)
+    table.add_column("why", ratio=1)
+    for f in shown:
+        table.add_row(str(f.rank), str(f.line), Text(", ".join(f.given)), Text(", ".join(f.suggested) or "(none)"),
+                      f"{f.quality:.3f}", Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
+    console.print(table)
+
+
+def _render_label_set_summary(console, result) -> None:
+    """A multi-label ``audit`` result's summary: per label, its rows, the flags and the estimated error rate."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    s = result.summary
+    per = Table(title=f"estimated label errors: {s['estimated_error_rate']:.1%} of the (row, label) memberships "
+                      "(cleanlab's estimate_joint, one-vs-rest)", title_justify="left")
+    for col in ("label", "rows", "unlikely", "missing", "est. error rate"):
+        per.add_column(col, justify="left" if col == "label" else "right")
+    for c in s["classes"]:
+        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['missing']:,}",
+                    f"{c['estimated_error_rate']:.1%}")
+    console.print(per)
     if result.output is not None:
         console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
     for note in result.method.get("notes", ()):

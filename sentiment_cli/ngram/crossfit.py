@@ -8,7 +8,9 @@ others. Two users share :func:`cross_fit`:
 - training's residual scores (``[training] ngram_residual``, :func:`residual_logits`): the full fit's form and C
   on :data:`RESIDUAL_FOLDS` seeded random folds;
 - ``sentiment audit``'s out-of-fold probabilities (``audit/probabilities.py``): both forms, each at its
-  cross-validated C, on stratified folds.
+  cross-validated C, on stratified folds; with several labels per text (``y`` a 0/1 matrix,
+  ``audit/multilabel.py``) on seeded random folds (:func:`random_splits`: stratification by one label id does
+  not apply), one column per label.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class FoldFits:
         scores: ``{form: (n, k) float32}``: each text's unscaled scores ``x @ w + b`` from the fold's fit that
             held it out; ``k`` = 1 with two classes (the second class's log-odds), else ``num_labels``.
         fold: ``(n,)`` int64: the fold each text was held out in.
-        fits: per fold, ``{form: fitted NgramEstimator}``.
+        fits: per fold, ``{form: keep(fitted NgramEstimator)}`` (the estimator itself by default).
     """
 
     scores: dict[str, np.ndarray]
@@ -45,12 +47,14 @@ def cross_fit(x, y: np.ndarray, splits: Iterable[tuple[np.ndarray, np.ndarray]],
               num_labels: int, *, class_weight: str | None = None, limit: FitLimit | None = None,
               score: Callable[[NgramEstimator, Any], np.ndarray] = NgramEstimator.decision_function,
               on_fold_start: Callable[[int, int, int], None] | None = None,
-              on_fold_end: Callable[[int, int], None] | None = None) -> FoldFits:
+              on_fold_end: Callable[[int, int], None] | None = None,
+              keep: Callable[[NgramEstimator], Any] | None = None) -> FoldFits:
     """Fit every form of ``forms`` (form -> C) on each split's inside rows and score its outside rows.
 
     Args:
         x: ``(n, buckets + 1)`` scipy CSR binarised counts (:func:`~.features.ngram_features`).
-        y: ``(n,)`` label ids in ``[0, num_labels)``.
+        y: ``(n,)`` label ids in ``[0, num_labels)``, or a ``(n, num_labels)`` 0/1 matrix (several labels per
+            text: one binary fit per label, ``k = num_labels`` columns, each a label's logit).
         splits: ``(inside, outside)`` row indices per fold; every row is outside exactly once.
         forms: the forms to fit and each one's C, in order.
         num_labels: classes.
@@ -61,6 +65,9 @@ def cross_fit(x, y: np.ndarray, splits: Iterable[tuple[np.ndarray, np.ndarray]],
             :meth:`~.estimator.NgramEstimator.margins` (as the model's score computes them).
         on_fold_start: called with ``(fold, inside rows, outside rows)`` (fold from 0) before a fold's fits.
         on_fold_end: called with ``(fold, outside rows)`` after them.
+        keep: what a fold keeps of each fit once its rows are scored (``None``: the estimator); e.g.
+            ``lambda e: None`` where the weights are not needed (a multi-label fit's are ``(buckets + 1,
+            num_labels)`` float32, about 470 MB at 4M buckets and 28 labels, per form and fold).
 
     Returns:
         The :class:`FoldFits`.
@@ -68,7 +75,7 @@ def cross_fit(x, y: np.ndarray, splits: Iterable[tuple[np.ndarray, np.ndarray]],
     Raises:
         DataError: a fold's inside rows hold fewer than two classes, or a fit above ``limit``.
     """
-    k = 1 if num_labels == 2 else num_labels
+    k = y.shape[1] if y.ndim == 2 else 1 if num_labels == 2 else num_labels
     scores = {form: np.zeros((len(y), k), np.float32) for form in forms}
     fold = np.zeros(len(y), np.int64)
     fits: list[dict[str, NgramEstimator]] = []
@@ -79,7 +86,7 @@ def cross_fit(x, y: np.ndarray, splits: Iterable[tuple[np.ndarray, np.ndarray]],
         for form, C in forms.items():
             fitted = NgramEstimator(num_labels, form, C, class_weight, limit).fit(x[inside], y[inside])
             scores[form][outside] = score(fitted, x[outside])
-            fits[f][form] = fitted
+            fits[f][form] = fitted if keep is None else keep(fitted)
         fold[outside] = f
         if on_fold_end is not None:
             on_fold_end(f, len(outside))

@@ -12,6 +12,10 @@ Pool-based active learning (Settles 2009, "Active Learning Literature Survey", 3
   by Diverse, Uncertain Gradient Lower Bounds") point out in top-``n`` uncertainty: a batch of near-identical
   uncertain texts teaches little more than one of them.
 
+A multi-label checkpoint (a sigmoid, a temperature and a decision threshold per label) is scored by its
+per-label probabilities, and margin and entropy are taken per label (``uncertainty.py``); its picks carry the
+predicted label set, and the file to fill in has a ``labels`` column (``picks_file.py``).
+
 Both leave out, and count, noise-like texts, duplicates (of each other or of ``known`` texts, already labelled)
 and near-duplicates (``exclusions.py``).
 
@@ -35,7 +39,7 @@ from ..errors import UsageError
 from ..inference.probabilities import softmax
 from .diverse import diverse
 from .exclusions import Picker, noise_reason, not_near_known, text_key, text_vectors
-from .uncertainty import MEASURES, entropies, margins, uncertainty
+from .uncertainty import MEASURES, entropies, label_entropies, label_margins, margins, uncertainty
 
 STRATEGIES = ("uncertainty", "diverse")
 SPACES = ("encoder", "ngram")  # what diverse clusters: the pooled encoder states, or the texts' word n-grams (LSA)
@@ -54,9 +58,12 @@ class Pick:
         uncertainty: the strategy's score in ``[0, 1]``; higher = less sure: ``1 - margin`` or the normalised entropy.
         margin: the most probable class's probability minus the second's, ``[0, 1]``.
         entropy: the entropy of the probabilities divided by ``log(num_labels)``, ``[0, 1]``.
-        predicted: the class the model predicts.
-        probabilities: class name -> probability (with the checkpoint's temperature).
+        predicted: the class the model predicts (multi-label: its most probable label).
+        probabilities: class name -> probability (with the checkpoint's temperature; multi-label: each label's
+            sigmoid with its temperature).
         cluster: ``diverse``: the k-means cluster it was picked from; else ``None``.
+        predicted_labels: multi-label: the labels the model predicts (its thresholds and ``min_labels``), most
+            probable first; else ``None``.
     """
 
     rank: int
@@ -68,12 +75,16 @@ class Pick:
     predicted: str
     probabilities: dict[str, float]
     cluster: int | None = None
+    predicted_labels: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The pick as JSON-ready values."""
-        return {"rank": self.rank, "index": self.index, "text": self.text, "uncertainty": self.uncertainty,
-                "margin": self.margin, "entropy": self.entropy, "predicted": self.predicted,
-                "probabilities": self.probabilities, "cluster": self.cluster}
+        """The pick as JSON-ready values (``predicted_labels`` only for a multi-label model)."""
+        out = {"rank": self.rank, "index": self.index, "text": self.text, "uncertainty": self.uncertainty,
+               "margin": self.margin, "entropy": self.entropy, "predicted": self.predicted,
+               "probabilities": self.probabilities, "cluster": self.cluster}
+        if self.predicted_labels is not None:
+            out["predicted_labels"] = self.predicted_labels
+        return out
 
 
 @dataclass
@@ -92,6 +103,7 @@ class Suggestions:
         clusters: ``diverse``: number of k-means clusters; else 0.
         space: ``diverse``: what was clustered (``encoder`` or ``ngram``); else ``""``.
         seconds: wall time.
+        multi_label: the checkpoint gives several labels per text (per-label uncertainty, ``uncertainty.py``).
     """
 
     picks: list[Pick]
@@ -104,18 +116,21 @@ class Suggestions:
     clusters: int = 0
     space: str = ""
     seconds: float = 0.0
+    multi_label: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The summary and the picks as JSON-ready values."""
         return {"strategy": self.strategy, "measure": self.measure, "labels": list(self.labels), "read": self.read,
                 "scored": self.scored, "left_out": dict(self.left_out), "clusters": self.clusters, "space": self.space,
-                "seconds": self.seconds, "picks": [p.to_dict() for p in self.picks]}
+                "seconds": self.seconds, "multi_label": self.multi_label, "picks": [p.to_dict() for p in self.picks]}
 
 
 def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: int,
            on_progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """``(kept indices (m,), probabilities (m, num_labels), left out by reason)``: noise-like texts and exact
-    duplicates (of each other or of ``known``) are left out before the model scores the rest, ``chunk`` at a time."""
+    duplicates (of each other or of ``known``) are left out before the model scores the rest, ``chunk`` at a time.
+    Probabilities: the softmax with the checkpoint's temperature, or a multi-label model's per-label sigmoids
+    (:meth:`~sentiment_cli.inference.multilabel.Decision.probabilities`)."""
     seen = {text_key(t) for t in known}
     left: dict[str, int] = {}
     kept, probs = [], []
@@ -137,7 +152,9 @@ def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: in
             where.append(lo + i)
         if rows:
             logits = predictor.backend.forward(rows)[0]
-            probs.append(softmax(logits, predictor.temperature, np.float64))
+            decision = predictor.decision
+            probs.append(softmax(logits, predictor.temperature, np.float64) if decision is None
+                         else decision.probabilities(logits))
             kept.extend(where)
         if on_progress is not None:
             on_progress(min(lo + chunk, len(texts)), len(texts))
@@ -177,7 +194,8 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
     _check_choices(n, strategy, measure, space, seed)
     texts = list(texts)
     kept, probs, left = _score(predictor, texts, known, chunk, on_progress)
-    scores = uncertainty(probs, measure)
+    decision = predictor.decision
+    scores = uncertainty(probs, measure, None if decision is None else np.asarray(decision.thresholds))
     cand = _candidates(scores, [texts[k] for k in kept], known, min(len(scores), max(1, candidates) * n), left)
     picker = Picker(text_vectors([texts[kept[j]] for j in cand]))
     clusters = None
@@ -191,10 +209,10 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
     left["near-duplicate"] = left.get("near-duplicate", 0) + picker.refused
     labels = tuple(predictor.labels)
     chosen = sorted(picker.picked, key=lambda j: -scores[cand[j]])
-    picks = _picks(chosen, cand, kept, texts, probs, scores, labels, clusters)
+    picks = _picks(chosen, cand, kept, texts, probs, scores, labels, clusters, decision)
     k = int(clusters.max()) + 1 if clusters is not None and len(clusters) else 0
     return Suggestions(picks, strategy, measure, labels, len(texts), len(kept), {r: c for r, c in left.items() if c},
-                       k, "" if clusters is None else space, time.perf_counter() - start)
+                       k, "" if clusters is None else space, time.perf_counter() - start, decision is not None)
 
 
 def _check_choices(n: int, strategy: str, measure: str, space: str, seed: int = 0) -> None:
@@ -235,10 +253,15 @@ def _candidates(scores: np.ndarray, texts: list[str], known: Sequence[str], want
 
 
 def _picks(chosen: list[int], cand: np.ndarray, kept: Sequence[int], texts: Sequence[str], probs: np.ndarray,
-           scores: np.ndarray, labels: tuple[str, ...], clusters: np.ndarray | None) -> list[Pick]:
+           scores: np.ndarray, labels: tuple[str, ...], clusters: np.ndarray | None, decision=None) -> list[Pick]:
     """A :class:`Pick` per ``chosen`` candidate, ranked in that order; ``probs`` ``(m, num_labels)`` and
-    ``scores`` ``(m,)`` are over the scored texts ``kept`` (indices into ``texts``)."""
-    m, e = margins(probs), entropies(probs)
+    ``scores`` ``(m,)`` are over the scored texts ``kept`` (indices into ``texts``); ``decision``: a multi-label
+    model's :class:`~sentiment_cli.inference.multilabel.Decision` (per-label margin, entropy and label set)."""
+    if decision is None:
+        m, e, sets = margins(probs), entropies(probs), None
+    else:
+        m, e = label_margins(probs, np.asarray(decision.thresholds)), label_entropies(probs)
+        sets = decision.labels(probs)
     picks = []
     for rank, j in enumerate(chosen, 1):
         r = int(cand[j])
@@ -246,5 +269,7 @@ def _picks(chosen: list[int], cand: np.ndarray, kept: Sequence[int], texts: Sequ
         picks.append(Pick(rank=rank, index=int(kept[r]), text=texts[kept[r]], uncertainty=float(scores[r]),
                           margin=float(m[r]), entropy=float(e[r]), predicted=labels[int(p.argmax())],
                           probabilities={c: float(x) for c, x in zip(labels, p)},
-                          cluster=None if clusters is None else int(clusters[j])))
+                          cluster=None if clusters is None else int(clusters[j]),
+                          predicted_labels=None if sets is None else
+                          [labels[c] for c in np.argsort(-p, kind="stable").tolist() if sets[r, c]]))
     return picks
