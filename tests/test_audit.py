@@ -188,10 +188,15 @@ def test_bad_input_is_one_error_line(tmp_path, case, code, words):
 
 
 def test_the_cli_default_folds_are_the_librarys():
-    from sentiment_cli.audit import probabilities
+    """The CLI passes no --folds of its own: the library resolves it (10 stratified, 5 on multi-label data)."""
+    import inspect
+
+    from sentiment_cli.audit import multilabel, probabilities, run
     from sentiment_cli.cli import audit
 
-    assert audit.FOLDS == probabilities.FOLDS
+    assert inspect.signature(audit.audit_).parameters["folds"].default is None
+    assert inspect.signature(run.audit).parameters["folds"].default is None
+    assert (probabilities.FOLDS, multilabel.LABEL_SET_FOLDS) == (10, 5)
 
 
 @pytest.mark.slow   # audits the full TREC-6 set in ../shared

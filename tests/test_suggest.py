@@ -74,6 +74,7 @@ class _FakeBackend:
     def __init__(self, real, logits_of: dict, states_of: dict):
         self.tokenizer, self.batch_size, self.config = real.tokenizer, real.batch_size, real.config
         self.labels, self.temperature = real.labels, real.temperature
+        self.decision = real.decision   # None: single-label (a multi-label backend's rule otherwise)
         self.logits_of, self.states_of = logits_of, states_of
 
     def forward(self, rows, token_logits=False):
