@@ -13,6 +13,7 @@ from sentiment_cli.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_DATA = Path(__file__).resolve().parent / "data" / "imdb_small"   # 1,000 train + 500 test reviews
+GOEMOTIONS_SMALL = Path(__file__).resolve().parent / "data" / "goemotions_small"   # 1,200 multi-label rows
 FULL_DATA = ROOT.parent / "shared" / "data" / "imdb"                 # the full set, beside the clone
 
 # The tiny test models gain nothing from several threads, and on a shared machine torch's busy-waiting
@@ -36,6 +37,20 @@ def trained_checkpoint(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("ckpt") / "small"
     train(small_config(epochs=3), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def multilabel_checkpoint(tmp_path_factory) -> Path:
+    """A multi-label checkpoint (GoEmotions' 28 emotions, several per text) trained for a few seconds on the
+    committed slice, with an n-gram score (one column per label); never written to by tests that copy it."""
+    from sentiment_cli.training.run import train
+
+    cfg = load_config(ROOT / "configs" / "seed.toml").override("data", source=str(GOEMOTIONS_SMALL), vocab_size=3000,
+                                                              max_length=64)
+    cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", epochs=3, batch_size=32, device="cpu")
+    out = tmp_path_factory.mktemp("ckpt") / "goemotions-small"
+    train(cfg, out)
     return out
 
 

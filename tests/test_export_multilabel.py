@@ -20,19 +20,8 @@ from sentiment_cli.inference.predictor import Predictor  # noqa: E402
 
 from .conftest import PYTHON, ROOT, SUBPROCESS_ENV  # noqa: E402
 
-ML_SMOKE = Path("/work/runs/ml-smoke")
 TEXTS = ["I love this so much, thank you!", "This is terrible and I'm angry.", "what? why would anyone do that",
          "ok", "Ünïcödé ✓ — so sad to hear that 😢", "wow, I did not expect that at all " * 20]
-
-
-def _checkpoint_and_data() -> bool:
-    """The multi-label checkpoint is there, and so is its data (the parity check's held-out texts)."""
-    config = ML_SMOKE / "config.json"
-    return config.is_file() and Path(json.loads(config.read_text())["data"]["source"]).exists()
-
-
-needs_checkpoint = pytest.mark.skipif(not _checkpoint_and_data(),
-                                      reason=f"needs the multi-label checkpoint {ML_SMOKE} and its data")
 
 
 # ----------------------------------------------------------------------------- the gate's figures (no export)
@@ -55,15 +44,14 @@ def test_multi_label_parity_is_per_label_and_compares_label_sets():
 # ----------------------------------------------------------------------------- a real export
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, multilabel_checkpoint):
     """A copy of the multi-label checkpoint (the export records itself in the folder) and its export."""
-    folder = tmp_path_factory.mktemp("ml-export") / "ml-smoke"
-    shutil.copytree(ML_SMOKE, folder, ignore=shutil.ignore_patterns("trainer_state", "*.onnx", "export_*.json"))
+    folder = tmp_path_factory.mktemp("ml-export") / "goemotions-small"
+    shutil.copytree(multilabel_checkpoint, folder, ignore=shutil.ignore_patterns("trainer_state", "*.onnx", "export_*.json"))
     return folder, export_onnx(folder, parity_reviews=300)
 
 
 @pytest.mark.slow   # a torch.onnx export of a 28-label model (about 30 s on 2 cores)
-@needs_checkpoint
 def test_export_carries_the_decision_and_checks_each_label(exported):
     from sentiment_cli.inference.onnx_backend import OnnxBackend
 
@@ -80,7 +68,6 @@ def test_export_carries_the_decision_and_checks_each_label(exported):
 
 
 @pytest.mark.slow
-@needs_checkpoint
 def test_onnx_label_sets_equal_pytorchs(exported):
     folder, result = exported
     torch_p, onnx_p = Predictor(folder), Predictor(result.path, onnx=True)
@@ -95,7 +82,6 @@ def test_onnx_label_sets_equal_pytorchs(exported):
 
 
 @pytest.mark.slow   # a `sentiment predict --onnx` process
-@needs_checkpoint
 def test_predict_onnx_cli_gives_pytorchs_label_sets(exported):
     folder, result = exported
     r = subprocess.run([PYTHON, "-m", "sentiment_cli", "predict", "--onnx", "--json", "--checkpoint",
@@ -108,7 +94,6 @@ def test_predict_onnx_cli_gives_pytorchs_label_sets(exported):
 
 
 @pytest.mark.slow
-@needs_checkpoint
 def test_serve_onnx_gives_pytorchs_label_sets(exported):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
@@ -131,8 +116,7 @@ def test_serve_onnx_gives_pytorchs_label_sets(exported):
 
 
 @pytest.mark.slow   # an export that fails its gate
-@needs_checkpoint
-def test_a_label_off_by_more_than_the_tolerance_fails_the_gate(tmp_path, monkeypatch):
+def test_a_label_off_by_more_than_the_tolerance_fails_the_gate(tmp_path, monkeypatch, multilabel_checkpoint):
     import sentiment_cli.inference.export as export
 
     real = export._onnx_logits_unsorted
@@ -144,7 +128,7 @@ def test_a_label_off_by_more_than_the_tolerance_fails_the_gate(tmp_path, monkeyp
 
     monkeypatch.setattr(export, "_onnx_logits_unsorted", one_label_off)
     folder = tmp_path / "ml"
-    shutil.copytree(ML_SMOKE, folder, ignore=shutil.ignore_patterns("trainer_state", "*.onnx", "export_*.json"))
+    shutil.copytree(multilabel_checkpoint, folder, ignore=shutil.ignore_patterns("trainer_state", "*.onnx", "export_*.json"))
     before = sorted(p.name for p in folder.iterdir())
     with pytest.raises(ParityError, match=r"max logit difference 1\.0\de-02 \(label 'caring'\) .*nothing written"):
         export_onnx(folder, parity_reviews=100)

@@ -18,19 +18,14 @@ from sentiment_cli.serving.settings import Loaded, ServeSettings  # noqa: E402
 
 from .serving import metric  # noqa: E402
 
-ML_SMOKE = Path("/work/runs/ml-smoke")
 TEXTS = ["I love this so much, thank you!", "This is terrible and I'm angry.", "what? why would anyone do that",
          "ok", "Ünïcödé ✓ — so sad to hear that 😢"]
 
-pytestmark = pytest.mark.skipif(not (ML_SMOKE / "config.json").exists(),
-                                reason=f"needs the multi-label checkpoint {ML_SMOKE}")
-
-
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
+def checkpoint(tmp_path_factory, multilabel_checkpoint) -> Path:
     """A copy of the multi-label checkpoint (the original is never written to)."""
-    out = tmp_path_factory.mktemp("ml") / "ml-smoke"
-    shutil.copytree(ML_SMOKE, out, ignore=shutil.ignore_patterns("trainer_state", "*.onnx"))
+    out = tmp_path_factory.mktemp("ml") / "goemotions-small"
+    shutil.copytree(multilabel_checkpoint, out, ignore=shutil.ignore_patterns("trainer_state", "*.onnx"))
     return out
 
 

@@ -10,7 +10,6 @@ columns = predicted label, in label-id order.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -161,7 +160,7 @@ _SINGLE_FILE_HINT = "score other data with --data FILE (all of it), or use --spl
 
 def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
                         text_column: str | None = None, label_column: str | None = None,
-                        batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
+                        label_columns: tuple[str, ...] | None = None, batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
                         flags: Mapping[str, dict[str, Any]] | None = None, record: bool = True,
                         callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
     """Score a checkpoint on a split: the ``sentiment eval`` use case.
@@ -179,6 +178,7 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
             checkpoint was trained on.
         text_column, label_column: its columns; default: the checkpoint's ``[data]`` settings for its own data,
             else found by name (see :func:`~sentiment_cli.data.columns.resolve_column`).
+        label_columns: a multi-label model's data as one 0/1 column per label (``--label-columns``).
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
         device: where to run the model.
         errors: also list the ``errors`` most confidently wrong reviews (:func:`confident_errors`), each with
@@ -205,7 +205,8 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
         DataError: the dataset cannot be loaded or is unusable, or holds a label the model never saw.
     """
     cb, device = callbacks or EvalCallbacks(), torch.device(device)
-    ckpt, s, source = _load(directory, split, data, text_column, label_column, device, cb)   # preprocess
+    ckpt, s, source = _load(directory, split, data, text_column, label_column, device, cb,   # preprocess
+                            label_columns)
     result, logits = _score(ckpt, s, str(directory), device, batch_size, cb)                 # compute
     if record:
         _keep(directory, result, source, is_own_data(ckpt.config, data), cb)
@@ -215,13 +216,13 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
 
 
 def _load(directory: str | Path, split: str, data: str | None, text_column: str | None,
-          label_column: str | None, device: torch.device, cb: EvalCallbacks) -> tuple[Checkpoint, Split, str]:
-    """The checkpoint and the split to score: ``(checkpoint, split, the data's source)``; raises as
-    :func:`evaluate_checkpoint`."""
+          label_column: str | None, device: torch.device, cb: EvalCallbacks,
+          label_columns: tuple[str, ...] | None = None) -> tuple[Checkpoint, Split, str]:
+    """The checkpoint and the split to score: ``(checkpoint, split, the data's source)``; a multi-label model's
+    data is read as several labels per text, whatever the file looks like; raises as :func:`evaluate_checkpoint`."""
     ckpt = load_checkpoint(directory, device)
-    spec = scoring_spec(ckpt.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT)
-    if ckpt.multi_label:   # its data is read as several labels per text, whatever the file looks like
-        spec = dataclasses.replace(spec, multi_label="true")
+    spec = scoring_spec(ckpt.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT,
+                        label_columns=label_columns, multi_label=ckpt.multi_label or None)
     cb.on_stage(f"loading the {split} split")
     return ckpt, load_split(spec, split, label_names=ckpt.labels), spec.source
 

@@ -15,6 +15,7 @@ data"); the rules were chosen on the dev splits of TREC-6 and SST-5 and checked 
 from __future__ import annotations
 
 import hashlib
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -116,15 +117,13 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
     spec = DataSpec.from_config(config)
     data = data or RunData(spec.source)
     src = data.src
-    train, _ = data.splits(DataSpec(spec.source, 0.0, spec.seed, spec.validation_split,
-                                    spec.text_column, spec.label_column, spec.labels))
+    train, _ = data.splits(dataclasses.replace(spec, validation_fraction=0.0, max_length=0, unlabelled=""))
     found = data.unlabelled(spec)
     counts = tuple(train.class_counts().values())
     lengths = _token_counts(train.texts, config, spec.seed)
     quantile, ratio = np.quantile(lengths, LENGTH_QUANTILE), 1.0
     if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
-        _, dev = data.splits(DataSpec(spec.source, 0.1, spec.seed, spec.validation_split,
-                                      spec.text_column, spec.label_column, spec.labels))
+        _, dev = data.splits(dataclasses.replace(spec, validation_fraction=0.1, max_length=0, unlabelled=""))
         dev_lengths = _token_counts(dev.texts, config, spec.seed)
         quantile = max(quantile, np.quantile(dev_lengths, LENGTH_QUANTILE))
         ratio = float(np.median(dev_lengths) / max(1.0, np.median(lengths)))
