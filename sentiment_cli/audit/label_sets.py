@@ -2,7 +2,8 @@
 
 :func:`audit_label_sets` is :func:`~sentiment_cli.audit.run.audit`'s path for a split with several labels per
 text (``audit/multilabel.py`` has the method). A :class:`LabelSetFinding` names the row's given labels, the
-suggested set (the given set with the labels cleanlab doubts flipped), the labels that look wrong (*unlikely*:
+suggested set (the given set with the labels cleanlab doubts flipped; where every row of the data carries a
+label, an empty suggestion becomes the row's most probable label), the labels that look wrong (*unlikely*:
 given, but improbable out of fold; *missing*: not given, but probable) and the row's label quality.
 
 In ``--output``: JSON Lines keeps ``given``, ``suggested``, ``unlikely`` and ``missing`` as lists; CSV joins
@@ -105,8 +106,11 @@ def audit_label_sets(rows, folds: int, seed: int, cb: AuditCallbacks, fit_gb: fl
         issues = find_label_set_issues(y, p)
     file, lines = locations(rows.file, len(s))
     suggested = issues.suggested(y)
-    findings = [_finding(rank, i, file, lines[i], s.texts[i], y[i], suggested[i], issues.wrong[i],
-                         float(issues.quality[i]), p[i], names) for rank, i in enumerate(issues.ranked.tolist(), 1)]
+    if y.any(1).all():   # every row carries a label, so every suggestion does: an empty one, its most probable
+        empty = np.flatnonzero(~suggested.any(1))
+        suggested[empty, p[empty].argmax(1)] = True
+    findings = [_finding(rank, i, file, lines[i], s.texts[i], y[i], suggested[i], float(issues.quality[i]), p[i],
+                         names) for rank, i in enumerate(issues.ranked.tolist(), 1)]
     method = {"model": cross.model_phrase, "C": cross.C, "cv_accuracy": cross.selection.cv_accuracy,
               "folds": folds, "temperature": float(np.mean(cross.temperatures)),
               "temperatures": dict(zip(names, cross.temperatures.tolist())), "buckets": cross.buckets,
@@ -118,14 +122,14 @@ def audit_label_sets(rows, folds: int, seed: int, cb: AuditCallbacks, fit_gb: fl
 
 
 def _finding(rank: int, i: int, file: str | None, line: int, text: str, given: np.ndarray, suggested: np.ndarray,
-             wrong: np.ndarray, quality: float, p: np.ndarray, names: Sequence[str]) -> LabelSetFinding:
-    """Row ``i``'s finding from its ``(L,)`` given, suggested and wrong vectors and probabilities ``p``."""
-    g = np.asarray(given, dtype=bool)
+             quality: float, p: np.ndarray, names: Sequence[str]) -> LabelSetFinding:
+    """Row ``i``'s finding from its ``(L,)`` given and suggested vectors and probabilities ``p``: *unlikely* are
+    the given labels the suggestion drops, *missing* the ones it adds."""
+    g, sug = np.asarray(given, dtype=bool), np.asarray(suggested, dtype=bool)
     by_p = np.argsort(-p, kind="stable")
     pick = lambda mask: [names[j] for j in by_p.tolist() if mask[j]]   # noqa: E731  (most probable first)
-    return LabelSetFinding(rank, i, file, line, text, [names[j] for j in np.flatnonzero(g)], pick(suggested),
-                           pick(wrong & g)[::-1], pick(wrong & ~g), quality,
-                           dict(zip(names, (float(x) for x in p))))
+    return LabelSetFinding(rank, i, file, line, text, [names[j] for j in np.flatnonzero(g)], pick(sug),
+                           pick(g & ~sug)[::-1], pick(sug & ~g), quality, dict(zip(names, (float(x) for x in p))))
 
 
 def label_separator(rows) -> str:

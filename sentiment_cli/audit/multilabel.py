@@ -26,7 +26,9 @@ made one-vs-rest:
    an absent label it flags is *missing* (not given, but the probability reaches the label's threshold: the
    mean out-of-fold probability of the label on the rows given it). So every flagged row's suggestion differs
    from its given set in exactly the labels cleanlab doubts, and per-label thresholds, not one 0.5, decide it:
-   a rare label's probabilities rarely reach 0.5 even on its own rows.
+   a rare label's probabilities rarely reach 0.5 even on its own rows. Where every row of the data carries a
+   label (GoEmotions), a suggestion that would be empty (all given labels doubted, none missing) is the row's
+   most probable label instead (``audit/label_sets.py``).
 
 The findings carry no token reasons (the single-label path's exact split of one margin): a label set's
 suggestion is several binary margins, and keeping every fold's ``(buckets, L)`` weights for them would take
