@@ -23,7 +23,6 @@ from sentiment_cli.cli.app import app
 from sentiment_cli.suggest.uncertainty import label_entropies, label_margins, uncertainty
 
 SLICE = Path(__file__).parent / "data" / "goemotions_small" / "train.csv"
-ML_SMOKE = Path("/work/runs/ml-smoke")
 RATE = 0.05
 
 
@@ -153,11 +152,10 @@ def test_cli_json_and_csv_output(flipped_slice, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ml_smoke(tmp_path_factory):
-    if not (ML_SMOKE / "config.json").exists():
-        pytest.skip(f"no multi-label checkpoint at {ML_SMOKE}")
-    copy = tmp_path_factory.mktemp("ckpt") / "ml-smoke"
-    shutil.copytree(ML_SMOKE, copy)
+def ml_smoke(tmp_path_factory, multilabel_checkpoint):
+    """A copy of the session's small multi-label checkpoint (conftest), which suggest may write beside."""
+    copy = tmp_path_factory.mktemp("ckpt") / "goemotions-small"
+    shutil.copytree(multilabel_checkpoint, copy)
     return copy
 
 

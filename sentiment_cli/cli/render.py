@@ -90,7 +90,13 @@ def render_train_summary(console, result) -> None:
                   f"on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
     cal = m.get("calibration") or {}
-    if "ece" in cal:
+    if "ece" in cal and cal.get("multi_label"):
+        shared = len(cal.get("shared_threshold_labels") or [])
+        console.print(f"a temperature and an F1 threshold per label fitted on the validation split"
+                      + (f" ({shared} rare labels share one threshold, {cal['shared_threshold']:.2f})" if shared else "")
+                      + f": mean ECE over labels {cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)",
+                      highlight=False)
+    elif "ece" in cal:
         console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
                       f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
 

@@ -65,14 +65,19 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C, class_weight: str | None = None):
     Returns:
         ``(n_features,)`` float32 ratios and a fitted scikit-learn ``LogisticRegression``.
     """
+    import warnings
+
     import scipy.sparse as sp
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     r = log_count_ratio(x, y).astype(np.float32)
     # liblinear's dual solver: the fast one when features (millions of n-grams) far outnumber reviews
     classifier = LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=1000, random_state=0,
                                     class_weight=class_weight)
-    classifier.fit(x @ sp.diags(r), y)
+    with warnings.catch_warnings():   # a rare label's fit may stop at max_iter: the fit is still used, as is
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        classifier.fit(x @ sp.diags(r), y)
     return r, classifier
 
 

@@ -283,11 +283,15 @@ def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
 
 
 def _imbalance_rule(profile: Profile) -> list[Choice]:
-    """Balanced class weights when the largest class outnumbers the smallest by more than 5 to 1."""
+    """Balanced class weights when the largest class outnumbers the smallest by more than 5 to 1 (several labels
+    per text: the most frequent label's texts the rarest's; ``balanced`` then weighs each label's positives,
+    ``imbalance.positive_weights``)."""
     ratio = profile.imbalance
     if ratio > IMBALANCE_RATIO:
-        return [Choice("training.class_weight", "balanced", f"the largest class outnumbers the smallest "
-                       f"{ratio:.1f} to 1 (above {IMBALANCE_RATIO:g} to 1)")]
+        what = "the most frequent label's texts outnumber the rarest's" if profile.reading else \
+            "the largest class outnumbers the smallest"
+        return [Choice("training.class_weight", "balanced", f"{what} {ratio:.1f} to 1 (above {IMBALANCE_RATIO:g} "
+                       "to 1)")]
     return []
 
 
