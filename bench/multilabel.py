@@ -44,10 +44,14 @@ PEER_NAMES = {"tfidf": "TF-IDF + LR, one threshold", "tfidf_per_label": "TF-IDF 
 # ----------------------------------------------------------------------------- data
 
 def read_split(folder: str, split: str) -> tuple[list[str], list[list[str]]]:
-    """``(texts, label names per text)`` of ``folder/split.csv``."""
+    """``(texts, label names per text)`` of ``folder/split.csv``: a ``labels`` column of names joined by ``,``, or
+    (without one) one 0/1 column per label beside ``text``."""
     import pandas as pd
 
     df = pd.read_csv(Path(folder) / f"{split}.csv", keep_default_na=False, dtype=str)
+    if "labels" not in df.columns:
+        names = [c for c in df.columns if c != "text"]
+        return df["text"].tolist(), [[n for n in names if row[n] == "1"] for _, row in df.iterrows()]
     labels = [[name.strip() for name in value.split(",") if name.strip()] for value in df["labels"]]
     return df["text"].tolist(), labels
 

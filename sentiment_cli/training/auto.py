@@ -147,7 +147,8 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
     return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
             *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile, config),
             *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
-            *_longer_dev_rules(profile, config), *_budget_rule(profile, config), *_negation_rules(profile, config)]
+            *_longer_dev_rules(profile, config), *_budget_rule(profile, config), *_negation_rules(profile, config),
+            *_multi_label_rules(profile, config)]
 
 
 def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
@@ -271,6 +272,8 @@ def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
     unlabelled text").
     """
     t = config.training
+    if profile.reading:   # several labels per text: _multi_label_rules' steps
+        return []
     distilled = min(t.distill_reviews, profile.unlabelled)   # 0 without unlabelled text: distillation is off
     steps = math.ceil((profile.train_rows + distilled) / t.batch_size)
     epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(TARGET_STEPS / steps)))
@@ -302,10 +305,15 @@ def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
     if not cap:
         return []
     fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * 3 * profile.tokens)))))
+    why = f"the training texts hold about {3 * profile.tokens:,} n-gram occurrences: buckets for 4x as many"
+    labels = len(profile.labels)
+    if profile.reading and fit * labels > MULTI_LABEL_WEIGHTS:   # a column of weights per label
+        fit = max(1 << 16, 1 << int(math.log2(MULTI_LABEL_WEIGHTS // labels)))
+        why = (f"several labels per text: a column of weights per label, {labels} labels x {fit:,} buckets "
+               f"(at most {MULTI_LABEL_WEIGHTS:,} weights, {MULTI_LABEL_WEIGHTS * 4 // 2**20} MB)")
     if fit == cap:
         return []
-    return [Choice("model.ngram_buckets", fit, f"the training texts hold about {3 * profile.tokens:,} n-gram "
-                   "occurrences: buckets for 4x as many")]
+    return [Choice("model.ngram_buckets", fit, why)]
 
 
 def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
@@ -340,7 +348,8 @@ def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
     """A small set's search takes at most :data:`SMALL_SET_BUDGET` seconds: one of its runs takes under a minute
     on 2 cores (TREC-6 78 s and Subj 117 s with the refit), so five minutes measure several settings and refit
     the best; the preset's 30 minutes are IMDB's, whose one run takes about 25."""
-    if profile.tokens >= FEW_TOKENS or not 0 < SMALL_SET_BUDGET < config.training.time_budget:
+    if profile.tokens >= FEW_TOKENS or not 0 < SMALL_SET_BUDGET < config.training.time_budget \
+            or _many_short_texts(profile):   # its own budget: _multi_label_rules
         return []
     return [Choice("training.time_budget", SMALL_SET_BUDGET, f"{profile.tokens:,} training tokens (under "
                    f"{FEW_TOKENS:,}): a run takes about a minute; the search takes at most "
@@ -359,6 +368,53 @@ def _negation_rules(profile: Profile, config: Config) -> list[Choice]:
                    "(up to the next . ; : ! ? or 'but')"),
             Choice("training.negation_augment", pairs, f"two-class sentiment: up to {pairs:,} training sentences "
                    "negated by rule, the label flipped, teach the encoder what 'not' does")]
+
+
+# Several labels per text: the n-gram score's form and C (GoEmotions' dev split, thresholds cross-fitted over its
+# halves: one binary LR per label at C 1, 0.462 macro-F1; at C 0.3, 2 and 4: 0.442, 0.457, 0.450; NB-LR at C 0.3
+# and 1: 0.415 and 0.411; docs/experiments.md, "Multi-label: GoEmotions").
+MULTI_LABEL_NGRAM = ("lr", 1.0)
+MULTI_LABEL_STEPS = 4000     # a multi-label run's optimizer steps at least (GoEmotions: 6 epochs of 679)
+MULTI_LABEL_BUDGET = 600.0   # the search of a multi-label set of many short texts: the n-gram score and one encoder run
+MANY_ROWS = 20_000
+MULTI_LABEL_WEIGHTS = 1 << 26   # a multi-label n-gram score's weights at most (labels x buckets; 256 MB of float32)
+
+
+def _multi_label_rules(profile: Profile, config: Config) -> list[Choice]:
+    """Several labels per text (``profile.reading``; docs/experiments.md, "Multi-label: GoEmotions"):
+
+    - the n-gram score is one plain logistic regression per label at C 1, pinned (:data:`MULTI_LABEL_NGRAM`), not
+      chosen by cross-validation among single-label's forms;
+    - at least :data:`MULTI_LABEL_STEPS` optimizer steps (at most :data:`MAX_EPOCHS` epochs): a rare label has few
+      positives to learn from (GoEmotions' dev: 6 epochs 0.477 macro-F1, 4 epochs 0.471);
+    - a set of many short texts (under :data:`FEW_TOKENS` tokens, :data:`MANY_ROWS` rows or more) searches for
+      :data:`MULTI_LABEL_BUDGET` seconds, not :data:`SMALL_SET_BUDGET`: its steps count rows, not tokens, so one
+      encoder run takes minutes (GoEmotions: 6 minutes), and 5 minutes hold the n-gram score alone but no encoder.
+    """
+    if not profile.reading:
+        return []
+    m, t, choices = config.model, config.training, []
+    if m.ngram_buckets and m.ngram_fit == "auto":
+        form, c = MULTI_LABEL_NGRAM
+        why = "several labels per text: one logistic regression per label, C 1 (GoEmotions' dev: 0.46 macro-F1, " \
+              "NB-LR's 0.41)"
+        choices += [Choice("model.ngram_fit", form, why), Choice("model.ngram_c", c, why)]
+    steps = math.ceil(profile.train_rows / t.batch_size)
+    epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(MULTI_LABEL_STEPS / steps)))
+    if epochs > t.epochs:
+        choices.append(Choice("training.epochs", epochs, f"several labels per text, rare ones with few positives: "
+                              f"{epochs} epochs of {steps:,} steps (at least {MULTI_LABEL_STEPS:,} steps, at most "
+                              f"{MAX_EPOCHS} epochs)"))
+    if _many_short_texts(profile) and 0 < t.time_budget:
+        choices.append(Choice("training.time_budget", min(t.time_budget, MULTI_LABEL_BUDGET),
+                              f"{profile.train_rows:,} rows of {profile.tokens:,} tokens: an encoder run takes "
+                              f"minutes; the search takes at most {MULTI_LABEL_BUDGET / 60:g} minutes"))
+    return choices
+
+
+def _many_short_texts(profile: Profile) -> bool:
+    """Many rows of few tokens: a multi-label set whose search gets :data:`MULTI_LABEL_BUDGET`."""
+    return bool(profile.reading) and profile.tokens < FEW_TOKENS and profile.train_rows >= MANY_ROWS
 
 
 def pretrained_folder(config: Config) -> str:

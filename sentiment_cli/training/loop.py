@@ -138,7 +138,8 @@ def _step(run: Fit, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     Returns:
         ``(loss, correct, labelled)``: the batch's mean cross-entropy (before the step; weighted by class
         with ``class_weight``; weighted, and against the teacher's probabilities for unlabelled reviews,
-        with distillation), how many of its labelled reviews the model got right, and how many it has.
+        with distillation), how many of its labelled reviews the model got right (several labels per text:
+        whose most probable label is one of theirs), and how many it has.
 
     Raises:
         Interrupted: a stop was requested; the step is dropped (the last completed epoch is on disk).
@@ -175,8 +176,9 @@ def _step(run: Fit, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
                                  encoder_only=True).logits + offset
         loss_of(adv_logits).backward()
     optimizer_step(run.optimizer, run.scheduler, run.model.parameters(), t.grad_clip)
-    if target.dim() == 2:   # several labels per text: a text is right when every label's decision at 1/2 is
-        right = int(((logits[with_label.to(device)] > 0) == target.bool()).all(1).sum())
+    if target.dim() == 2:   # several labels per text: right when the most probable label is one of the text's
+        top = logits[with_label.to(device)].argmax(1, keepdim=True)   # (its thresholds come after training)
+        right = int(target.gather(1, top).sum())
     else:
         right = int((logits.argmax(1)[with_label.to(device)] == target).sum())
     return loss.item(), right, int(with_label.sum())

@@ -50,6 +50,7 @@ from ..errors import Interrupted, SentimentError
 from ..evaluation import calibration, multilabel
 from ..evaluation.training_report import write_training_report
 from ..ngram.crossfit import full_logits
+from ..ngram.fit import fit_weighting
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import ngram_features
 from ..ngram.memory import fit_limit
@@ -309,10 +310,10 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets)
     xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets)
     k, y_val = len(train.label_names), np.asarray(val.labels)
-    weighting = "balanced" if config.training.class_weight == "balanced" else None
+    weighting = fit_weighting(config.training.class_weight, train.labels)
     grid = {form: Cs for form, Cs in FIT_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
-    if "model.ngram_c" in given and m.ngram_c:
-        grid = {form: (m.ngram_c,) for form in grid}
+    if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
+        grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
     out: list[Candidate] = []
     for form, Cs in grid.items():
         for C in Cs:
