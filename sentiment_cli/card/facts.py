@@ -68,7 +68,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "config": config.to_dict(),
         "vocab_size": vocab_size,
         "parameters": model.num_parameters(),
-        "ngram_score": model.ngram_score.description(fitted_form(metrics)) if model.ngram_score is not None else None,
+        "ngram_score": model.ngram_score.description(fitted_form(metrics), bool(data.get("multi_label")))
+        if model.ngram_score is not None else None,
         "teacher": model_phrase(metrics),   # what distillation learned from, as training reported it
         "data": _data_record(data, config),
         "training": _training_record(metrics, config),

@@ -136,7 +136,8 @@ def _labels_text(card: dict[str, Any]) -> str:
     if not data.get("multi_label"):
         return f"{len(card['labels'])} classes: {names}"
     none = f"; {data.get('unlabelled_rows', 0):,} training texts carry none" if data.get("unlabelled_rows") else ""
-    return f"{len(card['labels'])} labels, several per text ({data.get('reading') or 'multi-label'}{none}): {names}"
+    reading = (data.get("reading") or "").removeprefix("multi-label: ")
+    return f"{len(card['labels'])} labels, several per text ({reading or 'multi-label'}{none}): {names}"
 
 
 def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:

@@ -45,6 +45,7 @@ class NgramEstimator:
         chosen_by_: ``"cross-validation"``, ``"config"`` (a pinned form at its default C) or ``"caller"`` (a
             pinned form at a given C).
         selection_: cross-validation's :class:`~.selection.Selection` (every candidate's accuracy), or ``None``.
+        multi_label_: whether ``y`` was a 0/1 matrix of several labels per text (one binary fit per label).
     """
 
     def __init__(self, num_labels: int = 2, form: str = "auto", C: float | None = None,
@@ -90,6 +91,7 @@ class NgramEstimator:
         if self.form not in ("auto", *FIT_FORMS):
             raise ValueError(f"unknown n-gram fit {self.form!r}; known: auto, {', '.join(FIT_FORMS)}")
         y = label_ids(y, self.num_labels)
+        self.multi_label_ = y.ndim == 2   # a (n_texts, num_labels) 0/1 matrix: one binary fit per label
         if self.limit is not None:
             self.limit.check(x.shape[1] - 1, self.num_labels, len(np.unique(x.indices)), self.form != "nb-lr")
         self.selection_: Selection | None = None

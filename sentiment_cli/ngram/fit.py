@@ -152,6 +152,7 @@ def _report(config: Config, score: NgramScore, fitted: NgramEstimator) -> dict[s
     ``in_logits``, ``class_weight``, ``C``, ``chosen_by`` and cross-validation's record."""
     source = "" if fitted.form_ == "lr" else " (Wang & Manning 2012)"
     balanced = ", classes balanced" if fitted.class_weight else ""
-    return {"model": f"{form_phrase(fitted.form_, score.num_labels)} over hashed token 1-3-grams{balanced}{source}",
+    return {"model": f"{form_phrase(fitted.form_, score.num_labels, fitted.multi_label_)} over hashed token 1-3-grams"
+                     f"{balanced}{source}",
             "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets),
             "class_weight": config.training.class_weight, **fitted.report()}

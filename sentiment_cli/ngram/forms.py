@@ -199,9 +199,11 @@ def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C,
 _COLUMNS = {"nb-lr": nb_lr_columns, "lr": lr_columns}
 
 
-def form_phrase(form: str | None, num_labels: int) -> str:
+def form_phrase(form: str | None, num_labels: int, multi_label: bool = False) -> str:
     """A fitted ``form`` (``"nb-lr"`` or ``"lr"``) in words, as the model card names it, per the number of
-    classes; both candidates when ``form`` is ``None`` (not known)."""
+    classes (``multi_label``: one binary fit per label); both candidates when ``form`` is ``None`` (not known)."""
+    if multi_label and form in ("nb-lr", "lr"):
+        return {"nb-lr": "NB-LR", "lr": "logistic regression"}[form] + " per label"
     two = num_labels == 2
     return {"nb-lr": "NB-LR" if two else "one-vs-rest NB-LR",
             "lr": "logistic regression" if two else "multinomial logistic regression"}.get(

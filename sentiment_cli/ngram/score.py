@@ -73,12 +73,13 @@ class NgramScore(nn.Module):
         pinned = None if config.ngram_fit == "auto" else config.ngram_fit
         return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned)
 
-    def description(self, form: str | None = None) -> str:
+    def description(self, form: str | None = None, multi_label: bool = False) -> str:
         """What the score is, in a phrase (the model card's architecture line), in ``form`` when given (a
-        training run's report), else in :attr:`form`."""
+        training run's report), else in :attr:`form`; ``multi_label``: one binary fit per label."""
         form = form or self.form
         source = "" if form == "lr" else ", Wang & Manning 2012"
-        return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels)} over token 1-3-grams "
+        return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over token "
+                f"1-3-grams "
                 f"hashed into {self.buckets:,} buckets{source})")
 
     def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None) -> None:
