@@ -92,7 +92,7 @@ def render_train_summary(console, result) -> None:
     cal = m.get("calibration") or {}
     if "ece" in cal and cal.get("multi_label"):
         shared = len(cal.get("shared_threshold_labels") or [])
-        console.print(f"a temperature and an F1 threshold per label fitted on the validation split"
+        console.print("a temperature and an F1 threshold per label fitted on the validation split"
                       + (f" ({shared} rare labels share one threshold, {cal['shared_threshold']:.2f})" if shared else "")
                       + f": mean ECE over labels {cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)",
                       highlight=False)
@@ -565,10 +565,25 @@ def render_suggestions(console, result, where: str, output) -> None:
 
 # ----------------------------------------------------------------------------- audit
 
+def _findings_table(result, shown: int, what: str, caption: str):
+    """The audit's table of flagged rows, its columns made (``#``, line or row, given, suggested, quality, text,
+    why): one for single-label findings and label-set ones alike."""
+    from rich.table import Table
+
+    table = Table(title=plural(shown, what), title_justify="left", show_lines=True, caption=caption)
+    table.add_column("#", justify="right")
+    table.add_column("line" if result.findings[0].file else "row", justify="right")
+    for name in ("given", "suggested"):
+        table.add_column(name)
+    table.add_column("quality", justify="right")
+    table.add_column("text", ratio=2)
+    table.add_column("why", ratio=1)
+    return table
+
+
 def render_audit(console, result, top: int) -> None:
     """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
     from rich.markup import escape
-    from rich.table import Table
     from rich.text import Text
 
     if getattr(result, "multi_label", False):
@@ -587,16 +602,9 @@ def render_audit(console, result, top: int) -> None:
     if not top or not result.findings:
         return
     shown = result.findings[:top]
-    table = Table(title=plural(len(shown), "most likely label error"), title_justify="left",
-                  show_lines=True, caption="quality: the out-of-fold probability of the given label · why: the "
-                                           "words that pushed towards the suggested label (logit units)")
-    table.add_column("#", justify="right")
-    table.add_column("line" if result.findings[0].file else "row", justify="right")
-    table.add_column("given")
-    table.add_column("suggested")
-    table.add_column("quality", justify="right")
-    table.add_column("text", ratio=2)
-    table.add_column("why", ratio=1)
+    table = _findings_table(result, len(shown), "most likely label error",
+                            "quality: the out-of-fold probability of the given label · why: the words that pushed "
+                            "towards the suggested label (logit units)")
     for f in shown:
         table.add_row(str(f.rank), str(f.line), Text(f.given, style=label_style(f.given, result.labels)),
                       Text(f.suggested, style=label_style(f.suggested, result.labels)), f"{f.quality:.3f}",
@@ -637,7 +645,6 @@ def render_label_set_audit(console, result, top: int) -> None:
     """A multi-label ``audit`` result (``audit/label_sets.py``): what scored the rows, then the ``top`` most
     likely label-set errors: given and suggested sets, the doubted labels with their probabilities."""
     from rich.markup import escape
-    from rich.table import Table
     from rich.text import Text
 
     m, s = result.method, result.summary
@@ -654,16 +661,9 @@ def render_label_set_audit(console, result, top: int) -> None:
     if not top or not result.findings:
         return
     shown = result.findings[:top]
-    table = Table(title=plural(len(shown), "most likely label-set error"), title_justify="left", show_lines=True,
-                  caption="quality: cleanlab's multi-label label quality · why: the labels that look wrong, "
-                          "with their out-of-fold probabilities")
-    table.add_column("#", justify="right")
-    table.add_column("line" if result.findings[0].file else "row", justify="right")
-    table.add_column("given")
-    table.add_column("suggested")
-    table.add_column("quality", justify="right")
-    table.add_column("text", ratio=2)
-    table.add_column("why", ratio=1)
+    table = _findings_table(result, len(shown), "most likely label-set error",
+                            "quality: cleanlab's multi-label label quality · why: the labels that look wrong, with "
+                            "their out-of-fold probabilities")
     for f in shown:
         table.add_row(str(f.rank), str(f.line), Text(", ".join(f.given)), Text(", ".join(f.suggested) or "(none)"),
                       f"{f.quality:.3f}", Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
