@@ -57,7 +57,8 @@ def distillation(config: Config, data: RunData, tokenizer, teacher: FittedScore 
         data: the run's source, read once (:class:`~.run_data.RunData`).
         tokenizer: the run's tokenizer.
         teacher: the fitted n-gram score (:func:`~sentiment_cli.ngram.fit.fit_ngram_score`), or ``None``.
-        train_labels: the labelled reviews' label ids.
+        train_labels: the labelled reviews' label ids, or a ``(num_labelled, num_labels)`` 0/1 matrix with several
+            labels per text (the teacher's targets are then each label's sigmoid probability).
         cb: progress (``on_stage``).
 
     Raises:
@@ -107,7 +108,9 @@ def loss_function(config: Config, distill: Distillation | None, train_labels: to
                   device: torch.device, class_weights: torch.Tensor | None = None):
     """The loss of a batch's ``(batch, num_classes)`` logits for the reviews ``index`` names: cross-entropy
     with label smoothing; with distillation, the weighted cross-entropy against each review's target
-    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1).
+    distribution (labelled or the teacher's; Hinton et al. 2015 with temperature 1). With several labels per text
+    (``train_labels`` ``(num_labelled, num_labels)`` 0/1), the binary cross-entropy per label, ``class_weights``
+    being each label's ``pos_weight`` (:func:`~.imbalance.positive_weights`).
 
     Args:
         config: the run's config (``label_smoothing``).
