@@ -92,8 +92,8 @@ def render_train_summary(console, result) -> None:
     cal = m.get("calibration") or {}
     if "ece" in cal and cal.get("multi_label"):
         shared = len(cal.get("shared_threshold_labels") or [])
-        console.print("a temperature and an F1 threshold per label fitted on the validation split"
-                      + (f" ({shared} rare labels share one threshold, {cal['shared_threshold']:.2f})" if shared else "")
+        rare = f" ({shared} rare labels share one threshold, {cal['shared_threshold']:.2f})" if shared else ""
+        console.print("a temperature and an F1 threshold per label fitted on the validation split" + rare
                       + f": mean ECE over labels {cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)",
                       highlight=False)
     elif "ece" in cal:
@@ -565,9 +565,27 @@ def render_suggestions(console, result, where: str, output) -> None:
 
 # ----------------------------------------------------------------------------- audit
 
+def _render_findings(console, result, top: int, what: str, caption: str, labels) -> None:
+    """The audit's warnings, then its ``top`` flagged rows as a table (``#``, line or row, given, suggested, quality,
+    text, why): one for single-label findings and label-set ones alike; ``labels(finding)`` gives the given and
+    suggested cells."""
+    from rich.text import Text
+
+    for warning in result.warnings:
+        print_note(console, warning.message)
+    if not top or not result.findings:
+        return
+    shown = result.findings[:top]
+    table = _findings_table(result, len(shown), what, caption)
+    for f in shown:
+        table.add_row(str(f.rank), str(f.line), *labels(f), f"{f.quality:.3f}", Text(_shorten(_printable(f.text), 240)),
+                      Text(f.reasons_text()))
+    console.print(table)
+
+
 def _findings_table(result, shown: int, what: str, caption: str):
     """The audit's table of flagged rows, its columns made (``#``, line or row, given, suggested, quality, text,
-    why): one for single-label findings and label-set ones alike."""
+    why)."""
     from rich.table import Table
 
     table = Table(title=plural(shown, what), title_justify="left", show_lines=True, caption=caption)
@@ -597,19 +615,11 @@ def render_audit(console, result, top: int) -> None:
                   f"stratified folds ({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; "
                   f"out-of-fold accuracy {m['out_of_fold_accuracy']:.2%}; ranked by cleanlab[/]",
                   highlight=False, soft_wrap=True)
-    for warning in result.warnings:
-        print_note(console, warning.message)
-    if not top or not result.findings:
-        return
-    shown = result.findings[:top]
-    table = _findings_table(result, len(shown), "most likely label error",
-                            "quality: the out-of-fold probability of the given label · why: the words that pushed "
-                            "towards the suggested label (logit units)")
-    for f in shown:
-        table.add_row(str(f.rank), str(f.line), Text(f.given, style=label_style(f.given, result.labels)),
-                      Text(f.suggested, style=label_style(f.suggested, result.labels)), f"{f.quality:.3f}",
-                      Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
-    console.print(table)
+    _render_findings(console, result, top, "most likely label error",
+                     "quality: the out-of-fold probability of the given label · why: the words that pushed towards "
+                     "the suggested label (logit units)",
+                     lambda f: (Text(f.given, style=label_style(f.given, result.labels)),
+                                Text(f.suggested, style=label_style(f.suggested, result.labels))))
 
 
 def render_audit_summary(console, result) -> None:
@@ -656,18 +666,10 @@ def render_label_set_audit(console, result, top: int) -> None:
                   f"out-of-fold subset accuracy {m['out_of_fold_accuracy']:.2%}, micro-F1 "
                   f"{m['out_of_fold_micro_f1']:.3f}; ranked by cleanlab (multi-label)[/]", highlight=False,
                   soft_wrap=True)
-    for warning in result.warnings:
-        print_note(console, warning.message)
-    if not top or not result.findings:
-        return
-    shown = result.findings[:top]
-    table = _findings_table(result, len(shown), "most likely label-set error",
-                            "quality: cleanlab's multi-label label quality · why: the labels that look wrong, with "
-                            "their out-of-fold probabilities")
-    for f in shown:
-        table.add_row(str(f.rank), str(f.line), Text(", ".join(f.given)), Text(", ".join(f.suggested) or "(none)"),
-                      f"{f.quality:.3f}", Text(_shorten(_printable(f.text), 240)), Text(f.reasons_text()))
-    console.print(table)
+    _render_findings(console, result, top, "most likely label-set error",
+                     "quality: cleanlab's multi-label label quality · why: the labels that look wrong, with their "
+                     "out-of-fold probabilities",
+                     lambda f: (Text(", ".join(f.given)), Text(", ".join(f.suggested) or "(none)")))
 
 
 def _render_label_set_summary(console, result) -> None:

@@ -70,6 +70,12 @@ class Reliability:
                 "confidence": self.confidence, "ece": self.ece}
 
 
+def bin_index(confidence: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
+    """Each confidence's bin among ``bins`` equal-width bins on [0, 1]: ``(lo, hi]``, the first ``[0, hi]``, so a
+    confidence of exactly ``k / bins`` falls in bin ``k - 1`` (Guo et al. 2017). ``(n,)`` int64 in ``[0, bins)``."""
+    return np.clip(np.ceil(np.asarray(confidence) * bins).astype(np.int64) - 1, 0, bins - 1)
+
+
 def reliability(probabilities: np.ndarray, labels: Sequence[int], bins: int = ECE_BINS) -> Reliability:
     """Bin predictions by confidence and compute the ECE (Guo et al. 2017, eq. 3).
 
@@ -90,7 +96,7 @@ def reliability(probabilities: np.ndarray, labels: Sequence[int], bins: int = EC
         raise ValueError("reliability needs at least one example and one bin")
     confidence = p.max(axis=1)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
-    which = np.clip(np.ceil(confidence * bins).astype(np.int64) - 1, 0, bins - 1)
+    which = bin_index(confidence, bins)
     counts = np.bincount(which, minlength=bins)
     acc_sum = np.bincount(which, weights=correct, minlength=bins)
     conf_sum = np.bincount(which, weights=confidence, minlength=bins)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import ECE_BINS
+from .calibration import ECE_BINS, bin_index
 from ..inference.multilabel import decide, sigmoid  # noqa: F401  (the decision rule: inference's)
 
 MIN_SUPPORT = 5
@@ -90,8 +90,7 @@ def binary_ece(probability: np.ndarray, truth: np.ndarray, bins: int = ECE_BINS)
     y = np.asarray(truth, dtype=np.float64)
     if len(p) == 0 or bins < 1:
         raise ValueError("binary_ece needs at least one example and one bin")
-    which = np.clip(np.ceil(p * bins).astype(np.int64) - 1, 0, bins - 1)
-    gap = np.bincount(which, weights=y - p, minlength=bins)   # per bin: sum(y) - sum(p)
+    gap = np.bincount(bin_index(p, bins), weights=y - p, minlength=bins)   # per bin: sum(y) - sum(p)
     return float(np.abs(gap).sum() / len(p))
 
 
