@@ -276,7 +276,8 @@ class Config:
     predict: PredictConfig = field(default_factory=PredictConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict, ``{"model": {...}, "data": {...}, "training": {...}, "pretrain": {...}, "predict": {...}}``."""
+        """Plain JSON-ready dict, ``{"model": {...}, "data": {...}, "training": {...}, "pretrain": {...},
+        "predict": {...}}``."""
         d = dataclasses.asdict(self)
         d["training"]["betas"] = list(d["training"]["betas"])
         d["data"]["labels"] = list(d["data"]["labels"])

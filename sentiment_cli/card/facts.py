@@ -131,7 +131,8 @@ def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]])
                                   "source": f"training, epoch {best}"}
     for split, r in evals.items():
         # a multi-label record: subset accuracy, and macro-F1 under "macro"
-        by_split[split] = {"num_examples": r.get("num_examples"), "accuracy": r.get("accuracy", r.get("subset_accuracy")),
+        by_split[split] = {"num_examples": r.get("num_examples"),
+                           "accuracy": r.get("accuracy", r.get("subset_accuracy")),
                            "loss": r.get("loss"),
                            "f1_macro": (r.get("f1") or {}).get("macro", (r.get("macro") or {}).get("f1")),
                            "source": f"sentiment eval, {r.get('evaluated', UNKNOWN)}",

@@ -160,7 +160,8 @@ _SINGLE_FILE_HINT = "score other data with --data FILE (all of it), or use --spl
 
 def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str | None = None,
                         text_column: str | None = None, label_column: str | None = None,
-                        label_columns: tuple[str, ...] | None = None, batch_size: int | None = None, device: str | torch.device = "cpu", errors: int = 0,
+                        label_columns: tuple[str, ...] | None = None, batch_size: int | None = None,
+                        device: str | torch.device = "cpu", errors: int = 0,
                         flags: Mapping[str, dict[str, Any]] | None = None, record: bool = True,
                         callbacks: EvalCallbacks | None = None) -> dict[str, Any]:
     """Score a checkpoint on a split: the ``sentiment eval`` use case.
