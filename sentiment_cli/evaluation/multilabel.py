@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .calibration import ECE_BINS, bin_index
-from ..inference.multilabel import decide, sigmoid  # noqa: F401  (the decision rule: inference's)
+from ..inference.multilabel import Decision, decide, sigmoid  # noqa: F401  (the decision rule: inference's)
 
 MIN_SUPPORT = 5
 """Validation positives a label needs for a threshold of its own. With ``k`` positives one example moves the
@@ -266,3 +266,22 @@ def mean_ece(probabilities: np.ndarray, y_true: np.ndarray, bins: int = ECE_BINS
     ``(n, L)`` probabilities and 0/1 labels: what a multi-label model reports as its ECE."""
     p, y = np.asarray(probabilities), np.asarray(y_true)
     return float(np.mean([binary_ece(p[:, j], y[:, j], bins) for j in range(p.shape[1])])) if p.size else 0.0
+
+
+def fit_decision(logits: np.ndarray, y_true: np.ndarray,
+                 min_labels: int = 0) -> tuple[Decision, np.ndarray, float, list[int]]:
+    """The decision rule fitted on validation ``(n, L)`` logits and 0/1 labels: a temperature per label
+    (:func:`fit_label_temperatures`), then a threshold per label on the scaled probabilities (:func:`fit_thresholds`).
+
+    Returns:
+        ``(decision, probabilities, shared, rare)``: the :class:`~sentiment_cli.inference.multilabel.Decision`,
+        the ``(n, L)`` calibrated probabilities, the shared threshold and the labels that take it.
+
+    Raises:
+        ValueError: as :func:`fit_label_temperatures`.
+    """
+    temperatures = fit_label_temperatures(logits, y_true)
+    probabilities = sigmoid(logits, temperatures)
+    thresholds, shared, rare = fit_thresholds(probabilities, y_true)
+    rule = Decision(tuple(map(float, temperatures)), tuple(map(float, thresholds)), min_labels)
+    return rule, probabilities, shared, rare

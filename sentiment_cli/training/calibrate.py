@@ -108,10 +108,8 @@ def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndar
                             bf16=training.autocast_bf16).numpy().astype(np.float64)
     logits, fitted = score_weight.fit(kept, val_ids, y, logits, training, device, on_stage)
     on_stage("fitting a temperature and a threshold per label on the validation split")
-    temperatures = multilabel.fit_label_temperatures(logits, y)
-    probabilities = sigmoid(logits, temperatures)
-    thresholds, shared, rare = multilabel.fit_thresholds(probabilities, y)
-    rule = Decision(tuple(map(float, temperatures)), tuple(map(float, thresholds)), min_labels)
+    rule, probabilities, shared, rare = multilabel.fit_decision(logits, y, min_labels)
+    temperatures = np.asarray(rule.temperatures)
     return Calibration(1.0, {
         **fitted, "temperature": 1.0, "multi_label": True, "decision": rule.to_json(),
         "shared_threshold": float(shared), "shared_threshold_labels": [int(j) for j in rare],

@@ -74,7 +74,7 @@ def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: S
 
 def _loss_after_temperature(z: np.ndarray, labels) -> float:
     """Validation NLL of logits ``z`` after their temperature: softmax with one temperature, or with several
-    labels per text (``labels`` a 0/1 matrix) the summed binary NLL with a temperature per label."""
+    labels per text (``labels`` a 0/1 matrix) the mean binary NLL with a temperature per label."""
     y = np.asarray(labels)
     if y.ndim == 2:
         return multilabel.binary_nll(z, y, multilabel.fit_label_temperatures(z, y))

@@ -338,10 +338,10 @@ def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float
     the log-loss after the temperature; with several labels per text (``y_val`` a 0/1 matrix) the subset
     accuracy at each label's F1 threshold and the binary log-loss after a temperature per label."""
     if y_val.ndim == 2:
-        temperatures = multilabel.fit_label_temperatures(scores, y_val)
-        p = multilabel.sigmoid(scores, temperatures)
-        chosen = multilabel.decide(p, multilabel.fit_thresholds(p, y_val)[0])
-        return float((chosen == y_val.astype(bool)).all(1).mean()), multilabel.binary_nll(scores, y_val, temperatures)
+        rule, p, _, _ = multilabel.fit_decision(scores, y_val)
+        chosen = rule.labels(p)
+        return float((chosen == y_val.astype(bool)).all(1).mean()), \
+            multilabel.binary_nll(scores, y_val, np.asarray(rule.temperatures))
     logits = full_logits(scores, k)
     temperature = calibration.fit_temperature(logits, y_val)
     return float((logits.argmax(1) == y_val).mean()), calibration.nll(logits, y_val, temperature)
