@@ -30,6 +30,7 @@ from ..errors import CheckpointError
 from .explain import LabelSetExplanation, explanations, label_set_explanations
 from .multilabel import Decision, LabelSet, label_sets
 from .prediction import Explanation, Prediction, check_texts, chunked, predictions, token_rows
+from .probabilities import softmax
 
 
 class Backend(Protocol):
@@ -148,6 +149,22 @@ class Predictor:
         check_texts(texts, first)
         ids = encode_texts(self.backend.tokenizer, texts, self.config.data)
         return finite_logits(self.backend.forward(ids)[0], first)
+
+    def predict_proba(self, texts: Sequence[str], *, first: int = 1) -> np.ndarray:
+        """``(len(texts), num_labels)`` float32 probabilities, columns in :attr:`labels` order: the softmax of
+        the logits over the checkpoint's temperature (rows sum to 1), or with a multi-label model each label's
+        ``sigmoid(logit / T_label)`` (independent; see :mod:`~.multilabel`). These are the numbers
+        :meth:`predict` reports.
+
+        Raises:
+            UsageError: as :meth:`logits`.
+        """
+        if not texts:
+            return np.zeros((0, len(self.labels)), np.float32)
+        logits = self.logits(texts, first=first)
+        if self.multi_label:
+            return self.decision.probabilities(logits).astype(np.float32)
+        return softmax(logits, self.temperature, np.float32)
 
     def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction] | list[LabelSet]:
         """Label and probabilities for each text, in input order: a :class:`Prediction` each, or with a
