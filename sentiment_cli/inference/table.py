@@ -141,7 +141,9 @@ def _top_tokens(found: list, multi_label: bool):
     import pyarrow as pa
 
     if not multi_label:
-        return pa.array([[t for t, _ in e.top(TOP_TOKENS)] for e in found], pa.list_(pa.string()))
+        # a two-class explanation scores towards the second label: towards the first, its negative scores
+        return pa.array([[t for t, _ in e.top(TOP_TOKENS, positive=e.label == e.target)] for e in found],
+                        pa.list_(pa.string()))
     kind = pa.list_(pa.struct([("label", pa.string()), ("tokens", pa.list_(pa.string()))]))
     return pa.array([[{"label": e.target, "tokens": [t for t, _ in e.top(TOP_TOKENS)]} for e in r.explanations]
                      for r in found], kind)
