@@ -15,7 +15,8 @@ import csv
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,22 +87,38 @@ def write_table(path: str | Path, columns: Sequence[str], rows: Iterable[Mapping
     suffix = p.suffix.lower()
     if suffix not in TABLE_TYPES:
         raise UsageError(f"--output {path}: write {' or '.join(TABLE_TYPES)} (the suffix chooses the format)")
+    with atomic_file(p) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        if suffix == ".csv":
+            writer = csv.DictWriter(fh, fieldnames=list(columns))
+            writer.writeheader()
+            writer.writerows(rows)
+        else:
+            fh.writelines(json.dumps({c: r[c] for c in columns}, ensure_ascii=False, default=str) + "\n"
+                          for r in rows)
+    return Path(path)
+
+
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` to write; moved onto ``path`` when the block ends without an error,
+    deleted when it raises (or is interrupted), so ``path`` is never left half written.
+
+    Yields:
+        The temporary file's path (it exists, empty, with the usual file mode).
+
+    Raises:
+        OSError: the folder is not writable.
+    """
+    p = Path(path).expanduser()
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            if suffix == ".csv":
-                writer = csv.DictWriter(fh, fieldnames=list(columns))
-                writer.writeheader()
-                writer.writerows(rows)
-            else:
-                fh.writelines(json.dumps({c: r[c] for c in columns}, ensure_ascii=False, default=str) + "\n"
-                              for r in rows)
         os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual file mode
+        yield Path(tmp)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return Path(path)
 
 
 def _umask() -> int:

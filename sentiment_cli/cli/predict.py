@@ -93,10 +93,79 @@ def _argument_text(text: str, i: int, errors: str) -> str:
         raise UsageError(f"review {i}: not valid UTF-8 (byte {exc.start}); pass --errors replace") from None
 
 
+def _load_predictor(checkpoint: Path, device: Device, batch_size: int | None, onnx: bool):
+    """The checkpoint's :class:`~sentiment_cli.inference.predictor.Predictor`; with ``onnx`` without torch."""
+    from ..inference.predictor import Predictor
+
+    if onnx:   # never imports torch: a cold start without its import time
+        return Predictor(checkpoint, batch_size=batch_size, onnx=True)
+    from ..runtime import resolve_device
+    return Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
+
+
+def _predict_data(data: str, split: str | None, text_column: str, output: str | None, force: bool,
+                  predictor_args: tuple, explain: bool) -> None:
+    """``predict --data``: every row of a split, its columns kept and the prediction's added, streamed to
+    ``output`` (by its suffix) or JSON Lines on stdout."""
+    from ..arrow_output import STREAM_TYPES, ArrowStreamWriter
+    from ..outputs import check_output
+    from .progress import RichRowsProgress
+
+    checkpoint = predictor_args[0]
+    if output is not None:   # before any work: a refused name costs nothing
+        check_output(output, force=force, suffixes=STREAM_TYPES,
+                     inputs=[("--data", data), ("the checkpoint", checkpoint)])
+    _, err = consoles()
+    progress = RichRowsProgress(err)
+    try:
+        progress.on_stage(f"reading {data}")
+        from ..data.batches import open_split
+        from ..inference.dataset import predict_split
+
+        stream = open_split(data, split, text_column)
+        predictor = _load_predictor(*predictor_args)
+        with ArrowStreamWriter(output) as writer:
+            progress.on_start(stream.num_rows)
+            rows = predict_split(predictor, stream, writer, explain=explain, on_batch=progress.on_batch)
+    finally:
+        progress.close()
+    if output is not None:
+        err.print(f"wrote {rows:,} rows to {output}", highlight=False, soft_wrap=True)
+
+
+def _check_sources(texts, file, data, split, text_column, output, force) -> None:
+    """One source of texts, and the ``--data`` options only with ``--data``.
+
+    Raises:
+        UsageError: none or several sources, or a ``--data`` option without it.
+    """
+    if sum(x is not None and x != [] for x in (texts, file, data)) > 1:
+        raise UsageError("give reviews as arguments, with --file, or with --data: one of them")
+    if not texts and file is None and data is None:
+        raise UsageError("no review given; pass text arguments, --file PATH (or - for stdin), or --data PATH")
+    if data is None:
+        for flag, value in (("--split", split), ("--text-column", text_column), ("--output", output)):
+            if value:
+                raise UsageError(f"{flag} goes with --data PATH (a dataset to score)")
+        if force:
+            raise UsageError("--force goes with --output FILE")
+
+
 @app.command()
 def predict(
     texts: Annotated[Optional[list[str]], typer.Argument(help="Reviews to classify.", show_default=False)] = None,
     file: Annotated[Optional[str], typer.Option("--file", "-f", help="Read one review per line from PATH, or - for stdin.")] = None,
+    data: Annotated[Optional[str], typer.Option(
+        "--data", help="Score a dataset (CSV, TSV, JSON Lines, Parquet, a folder of them, the Hub layout): every "
+                       "column kept, label, probability and p_<label> added.", show_default=False)] = None,
+    split: Annotated[Optional[str], typer.Option(help="With --data: the split of a folder (train, dev, test...).",
+                                                 show_default=False)] = None,
+    text_column: Annotated[str, typer.Option(help="With --data: the column of texts; default: the one named text, "
+                                                  "review, sentence or content.", show_default=False)] = "",
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", help="With --data: write .parquet, .csv or .jsonl (by the suffix); default: JSON Lines "
+                               "on stdout.", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file.")] = False,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
     batch_size: Annotated[Optional[int], typer.Option(
         min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
@@ -104,46 +173,48 @@ def predict(
     errors: Annotated[DecodeErrors, typer.Option("--errors", help="Invalid UTF-8 in --file: fail, or replace with U+FFFD.")] = DecodeErrors.strict,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show how much each word moved the prediction "
-                                                             "(with --json: adds tokens and scores).")] = False,
+                                                             "(with --json: adds tokens and scores; with --data: "
+                                                             "top_tokens).")] = False,
     onnx: Annotated[bool, typer.Option("--onnx", help="Run the model `sentiment export` wrote (--checkpoint: the "
                                                        "folder or the .onnx file) on ONNX Runtime, without torch.")] = False,
 ) -> None:
-    """Classify reviews given as arguments, or one per line with --file PATH (or - for stdin).
+    """Classify reviews given as arguments, one per line with --file PATH (or - for stdin), or a whole dataset
+    with --data PATH.
 
-    With --json, input is streamed in batches (memory stays bounded for any number of lines).
+    With --json, input is streamed in batches (memory stays bounded for any number of lines). --data streams
+    too: it keeps every input column (ids included) and adds the prediction's.
     """
     with handle_errors():
-        if texts and file:
-            raise UsageError("give reviews as arguments or with --file, not both")
-        if not texts and file is None:
-            raise UsageError("no review given; pass text arguments or --file PATH (or - for stdin)")
+        _check_sources(texts, file, data, split, text_column, output, force)
+        if data is not None:
+            _predict_data(data, split, text_column, output, force, (checkpoint, device, batch_size, onnx), explain)
+            return
         from ..inference.prediction import check_texts
 
         if texts:   # checked before the checkpoint loads, so bad input fails at once
             texts = [_argument_text(t, i, errors.value) for i, t in enumerate(texts, 1)]
             check_texts(texts)
         source = None if texts else _open_reviews(file)
-        from ..inference.predictor import Predictor
-
-        if onnx:   # never imports torch: a cold start without its import time
-            predictor = Predictor(checkpoint, batch_size=batch_size, onnx=True)
-        else:
-            from ..runtime import resolve_device
-            predictor = Predictor(checkpoint, resolve_device(device.value), batch_size=batch_size)
+        predictor = _load_predictor(checkpoint, device, batch_size, onnx)
         reviews = texts if texts else _read_lines(*source, errors.value)
         stream = predictor.explain_stream(reviews) if explain else predictor.predict_stream(reviews)
-        if as_json:
-            for p in stream:
-                sys.stdout.write(json_text(p.to_dict()) + "\n")
-            sys.stdout.flush()
-            return
-        out, _ = consoles()
-        if explain:
-            show = render_label_set_explanation if predictor.multi_label else render_explanation
-            for i, e in enumerate(stream, 1):
-                show(out, i, e)
-            return
-        if predictor.multi_label:
-            render_label_sets(out, stream)
-            return
-        render_predictions(out, stream, predictor.labels)
+        _render(predictor, stream, as_json, explain)
+
+
+def _render(predictor, stream, as_json: bool, explain: bool) -> None:
+    """Print the predictions: JSON Lines, explanations, or a table."""
+    if as_json:
+        for p in stream:
+            sys.stdout.write(json_text(p.to_dict()) + "\n")
+        sys.stdout.flush()
+        return
+    out, _ = consoles()
+    if explain:
+        show = render_label_set_explanation if predictor.multi_label else render_explanation
+        for i, e in enumerate(stream, 1):
+            show(out, i, e)
+        return
+    if predictor.multi_label:
+        render_label_sets(out, stream)
+        return
+    render_predictions(out, stream, predictor.labels)

@@ -161,3 +161,34 @@ class RichAuditCallbacks(_SpinnerAndBar):
     def on_fold_end(self, fold: int, held_out_rows: int) -> None:
         self.progress.update(self.task, advance=held_out_rows)
 
+
+
+class RichRowsProgress(_SpinnerAndBar):
+    """``predict --data``'s progress on stderr: a spinner while the data loads, then rows done of all, rows/s
+    and the time left (in a terminal only; piped, stderr holds errors alone)."""
+
+    def __init__(self, console, description: str = "scoring"):
+        self.console, self.description = console, description
+        self.status = self.progress = self.task = None
+
+    def on_stage(self, text: str) -> None:
+        if self.console.is_terminal:
+            self.status = self.console.status(text)
+            self.status.start()
+
+    def on_start(self, rows: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._stop_status()
+        rate = TextColumn("{task.fields[rate]}")
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), rate,
+                                 TimeRemainingColumn(), console=self.console, transient=True,
+                                 disable=not self.console.is_terminal)
+        self.progress.start()
+        self.task = self.progress.add_task(self.description, total=rows, rate="")
+
+    def on_batch(self, rows: int) -> None:
+        self.progress.update(self.task, advance=rows)
+        speed = self.progress.tasks[0].speed
+        if speed:
+            self.progress.update(self.task, rate=f"{speed:,.0f} rows/s")

@@ -1,0 +1,113 @@
+"""Write a stream of Arrow tables (``predict --data``'s scored batches) as Parquet, CSV or JSON Lines.
+
+The format follows the file's suffix (:data:`STREAM_TYPES`); with no file, JSON Lines go to stdout. Tables are
+written as they come, so memory holds one batch. A file is written to a temporary file beside it and moved into
+place when the last batch is in (:func:`~sentiment_cli.outputs.atomic_file`): an interrupted or failed run
+leaves no half file, and an existing file as it was.
+
+CSV has no lists: a list column (a multi-label model's ``labels``, ``top_tokens``) is written there as JSON
+text (``["joy", "love"]``). Parquet and JSON Lines keep the types.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from .errors import UsageError
+from .outputs import atomic_file
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+STREAM_TYPES = (".parquet", ".csv", ".jsonl")
+
+
+class ArrowStreamWriter:
+    """Writes tables one after another to ``path`` (or JSON Lines to ``stdout`` when ``path`` is ``None``).
+
+    Use as a context manager: the file is complete, and in place, only when the block ends without an error.
+
+    Raises:
+        UsageError: ``path`` has another suffix (checked at construction).
+        ValueError: a table's columns differ from the first one's.
+    """
+
+    def __init__(self, path: str | Path | None, stdout: IO[str] | None = None):
+        self.path = None if path is None else Path(path).expanduser()
+        if self.path is not None and self.path.suffix.lower() not in STREAM_TYPES:
+            raise UsageError(f"--output {path}: write {', '.join(STREAM_TYPES)} (the suffix chooses the format)")
+        self.format = ".jsonl" if self.path is None else self.path.suffix.lower()
+        self._stdout = stdout or sys.stdout
+        self._stack = ExitStack()
+        self._writer = None      # the Parquet or CSV writer, opened with the first table's schema
+        self._text: IO[str] | None = None
+        self._tmp: Path | None = None
+        self.rows = 0
+
+    def __enter__(self) -> "ArrowStreamWriter":
+        if self.path is not None:
+            self._tmp = self._stack.enter_context(atomic_file(self.path))
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            if self._text is not None and self._text is not self._stdout:
+                self._text.close()
+            elif self._text is not None:
+                self._text.flush()
+        except BaseException:   # a failed close (a full disk): the temporary file goes too
+            self._stack.__exit__(*sys.exc_info())
+            raise
+        self._stack.__exit__(*exc)   # atomic_file: moves the file into place, or removes it after an error
+        return False
+
+    def write(self, table: "pa.Table") -> None:
+        """Append ``table``'s rows.
+
+        Raises:
+            ValueError: its columns differ from the first table's.
+        """
+        if self.format == ".parquet":
+            self._parquet(table)
+        elif self.format == ".csv":
+            self._csv(table)
+        else:
+            self._jsonl(table)
+        self.rows += table.num_rows
+
+    def _parquet(self, table: "pa.Table") -> None:
+        import pyarrow.parquet as pq
+
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(str(self._tmp), table.schema)
+        self._writer.write_table(table)
+
+    def _csv(self, table: "pa.Table") -> None:
+        import pyarrow.csv as pcsv
+
+        table = _lists_as_json(table)
+        if self._writer is None:
+            self._writer = pcsv.CSVWriter(str(self._tmp), table.schema)
+        self._writer.write_table(table)
+
+    def _jsonl(self, table: "pa.Table") -> None:
+        if self._text is None:
+            self._text = self._stdout if self._tmp is None else open(self._tmp, "w", encoding="utf-8")
+        self._text.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in table.to_pylist())
+
+
+def _lists_as_json(table: "pa.Table") -> "pa.Table":
+    """``table`` with each list or struct column as JSON text (CSV holds no nested values)."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_nested(field.type):
+            text = [None if v is None else json.dumps(v, ensure_ascii=False) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, field.name, pa.array(text, pa.string()))
+    return table

@@ -1,0 +1,119 @@
+"""One split of a source, read as a stream of Arrow tables with every column (``predict --data``).
+
+The source is read as ``train`` and ``eval`` read it (:func:`~sentiment_cli.data.sources.load_source`: CSV,
+TSV, JSON Lines, Parquet, a folder of them, the Hub layout, with their one-line errors), which puts each file
+into ``datasets``' Arrow cache. The batches are then read from those cache files with plain reads, not through
+the memory map ``datasets`` keeps: a page of a map stays in the process's resident memory once touched, so
+reading a large file through it would make peak memory grow with the number of rows. Here it is bounded by
+one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DataError, UsageError
+from .columns import TEXT_COLUMNS, resolve_column
+from .sources import SPLIT_FILES, load_source
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass
+class TableStream:
+    """A split to read in batches.
+
+    Attributes:
+        where: the file (or ``source: split``) for messages.
+        text_column: the column holding the texts.
+        num_rows: the split's rows.
+        column_names: the input's columns, in order.
+    """
+
+    where: str
+    text_column: str
+    num_rows: int
+    column_names: list[str]
+    _dataset: Any
+
+    def batches(self, rows: int) -> Iterator["pa.Table"]:
+        """The split's rows in order, ``rows`` at a time (the last batch may be shorter).
+
+        Raises:
+            ValueError: ``rows`` is less than 1.
+        """
+        if rows < 1:
+            raise ValueError(f"rows must be >= 1, got {rows}")
+        import pyarrow as pa
+
+        pending: list[pa.RecordBatch] = []
+        held = 0
+        for batch in _record_batches(self._dataset):
+            while len(batch):
+                take = batch.slice(0, rows - held)
+                pending.append(take)
+                held += len(take)
+                batch = batch.slice(len(take))
+                if held == rows:
+                    yield pa.Table.from_batches(pending)
+                    pending, held = [], 0
+        if pending:
+            yield pa.Table.from_batches(pending)
+
+
+def _record_batches(ds) -> Iterator["pa.RecordBatch"]:
+    """``ds``'s record batches: from its cache files with plain reads (module docstring) when it is exactly
+    those files, else from the table it holds in memory."""
+    import pyarrow as pa
+
+    files = [f["filename"] for f in ds.cache_files]
+    if files and ds._indices is None and sum(_file_rows(f) for f in files) == ds.num_rows:
+        for name in files:
+            with pa.OSFile(name, "rb") as fh:
+                yield from pa.ipc.open_stream(fh)
+        return
+    yield from ds.data.to_batches()
+
+
+def _file_rows(name: str) -> int:
+    """The rows of an Arrow stream file (``datasets``' cache format), counted batch by batch."""
+    import pyarrow as pa
+
+    with pa.OSFile(name, "rb") as fh:
+        return sum(len(b) for b in pa.ipc.open_stream(fh))
+
+
+def open_split(source: str, split: str | None = None, text_column: str = "") -> TableStream:
+    """The split ``split`` of ``source`` (a file's rows when ``None``), with its text column found.
+
+    Args:
+        source: a file, a folder or the Hub layout (as ``--data``).
+        split: ``train``, ``validation`` (or ``dev``), ``test``, ``unsupervised``...; needed when a folder
+            has several.
+        text_column: the column of texts; empty: the one column named like a text column (``text``,
+            ``review``, ``sentence``, ``content``).
+
+    Raises:
+        DataError: the source cannot be read, or has no such split, or no (or several) text columns, or the
+            column does not hold text.
+        UsageError: a folder with several splits and no ``split``; ``text_column`` is not a column.
+    """
+    src = load_source(source)
+    names = sorted(src.splits)
+    if split is None:
+        if len(names) > 1:
+            raise UsageError(f"--data {source} has the splits {', '.join(names)}; choose one with --split NAME")
+        split = names[0]
+    split = SPLIT_FILES.get(split, split)
+    if split not in src.splits:
+        raise DataError(f"--data {source} has no split {split!r}; it has {', '.join(names)}")
+    ds = src.splits[split]
+    where = src.where(split)
+    column = resolve_column(ds.column_names, text_column, TEXT_COLUMNS, "text", where)
+    dtype = getattr(ds.features[column], "dtype", None)
+    if dtype not in ("string", "large_string"):
+        raise DataError(f"{where}: column {column!r} holds {dtype or ds.features[column]}, not text")
+    return TableStream(where, column, ds.num_rows, list(ds.column_names), ds)
