@@ -46,13 +46,17 @@ def sinusoidal_encoding(max_length: int, d_model: int) -> Tensor:
         d_model: encoding width; must be even.
 
     Returns:
-        Tensor of shape ``(max_length, d_model)``, float32.
+        Tensor of shape ``(max_length, d_model)``, float32, on the default device; under
+        ``with torch.device("meta")`` (a model built for its shapes) an empty one: computing it there
+        would run through ``torch._refs`` and import ``torch._dynamo`` (see ``model/skeleton.py``).
 
     Raises:
         ValueError: ``d_model`` is odd.
     """
     if d_model % 2:
         raise ValueError(f"d_model must be even, got {d_model}")
+    if torch.get_default_device().type == "meta":
+        return torch.empty(max_length, d_model)
     position = torch.arange(max_length, dtype=torch.float64).unsqueeze(1)          # (max_length, 1)
     inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
     angles = position * inv_freq                                                     # (max_length, d_model/2)
