@@ -112,7 +112,8 @@ def report(results: dict) -> str:
         f"difference {results['difference_s']:+.2f} s, ratio {results['ratio']:.2f}x "
         f"(median of {results['repeats']} paired runs; goal: at most +1.0 s); "
         f"CPU time difference {results['cpu_difference_s']:+.2f} s",
-        f"{results['checkpoint']}; {results['cpus']} CPUs, load average {la[0]:.1f} before and {la[3]:.1f} after (1 min)",
+        f"{results['checkpoint']}; {results['cpus']} CPUs, "
+        f"load average {la[0]:.1f} before and {la[3]:.1f} after (1 min)",
     ])
 
 

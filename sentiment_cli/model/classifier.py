@@ -248,11 +248,13 @@ class SentimentClassifier(nn.Module):
         return cls(config.model, vocab_size=vocab_size, max_length=config.data.max_length, num_labels=num_labels,
                    negation_scope=config.data.negation_scope != "none")
 
-    def hidden_states(self, input_ids: Tensor, padding_mask: Tensor, embedding_perturbation: Tensor | None = None) -> Tensor:
+    def hidden_states(self, input_ids: Tensor, padding_mask: Tensor,
+                      embedding_perturbation: Tensor | None = None) -> Tensor:
         """Contextual token states.
 
         Args:
-            input_ids: ``(batch, seq_len)`` int64 token ids (marked ones ``+ SCOPE_OFFSET``), ``seq_len <= max_length``.
+            input_ids: ``(batch, seq_len)`` int64 token ids (marked ones ``+ SCOPE_OFFSET``),
+                ``seq_len <= max_length``.
             padding_mask: ``(batch, seq_len)`` bool, ``True`` at padding.
             embedding_perturbation: optional ``(batch, seq_len, d_model)`` added to the token
                 embeddings (word + bigram) before the positions (adversarial training; its gradient
@@ -305,7 +307,7 @@ class SentimentClassifier(nn.Module):
         shares = pooled_token_logits(pooled, argmax, input_ids.shape[1], self.head) if token_logits else None
         bias = self.head.bias
         if self.ngram_score is not None and not encoder_only:
-            ngram_shares, ngram_bias = self.ngram_score(input_ids)          # (batch, seq_len, num_labels), (num_labels,)
+            ngram_shares, ngram_bias = self.ngram_score(input_ids)   # (batch, seq_len, num_labels), (num_labels,)
             logits = logits + ngram_shares.sum(1) + ngram_bias
             bias = bias + ngram_bias
             shares = shares + ngram_shares if shares is not None else None
