@@ -155,7 +155,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
         CheckpointError: ``init_from`` is damaged or does not fit the config.
         Interrupted: Ctrl-C (SIGINT) stopped the run at the next step; the last completed epoch is saved
             and ``sentiment train --resume OUTPUT`` continues it (a second Ctrl-C raises KeyboardInterrupt).
-        TypeError: ``data``, ``output`` or ``config`` of the wrong type.
+        TypeError: ``data``, ``output``, ``config`` or ``progress`` of the wrong type.
     """
     from .training.run import train as run_train
 
@@ -250,14 +250,22 @@ def _config(config: Any, keys: dict[str, Any]) -> tuple[Config, frozenset[str] |
 
 
 def _callbacks(progress: Any) -> TrainCallbacks | None:
-    """The hooks for ``progress``: none, the command's display on stderr, or the caller's own."""
+    """The hooks for ``progress``: none, the command's display on stderr, or the caller's own.
+
+    Raises:
+        TypeError: neither a bool nor an object with the hooks (``on_stage``, ``on_epoch_end``...).
+    """
     if progress is True:
         from rich.console import Console
 
         from .cli.progress import RichTrainCallbacks
 
         return RichTrainCallbacks(Console(stderr=True))
-    return progress or None
+    if progress is False or progress is None:
+        return None
+    if not callable(getattr(progress, "on_epoch_end", None)):
+        raise TypeError(f"progress must be True, False or a TrainCallbacks, got {type(progress).__name__}")
+    return progress
 
 
 def _stop_on_ctrl_c():

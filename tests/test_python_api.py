@@ -176,6 +176,9 @@ def test_train_bad_argument_types(tmp_path):
         sentiment_cli.train(3, config="seed")   # type: ignore[arg-type]
     with pytest.raises(TypeError, match="config must be"):
         sentiment_cli.train(SMALL_DATA, config=3)   # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="progress must be"):
+        sentiment_cli.train(SMALL_DATA, config="seed", output=tmp_path / "out", progress="yes")
+    assert not (tmp_path / "out").exists()
 
 
 def test_train_takes_a_config_object_and_progress_hooks(tmp_path):
