@@ -400,7 +400,7 @@ def _run(ray, source: Input, target: OutputFolder, *, checkpoint, text_column: s
     staged = target.staging()
     start = time.perf_counter()
     try:
-        scored = ds.map_batches(_Scorer, fn_constructor_kwargs=settings, batch_format="pyarrow",
+        scored = _split(ds, batch_size).map_batches(_Scorer, fn_constructor_kwargs=settings, batch_format="pyarrow",
                                 batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=n), num_cpus=cpus)
         scored.write_parquet(staged, filesystem=target.filesystem)
     except Exception as exc:
@@ -414,6 +414,16 @@ def _run(ray, source: Input, target: OutputFolder, *, checkpoint, text_column: s
     target.commit(staged)
     return {"rows": rows, "seconds": seconds, "rows_per_second": rows / seconds if seconds else 0.0,
             "workers": n, "output": target.shown}
+
+
+def _split(ds, rows: int):
+    """``ds`` in blocks of at most ``rows`` rows (streamed, order kept), so that the workers share it evenly: Ray
+    Data's readers make blocks of 1 to 128 MiB, and a block goes to one worker (20,000 IMDB reviews in 8 files
+    were one block, scored by one of two workers). Unchanged on a Ray without streaming repartition (< 2.46)."""
+    try:
+        return ds.repartition(target_num_rows_per_block=rows)
+    except TypeError:
+        return ds
 
 
 def _written_rows(fs, folder: str) -> int:
