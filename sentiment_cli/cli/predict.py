@@ -133,7 +133,29 @@ def _predict_data(data: str, split: str | None, text_column: str, output: str | 
         err.print(f"wrote {rows:,} rows to {output}", highlight=False, soft_wrap=True)
 
 
-def _check_sources(texts, file, data, split, text_column, output, force) -> None:
+def _predict_on_ray(address: str | None, data: str | None, text_column: str, output: str | None, force: bool,
+                    predictor_args: tuple, explain: bool) -> None:
+    """``predict --data DIR --output DIR --ray [--address A]``: :func:`~.inference.ray_predict.predict_with_ray`.
+
+    Raises:
+        UsageError: no ``--data`` or no ``--output``, or ``--device`` other than cpu.
+    """
+    checkpoint, device, batch_size, onnx = predictor_args
+    if data is None or output is None:
+        raise UsageError("--ray needs --data PATH and --output DIR (a folder of Parquet files)")
+    if device != Device.cpu:
+        raise UsageError("--ray runs each worker on one CPU core; leave --device out")
+    from ..inference.ray_predict import predict_with_ray
+
+    done = predict_with_ray(checkpoint, data, output, text_column=text_column, explain=explain,
+                            address=address, batch_size=batch_size, onnx=onnx,
+                            force=force)
+    _, err = consoles()
+    err.print(f"wrote {done['rows']:,} rows to {output} ({done['workers']} workers, "
+              f"{done['rows_per_second']:,.0f} rows/s)", highlight=False, soft_wrap=True)
+
+
+def _check_sources(texts, file, data, split, text_column, output, force, ray, address) -> None:
     """One source of texts, and the ``--data`` options only with ``--data``.
 
     Raises:
@@ -149,6 +171,10 @@ def _check_sources(texts, file, data, split, text_column, output, force) -> None
                 raise UsageError(f"{flag} goes with --data PATH (a dataset to score)")
         if force:
             raise UsageError("--force goes with --output FILE")
+        if ray:
+            raise UsageError("--ray goes with --data PATH and --output DIR")
+    if address is not None and not ray:
+        raise UsageError("--address goes with --ray")
 
 
 @app.command()
@@ -166,6 +192,12 @@ def predict(
         "--output", "-o", help="With --data: write .parquet, .csv or .jsonl (by the suffix); default: JSON Lines "
                                "on stdout.", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file.")] = False,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="With --data and --output DIR: score on Ray Data workers, Parquet files into DIR "
+                      "(pip install 'sentiment-cli[ray]').")] = False,
+    address: Annotated[Optional[str], typer.Option(
+        "--address", help="With --ray: the cluster (auto, ray://HEAD:10001); default: RAY_ADDRESS, a cluster "
+                          "started on this machine, else a new local one.", show_default=False)] = None,
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint folder.")] = DEFAULT_CHECKPOINT,
     batch_size: Annotated[Optional[int], typer.Option(
         min=1, help="Reviews per batch; default: the checkpoint's \\[training] eval_batch_size.")] = None,
@@ -178,14 +210,17 @@ def predict(
     onnx: Annotated[bool, typer.Option("--onnx", help="Run the model `sentiment export` wrote (--checkpoint: the "
                                                        "folder or the .onnx file) on ONNX Runtime, without torch.")] = False,
 ) -> None:
-    """Classify reviews given as arguments, one per line with --file PATH (or - for stdin), or a whole dataset
-    with --data PATH.
+    """Classify reviews given as arguments, one per line with --file PATH (or - for stdin), or a dataset (--data).
 
-    With --json, input is streamed in batches (memory stays bounded for any number of lines). --data streams
-    too: it keeps every input column (ids included) and adds the prediction's.
+    With --json, input is streamed in batches (memory stays bounded for any number of lines).
+
+    --data streams too: it keeps every input column (ids included) and adds the prediction's (docs/scoring.md).
     """
     with handle_errors():
-        _check_sources(texts, file, data, split, text_column, output, force)
+        _check_sources(texts, file, data, split, text_column, output, force, ray, address)
+        if ray:
+            _predict_on_ray(address, data, text_column, output, force, (checkpoint, device, batch_size, onnx), explain)
+            return
         if data is not None:
             _predict_data(data, split, text_column, output, force, (checkpoint, device, batch_size, onnx), explain)
             return
