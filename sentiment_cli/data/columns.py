@@ -59,8 +59,10 @@ def check_text_column(ds, column: str, where: str):
         row = pc.indices_nonzero(pc.is_null(col))[0].as_py()
         raise DataError(f"{where}, row {row + 1}: no text (column {column!r} is empty; "
                         f"{plural(col.null_count, 'such row')})")
+    from .text_column import TextColumn
+
     offset = 0
-    for chunk in col.chunks:   # chunk by chunk: bounded extra memory for any file size
+    for chunk in TextColumn(ds, column).arrow_chunks():   # chunk by chunk, read (not mapped): bounded memory
         blank = pc.or_(pc.equal(pc.utf8_length(chunk), 0), pc.utf8_is_space(chunk))
         if pc.any(blank).as_py():
             row = offset + pc.indices_nonzero(blank)[0].as_py()

@@ -27,6 +27,7 @@ from ..errors import DataError, UsageError
 from .labels import LABELS, label_ids, label_set, raw_labels
 from .multilabel import Options, Reading, describe, find_label_column, find_reading, read_split
 from .sources import Source, is_single_file, load_source
+from .text_column import TextColumn, Texts
 from .tokenizer import clip_texts
 from .unlabelled import Unlabelled, unlabelled_texts
 
@@ -41,13 +42,15 @@ class Split:
     ``labels[i, j]`` is 1 when text ``i`` carries label ``j`` (a row of zeros: no label).
 
     Attributes:
+        texts: a list of strings, or (a training run's splits) a :class:`~.text_column.Texts` that reads them
+            from the source when iterated.
         where: where the rows came from, for messages and the model card (a file, or ``source: split``).
         reading: a multi-label training split's one line on how its labels were read
             (:func:`~.multilabel.describe`); ``""`` otherwise.
     """
 
     name: str
-    texts: list[str]
+    texts: Sequence[str]
     labels: Any   # list[int] (rows,), or np.ndarray (rows, num_labels) uint8 when multi_label
     label_names: tuple[str, ...] = LABELS
     where: str = ""
@@ -98,6 +101,7 @@ class _Labelled:
     where: str
     label_column: str = ""
     reading: Reading | None = None
+    source: Any = None   # the split's dataset as loaded (all columns): lazy texts read it (text_column.py)
 
 
 def _labelled(src: Source, split: str, spec: "DataSpec", names: Sequence[str] | None
@@ -122,7 +126,7 @@ def _labelled(src: Source, split: str, spec: "DataSpec", names: Sequence[str] | 
             raise UsageError(f"{where}: column {text!r} cannot hold both the texts and the labels")
         check_text_column(ds, text, where)
         matrix, names = read_split(ds, reading, where, split, names, spec.labels if names is None else ())
-        return _Labelled(ds.select_columns([text]), text, matrix, where, reading.column, reading), names
+        return _Labelled(ds.select_columns([text]), text, matrix, where, reading.column, reading, ds), names
     label = find_label_column(ds.column_names, spec.label_column, where) \
         or resolve_column(ds.column_names, spec.label_column, LABEL_COLUMNS, "label", where)
     if text == label:
@@ -135,7 +139,7 @@ def _labelled(src: Source, split: str, spec: "DataSpec", names: Sequence[str] | 
             label_ids(raw, (), where, label, False)
         names = label_set(raw, spec.labels, where)
     ids = label_ids(raw, names, where, label, training and bool(spec.labels))
-    return _Labelled(ds.select_columns([text]), text, ids, where, label), tuple(names)
+    return _Labelled(ds.select_columns([text]), text, ids, where, label, source=ds), tuple(names)
 
 
 def _reading(src: Source, split: str, spec: "DataSpec", text: str) -> Reading | None:
@@ -154,13 +158,19 @@ def _reading(src: Source, split: str, spec: "DataSpec", text: str) -> Reading | 
 
 
 def _split(lab: _Labelled, name: str, names: tuple[str, ...], rows: np.ndarray | None = None,
-           described: bool = False) -> Split:
-    """Materialise the texts of ``rows`` (all rows when ``None``), in that order; ``described``: a
-    multi-label split gets its ``reading`` line (the training split)."""
-    part = lab.dataset if rows is None else lab.dataset.select(rows)
+           described: bool = False, lazy: bool = False) -> Split:
+    """The split of ``rows`` (all rows when ``None``), in that order; ``described``: a multi-label split gets its
+    ``reading`` line (the training split). Its texts are a list of strings, or with ``lazy`` a
+    :class:`~.text_column.Texts` that reads them when iterated (training: memory does not grow with the rows)."""
     ids = lab.ids if rows is None else lab.ids[np.asarray(rows, dtype=np.int64)]
+    if lazy:
+        texts: Sequence[str] = Texts(TextColumn(lab.source, lab.text_column),
+                                     None if rows is None else np.asarray(rows, dtype=np.int64))
+    else:
+        part = lab.dataset if rows is None else lab.dataset.select(rows)
+        texts = list(part[lab.text_column])
     multi = lab.reading is not None and lab.reading.multi_label
-    split = Split(name, list(part[lab.text_column]), ids if multi else ids.tolist(), names, lab.where, multi)
+    split = Split(name, texts, ids if multi else ids.tolist(), names, lab.where, multi)
     if multi and described:
         split.reading = describe(lab.reading, ids, names)
     return split
@@ -369,15 +379,16 @@ def load_train_validation(source: str | DataSpec, validation_fraction: float = 0
     return train_validation_of(load_source(spec.source), spec)
 
 
-def train_validation_of(src: Source, spec: DataSpec) -> tuple[Split, Split]:
+def train_validation_of(src: Source, spec: DataSpec, lazy: bool = False) -> tuple[Split, Split]:
     """:func:`load_train_validation` of a source already loaded (``src``, :func:`load_source`'s for ``spec``).
+    With ``lazy`` the splits' texts are :class:`~.text_column.Texts`, read when iterated (training's splits).
 
     Raises:
         DataError, UsageError, ConfigError: as :func:`load_train_validation`.
     """
     train, names, train_rows, val, val_rows = _train_and_validation(src, spec, None)
-    return (_split(train, "train", names, train_rows, described=True),
-            _split(val if val is not None else train, "validation", names, val_rows))
+    return (_split(train, "train", names, train_rows, described=True, lazy=lazy),
+            _split(val if val is not None else train, "validation", names, val_rows, lazy=lazy))
 
 
 def load_split(source: str | DataSpec, name: str, validation_fraction: float = 0.1, seed: int = 1234,

@@ -20,9 +20,11 @@ from tokenizers.trainers import WordLevelTrainer
 from ..config import DataConfig
 from ..errors import CheckpointError
 from .negation import mark_scope, token_roles, vocabulary_id
+from .token_ids import TokenIds, TokenIdsWriter
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
+ENCODE_ROWS = 2048   # texts encoded at a time by encode_token_ids (memory only: a text's ids do not depend on it)
 PAD_ID = 0   # padding: masked out of attention and of the max-pool
 UNK_ID = 1   # a word outside the vocabulary (also word dropout's and the masked LM's replacement)
 
@@ -207,6 +209,26 @@ def encode_texts(tok: Tokenizer, texts: Sequence[str], config: DataConfig) -> li
     encodings = tok.encode_batch_fast(texts) if hasattr(tok, "encode_batch_fast") else tok.encode_batch(texts)
     rows = (marked_ids(tok, e.ids, config) for e in encodings)
     return [truncate(ids, config.max_length, config.truncation, config.head_fraction) for ids in rows]
+
+
+def encode_token_ids(tok: Tokenizer, texts: Iterable[str], config: DataConfig) -> TokenIds:
+    """:func:`encode_texts` of ``texts``, :data:`ENCODE_ROWS` at a time, kept as :class:`~.token_ids.TokenIds`
+    (a temporary file): memory holds one block's texts and ids, whatever the number of texts.
+
+    A text's ids depend on the text alone, unless the tokenizer pads (none this package builds; a crafted
+    ``tokenizer.json`` could): such a tokenizer encodes every text in one batch, as :func:`encode_texts` would.
+    """
+    if tok.padding is not None:
+        return TokenIds.from_rows(encode_texts(tok, list(texts), config))
+    writer, block = TokenIdsWriter(), []
+    for text in texts:
+        block.append(text)
+        if len(block) == ENCODE_ROWS:
+            writer.add(encode_texts(tok, block, config))
+            block = []
+    if block:
+        writer.add(encode_texts(tok, block, config))
+    return writer.finish()
 
 
 def marked_ids(tok: Tokenizer, ids: Sequence[int], config: DataConfig) -> Sequence[int]:

@@ -5,20 +5,26 @@ A ``sentiment train`` run reads its source from several places: the default's pr
 distillation's unlabelled reviews (``distill.py``). Each takes its part from one :class:`RunData`, so
 the files are read once (:func:`~sentiment_cli.data.sources.load_source`, and the ``[data] unlabelled``
 file); each part is then drawn from the loaded rows exactly as a fresh read would draw it (the same rows,
-in the same order). Once the run's tokenizer exists, each text is tokenized once (:meth:`RunData.ids`):
-the refit's second run, which takes its splits from the same object, finds its reviews' ids there.
+in the same order). The fit's splits hold their texts lazily (:class:`~sentiment_cli.data.text_column.Texts`:
+read from the source when iterated, never all in memory at once). Once the run's tokenizer exists, each text is
+tokenized once (:meth:`RunData.ids`), into a temporary file (:class:`~sentiment_cli.data.token_ids.TokenIds`):
+the refit's second run and the search's trials, which take their splits from the same object, find their
+reviews' ids there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tokenizers import Tokenizer
 
 from ..config import DataConfig
 from ..data.sources import Source, load_source
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec, Split, pretraining_texts_of, train_validation_of
-from ..data.tokenizer import encode_texts
+from ..data.text_column import Texts
+from ..data.token_ids import TokenIds
+from ..data.tokenizer import encode_token_ids
 from ..data.unlabelled import Unlabelled, unlabelled_texts
 
 
@@ -34,7 +40,7 @@ class RunData:
         self._src: Source | None = None
         self._unlabelled: dict[tuple[str, str], Unlabelled | None] = {}
         self._pretraining: dict[tuple[DataSpec, str], list[str]] = {}
-        self._ids: tuple[tuple[str, int, str, float], dict[str, list[int]]] | None = None
+        self._ids: tuple[tuple[Any, ...], dict[Any, tuple[Any, TokenIds]]] | None = None
 
     @property
     def loaded(self) -> bool:
@@ -57,14 +63,15 @@ class RunData:
             raise ValueError(f"a spec of {spec.source!r} asked of the run's data, {self.source!r}")
 
     def splits(self, spec: DataSpec) -> tuple[Split, Split]:
-        """``(train, validation)`` as :func:`~sentiment_cli.data.splits.load_train_validation` draws them.
+        """``(train, validation)`` as :func:`~sentiment_cli.data.splits.load_train_validation` draws them, their
+        texts lazy (:class:`~sentiment_cli.data.text_column.Texts`).
 
         Raises:
             DataError, UsageError, ConfigError: as that function.
             ValueError: ``spec`` names another source.
         """
         self._check(spec)
-        return train_validation_of(self.src, spec)
+        return train_validation_of(self.src, spec, lazy=True)
 
     def unlabelled(self, spec: DataSpec) -> Unlabelled | None:
         """The run's unlabelled texts (:func:`~sentiment_cli.data.unlabelled.unlabelled_texts`), read once.
@@ -93,22 +100,31 @@ class RunData:
             self._pretraining[key] = pretraining_texts_of(self.src, spec, splits, found, missing_hint)
         return self._pretraining[key]
 
-    def ids(self, tokenizer: Tokenizer, texts: Sequence[str], config: DataConfig) -> list[list[int]]:
-        """``encode_texts(tokenizer, texts, config)``, each text tokenized once for the run's tokenizer.
+    def ids(self, tokenizer: Tokenizer, texts: Sequence[str], config: DataConfig) -> TokenIds:
+        """``encode_texts(tokenizer, texts, config)`` as :class:`~sentiment_cli.data.token_ids.TokenIds`, each
+        text tokenized once for the run's tokenizer.
 
-        A text's ids depend on the text, the tokenizer and ``config``'s cut alone (not on the other texts
-        of the batch), so ids kept from an earlier call are the ones a new call would give. The ids of one
-        tokenizer (and cut) are kept at a time: another one starts afresh. A tokenizer that pads (none the
-        run builds; a crafted ``tokenizer.json`` could) gives ids that depend on the batch: it is not kept.
-        The lists returned are shared; callers do not change them.
+        A text's ids depend on the text, the tokenizer and ``config``'s cut alone (not on the other texts of the
+        batch), so ids kept from an earlier call are the ones a new call would give. Lazy texts
+        (:class:`~sentiment_cli.data.text_column.Texts`, the fit's splits) are tokenized a whole source column at
+        a time, in its row order, and each call gets the view of its rows; other sequences (distillation's
+        unlabelled reviews: the same list each call) are kept by identity, and must not change afterwards. The
+        ids of one tokenizer (and cut) are kept at a time: another one starts afresh. A tokenizer that pads
+        (none the run builds; a crafted ``tokenizer.json`` could) gives ids that depend on the batch: they are
+        made for ``texts`` as one batch, and not kept.
         """
         if tokenizer.padding is not None:
-            return encode_texts(tokenizer, texts, config)
+            return encode_token_ids(tokenizer, texts, config)
         key = (tokenizer.to_str(), config.max_length, config.truncation, config.head_fraction, config.negation_scope)
         if self._ids is None or self._ids[0] != key:
             self._ids = (key, {})
         known = self._ids[1]
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
-            known.update(zip(missing, encode_texts(tokenizer, missing, config)))
-        return [known[t] for t in texts]
+        if isinstance(texts, Texts):   # the column's every row, once; this call's rows are a view
+            column = texts.column
+            if column.key not in known:
+                known[column.key] = (column.dataset, encode_token_ids(
+                    tokenizer, (t for block in column.iter_texts() for t in block), config))
+            return known[column.key][1][texts.rows]
+        if id(texts) not in known:   # the object is kept with its ids: its id is not reused meanwhile
+            known[id(texts)] = (texts, encode_token_ids(tokenizer, texts, config))
+        return known[id(texts)][1]

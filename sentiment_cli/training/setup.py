@@ -26,6 +26,7 @@ from . import augment, distill, distributed, imbalance
 from ..checkpoint import Checkpoint, load_weights
 from ..config import Config
 from ..data.splits import DataSpec, Split
+from ..data.token_ids import TokenIds
 from ..data.tokenizer import build_tokenizer, save_tokenizer, tokenizer_from_str
 from ..model.classifier import SentimentClassifier
 from ..ngram.fit import FittedScore, check_fit_size, fit_ngram_score
@@ -46,25 +47,27 @@ class Reviews:
     Attributes:
         train, validation: the labelled splits (``validation`` is empty with ``validation_fraction`` 0).
         tokenizer, tokenizer_json: the run's tokenizer, and its ``tokenizer.json`` text (saved with every epoch).
-        train_ids: the training reviews' token ids; with distillation, the unlabelled reviews' follow
-            (from ``num_labelled`` on).
+        train_ids: the training reviews' token ids (:class:`~sentiment_cli.data.token_ids.TokenIds`: in a
+            temporary file, read a batch at a time); with distillation, the unlabelled reviews' follow (from
+            ``num_labelled`` on).
         train_labels: ``(num_labelled,)`` int64 label ids of the training reviews.
         val_ids: the validation reviews' token ids, on rank 0 only (it validates; other ranks: empty).
-        lengths: ``(len(train_ids),)`` token counts, for length-bucketed batches.
+        lengths: ``(len(train_ids),)`` int64 token counts, for length-bucketed batches.
     """
 
     train: Split
     validation: Split
     tokenizer: Tokenizer
     tokenizer_json: str
-    train_ids: list[list[int]]
+    train_ids: TokenIds
     train_labels: torch.Tensor
-    val_ids: list[list[int]]
+    val_ids: TokenIds
     augmented: int = 0   # pairs of rule-negated sentences at the end of ``train`` (training/augment.py)
     lengths: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        self.lengths = np.asarray([len(x) for x in self.train_ids])
+        self.lengths = self.train_ids.lengths if isinstance(self.train_ids, TokenIds) else \
+            np.asarray([len(x) for x in self.train_ids], dtype=np.int64)
 
     @property
     def num_labelled(self) -> int:
@@ -190,7 +193,8 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
     ctx.cb.on_stage("tokenizing")
     return Reviews(train=train_split, validation=val_split, tokenizer=tokenizer, tokenizer_json=tokenizer_json,
                  train_ids=run_data.ids(tokenizer, train_split.texts, config.data),
-                 val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else [],
+                 val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else
+                 TokenIds.from_rows([]),
                  train_labels=train_targets(train_split), augmented=augmented)
 
 
