@@ -17,6 +17,7 @@ import torch
 from ..checkpoint import (read_checkpoint_config, read_evals, read_exports, read_metrics, read_temperature,
                           weights_digest)
 from ..model.classifier import SentimentClassifier
+from ..model.skeleton import no_init
 from ..ngram.report import fitted_form, model_phrase
 
 CURVES_FILE = "curves.png"
@@ -52,7 +53,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     config, vocab_size, labels = read_checkpoint_config(directory)
     metrics = read_metrics(directory)
-    with torch.device("meta"):  # shapes only: counts parameters without allocating or reading weights
+    with torch.device("meta"), no_init():  # shapes only: no allocation, no weights read, no torch._dynamo
         model = SentimentClassifier.from_config(config, vocab_size, len(labels))
     data = metrics.get("data") or {}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
