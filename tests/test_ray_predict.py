@@ -94,8 +94,8 @@ def test_ray_gives_the_single_process_scores(ray_cluster, trained_checkpoint, tm
 
 @pytest.mark.slow
 def test_ray_multi_label_from_csv_replaces_with_force(ray_cluster, multilabel_checkpoint, tmp_path):
-    """CSV input (every column read as text, as ``predict --data`` reads it), a multi-label checkpoint, and
-    ``force`` over an old output folder."""
+    """CSV input (every column read as text, as ``predict --data`` reads it), a multi-label checkpoint with
+    explanations, and ``force`` over an old output folder."""
     from sentiment_cli.data.batches import open_split
     from sentiment_cli.inference.predictor import Predictor
 
@@ -107,14 +107,15 @@ def test_ray_multi_label_from_csv_replaces_with_force(ray_cluster, multilabel_ch
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "old.parquet").write_bytes(b"stale")
     predict_with_ray(multilabel_checkpoint, data, tmp_path / "out", workers=2, batch_size=50, force=True,
-                     progress=False)
+                     explain=True, progress=False)
 
     # the single-process path reads each file as train / predict --data read it
     table = pa.concat_tables(next(open_split(str(f)).batches(10_000)) for f in sorted(data.iterdir()))
-    want = score_table(Predictor(multilabel_checkpoint), table, "text")
+    want = score_table(Predictor(multilabel_checkpoint), table, "text", explain=True)
     got = pq.read_table(tmp_path / "out")
     assert "old.parquet" not in {p.name for p in (tmp_path / "out").iterdir()}
     assert "predicted_labels" in got.column_names   # the input's "labels" column kept as it was
+    assert got.column_names[-1] == "top_tokens"      # each predicted label's tokens, compared below
     same_scores(got, want)
 
 
@@ -164,6 +165,27 @@ def test_input_files_and_output_folder_checks(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no data files"):
         find_input(tmp_path / "empty")
+
+
+def test_a_split_is_chosen_by_file_name_as_predict_data_does(tmp_path):
+    hub = DATA / "imdb_small"   # plain_text/train-00000-of-00001.parquet, plain_text/test-...
+    with pytest.raises(UsageError, match="has the splits test, train; choose one with --split NAME"):
+        find_input(hub)
+    assert [Path(p).name for p in find_input(hub, "test").paths] == ["test-00000-of-00001.parquet"]
+    with pytest.raises(DataError, match="no split 'dev'; it has test, train"):
+        find_input(hub, "dev")
+    folder = write_parts(imdb_rows().slice(0, 10), tmp_path / "in")
+    (folder / "part-0.parquet").rename(folder / "dev.parquet")
+    assert [Path(p).name for p in find_input(folder).paths] == ["dev.parquet", "part-1.parquet"]
+    assert [Path(p).name for p in find_input(folder, "validation").paths] == ["dev.parquet"]
+
+
+def test_blocks_spread_the_rows_over_the_workers(tmp_path):
+    data = find_input(write_parts(imdb_rows(), tmp_path / "in"))                  # 300 rows
+    assert ray_predict.block_rows(data, 2, 16) == 32                             # 300 / 16 blocks -> 2 batches
+    assert ray_predict.block_rows(data, 1, 1024) == 1024                         # at least one batch
+    assert ray_predict.block_rows(data, 1, 4) == 40                              # 300 / 8 blocks -> 10 batches
+    assert ray_predict.block_rows(data, 1, 1) == 16                              # at most 16 batches
 
 
 def test_worker_plan_leaves_a_cpu_for_reads_and_writes():
