@@ -335,6 +335,7 @@ def _load_model(state: State) -> None:
         # collection no longer walks them (it did, in a pause that stalled every request in flight: the p99)
         gc.collect()
         gc.freeze()
+        state.batcher.workers = loaded.workers   # before any batch: requests are refused until `loaded` is set
         state.loaded = loaded
         log.info("model loaded; ready")
     except BaseException as exc:   # noqa: BLE001  (reported through on_fatal; the thread must not die silently)

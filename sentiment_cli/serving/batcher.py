@@ -3,11 +3,17 @@
 A model scores 32 reviews in one forward pass in little more time than one
 review (the per-call overhead dominates for short inputs), so a server that
 runs each request on its own wastes most of its CPU under concurrent load.
-:class:`MicroBatcher` queues requests; one worker takes the oldest, waits at
-most ``max_wait_ms`` for more to arrive (or none, when enough are queued),
-and runs the merged batch of at most ``max_batch_size`` reviews in a single
-worker thread, so the event loop keeps answering (``/health``, new requests)
-while a batch runs. Each request gets back exactly its own results, in order.
+:class:`MicroBatcher` queues requests; whenever one of its ``workers`` threads is free, it takes the
+oldest, waits at most ``max_wait_ms`` for more to arrive (or none, when enough
+are queued), and runs the merged batch of at most ``max_batch_size`` reviews in
+that thread, so the event loop keeps answering (``/health``, new requests)
+while batches run. Each request gets back exactly its own results, in order.
+
+With several workers, several batches run at once, one per thread: a small
+model's forward pass spends most of its time in torch or ONNX Runtime kernels,
+which release the GIL, so on a CPU two single-threaded batches side by side
+keep two cores busy, where one batch split over two intra-op threads keeps them
+waiting on each other (and on the event loop) at every operation.
 
 A review's result does not depend on what shares its batch: the model's
 padding mask and masked max-pool make each review's logits independent of
@@ -19,6 +25,7 @@ Imports neither torch nor a web framework: the scoring function is given.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from contextlib import suppress
@@ -54,6 +61,8 @@ class MicroBatcher:
         max_wait_ms: longest a request waits for others to join its batch, in milliseconds.
         max_queue: most reviews waiting; :meth:`submit` raises :class:`Overloaded` beyond it.
         on_batch: called on the event loop with ``(reviews, seconds)`` after each batch.
+        workers: most batches scored at once, each in its own thread (``score`` must then be safe to call
+            from several threads); :attr:`workers` may be changed later, e.g. once the model is loaded.
 
     Raises:
         ValueError: a limit is out of range.
@@ -61,23 +70,43 @@ class MicroBatcher:
 
     def __init__(self, score: Callable[[list[str], Any], list], *, max_batch_size: int = 64,
                  max_wait_ms: float = 5.0, max_queue: int = 2048,
-                 on_batch: Callable[[int, float], None] | None = None):
-        if max_batch_size < 1 or max_wait_ms < 0 or max_queue < 1:
-            raise ValueError("max_batch_size and max_queue must be >= 1 and max_wait_ms >= 0")
+                 on_batch: Callable[[int, float], None] | None = None, workers: int = 1):
+        if max_batch_size < 1 or max_wait_ms < 0 or max_queue < 1 or workers < 1:
+            raise ValueError("max_batch_size, max_queue and workers must be >= 1 and max_wait_ms >= 0")
         self.score = score
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max_queue
         self.on_batch = on_batch
+        self._executor: ThreadPoolExecutor | None = None
+        self.workers = workers
         self._pending: deque[_Job] = deque()
         self._queued = 0                       # reviews in _pending
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
-        self._batch: list[_Job] = []           # the jobs of the batch being scored
-        self._busy = False                     # the worker thread is scoring (set in that thread)
-        # one thread: batches run one after another, and torch's own threads parallelise each one
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="model")
+        self._batches: dict[asyncio.Task, list[_Job]] = {}   # the batches being scored, by their task
+        self._scoring: set[int] = set()        # threads inside score (changed in those threads)
+
+    @property
+    def workers(self) -> int:
+        """Most batches scored at once, each in its own thread."""
+        return self._workers
+
+    @workers.setter
+    def workers(self, n: int) -> None:
+        """Score up to ``n`` batches at once from now on (batches already running finish in their threads).
+
+        Raises:
+            ValueError: ``n`` is less than 1.
+        """
+        if n < 1:
+            raise ValueError(f"workers must be >= 1, got {n}")
+        old, self._workers = self._executor, n
+        # threads start as batches need them; _run never has more than n batches out at once
+        self._executor = ThreadPoolExecutor(n, thread_name_prefix="model")
+        if old is not None:
+            old.shutdown(wait=False)
 
     @property
     def queued(self) -> int:
@@ -86,8 +115,8 @@ class MicroBatcher:
 
     @property
     def busy(self) -> bool:
-        """The worker thread is scoring a batch (perhaps one :meth:`close` abandoned)."""
-        return self._busy
+        """A worker thread is scoring a batch (perhaps one :meth:`close` abandoned)."""
+        return bool(self._scoring)
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
@@ -128,54 +157,68 @@ class MicroBatcher:
         self._closing = True
         if self._task is not None:
             self._wake.set()
-            while not self._task.done() and any(not job.future.done() for job in (*self._pending, *self._batch)):
+            while not self._task.done() and any(not job.future.done() for job in self._waited_for()):
                 await asyncio.wait({self._task}, timeout=0.05)
-            self._task.cancel()
+            for task in (self._task, *self._batches):
+                task.cancel()
             with suppress(asyncio.CancelledError):
                 await self._task
         self._executor.shutdown(wait=False, cancel_futures=True)
 
+    def _waited_for(self) -> list[_Job]:
+        """The queued jobs and those of the batches being scored."""
+        return [*self._pending, *(job for batch in self._batches.values() for job in batch)]
+
     async def _run(self) -> None:
+        """Form batches while there is work and a free worker; each runs in its own task (:meth:`_dispatch`)."""
         loop = asyncio.get_running_loop()
         while True:
-            if not self._pending:
-                if self._closing:
+            if not self._pending or len(self._batches) >= self.workers:
+                if self._closing and not self._pending:
+                    if self._batches:
+                        await asyncio.wait(set(self._batches))
                     return
                 self._wake.clear()
-                await self._wake.wait()
+                await self._wake.wait()   # set by submit, close and every finished batch
                 continue
             await self._fill(self._pending[0].arrived + self.max_wait)
             batch = self._take()
-            if not batch:
-                continue
-            texts = [t for job in batch for t in job.texts]
-            start = time.perf_counter()
-            self._batch = batch
-            try:
-                results = await loop.run_in_executor(self._executor, self._score, texts, batch[0].kind)
-            except Exception as exc:   # a fault in the model fails this batch, not the server
-                for job in batch:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
-                continue
-            finally:
-                self._batch = []
-            if self.on_batch is not None:
-                self.on_batch(len(texts), time.perf_counter() - start)
-            lo = 0
+            if batch:
+                task = loop.create_task(self._dispatch(batch))
+                self._batches[task] = batch
+
+    async def _dispatch(self, batch: list[_Job]) -> None:
+        """Score one batch in a worker thread; give each job its results, or the batch's exception."""
+        texts = [t for job in batch for t in job.texts]
+        start = time.perf_counter()
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._score, texts,
+                                                                       batch[0].kind)
+        except Exception as exc:   # a fault in the model fails this batch, not the server
             for job in batch:
-                hi = lo + len(job.texts)
                 if not job.future.done():
-                    job.future.set_result(results[lo:hi])
-                lo = hi
+                    job.future.set_exception(exc)
+            return
+        finally:
+            self._batches.pop(asyncio.current_task(), None)
+            self._wake.set()
+        if self.on_batch is not None:
+            self.on_batch(len(texts), time.perf_counter() - start)
+        lo = 0
+        for job in batch:
+            hi = lo + len(job.texts)
+            if not job.future.done():
+                job.future.set_result(results[lo:hi])
+            lo = hi
 
     def _score(self, texts: list[str], kind: Any) -> list:
-        """``score`` in the worker thread, with :attr:`busy` set while it runs."""
-        self._busy = True
+        """``score`` in a worker thread, counted in :attr:`busy` while it runs."""
+        me = threading.get_ident()
+        self._scoring.add(me)
         try:
             return self.score(texts, kind)
         finally:
-            self._busy = False
+            self._scoring.discard(me)
 
     async def _fill(self, deadline: float) -> None:
         """Wait until ``max_batch_size`` reviews are queued, the deadline passes, or shutdown."""

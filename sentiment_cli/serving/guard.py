@@ -143,11 +143,11 @@ class BodyGuard:
         deadline = loop.time() + self.read_timeout
         chunks, size = [], 0
         while True:
-            remaining = deadline - loop.time()
             try:
-                if remaining <= 0:
+                if deadline <= loop.time():
                     raise TimeoutError
-                message = await asyncio.wait_for(receive(), remaining)
+                async with asyncio.timeout_at(deadline):   # no task per message, as wait_for would make
+                    message = await receive()
             except TimeoutError:
                 return None, (408, f"request body not received within {self.read_timeout:g} s")
             if message["type"] == "http.disconnect":

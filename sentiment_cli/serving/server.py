@@ -76,7 +76,7 @@ def serve_checkpoint(checkpoint: Path, settings: ServeSettings, *, host: str = "
         host, port: where to listen (port 0: any free port).
         onnx: run the exported model on ONNX Runtime (no torch in the process) instead of PyTorch.
         device: where to run the PyTorch model (``cpu``, ``cuda``, ``auto``).
-        threads: CPU threads for the model; None: one per core but one, left to the event loop.
+        threads: CPU threads for the model, each scoring its own batch; None: one per core.
         api_key_env: the environment variable holding the API key; None: no key.
         graceful_timeout: on a signal, seconds to finish the requests in flight.
         access_log: log one line per request.
@@ -120,18 +120,21 @@ def require_serve_extra() -> None:
 def model_loader(checkpoint: Path, *, onnx: bool, device: str, threads: int | None) -> Callable[[], Loaded]:
     """Check the checkpoint now (fast, no torch); return the function that loads it, in the server's loading thread.
 
+    On a CPU the model gets ``threads`` worker threads, each scoring its own batch on one core
+    (:attr:`Loaded.workers`, one intra-op thread each); on a GPU one worker, batches one after another.
+
     Args:
         checkpoint: the checkpoint folder (with ``onnx``: the folder or its ``.onnx`` file).
         onnx: load the exported model on ONNX Runtime (torch is never imported) instead of PyTorch.
         device: where to run the PyTorch model.
-        threads: CPU threads for the model; None: one per core but one, left to the event loop.
+        threads: CPU threads for the model; None: one per core.
 
     Raises:
         CheckpointError: no trained model (PyTorch) or no exported model (ONNX) at ``checkpoint``.
     """
-    # the event loop (HTTP, JSON, batching) needs a core of its own: a model thread on every core starves it
-    # (measured on 2 cores: 5-8x fewer requests/s with 2 model threads than with 1, docs/serving.md)
-    threads = threads or max(1, (os.cpu_count() or 1) - 1)
+    # one batch per thread: a batch split over intra-op threads makes them wait for each other (and spin) at
+    # every operation, and for the event loop whenever it takes one of their cores (docs/serving.md)
+    threads = threads or os.cpu_count() or 1
     if onnx:
         from ..inference.onnx_backend import onnx_path
 
@@ -143,16 +146,17 @@ def model_loader(checkpoint: Path, *, onnx: bool, device: str, threads: int | No
         from ..inference.predictor import Predictor
 
         if onnx:
-            predictor = Predictor(checkpoint, onnx=True, threads=threads)
-        else:
-            import torch
+            predictor = Predictor(checkpoint, onnx=True, threads=1)
+            return Loaded(predictor, predictor.card, workers=threads)
+        import torch
 
-            from ..runtime import resolve_device
+        from ..runtime import resolve_device
 
-            if threads:
-                torch.set_num_threads(threads)
-            predictor = Predictor(checkpoint, resolve_device(device))
-        return Loaded(predictor, predictor.card)
+        resolved = resolve_device(device)
+        workers = threads if resolved.type == "cpu" else 1
+        torch.set_num_threads(1 if workers > 1 else threads)
+        predictor = Predictor(checkpoint, resolved)
+        return Loaded(predictor, predictor.card, workers=workers)
     return load
 
 

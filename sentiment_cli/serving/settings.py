@@ -48,7 +48,10 @@ class Loaded:
         predictor: anything with ``labels``, ``predict(texts)`` and ``explain(texts)``, whose results
             have ``to_dict()`` (a ``sentiment predict --json`` object).
         card: the model card, answered as is by ``GET /v1/info``.
+        workers: most batches the predictor scores at once, each in its own thread (it must then be safe to
+            call from several threads).
     """
 
     predictor: Any
     card: dict[str, Any]
+    workers: int = 1
