@@ -79,7 +79,7 @@ def test_ray_gives_the_single_process_scores(ray_cluster, trained_checkpoint, tm
 
     table = imdb_rows()
     data = write_parts(table, tmp_path / "in")
-    stats = predict_with_ray(trained_checkpoint, data, tmp_path / "out", workers=2, batch_size=64, progress=False)
+    stats = predict_with_ray(trained_checkpoint, data, tmp_path / "out", workers=2, batch_rows=64, progress=False)
 
     want = score_table(Predictor(trained_checkpoint), table, "review")
     got = pq.read_table(tmp_path / "out")
@@ -106,7 +106,7 @@ def test_ray_multi_label_from_csv_replaces_with_force(ray_cluster, multilabel_ch
     data = write_parts(rows, tmp_path / "in", ".csv")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "old.parquet").write_bytes(b"stale")
-    predict_with_ray(multilabel_checkpoint, data, tmp_path / "out", workers=2, batch_size=50, force=True,
+    predict_with_ray(multilabel_checkpoint, data, tmp_path / "out", workers=2, batch_rows=50, force=True,
                      explain=True, progress=False)
 
     # the single-process path reads each file as train / predict --data read it

@@ -38,9 +38,9 @@ RAY_MISSING = "--ray needs Ray: pip install 'sentiment-cli[ray]'"
 
 
 def predict_with_ray(checkpoint: str | Path, data: str | Path, output: str | Path, *, split: str | None = None,
-                     text_column: str = "", explain: bool = False, address: str | None = None, workers: int | None = None,
-                     batch_size: int | None = None, onnx: bool = False, force: bool = False,
-                     progress: bool = True) -> dict[str, Any]:
+                     text_column: str = "", explain: bool = False, address: str | None = None,
+                     workers: int | None = None, batch_rows: int | None = None, batch_size: int | None = None,
+                     onnx: bool = False, force: bool = False, progress: bool = True) -> dict[str, Any]:
     """Score every row of ``data`` on Ray and write them, with the prediction's columns, to the folder ``output``.
 
     Args:
@@ -57,7 +57,8 @@ def predict_with_ray(checkpoint: str | Path, data: str | Path, output: str | Pat
             ``ray start`` on this machine, else a new local one with every core), ``"auto"``, ``"ray://head:10001"``.
             Ignored when Ray is already initialised in this process (it is then left running).
         workers: scoring workers (one core each); default: one per CPU of the cluster.
-        batch_size: rows per batch a worker scores; default 1,024 (256 with ``explain``), as ``predict --data``.
+        batch_rows: rows per batch a worker scores; default 1,024 (256 with ``explain``), as ``predict --data``.
+        batch_size: texts per forward pass (``--batch-size``); default: the checkpoint's ``eval_batch_size``.
         onnx: run the exported model on ONNX Runtime in each worker.
         force: replace an existing, non-empty ``output`` folder.
         progress: show Ray Data's progress bars (rows/s) on stderr.
@@ -68,9 +69,9 @@ def predict_with_ray(checkpoint: str | Path, data: str | Path, output: str | Pat
         start-up not).
 
     Raises:
-        UsageError: Ray is not installed; a bad ``workers`` / ``batch_size`` / ``text_column``; ``output`` is a
-            file, overlaps ``data``, or is a non-empty folder without ``force``; mixed or unsupported files;
-            files of several splits and no ``split``; no cluster at ``address``.
+        UsageError: Ray is not installed; a bad ``workers``, ``batch_rows``, ``batch_size`` or ``text_column``;
+            ``output`` is a file, overlaps ``data``, or is a non-empty folder without ``force``; mixed or
+            unsupported files; files of several splits and no ``split``; no cluster at ``address``.
         DataError: no data files (of ``split``); no text column (or several); a missing or blank text (naming
             its batch).
         CheckpointError: the checkpoint cannot be loaded, or gives non-finite logits.
@@ -78,17 +79,19 @@ def predict_with_ray(checkpoint: str | Path, data: str | Path, output: str | Pat
     ray = import_ray()
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
-    if batch_size is not None and batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {batch_size}")
+    for name, value in (("batch_rows", batch_rows), ("--batch-size", batch_size)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} must be at least 1, got {value}")
     source = find_input(data, split)
     target = OutputFolder.check(output, force=force, data=source)
     _check_checkpoint(checkpoint, onnx)
     started = _connect(ray, address)
     try:
         with _data_context(ray, progress):
-            return _run(ray, source, target, checkpoint=checkpoint, text_column=text_column, explain=explain,
-                        workers=workers, batch_size=batch_size or (EXPLAIN_BATCH_ROWS if explain else BATCH_ROWS),
-                        onnx=onnx)
+            rows = batch_rows or (EXPLAIN_BATCH_ROWS if explain else BATCH_ROWS)
+            settings = {"checkpoint": str(Path(checkpoint).expanduser().resolve()), "explain": explain,
+                        "onnx": onnx, "batch_size": batch_size, "where": f"--data {source.shown}"}
+            return _run(ray, source, target, settings, text_column=text_column, workers=workers, batch_rows=rows)
     finally:
         if started:
             ray.shutdown()
@@ -408,17 +411,19 @@ class _Scorer:
         column: the text column.
         explain: add ``top_tokens``.
         onnx: run the exported model on ONNX Runtime.
+        batch_size: texts per forward pass (``None``: the checkpoint's).
         where: the input's name, for messages.
     """
 
-    def __init__(self, checkpoint: str, column: str, explain: bool, onnx: bool, where: str) -> None:
+    def __init__(self, checkpoint: str, column: str, explain: bool, onnx: bool, batch_size: int | None,
+                 where: str) -> None:
         from .predictor import Predictor
 
         if not onnx:
             import torch
 
             torch.set_num_threads(1)   # one worker, one core
-        self.predictor = Predictor(checkpoint, "cpu", onnx=onnx, threads=1 if onnx else None)
+        self.predictor = Predictor(checkpoint, "cpu", batch_size, onnx=onnx, threads=1 if onnx else None)
         self.column, self.explain, self.where = column, explain, where
 
     def __call__(self, batch):
@@ -427,20 +432,19 @@ class _Scorer:
         return score_table(self.predictor, batch, self.column, explain=self.explain, where=where)
 
 
-def _run(ray, source: Input, target: OutputFolder, *, checkpoint, text_column: str, explain: bool,
-         workers: int | None, batch_size: int, onnx: bool) -> dict[str, Any]:
-    """Read -> score -> write, timed; the stats :func:`predict_with_ray` returns."""
+def _run(ray, source: Input, target: OutputFolder, settings: dict[str, Any], *, text_column: str,
+         workers: int | None, batch_rows: int) -> dict[str, Any]:
+    """Read -> score -> write, timed; the stats :func:`predict_with_ray` returns. ``settings``: the
+    :class:`_Scorer`'s arguments but the column."""
     ds = read_input(ray, source)
-    column = text_column_of(ds.schema(), text_column, source.shown)
+    settings = {**settings, "column": text_column_of(ds.schema(), text_column, source.shown)}
     n, cpus = worker_plan(ray, workers)
-    settings = {"checkpoint": str(Path(checkpoint).expanduser().resolve()), "column": column, "explain": explain,
-                "onnx": onnx, "where": f"--data {source.shown}"}
     staged = target.staging()
     start = time.perf_counter()
     try:
-        blocks = _split(ds, block_rows(source, n, batch_size))
+        blocks = _split(ds, block_rows(source, n, batch_rows))
         scored = blocks.map_batches(_Scorer, fn_constructor_kwargs=settings, batch_format="pyarrow",
-                                batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=n), num_cpus=cpus)
+                                    batch_size=batch_rows, compute=ray.data.ActorPoolStrategy(size=n), num_cpus=cpus)
         scored.write_parquet(staged, filesystem=target.filesystem)
     except Exception as exc:
         target.discard(staged)
@@ -460,8 +464,8 @@ MAX_BATCHES_PER_BLOCK = 16   # each block is a task, a transfer and an output fi
 COUNTED_FILES = 256        # Parquet footers read to count the rows, at most
 
 
-def block_rows(source: Input, workers: int, batch_size: int) -> int:
-    """Rows per block (a multiple of ``batch_size``): about :data:`BLOCKS_PER_WORKER` blocks per worker where the
+def block_rows(source: Input, workers: int, batch_rows: int) -> int:
+    """Rows per block (a multiple of ``batch_rows``): about :data:`BLOCKS_PER_WORKER` blocks per worker where the
     rows can be counted cheaply (at most :data:`COUNTED_FILES` Parquet files), between one batch and
     :data:`MAX_BATCHES_PER_BLOCK` batches; else the most.
 
@@ -469,7 +473,7 @@ def block_rows(source: Input, workers: int, batch_size: int) -> int:
     workers); large blocks cost less each (200,000 short sentences ran 1.35x faster on one worker in blocks
     of 8,192 rows than of 1,024).
     """
-    most = MAX_BATCHES_PER_BLOCK * batch_size
+    most = MAX_BATCHES_PER_BLOCK * batch_rows
     if FILE_TYPES[source.suffix][0] != "parquet" or len(source.paths) > COUNTED_FILES:
         return most
     import pyarrow.parquet as pq
@@ -478,8 +482,8 @@ def block_rows(source: Input, workers: int, batch_size: int) -> int:
     for path in source.paths:
         with source.filesystem.open_input_file(path) as fh:
             rows += pq.ParquetFile(fh).metadata.num_rows
-    batches = -(-rows // (workers * BLOCKS_PER_WORKER * batch_size))   # ceil
-    return min(most, max(1, batches) * batch_size)
+    batches = -(-rows // (workers * BLOCKS_PER_WORKER * batch_rows))   # ceil
+    return min(most, max(1, batches) * batch_rows)
 
 
 def _split(ds, rows: int):
