@@ -68,7 +68,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(checkpoint: Path, onnx: bool, threads: int | None, timeout: float = 180) -> tuple[subprocess.Popen, str]:
+def start_server(checkpoint: Path, onnx: bool, threads: int | None,
+                 timeout: float = 180) -> tuple[subprocess.Popen, str]:
     """``sentiment serve --port 0`` on loopback; returns the process and its URL once ``/ready`` says 200."""
     import httpx
 

@@ -30,8 +30,8 @@ def serve(
     onnx: Annotated[bool, typer.Option("--onnx", help="Run the model exported by `sentiment export` on ONNX Runtime "
                                                       "(no torch in the process).")] = False,
     device: Annotated[Device, typer.Option(help="Where to run the PyTorch model.")] = Device.cpu,
-    threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for the model (default: one per core "
-                                                              "but one, which the event loop keeps).")] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for the model, each scoring its own "
+                                                              "batch (default: one per core).")] = None,
     max_batch_size: Annotated[int, typer.Option(min=1, help="Most reviews merged into one model batch.")] = 64,
     max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 2.0,
     max_texts: Annotated[int, typer.Option(min=1, help="Most reviews in one request (more: 413).")] = 128,
