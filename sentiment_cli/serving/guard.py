@@ -11,7 +11,9 @@ Each request is counted by route and status, and timed, in :class:`~sentiment_cl
 the route the app matched, or for an answer given before routing (413, 408) the one ``route_of`` names.
 The guard's own answers go through ``wrap_errors`` (e.g. the app's CORS middleware), so a browser can read them.
 
-Requests named in ``shortcuts`` (method and path) go to their own bare ASGI handler instead of the app.
+Requests named in ``shortcuts`` (method and path) go to their own bare ASGI handler instead of the app. A guard
+made with ``front=True`` guards only those, and hands every other request to the app untouched: put in front of
+an app that has its own guard among its middleware, it serves the shortcuts without the app's middleware stack.
 
 No web framework: it wraps any ASGI app.
 """
@@ -56,11 +58,12 @@ class BodyGuard:
             one message) instead of ``app``, e.g. a hot route kept clear of a framework's per-request cost.
         wrap_errors: ``wrap_errors(asgi_app)``, the ASGI app the guard's own answers (413, 408, 400, 500, 503) are
             sent through, e.g. ``functools.partial(CORSMiddleware, allow_origins=...)``; None: sent as they are.
+        front: guard only the ``shortcuts``; any other request goes to ``app`` as it came (which must guard it).
     """
 
     def __init__(self, app, *, max_body_bytes: int, read_timeout: float, metrics: Metrics,
                  route_of: Callable[[dict], str | None] | None = None, shortcuts: dict | None = None,
-                 wrap_errors: Callable | None = None):
+                 wrap_errors: Callable | None = None, front: bool = False):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.read_timeout = read_timeout
@@ -68,10 +71,12 @@ class BodyGuard:
         self.route_of = route_of
         self.shortcuts = shortcuts or {}
         self.wrap_errors = wrap_errors
+        self.front = front
 
     async def __call__(self, scope, receive, send):
-        """Serve one ASGI connection; anything but HTTP goes straight to the app."""
-        if scope["type"] != "http":
+        """Serve one ASGI connection; anything but HTTP (and in front, anything but a shortcut) goes straight to
+        the app."""
+        if scope["type"] != "http" or self.front and (scope["method"], scope["path"]) not in self.shortcuts:
             return await self.app(scope, receive, send)
         rid = new_request_id()
         scope.setdefault("state", {})["request_id"] = rid

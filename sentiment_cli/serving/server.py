@@ -222,7 +222,7 @@ class EarlySignals:
 
 def uvicorn_config(app: FastAPI, *, graceful_timeout: float | None = 30.0, access_log: bool = True,
                    log_level: str = "info"):
-    """The ``uvicorn.Config`` the server runs ``app`` with.
+    """The ``uvicorn.Config`` the server runs ``app`` with (``app.state.asgi``: the app behind its shortcuts).
 
     Its HTTP protocol has a deadline on request headers (``app.state.settings.read_timeout``, the body's own
     deadline) and a size limit (``max_header_bytes``, 431), and answers uvicorn's own 400s as ``{"error": ...}``
@@ -233,7 +233,7 @@ def uvicorn_config(app: FastAPI, *, graceful_timeout: float | None = 30.0, acces
     from .protocol import http_protocol
 
     settings = app.state.settings
-    return uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on",
+    return uvicorn.Config(getattr(app.state, "asgi", app), log_level=log_level, access_log=access_log, lifespan="on",
                           timeout_graceful_shutdown=graceful_timeout, server_header=False, timeout_keep_alive=5,
                           http=http_protocol(settings.read_timeout, max_header_bytes=settings.max_header_bytes),
                           h11_max_incomplete_event_size=settings.max_header_bytes)
