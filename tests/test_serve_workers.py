@@ -1,5 +1,6 @@
 """`sentiment serve` with several model workers: batches scored side by side, each request still gets exactly its
-own results, no more batches at once than workers, shutdown waits for all of them; the loader's choice."""
+own results, no more batches at once than workers, shutdown waits for all of them; the loader's choice; predict
+served by the guard in front of FastAPI, with the same answers, counted once."""
 
 from __future__ import annotations
 
@@ -176,3 +177,33 @@ def test_the_loader_gives_a_cpu_model_one_worker_per_thread_each_single_threaded
         assert model_loader(trained_checkpoint, onnx=False, device="cpu", threads=1)().workers == 1
     finally:
         torch.set_num_threads(before)
+
+
+# ----------------------------------------------------------------------------- the guard in front of FastAPI
+
+def test_predict_is_served_in_front_of_fastapi_and_counted_once():
+    from sentiment_cli.serving.guard import BodyGuard
+
+    from .serving import metric
+
+    app = create_app(lambda: Loaded(FakePredictor(), {"name": "fake"}), ServeSettings(max_body_bytes=1000))
+    assert isinstance(app.state.asgi, BodyGuard) and app.state.asgi.front
+    with ServerThread(app) as s:
+        s.wait_ready()
+        answers = [httpx.post(s.url + "/v1/predict", json={"texts": [f"r{i}"]}) for i in range(3)]
+        too_big = httpx.post(s.url + "/v1/predict", json={"texts": ["x" * 2000]})
+        bad = httpx.post(s.url + "/v1/predict", content=b"{not json")
+        info = httpx.get(s.url + "/v1/info")
+        text = httpx.get(s.url + "/metrics").text
+    assert [a.status_code for a in answers] == [200] * 3 and all(a.headers["x-request-id"] for a in answers)
+    assert too_big.status_code == 413 and "over the limit" in too_big.json()["error"]
+    assert bad.status_code == 422 and bad.json()["error"]
+    assert info.status_code == 200 and info.json()["name"] == "fake" and info.headers["x-request-id"]
+    assert metric(text, "sentiment_requests_total", route="/v1/predict", status="200") == 3
+    assert metric(text, "sentiment_requests_total", route="/v1/predict", status="413") == 1
+    assert metric(text, "sentiment_requests_total", route="/v1/info", status="200") == 1
+
+
+def test_with_cors_the_app_serves_predict_itself():
+    app = create_app(lambda: Loaded(FakePredictor(), {}), ServeSettings(cors_origins=["https://app.example.com"]))
+    assert app.state.asgi is app
