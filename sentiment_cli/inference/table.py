@@ -99,8 +99,6 @@ def score_table(predictor: "Predictor", table: "pa.Table", column: str, *, expla
         DataError: a text is missing or blank (:func:`check_batch_texts`).
         CheckpointError: the model gives non-finite logits.
     """
-    import pyarrow as pa
-
     texts = check_batch_texts(table, column, where, first)
     labels = list(predictor.labels)
     names = output_names(table.column_names, added_columns(labels, predictor.multi_label, explain))
