@@ -20,7 +20,10 @@ Each repeat runs, one after another on the same input:
   100-row input, about the fixed cost of a run.
 
 Ray's workers run at niceness 0 here (``RAY_worker_niceness``; Ray's default is 15), as the baseline does.
-rows/s is the median of ``--repeats``. The goal of issue 43: Ray with 2 workers >= 1.6x one worker's rows/s on
+rows/s is the median of ``--repeats``. ``CPU s`` is the CPU time the run used: the baseline's scoring, or the
+driver's and every Ray process's (workers, reads, writes, Ray's own services) from ``/proc``; what a busy
+machine cannot distort as it does the wall time (2 workers on a quiet 2-core machine take at least half their
+CPU seconds). The goal of issue 43: Ray with 2 workers >= 1.6x one worker's rows/s on
 this 2-core machine. A shared machine distorts every figure: compare the ratios within one run, and read the
 load average printed with the table.
 """
@@ -43,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 DEFAULT_CHECKPOINT = Path("/work/runs/imdb-41")
 
-# The in-process baseline, in a fresh one-thread process: argv = checkpoint, the input folder; prints seconds.
+# The in-process baseline, in a fresh one-thread process: argv = checkpoint, the input folder; prints wall and
+# CPU seconds.
 BASELINE = """
 import sys, time
 import pyarrow.parquet as pq
@@ -53,10 +57,10 @@ from sentiment_cli.inference.predictor import Predictor
 texts = pq.read_table(sys.argv[2], columns=["text"]).column("text").to_pylist()
 p = Predictor(sys.argv[1])
 p.predict_proba(texts[:64])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 for i in range(0, len(texts), 1024):
     p.predict_proba(texts[i:i + 1024])
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 
@@ -89,8 +93,57 @@ def build_input(work: Path, kind: str, rows: int, files: int) -> Path:
     return folder
 
 
-def baseline_seconds(checkpoint: str, data: Path) -> float:
-    """Seconds of one core's in-process scoring of ``data`` (model load excluded).
+def _tree_ticks() -> dict[int, int]:
+    """CPU ticks (user + system) of each process below this one (Ray's GCS, raylet and workers), and of this
+    process itself, from ``/proc`` (Linux)."""
+    kids: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:   # exited meanwhile
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(name))
+        ticks[int(name)] = int(fields[11]) + int(fields[12])
+    found, todo = {}, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        found[pid] = ticks.get(pid, 0)
+        todo += kids.get(pid, [])
+    return found
+
+
+class CpuMeter:
+    """CPU seconds of this process and the processes below it while the ``with`` block runs. Sampled every
+    0.2 s, since a Ray worker that exits is reaped without its time reaching its parent: the CPU a process used
+    after its last sample is missed (at most 0.2 s each)."""
+
+    def __enter__(self) -> "CpuMeter":
+        import threading
+
+        self.first = _tree_ticks()
+        self.last = dict(self.first)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.2):
+            self.last.update(_tree_ticks())
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        self.last.update(_tree_ticks())
+        tick = os.sysconf("SC_CLK_TCK")
+        self.seconds = sum(t - self.first.get(pid, 0) for pid, t in self.last.items()) / tick
+
+
+def baseline_seconds(checkpoint: str, data: Path) -> tuple[float, float]:
+    """``(wall, CPU)`` seconds of one core's in-process scoring of ``data`` (model load excluded).
 
     Raises:
         RuntimeError: the process failed.
@@ -100,32 +153,37 @@ def baseline_seconds(checkpoint: str, data: Path) -> float:
                           env=env, timeout=3600)
     if proc.returncode:
         raise RuntimeError(f"the in-process baseline failed: {proc.stderr[-2000:]}")
-    return float(proc.stdout.strip().splitlines()[-1])
+    wall, cpu = proc.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
-def ray_seconds(checkpoint: str, data: Path, out: Path, workers: int) -> float:
-    """Seconds of one ``predict_with_ray`` run with ``workers`` workers (read to last file written)."""
+def ray_seconds(checkpoint: str, data: Path, out: Path, workers: int) -> tuple[float, float]:
+    """``(wall, CPU)`` seconds of one ``predict_with_ray`` run with ``workers`` workers (read to last file
+    written; CPU: the driver's and every Ray process's, :class:`CpuMeter`)."""
     from sentiment_cli.inference.ray_predict import predict_with_ray
 
-    stats = predict_with_ray(checkpoint, data, out, workers=workers, force=True, progress=False)
-    return stats["seconds"]
+    with CpuMeter() as cpu:
+        stats = predict_with_ray(checkpoint, data, out, workers=workers, force=True, progress=False)
+    return stats["seconds"], cpu.seconds
 
 
 def measure(checkpoint: str, data: Path, tiny: Path, work: Path, rows: int, repeats: int) -> list[dict]:
     """One row per way of scoring: its rows/s (median of ``repeats``), start-up seconds and ratio to 1 worker."""
-    times: dict[str, list[float]] = {"in-process, 1 thread": [], "Ray, 1 worker": [], "Ray, 2 workers": []}
-    startup = {k: ray_seconds(checkpoint, tiny, work / "out-tiny", k) for k in (1, 2)}
+    times: dict[str, list[tuple[float, float]]] = {"in-process, 1 thread": [], "Ray, 1 worker": [],
+                                                   "Ray, 2 workers": []}
+    startup = {k: ray_seconds(checkpoint, tiny, work / "out-tiny", k)[0] for k in (1, 2)}
     for r in range(repeats):
         times["in-process, 1 thread"].append(baseline_seconds(checkpoint, data))
         for k in (1, 2):
             times[f"Ray, {k} worker{'s' if k > 1 else ''}"].append(ray_seconds(checkpoint, data, work / "out", k))
-        print(json.dumps({"repeat": r + 1, **{name: round(t[-1], 2) for name, t in times.items()}}),
+        print(json.dumps({"repeat": r + 1, **{name: [round(x, 2) for x in t[-1]] for name, t in times.items()}}),
               file=sys.stderr, flush=True)
     table = []
-    for name, seconds in times.items():
+    for name, runs in times.items():
         workers = int(name.split()[1]) if name.startswith("Ray") else None
-        table.append({"how": name, "rows": rows, "seconds": statistics.median(seconds), "all_seconds": seconds,
-                      "rows_per_s": rows / statistics.median(seconds),
+        wall, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+        table.append({"how": name, "rows": rows, "seconds": wall, "cpu_seconds": cpu, "all_runs": runs,
+                      "rows_per_s": rows / wall, "rows_per_cpu_s": rows / cpu,
                       "startup_s": startup.get(workers) if workers else None, "workers": workers or 1})
     one = next(row["rows_per_s"] for row in table if row["how"] == "Ray, 1 worker")
     for row in table:
@@ -140,12 +198,14 @@ def render(table: list[dict], args, data: Path) -> str:
              f"Parquet files ({data}); checkpoint {args.checkpoint}; median of {args.repeats}; "
              f"{os.cpu_count()} cores, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
              "",
-             "| how | rows/s | rows/s per core | seconds (median) | start-up s | vs 1 worker |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| how | rows/s | rows/s per core | seconds (median) | CPU s | rows per CPU s | start-up s "
+             "| vs 1 worker |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for row in table:
         start = f"{row['startup_s']:.1f}" if row["startup_s"] is not None else "-"
         lines.append(f"| {row['how']} | {row['rows_per_s']:,.0f} | {row['rows_per_s_per_core']:,.0f} | "
-                     f"{row['seconds']:.1f} | {start} | {row['vs_1_worker']:.2f}x |")
+                     f"{row['seconds']:.1f} | {row['cpu_seconds']:.1f} | {row['rows_per_cpu_s']:,.0f} | {start} | "
+                     f"{row['vs_1_worker']:.2f}x |")
     two = next(row for row in table if row["how"] == "Ray, 2 workers")
     lines += ["", f"Ray, 2 workers / 1 worker: {two['vs_1_worker']:.2f}x (goal >= 1.6x)"]
     return "\n".join(lines)
