@@ -9,10 +9,12 @@ For each row count it writes (once; kept in ``--data-dir``, default a temporary 
 hold-out draws from every copy. ``--distinct`` appends `` r<row>`` to each text, so that no two rows are the same
 string (a fix that kept one copy of equal texts would not help such data).
 
-It then runs ``sentiment train --config seed --epochs 1 --data FOLDER`` in a child process, under
+It then runs ``sentiment train --config seed --epochs 1 --data FOLDER --json`` in a child process, under
 ``/usr/bin/time -f %M`` (the peak resident set, in KB), polls the child's ``VmHWM`` every 2 seconds into a
-log beside the data (``hwm-<rows>.log``: seconds, MB) and prints rows, the peak RSS in MB and its ratio to the
-first count's peak (the issue's goal: at most 1.5 at 400,000 rows against 25,000).
+log (``--logs``, default beside the data: ``hwm-<name>.log``, seconds and MB; ``.err``: its stderr; ``.json``:
+its metrics) and prints rows, the peak RSS in MB and its ratio to the first count's peak (the issue's goal: at
+most 1.5 at 400,000 rows against 25,000). A data folder's first run also converts it into ``datasets``' cache
+(about 0.6 GB peak at 400,000 rows, below training's).
 
 ``sentiment train`` has no step cap. ``--max-steps N`` (bench-only) runs the same command through
 ``python -m bench.train_memory --child N -- <train arguments>``, which wraps the training loop's step so that
@@ -92,8 +94,8 @@ def measure(folder: Path, output: Path, config: str, max_steps: int | None, log:
         command = [str(Path(sys.executable).with_name("sentiment")), *train]
     peak_file = log.with_suffix(".time")
     start = time.perf_counter()
-    proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(peak_file), *command],
-                            stdout=subprocess.DEVNULL, stderr=open(log.with_suffix(".err"), "w"))
+    with open(log.with_suffix(".json"), "w") as out, open(log.with_suffix(".err"), "w") as err:
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(peak_file), *command], stdout=out, stderr=err)
     time.sleep(0.5)
     child = _child_pid(proc.pid)
     done = threading.Event()
@@ -117,7 +119,7 @@ def _child_pid(pid: int) -> int | None:
 
 def child(max_steps: int, argv: list[str]) -> None:
     """Run ``sentiment <argv>`` in this process, sending itself SIGTERM after ``max_steps`` training steps."""
-    from sentiment_cli.cli.app import app
+    from sentiment_cli.cli import main as sentiment
     from sentiment_cli.training import loop
 
     step, count = loop._step, [0]
@@ -132,7 +134,7 @@ def child(max_steps: int, argv: list[str]) -> None:
 
     loop._step = counted
     sys.argv = ["sentiment", *argv]
-    app()
+    sentiment()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
                    "default: a temporary folder")
     p.add_argument("--imdb", type=Path, default=Path("../shared/data/imdb"))
     p.add_argument("--config", default="seed")
+    p.add_argument("--logs", type=Path, default=None, help="where each run's VmHWM log (hwm-*.log), stderr (.err) "
+                   "and metrics.json (.json, a finished run's) go; default: the data folder")
     args = p.parse_args(argv)
     rows = [int(r) for r in args.rows.split(",")]
     with tempfile.TemporaryDirectory(prefix="train-memory-") as tmp:
@@ -155,9 +159,12 @@ def main(argv: list[str] | None = None) -> None:
         first = None
         print(f"{'rows':>9} {'peak MB':>9} {'ratio':>6} {'seconds':>8} exit")
         for n in rows:
-            name = (f"imdb_x{n // IMDB_ROWS}" if n % IMDB_ROWS == 0 else f"imdb_{n}") + ("_distinct" if args.distinct else "")
+            name = f"imdb_x{n // IMDB_ROWS}" if n % IMDB_ROWS == 0 else f"imdb_{n}"
+            name += "_distinct" if args.distinct else ""
             folder = build_data(n, base / name, args.imdb, distinct=args.distinct)
-            log = base / f"hwm-{name}{f'-{args.max_steps}steps' if args.max_steps else ''}.log"
+            logs = args.logs or base
+            logs.mkdir(parents=True, exist_ok=True)
+            log = logs / f"hwm-{name}{f'-{args.max_steps}steps' if args.max_steps else ''}.log"
             with tempfile.TemporaryDirectory(prefix="run-") as out:
                 peak, seconds, code = measure(folder, Path(out) / "ckpt", args.config, args.max_steps, log)
             first = first or peak
