@@ -102,6 +102,13 @@ class _Labelled:
     label_column: str = ""
     reading: Reading | None = None
     source: Any = None   # the split's dataset as loaded (all columns): lazy texts read it (text_column.py)
+    _column: TextColumn | None = dataclasses.field(default=None, repr=False)
+
+    def column(self) -> TextColumn:
+        """The texts as a :class:`~.text_column.TextColumn`, made once (train and its hold-out share it)."""
+        if self._column is None:
+            self._column = TextColumn(self.source, self.text_column)
+        return self._column
 
 
 def _labelled(src: Source, split: str, spec: "DataSpec", names: Sequence[str] | None
@@ -164,8 +171,7 @@ def _split(lab: _Labelled, name: str, names: tuple[str, ...], rows: np.ndarray |
     :class:`~.text_column.Texts` that reads them when iterated (training: memory does not grow with the rows)."""
     ids = lab.ids if rows is None else lab.ids[np.asarray(rows, dtype=np.int64)]
     if lazy:
-        texts: Sequence[str] = Texts(TextColumn(lab.source, lab.text_column),
-                                     None if rows is None else np.asarray(rows, dtype=np.int64))
+        texts: Sequence[str] = Texts(lab.column(), None if rows is None else np.asarray(rows, dtype=np.int64))
     else:
         part = lab.dataset if rows is None else lab.dataset.select(rows)
         texts = list(part[lab.text_column])
