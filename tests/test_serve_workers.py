@@ -165,16 +165,21 @@ def test_the_real_model_in_two_workers_gives_each_review_its_margin_scored_alone
             assert margin == pytest.approx(float(row[1] - row[0]) / predictor.temperature, abs=1e-5)
 
 
-def test_the_loader_gives_a_cpu_model_one_worker_per_thread_each_single_threaded(trained_checkpoint):
+def test_the_loader_gives_a_cpu_model_one_worker_per_thread_each_single_threaded(trained_checkpoint, monkeypatch):
+    import os
+
     import torch
 
     from sentiment_cli.serving.server import model_loader
 
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)   # restored after the test
     before = torch.get_num_threads()
     try:
+        assert model_loader(trained_checkpoint, onnx=False, device="cpu", threads=1)().workers == 1
+        assert "TOKENIZERS_PARALLELISM" not in os.environ         # one worker: the tokenizer keeps its pool
         loaded = model_loader(trained_checkpoint, onnx=False, device="cpu", threads=3)()
         assert loaded.workers == 3 and torch.get_num_threads() == 1
-        assert model_loader(trained_checkpoint, onnx=False, device="cpu", threads=1)().workers == 1
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"   # each worker tokenizes its own batch
     finally:
         torch.set_num_threads(before)
 

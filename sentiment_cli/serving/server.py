@@ -121,7 +121,8 @@ def model_loader(checkpoint: Path, *, onnx: bool, device: str, threads: int | No
     """Check the checkpoint now (fast, no torch); return the function that loads it, in the server's loading thread.
 
     On a CPU the model gets ``threads`` worker threads, each scoring its own batch on one core
-    (:attr:`Loaded.workers`, one intra-op thread each); on a GPU one worker, batches one after another.
+    (:attr:`Loaded.workers`, one intra-op thread each, and the tokenizer's own thread pool off unless
+    ``TOKENIZERS_PARALLELISM`` says otherwise); on a GPU one worker, batches one after another.
 
     Args:
         checkpoint: the checkpoint folder (with ``onnx``: the folder or its ``.onnx`` file).
@@ -146,16 +147,18 @@ def model_loader(checkpoint: Path, *, onnx: bool, device: str, threads: int | No
         from ..inference.predictor import Predictor
 
         if onnx:
-            predictor = Predictor(checkpoint, onnx=True, threads=1)
-            return Loaded(predictor, predictor.card, workers=threads)
-        import torch
+            predictor, workers = Predictor(checkpoint, onnx=True, threads=1), threads
+        else:
+            import torch
 
-        from ..runtime import resolve_device
+            from ..runtime import resolve_device
 
-        resolved = resolve_device(device)
-        workers = threads if resolved.type == "cpu" else 1
-        torch.set_num_threads(1 if workers > 1 else threads)
-        predictor = Predictor(checkpoint, resolved)
+            resolved = resolve_device(device)
+            workers = threads if resolved.type == "cpu" else 1
+            torch.set_num_threads(1 if workers > 1 else threads)
+            predictor = Predictor(checkpoint, resolved)
+        if workers > 1:   # each worker tokenizes its own batch, without a hand-off to the tokenizer's thread pool
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         return Loaded(predictor, predictor.card, workers=workers)
     return load
 
