@@ -101,6 +101,29 @@ def test_two_workers_score_two_batches_side_by_side_and_close_waits_for_both():
     assert score.most == 2
 
 
+def test_a_burst_is_shared_among_the_idle_workers():
+    """8 requests queued at once, 2 idle workers: a batch of 4 each, not one of 8 and an idle worker."""
+    gate = threading.Event()
+    score = Overlap(gate)
+
+    async def main():
+        b = MicroBatcher(score, max_batch_size=64, max_wait_ms=100, workers=2)
+        b.start()
+        pending = [asyncio.ensure_future(b.submit([f"r{i}"])) for i in range(8)]
+        for _ in range(300):                  # bounded: 3 s
+            if score.now == 2:
+                break
+            await asyncio.sleep(0.01)
+        gate.set()
+        got = await asyncio.gather(*pending)
+        await b.close()
+        return got
+
+    assert run(main()) == [[f"r{i}!"] for i in range(8)]
+    assert [len(c) for c in score.calls] == [4, 4]
+    assert sorted(t for c in score.calls for t in c) == [f"r{i}" for i in range(8)]
+
+
 def test_workers_can_be_raised_once_the_model_is_loaded():
     score = Overlap(seconds=0.02)
 

@@ -13,7 +13,10 @@ With several workers, several batches run at once, one per thread: a small
 model's forward pass spends most of its time in torch or ONNX Runtime kernels,
 which release the GIL, so on a CPU two single-threaded batches side by side
 keep two cores busy, where one batch split over two intra-op threads keeps them
-waiting on each other (and on the event loop) at every operation.
+waiting on each other (and on the event loop) at every operation. The queue is
+shared among the idle workers (a batch takes at most its share of the queued
+reviews), so that a burst of requests becomes a batch for each worker rather
+than one batch and idle workers.
 
 A review's result does not depend on what shares its batch: the model's
 padding mask and masked max-pool make each review's logits independent of
@@ -182,7 +185,10 @@ class MicroBatcher:
                 await self._wake.wait()   # set by submit, close and every finished batch
                 continue
             await self._fill(self._pending[0].arrived + self.max_wait)
-            batch = self._take()
+            # the queue is shared among the idle workers: one batch taking it all would leave the others idle
+            # until its clients came back, and batches would run one at a time
+            idle = self.workers - len(self._batches)
+            batch = self._take(min(self.max_batch_size, -(-self._queued // idle)))
             if batch:
                 task = loop.create_task(self._dispatch(batch))
                 self._batches[task] = batch
@@ -232,8 +238,9 @@ class MicroBatcher:
             except TimeoutError:
                 return
 
-    def _take(self) -> list[_Job]:
-        """The next batch: the oldest live job, then later jobs of its kind while they fit."""
+    def _take(self, limit: int) -> list[_Job]:
+        """The next batch: the oldest live job, then later jobs of its kind while the batch holds at most ``limit``
+        reviews."""
         while self._pending and self._pending[0].future.done():   # cancelled: its client left
             self._queued -= len(self._pending.popleft().texts)
         if not self._pending:
@@ -245,7 +252,7 @@ class MicroBatcher:
             job = self._pending.popleft()
             if job.future.done():
                 self._queued -= len(job.texts)
-            elif job.kind == first.kind and size + len(job.texts) <= self.max_batch_size:
+            elif job.kind == first.kind and size + len(job.texts) <= limit:
                 batch.append(job)
                 size += len(job.texts)
                 self._queued -= len(job.texts)
