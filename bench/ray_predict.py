@@ -1,13 +1,14 @@
 """Benchmark ``predict --data --ray`` (:func:`~sentiment_cli.inference.ray_predict.predict_with_ray`): rows/s with
 one Ray worker and with two, on a local Ray cluster of 2 CPUs, against one core scoring in-process.
 
-    python -m bench.ray_predict [--rows 40000] [--kind long|short] [--checkpoint DIR] [--repeats 3] [--files 8]
+    python -m bench.ray_predict [--rows 100000] [--kind long|short] [--checkpoint DIR] [--repeats 3] [--files 8]
                                 [--work DIR] [--json out.json]
 
 The input, built once in ``--work``: ``--rows`` texts with an ``id`` column, split over ``--files`` Parquet files
 (Ray Data reads files in parallel; one file would be one block, which one worker scores alone):
 
-- ``long`` (the default): IMDB reviews (../shared/data/imdb: train, test and unsupervised) repeated;
+- ``long`` (the default): IMDB reviews (../shared/data/imdb: train, test and unsupervised: 100,000, the
+  default ``--rows``, as ``bench.predict``'s long input), repeated beyond;
 - ``short``: the sentences of SST-5's three splits (../shared/data/sst5) repeated.
 
 Each repeat runs, one after another on the same input:
@@ -20,7 +21,8 @@ Each repeat runs, one after another on the same input:
   100-row input, about the fixed cost of a run.
 
 Ray's workers run at niceness 0 here (``RAY_worker_niceness``; Ray's default is 15), as the baseline does.
-rows/s is the median of ``--repeats``. ``CPU s`` is the CPU time the run used: the baseline's scoring, or the
+Each run pays the workers' start-up (about 5 s on this machine), so a small ``--rows`` understates what more
+workers gain. rows/s is the median of ``--repeats``. ``CPU s`` is the CPU time the run used: the baseline's scoring, or the
 driver's and every Ray process's (workers, reads, writes, Ray's own services) from ``/proc``; what a busy
 machine cannot distort as it does the wall time (2 workers on a quiet 2-core machine take at least half their
 CPU seconds). The goal of issue 43: Ray with 2 workers >= 1.6x one worker's rows/s on
@@ -213,7 +215,7 @@ def render(table: list[dict], args, data: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=40_000)
+    parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--kind", choices=("long", "short"), default="long")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     parser.add_argument("--repeats", type=int, default=3)
