@@ -144,3 +144,29 @@ def test_batches_stream_every_row_in_order():
         ids += table.column("text").to_pylist()
     assert max(sizes) == 128 and sum(sizes) == stream.num_rows
     assert ids == pq.read_table(TEST_PARQUET).column("text").to_pylist()
+
+
+@pytest.mark.slow   # starts a local Ray cluster
+def test_ray_from_the_command_line_matches_one_process(reviews, trained_checkpoint, tmp_path):
+    pytest.importorskip("ray")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    table = pq.read_table(reviews).slice(0, 600)
+    pq.write_table(table.slice(0, 300), folder / "part-0.parquet")
+    pq.write_table(table.slice(300), folder / "part-1.parquet")
+    out = tmp_path / "scored"
+    r = invoke("--data", folder, "--output", out, "--ray", "--workers", "1", "--checkpoint", trained_checkpoint)
+    assert r.exit_code == 0, r.output
+    import pyarrow.dataset as pds
+    got = pds.dataset(out).to_table().sort_by("id")
+    one = tmp_path / "one.parquet"
+    assert invoke("--data", folder / "part-0.parquet", "-o", one, "--checkpoint", trained_checkpoint).exit_code == 0
+    want = pq.read_table(one).sort_by("id")
+    first = got.filter(pa.compute.is_in(got.column("id"), value_set=want.column("id")))
+    assert got.num_rows == 600 and first.column("label").to_pylist() == want.column("label").to_pylist()
+    np.testing.assert_allclose(first.column("p_positive").to_numpy(), want.column("p_positive").to_numpy(), atol=1e-6)
+
+
+def test_ray_options_need_ray(trained_checkpoint):
+    r = invoke("--data", TEST_PARQUET, "--workers", "2", "--checkpoint", trained_checkpoint)
+    assert r.exit_code != 0 and "go with --ray" in r.output

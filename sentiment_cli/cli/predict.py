@@ -133,7 +133,7 @@ def _predict_data(data: str, split: str | None, text_column: str, output: str | 
         err.print(f"wrote {rows:,} rows to {output}", highlight=False, soft_wrap=True)
 
 
-def _predict_on_ray(address: str | None, data: str | None, text_column: str, output: str | None, force: bool,
+def _predict_on_ray(cluster: tuple, data: str | None, text_column: str, output: str | None, force: bool,
                     predictor_args: tuple, explain: bool) -> None:
     """``predict --data DIR --output DIR --ray [--address A]``: :func:`~.inference.ray_predict.predict_with_ray`.
 
@@ -141,21 +141,21 @@ def _predict_on_ray(address: str | None, data: str | None, text_column: str, out
         UsageError: no ``--data`` or no ``--output``, or ``--device`` other than cpu.
     """
     checkpoint, device, batch_size, onnx = predictor_args
+    address, workers, split = cluster
     if data is None or output is None:
         raise UsageError("--ray needs --data PATH and --output DIR (a folder of Parquet files)")
     if device != Device.cpu:
         raise UsageError("--ray runs each worker on one CPU core; leave --device out")
     from ..inference.ray_predict import predict_with_ray
 
-    done = predict_with_ray(checkpoint, data, output, text_column=text_column, explain=explain,
-                            address=address, batch_size=batch_size, onnx=onnx,
-                            force=force)
+    done = predict_with_ray(checkpoint, data, output, split=split, text_column=text_column, explain=explain,
+                            address=address, workers=workers, batch_size=batch_size, onnx=onnx, force=force)
     _, err = consoles()
     err.print(f"wrote {done['rows']:,} rows to {output} ({done['workers']} workers, "
               f"{done['rows_per_second']:,.0f} rows/s)", highlight=False, soft_wrap=True)
 
 
-def _check_sources(texts, file, data, split, text_column, output, force, ray, address) -> None:
+def _check_sources(texts, file, data, split, text_column, output, force, ray, address, workers) -> None:
     """One source of texts, and the ``--data`` options only with ``--data``.
 
     Raises:
@@ -173,8 +173,8 @@ def _check_sources(texts, file, data, split, text_column, output, force, ray, ad
             raise UsageError("--force goes with --output FILE")
         if ray:
             raise UsageError("--ray goes with --data PATH and --output DIR")
-    if address is not None and not ray:
-        raise UsageError("--address goes with --ray")
+    if (address is not None or workers is not None) and not ray:
+        raise UsageError("--address and --workers go with --ray")
 
 
 @app.command()
@@ -195,6 +195,9 @@ def predict(
     ray: Annotated[bool, typer.Option(
         "--ray", help="With --data and --output DIR: score on Ray Data workers, Parquet files into DIR "
                       "(pip install 'sentiment-cli[ray]').")] = False,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", min=1, help="With --ray: scoring workers, one core each; default: one per CPU of the cluster.",
+        show_default=False)] = None,
     address: Annotated[Optional[str], typer.Option(
         "--address", help="With --ray: the cluster (auto, ray://HEAD:10001); default: RAY_ADDRESS, a cluster "
                           "started on this machine, else a new local one.", show_default=False)] = None,
@@ -217,9 +220,10 @@ def predict(
     --data streams too: it keeps every input column (ids included) and adds the prediction's (docs/scoring.md).
     """
     with handle_errors():
-        _check_sources(texts, file, data, split, text_column, output, force, ray, address)
+        _check_sources(texts, file, data, split, text_column, output, force, ray, address, workers)
         if ray:
-            _predict_on_ray(address, data, text_column, output, force, (checkpoint, device, batch_size, onnx), explain)
+            _predict_on_ray((address, workers, split), data, text_column, output, force,
+                            (checkpoint, device, batch_size, onnx), explain)
             return
         if data is not None:
             _predict_data(data, split, text_column, output, force, (checkpoint, device, batch_size, onnx), explain)
