@@ -1,6 +1,7 @@
 """Benchmark `sentiment serve` on loopback with `hey` against `sentiment predict --file`'s batched path, interleaved.
 
-    python -m bench.serve --checkpoint DIR [--onnx] [--clients 32] [--requests 4000] [--repeats 5] [--json out.json]
+    python -m bench.serve --checkpoint DIR [--onnx] [--clients 32] [--requests 4000] [--repeats 5]
+        [--only median] [--wait-quiet SECONDS] [--json out.json]
 
 Two reviews are served one per request: a short one (11 words) and a median-length review of the
 checkpoint's test split (or ``--data``). ``hey`` (Debian's ``hey``: a compiled load generator, so the
@@ -26,8 +27,13 @@ hardly move with the machine's load. The server's peak RSS is read from /proc, a
 phase of 16-review requests of median reviews (the ONNX arena's peak).
 
 The load generator shares the machine with the server (and, on a shared machine, with everything
-else): the load average is printed with the table, and ratios within one run are what to compare.
-Every loop is bounded in count and every wait in time; only loopback is used.
+else): each round also records how many cores other processes used meanwhile (the machine's CPU time, from
+/proc/stat, less that of the server, hey and the baseline), and ``--wait-quiet SECONDS`` waits before each round
+(at most that long) for a second in which they used under a quarter of a core. On a busy machine the CLI's
+intra-op threads stall (and the faster one-thread baseline is then the yardstick), while each side only gets
+its share of the cores: ratios within one run are what to compare, and those of rounds with the cores to
+themselves are what a quiet machine gives. Every loop is bounded in count and every wait in time; only
+loopback is used.
 """
 
 from __future__ import annotations
@@ -194,27 +200,50 @@ def median_review(checkpoint: Path, data: str | None) -> str:
     return " ".join(texts[len(texts) // 2].split())
 
 
+def machine_busy() -> float:
+    """CPU seconds all processes have used so far (every core's user, system, ... time: /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(pids: list[int], seconds: float, cores: float = 0.25) -> None:
+    """Wait (at most ``seconds``) for a second in which the processes other than ``pids`` (and their waited-for
+    children) use fewer than ``cores`` cores, checking once a second."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        busy, ours = machine_busy(), sum(map(cpu_seconds, pids))
+        time.sleep(1)
+        if (machine_busy() - busy) - (sum(map(cpu_seconds, pids)) - ours) < cores:
+            return
+
+
 def one_round(args, url: str, pid: int, body: Path, review: Path, base: Baseline, server_first: bool) -> dict:
-    """One round: the baseline (the CLI's threads, then one thread) and the server, back to back."""
+    """One round: the baseline (the CLI's threads, then one thread) and the server, back to back; with the cores
+    that other processes used meanwhile (``others_cores``: the machine's CPU time less ours, over the wall time)."""
     def baseline() -> list[dict]:
         return [base.run(n, review) for n in (0, 1)]
 
+    if args.wait_quiet:
+        wait_quiet([pid, base.proc.pid], args.wait_quiet)
+    busy, ours, wall = machine_busy(), cpu_seconds(pid) + cpu_seconds(base.proc.pid), time.perf_counter()
     if server_first:
         served = hey(url, body, args.requests, args.clients, server_pid=pid)
         runs = baseline()
     else:
         runs = baseline()
         served = hey(url, body, args.requests, args.clients, server_pid=pid)
+    ours = cpu_seconds(pid) + cpu_seconds(base.proc.pid) - ours + served["client_cpu_ms"] * served["requests"] / 1000
+    others = (machine_busy() - busy - ours) / (time.perf_counter() - wall)
     best = max(r["reviews_per_second"] for r in runs)
     return {**served, "in_process": runs, "in_process_reviews_per_second": best,
-            "ratio": served["requests_per_second"] / best}
+            "ratio": served["requests_per_second"] / best, "others_cores": max(0.0, others)}
 
 
 def summarise(name: str, words: int, clients: int, rounds: list[dict]) -> dict:
     """One table row: the median over the rounds of each figure (the ratio too: the median of the rounds'
     ratios), the errors and requests summed, every round kept under ``rounds``."""
     keys = ("requests_per_second", "p50_ms", "p99_ms", "in_process_reviews_per_second", "ratio",
-            "client_cpu_ms", "server_cpu_ms")
+            "client_cpu_ms", "server_cpu_ms", "others_cores")
     row = {k: statistics.median(r[k] for r in rounds) for k in keys}
     per_threads = {}
     for r in rounds:
@@ -244,8 +273,8 @@ def measure(args, reviews: dict[str, str], tmp: Path) -> dict:
             row = summarise(name, len(review.split()), args.clients, rounds)
             rows.append(row)
             print(f"{name}: " + "; ".join(f"{r['requests_per_second']:,.0f} requests/s vs "
-                                          f"{r['in_process_reviews_per_second']:,.0f} reviews/s = {r['ratio']:.2f}x"
-                                          for r in rounds), file=sys.stderr)
+                                          f"{r['in_process_reviews_per_second']:,.0f} reviews/s = {r['ratio']:.2f}x "
+                                          f"(others {r['others_cores']:.2f} cores)" for r in rounds), file=sys.stderr)
         peak = {"one review per request": _rss_kib(proc.pid)["peak"] / 1024}
         if args.rss_batch:
             body = tmp / "batch.json"
@@ -272,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--copies", type=int, default=2048, help="copies of the review in each baseline pass")
     ap.add_argument("--threads", type=int, help="the server's --threads (default: its own)")
     ap.add_argument("--only", choices=["short", "median"], help="measure one review only")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                    help="before each round, wait up to SECONDS for other processes to leave the cores idle")
     ap.add_argument("--rss-batch", type=int, default=0, help="also send requests of N median reviews (peak RSS)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args(argv)
@@ -305,7 +336,8 @@ def table(results: dict) -> str:
         cli = ", ".join(f"{v['reviews_per_second']:,.0f} reviews/s with {plural(n, 'thread')} "
                         f"({v['cpu_ms']:.2f} ms CPU a review)" for n, v in r["in_process"].items())
         ratios = ", ".join(f"{x['ratio']:.2f}" for x in r["rounds"])
-        lines.append(f"{r['review']}: ratios {ratios}; CPU a request: "
+        others = ", ".join(f"{x.get('others_cores', float('nan')):.2f}" for x in r["rounds"])
+        lines.append(f"{r['review']}: ratios {ratios} (other processes meanwhile: {others} cores); CPU a request: "
                      f"server {r['server_cpu_ms']:.2f} ms, hey {r['client_cpu_ms']:.2f} ms; `predict --file` {cli}")
     rss = ", ".join(f"{k} {v:,.0f} MiB" for k, v in results["rss_mib"].items())
     la = results["load_average"]

@@ -32,7 +32,7 @@ def _round(rps: float, base: dict[int, float], p99: float = 40.0) -> dict:
     best = max(base.values())
     return {"requests_per_second": rps, "p50_ms": 20.0, "p99_ms": p99, "errors": 0, "requests": 1000,
             "client_cpu_ms": 0.05, "server_cpu_ms": 1.0, "in_process": runs, "in_process_reviews_per_second": best,
-            "ratio": rps / best}
+            "ratio": rps / best, "others_cores": 0.1}
 
 
 def test_rounds_are_summarised_by_medians_and_the_ratio_is_the_median_of_the_rounds_ratios():
@@ -46,7 +46,8 @@ def test_rounds_are_summarised_by_medians_and_the_ratio_is_the_median_of_the_rou
     text = table({"rows": [row], "rss_mib": {"one review per request": 500.0}, "load_average": [1, 1, 1, 2, 2, 2],
                   "backend": "torch", "checkpoint": "ckpt", "cpus": 2, "repeats": 3})
     assert "| median (172 words) | 32 | 1,000 |" in text and "| 1,625 | 0.75x |" in text
-    assert "ratios 0.50, 0.75, 0.80" in text and "medians of 3 interleaved rounds" in text
+    assert "ratios 0.50, 0.75, 0.80 (other processes meanwhile: 0.10, 0.10, 0.10 cores)" in text
+    assert "medians of 3 interleaved rounds" in text
 
 
 def test_the_baseline_process_times_one_pass_per_line(trained_checkpoint, tmp_path):
