@@ -163,6 +163,10 @@ def _load_file(path: Path, shown: str):
             raise DataError(f"{shown}, line 1: column {dup!r} appears twice in the header")
         options.update(features=datasets.Features({h: datasets.Value("string") for h in header}),
                        keep_default_na=False, na_values=[""])
+    if builder == "parquet":   # pre-buffering reads far ahead: 0.51 GB more peak memory for 400,000 reviews
+        import pyarrow.dataset as pads
+
+        options["fragment_scan_options"] = pads.ParquetFragmentScanOptions(pre_buffer=False)
     try:
         ds = datasets.load_dataset(builder, data_files={"train": str(path)}, **options)["train"]
     except Exception as exc:  # datasets wraps pandas / pyarrow errors in several types
