@@ -3,10 +3,11 @@
 ``datasets`` memory-maps its Arrow cache files, and every page a reader touches then counts in the process's
 resident memory until the map is closed: checking, tokenizing or hashing every text of a 400,000-review split
 through that map would keep its whole text column (over 500 MB) resident. :class:`TextColumn` maps the cache
-files only to learn where each text lies (the Arrow offsets, 8 bytes a row, then the map is closed) and reads the
-texts' bytes with ``os.pread``, so that resident memory holds the texts being read, not the file. A column
-held in memory (a dataset built in Python, such as ``aclImdb``'s) is read from memory. :class:`Texts` is the lazy
-sequence of some of a column's rows, in a given order, that a training split holds instead of a list of strings.
+files only to learn where each text lies (kept as 19 bytes a row: file, byte position, length, null; then the
+map is closed) and reads the texts' bytes with ``os.pread``, so that resident memory holds the texts being read,
+not the file. A column held in memory (a dataset built in Python, such as ``aclImdb``'s) is read from memory.
+:class:`Texts` is the lazy sequence of some of a column's rows, in a given order, that a training split holds
+instead of a list of strings.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class TextColumn:
         return int(self._starts[-1])
 
     def arrow_chunks(self) -> Iterator[pa.Array]:
-        """The column's Arrow chunks in row order, each a fresh array (for a file, read with one ``pread``)."""
+        """The column's Arrow chunks in row order: from a file, each a new array read with one ``pread``; from
+        memory, the dataset's own."""
         for c, chunk in enumerate(self._chunks):
             if self._located is None or not len(chunk):
                 yield chunk
