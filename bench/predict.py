@@ -160,10 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bench-predict")
+    parser.add_argument("--inputs", default="short,small,long", help="which inputs to run (comma-separated)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     files = build_inputs(args.work, args.short_rows, args.long_rows, args.small_rows)
+    files = {name: path for name, path in files.items() if name in args.inputs.split(",")}
     rows = measure(args.checkpoint, files, args.repeats, args.work)
     print(f"load average {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores; checkpoint {args.checkpoint}")
     print(render(rows))
