@@ -40,6 +40,7 @@ SPLIT_FILES = {"train": "train", "validation": "validation", "dev": "validation"
 # the name, then the end of the stem or a separator or digit (as ``datasets`` matches train-*, test-*).
 UNLABELLED_STEM = re.compile(r"(unsupervised|unlabell?ed)($|[-._ 0-9])", re.IGNORECASE)
 LABELLED_STEM = re.compile(r"(train|validation|valid|dev|test)($|[-._ 0-9])", re.IGNORECASE)
+PARQUET_BATCH_ROWS = 10_000   # rows per Arrow batch of a Parquet file's cache (:func:`_load_file`)
 FORMATS = "CSV, TSV, JSON, JSON Lines or Parquet (.csv, .tsv, .json, .jsonl, .parquet)"
 
 
@@ -167,6 +168,9 @@ def _load_file(path: Path, shown: str):
         import pyarrow.dataset as pads
 
         options["fragment_scan_options"] = pads.ParquetFragmentScanOptions(pre_buffer=False)
+        # the cache in batches of bounded rows, not one per row group (pyarrow writes up to 1Mi rows in one): a
+        # reader of the cache (predict --data, training's texts) then holds one such batch at a time
+        options["batch_size"] = PARQUET_BATCH_ROWS
     try:
         ds = datasets.load_dataset(builder, data_files={"train": str(path)}, **options)["train"]
     except Exception as exc:  # datasets wraps pandas / pyarrow errors in several types
