@@ -32,7 +32,7 @@ else): each round also records how many cores other processes used meanwhile (th
 (at most that long) for a second in which they used under a quarter of a core. On a busy machine the CLI's
 intra-op threads stall (and the faster one-thread baseline is then the yardstick), while each side only gets
 its share of the cores: ratios within one run are what to compare, and those of rounds with the cores to
-themselves are what a quiet machine gives. Every loop is bounded in count and every wait in time; only
+themselves (other processes under 0.3 cores; their median is printed too) are what a quiet machine gives. Every loop is bounded in count and every wait in time; only
 loopback is used.
 """
 
@@ -56,6 +56,7 @@ from sentiment_cli.wording import plural
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = "A moving, beautifully acted film that I would gladly watch again."   # 11 words
+QUIET_CORES = 0.3   # a round in which other processes used fewer cores had the machine (nearly) to itself
 
 
 def _rss_kib(pid: int) -> dict[str, int]:
@@ -241,7 +242,8 @@ def one_round(args, url: str, pid: int, body: Path, review: Path, base: Baseline
 
 def summarise(name: str, words: int, clients: int, rounds: list[dict]) -> dict:
     """One table row: the median over the rounds of each figure (the ratio too: the median of the rounds'
-    ratios), the errors and requests summed, every round kept under ``rounds``."""
+    ratios), the errors and requests summed, every round kept under ``rounds``; ``quiet_ratio``, the median ratio
+    of the rounds in which other processes used under :data:`QUIET_CORES` cores (None if none did)."""
     keys = ("requests_per_second", "p50_ms", "p99_ms", "in_process_reviews_per_second", "ratio",
             "client_cpu_ms", "server_cpu_ms", "others_cores")
     row = {k: statistics.median(r[k] for r in rounds) for k in keys}
@@ -252,8 +254,9 @@ def summarise(name: str, words: int, clients: int, rounds: list[dict]) -> dict:
     row["in_process"] = {n: {"reviews_per_second": statistics.median(b["reviews_per_second"] for b in runs),
                              "cpu_ms": statistics.median(b["cpu_ms"] for b in runs)}
                          for n, runs in sorted(per_threads.items())}
-    row.update(review=name, words=words, clients=clients, rounds=rounds,
-               errors=sum(r["errors"] for r in rounds), requests=sum(r["requests"] for r in rounds))
+    quiet = [r["ratio"] for r in rounds if r.get("others_cores", 0.0) < QUIET_CORES]
+    row.update(review=name, words=words, clients=clients, rounds=rounds, quiet_ratio=statistics.median(quiet)
+               if quiet else None, errors=sum(r["errors"] for r in rounds), requests=sum(r["requests"] for r in rounds))
     return row
 
 
@@ -337,7 +340,9 @@ def table(results: dict) -> str:
                         f"({v['cpu_ms']:.2f} ms CPU a review)" for n, v in r["in_process"].items())
         ratios = ", ".join(f"{x['ratio']:.2f}" for x in r["rounds"])
         others = ", ".join(f"{x.get('others_cores', float('nan')):.2f}" for x in r["rounds"])
-        lines.append(f"{r['review']}: ratios {ratios} (other processes meanwhile: {others} cores); CPU a request: "
+        quiet = "none" if r.get("quiet_ratio") is None else f"{r['quiet_ratio']:.2f}x"
+        lines.append(f"{r['review']}: ratios {ratios} (other processes meanwhile: {others} cores; median of the "
+                     f"rounds under {QUIET_CORES} cores: {quiet}); CPU a request: "
                      f"server {r['server_cpu_ms']:.2f} ms, hey {r['client_cpu_ms']:.2f} ms; `predict --file` {cli}")
     rss = ", ".join(f"{k} {v:,.0f} MiB" for k, v in results["rss_mib"].items())
     la = results["load_average"]

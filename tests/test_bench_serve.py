@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from bench.serve import Baseline, cli_pass, summarise, table
@@ -38,6 +39,10 @@ def _round(rps: float, base: dict[int, float], p99: float = 40.0) -> dict:
 def test_rounds_are_summarised_by_medians_and_the_ratio_is_the_median_of_the_rounds_ratios():
     rounds = [_round(1000, {2: 2000, 1: 1200}), _round(900, {2: 1000, 1: 1200}), _round(1300, {2: 1625, 1: 1300})]
     row = summarise("median", 172, 32, rounds)
+    assert row["quiet_ratio"] == 0.75                        # every round had the machine to itself (0.1 cores)
+    rounds[1]["others_cores"] = 0.9                          # a busy round is left out of the quiet median
+    assert summarise("median", 172, 32, rounds)["quiet_ratio"] == pytest.approx(0.65)
+    rounds[1]["others_cores"] = 0.1
     assert row["requests_per_second"] == 1000
     assert row["in_process_reviews_per_second"] == 1625      # each round's faster baseline, then the median
     assert row["ratio"] == 0.75                              # rounds' ratios 0.5, 0.75, 0.8: not 1000 / 1625
@@ -46,7 +51,8 @@ def test_rounds_are_summarised_by_medians_and_the_ratio_is_the_median_of_the_rou
     text = table({"rows": [row], "rss_mib": {"one review per request": 500.0}, "load_average": [1, 1, 1, 2, 2, 2],
                   "backend": "torch", "checkpoint": "ckpt", "cpus": 2, "repeats": 3})
     assert "| median (172 words) | 32 | 1,000 |" in text and "| 1,625 | 0.75x |" in text
-    assert "ratios 0.50, 0.75, 0.80 (other processes meanwhile: 0.10, 0.10, 0.10 cores)" in text
+    assert "ratios 0.50, 0.75, 0.80 (other processes meanwhile: 0.10, 0.10, 0.10 cores; median of the rounds " \
+           "under 0.3 cores: 0.75x)" in text
     assert "medians of 3 interleaved rounds" in text
 
 
