@@ -4,8 +4,9 @@
     python -m bench.imports [--graph] [--layers] [--root sentiment_cli]
 
 Prints the cycles between modules (each edge that lies on one), then the cycles between layers (a layer is a
-subpackage such as ``training`` or ``data``, or a top-level module such as ``config``), and exits 1
-when there is any. ``--graph`` also prints each module's imports within the package; ``--layers`` the layer
+subpackage such as ``training`` or ``data``, or a top-level module such as ``config``), then every import that
+points up the layers of :data:`LAYER_ORDER` (docs/development.md's table, base first: a layer imports only
+layers before it), and exits 1 when there is any of these, or a layer the order does not place. ``--graph`` also prints each module's imports within the package; ``--layers`` the layer
 graph with the number of imports on each edge.
 """
 
@@ -18,6 +19,14 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The layers from the base down (docs/development.md, "Layout"): a layer may import only layers before it. The
+# library (everything before ``api``) never imports the command line (``cli``, ``__main__``).
+LAYER_ORDER = (
+    "errors", "untrusted", "toml_writer", "wording", "config", "config_reference", "runtime", "outputs",
+    "arrow_output", "data", "ngram", "model", "checkpoint", "card", "inference", "evaluation", "behaviour",
+    "training", "audit", "suggest", "serving", "api", "root", "cli", "__main__",
+)
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -101,6 +110,16 @@ def layer_graph(graph: dict[str, set[str]]) -> tuple[dict[str, set[str]], Counte
     return layers, counts
 
 
+def upward_edges(layers: dict[str, set[str]], order: tuple[str, ...] = LAYER_ORDER) -> tuple[list, list]:
+    """The layer imports that point up ``order`` (``src`` imports a layer placed after it), and the layers
+    ``order`` does not place; both sorted."""
+    rank = {name: i for i, name in enumerate(order)}
+    unplaced = sorted(set(layers) - set(rank))
+    up = sorted((u, v) for u, targets in layers.items() for v in targets
+                if u in rank and v in rank and rank[v] > rank[u])
+    return up, unplaced
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.imports", description=__doc__.split("\n")[0])
     parser.add_argument("--root", default="sentiment_cli", help="the package folder (relative to the repository)")
@@ -123,9 +142,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"module cycle: {u} -> {v}")
     for u, v in layer_cycles:
         print(f"layer cycle: {u} -> {v} ({counts[(u, v)]} imports)")
-    if not module_cycles and not layer_cycles:
-        print("no cycle between modules or between layers (imports inside functions counted)")
-    return 1 if module_cycles or layer_cycles else 0
+    up, unplaced = upward_edges(layers)
+    for u, v in up:
+        print(f"import up the layers: {u} -> {v} ({counts[(u, v)]} imports)")
+    for name in unplaced:
+        print(f"layer {name} has no place in bench/imports.py's LAYER_ORDER (docs/development.md): add it")
+    if not module_cycles and not layer_cycles and not up and not unplaced:
+        print("no cycle between modules or between layers, no import up the layers "
+              "(imports inside functions counted)")
+    return 1 if module_cycles or layer_cycles or up or unplaced else 0
 
 
 if __name__ == "__main__":

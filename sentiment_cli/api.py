@@ -137,8 +137,8 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
             :class:`~sentiment_cli.config.Config`.
         output: the checkpoint folder to write (default ``checkpoints/default`` under the working directory,
             as the command's); an earlier run's trainer state there is replaced.
-        progress: ``False`` (default): quiet, nothing printed; ``True``: the command's progress display and
-            per-epoch lines on stderr; or your :class:`~sentiment_cli.training.callbacks.TrainCallbacks`.
+        progress: ``False`` (default): quiet, nothing printed; ``True``: plain lines on stderr (each stage,
+            each note, one line per epoch; no progress bars); or your :class:`~sentiment_cli.training.callbacks.TrainCallbacks`.
         **overrides: config keys (docs/configuration.md), with Python values: ``epochs=1`` (a bare key is the
             key of that name in [training], [data], [model], [predict] or [pretrain], the first that has it),
             ``pretrain__epochs=2`` (``section__key``), or ``**{"model.d_model": 64}``. Checked as a TOML
@@ -250,17 +250,16 @@ def _config(config: Any, keys: dict[str, Any]) -> tuple[Config, frozenset[str] |
 
 
 def _callbacks(progress: Any) -> TrainCallbacks | None:
-    """The hooks for ``progress``: none, the command's display on stderr, or the caller's own.
+    """The hooks for ``progress``: none, plain lines on stderr (:class:`~.training.callbacks.LogCallbacks`), or the
+    caller's own. The library never imports the command line (``cli/``).
 
     Raises:
         TypeError: neither a bool nor an object with the hooks (``on_stage``, ``on_epoch_end``...).
     """
     if progress is True:
-        from rich.console import Console
+        from .training.callbacks import LogCallbacks
 
-        from .cli.progress import RichTrainCallbacks
-
-        return RichTrainCallbacks(Console(stderr=True))
+        return LogCallbacks()
     if progress is False or progress is None:
         return None
     if not callable(getattr(progress, "on_epoch_end", None)):

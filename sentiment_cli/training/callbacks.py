@@ -1,14 +1,16 @@
 """What a training or pretraining run reports: progress hooks during the run, and its result.
 
-The library prints nothing; the CLI implements :class:`TrainCallbacks` with
-rich progress bars and renders :class:`TrainResult`.
+The library prints nothing unless asked: :class:`LogCallbacks` writes plain lines to a stream (the Python
+API's ``progress=True``); the CLI implements :class:`TrainCallbacks` with rich progress bars and renders
+:class:`TrainResult`.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from ..evaluation.training_report import TrainingReport
@@ -41,6 +43,37 @@ class TrainCallbacks:
     def for_pretraining(self) -> "TrainCallbacks":
         """The hooks for a pretraining stage run inside training (its epochs report other figures); default: these."""
         return self
+
+
+class LogCallbacks(TrainCallbacks):
+    """Plain progress lines on a text stream: each stage, each note, and one line per epoch (no bars).
+
+    What ``sentiment_cli.train(..., progress=True)`` prints, as scikit-learn's ``verbose=1`` does: the library
+    never imports the command line's rich display.
+
+    Args:
+        stream: where the lines go (default: ``sys.stderr`` at the time of each line).
+    """
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream or sys.stderr, flush=True)
+
+    def on_stage(self, text: str) -> None:
+        self._print(f"{text}…")
+
+    def on_note(self, text: str) -> None:
+        self._print(f"note: {text}")
+
+    def on_epoch_end(self, record: dict[str, Any]) -> None:
+        r = record
+        val = ("" if r.get("validation_accuracy") is None
+               else f"  val loss {r['validation_loss']:.4f} acc {r['validation_accuracy']:.2%}")
+        loss = r.get("train_loss", r.get("loss"))
+        head = f"epoch {r['epoch']:>2}" + (f"  train loss {loss:.4f}" if loss is not None else "")
+        self._print(f"{head}{val}  {r.get('train_seconds', 0.0):.1f}s" + ("  best" if r.get("best") and val else ""))
 
 
 @dataclass
