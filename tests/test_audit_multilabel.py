@@ -17,7 +17,6 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.audit_multilabel import flip_label_sets, score
-from sentiment_cli.audit import rows as audit_rows
 from sentiment_cli.audit.multilabel import find_label_set_issues, label_lists
 from sentiment_cli.cli.app import app
 from sentiment_cli.suggest.uncertainty import label_entropies, label_margins, uncertainty
@@ -62,10 +61,6 @@ def test_multi_label_uncertainty_is_the_label_nearest_its_threshold():
     assert np.argmax(uncertainty(p, "margin", t)) == 1
     e = label_entropies(p)
     assert e[2] == pytest.approx(1.0) and np.all((e >= 0) & (e <= 1))
-
-
-def test_single_label_output_columns_unchanged():
-    assert audit_rows.ADDED == ("given", "suggested", "quality", "rank", "line", "reasons")
 
 
 # ----------------------------------------------------------------------------- slow: the audit on the slice

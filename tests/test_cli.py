@@ -45,7 +45,8 @@ def test_eval_json_follows_the_output_contract(cli_checkpoint):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["split"] == "test" and out["num_examples"] == 500 and out["labels"] == ["negative", "positive"]
-    assert 0.0 <= out["accuracy"] <= 1.0
+    cm = out["confusion_matrix"]   # the accuracy is the confusion matrix's diagonal over the reviews
+    assert out["accuracy"] == pytest.approx((cm[0][0] + cm[1][1]) / 500) and sum(map(sum, cm)) == 500
     for key in ("precision", "recall", "f1"):
         assert set(out[key]) == {"negative", "positive", "macro", "weighted"}
     assert out["support"] == {"negative": 250, "positive": 250}

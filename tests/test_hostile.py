@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from sentiment_cli.cli import app
+from sentiment_cli.errors import SentimentError
 
 from .conftest import PYTHON, ROOT, SMALL_DATA, SUBPROCESS_ENV
 
@@ -278,7 +279,9 @@ def test_a_full_disk_during_training_names_the_file(tmp_path, monkeypatch):
 
 def test_debug_shows_the_traceback(tmp_path):
     r = runner.invoke(app, ["--debug", "train", "--data", str(tmp_path / "missing"), "--output", str(tmp_path / "o")])
-    assert r.exit_code != 0 and r.exception is not None   # raised, not turned into one line
+    # raised as the library's own error, not turned into one line (that path ends in SystemExit)
+    assert r.exit_code != 0 and isinstance(r.exception, SentimentError), repr(r.exception)
+    assert "error:" not in r.output
 
 
 def test_default_config_pretrains_first_and_says_what_to_change_when_the_data_cannot_do_it(tmp_path, monkeypatch):
