@@ -261,3 +261,18 @@ def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_pat
     assert tuned.bigram_embedding.weight[0].abs().sum() == 0 and tuned.bigram_embedding.weight[1:].abs().sum() > 0
     with pytest.raises(ConfigError, match=r"\[model\] d_model is 32 there but 16 in this config"):
         train(finetune_config(init_from=str(out)).override("model", d_model=16, n_heads=2), tmp_path / "x")
+
+
+@pytest.mark.parametrize("objective", ["word2vec", "mlm"])
+def test_a_time_share_ends_pretraining_after_the_epoch_that_fills_it(objective, tmp_path):
+    # a share smaller than one epoch: the first epoch runs (there is no encoder without it), no other starts
+    result = pretrain(pretrain_config(objective=objective, epochs=3), tmp_path / "p", seconds=1e-3)
+    assert [r["epoch"] for r in result.metrics["history"]] == [1]
+    assert result.metrics["stopped_by_time"] == {"epoch": 1, "of": 3, "seconds": 1e-3}
+    saved = json.loads((tmp_path / "p" / "metrics.json").read_text())
+    assert saved["stopped_by_time"]["epoch"] == 1 and len(saved["history"]) == 1
+
+
+def test_without_a_time_share_every_epoch_runs(tmp_path):
+    result = pretrain(pretrain_config(objective="word2vec", epochs=2), tmp_path / "p", seconds=1e6)
+    assert len(result.metrics["history"]) == 2 and "stopped_by_time" not in result.metrics

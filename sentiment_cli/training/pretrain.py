@@ -80,7 +80,8 @@ from .mlm import FIRST_WORD_ID, MaskedLMObjective
 from .run_data import RunData
 
 def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
-             stop: StopFlag | None = None, data: RunData | None = None) -> TrainResult:
+             stop: StopFlag | None = None, data: RunData | None = None,
+             seconds: float | None = None) -> TrainResult:
     """Pretrain with ``[pretrain] objective`` and write the result to ``output`` after every epoch.
 
     Reads the ``[model]``, ``[data]`` and ``[pretrain]`` settings, and
@@ -98,6 +99,9 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
             resuming a pretraining run.
         data: the source, when a training run has read it already (:class:`~.run_data.RunData` of
             ``[data] source`` made absolute); ``None``: read here.
+        seconds: wall-clock seconds the stage may take (the default's search gives it a share of its time
+            budget); no epoch starts that the mean epoch so far projects past it, and the first always runs.
+            ``metrics.json``'s ``"stopped_by_time"`` then says after which epoch. ``None``: every epoch.
 
     Returns:
         :class:`~.callbacks.TrainResult` with the folder and its ``metrics.json`` content.
@@ -117,7 +121,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     output = Path(output)
     check_writable(output)
     with output_lock(output):
-        return _pretrain_locked(config, output, cb, stop, device, data)
+        return _pretrain_locked(config, output, cb, stop, device, data, seconds)
 
 
 # Reviews tokenized between two polls of the stop flag (a fraction of a second on one core).
@@ -125,9 +129,10 @@ TOKENIZE_CHUNK = 1024
 
 
 def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
-                     device: torch.device, data: RunData | None) -> TrainResult:
+                     device: torch.device, data: RunData | None, seconds: float | None = None) -> TrainResult:
     """:func:`pretrain`'s work, once it holds ``output``'s lock."""
     start = time.perf_counter()
+    limit = _TimeLimit(start, seconds, config.pretrain.epochs)
     seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
     texts, tokenizer = _texts_and_tokenizer(config, data or RunData(source), cb, stop)
@@ -138,17 +143,58 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     def save_epoch(record: dict) -> None:
         metrics["history"].append(record)
         metrics["wall_time_seconds"] = time.perf_counter() - start
+        if limit.ends_after(record["epoch"]):
+            metrics["stopped_by_time"] = {"epoch": record["epoch"], "of": config.pretrain.epochs, "seconds": seconds}
+            cb.on_note(f"pretraining ends after epoch {record['epoch']} of {config.pretrain.epochs}: another would "
+                       f"end past its {seconds:,.0f} s share of the time budget")
         save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
         cb.on_epoch_end(record)
 
     check_stop = functools.partial(_check_stop, stop, output, config.pretrain.epochs)
     if config.pretrain.objective == "word2vec":
-        _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch)
+        _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch, limit)
     else:
         cb.on_stage(f"tokenizing {len(texts):,} reviews")
         _encoder_pretraining(config, model.to(device), device, _encode_polling(tokenizer, texts, config, check_stop),
-                             cb, check_stop, save_epoch)
+                             cb, check_stop, save_epoch, limit)
     return TrainResult(output, metrics)
+
+
+class _TimeLimit:
+    """Whether pretraining ends after an epoch: the next one, at the mean epoch's length so far, would end past
+    ``seconds`` from ``start`` (``time.perf_counter()``); ``seconds`` ``None`` never ends it early.
+
+    Args:
+        start: when the stage began (its tokenizing counts).
+        seconds: the stage's share of the time budget, or ``None``.
+        epochs: ``[pretrain] epochs`` (the last never ends early: it is the end).
+    """
+
+    def __init__(self, start: float, seconds: float | None, epochs: int):
+        self.start, self.seconds, self.epochs = start, seconds, epochs
+        self.first_epoch_began: float | None = None
+        self.ended_after: int | None = None
+
+    def epoch_began(self) -> None:
+        if self.first_epoch_began is None:
+            self.first_epoch_began = time.perf_counter()
+
+    def ends_after(self, epoch: int) -> bool:
+        """Called once at the end of each epoch; ``True`` (and every call after) once no other epoch fits."""
+        if self.ended_after is not None:
+            return False
+        if self.seconds is None or epoch >= self.epochs or self.first_epoch_began is None:
+            return False
+        now = time.perf_counter()
+        mean = (now - self.first_epoch_began) / epoch
+        if now - self.start + mean > self.seconds:
+            self.ended_after = epoch
+            return True
+        return False
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_after is not None
 
 
 def _texts_and_tokenizer(config: Config, data: RunData, cb: TrainCallbacks,
@@ -241,12 +287,14 @@ def _check_stop(stop: StopFlag, output: Path, epochs: int, epoch: int) -> None:
 
 
 def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list[str], cb: TrainCallbacks,
-              stop: StopFlag, check_stop, save_epoch) -> None:
+              stop: StopFlag, check_stop, save_epoch, limit: "_TimeLimit | None" = None) -> None:
     """Skip-gram word2vec over whole reviews (no truncation) into ``model.token_embedding``.
 
     ``stop`` is polled before each chunk of reviews tokenized and at every review gensim reads
-    (:class:`_UntilStopped`); ``check_stop`` then raises, before an epoch cut short is saved.
+    (:class:`_UntilStopped`); ``check_stop`` then raises, before an epoch cut short is saved. Once ``limit``
+    ends the stage after an epoch, the corpus reads empty, so gensim's remaining epochs pass at once, unsaved.
     """
+    limit = limit or _TimeLimit(time.perf_counter(), None, config.pretrain.epochs)
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 
@@ -275,11 +323,16 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
         def on_epoch_begin(self, w2v):
             self.epoch += 1
             check_stop(self.epoch)
+            if limit.ended:
+                return
+            limit.epoch_began()
             cb.on_epoch_start(self.epoch, p.epochs, len(sentences))
             self.began = time.perf_counter()
 
         def on_epoch_end(self, w2v):
             check_stop(self.epoch)   # a stop ended the epoch early (_UntilStopped): do not save it
+            if limit.ended:
+                return
             seconds = time.perf_counter() - self.began
             _embed(model, w2v.wv, vocab, words)
             save_epoch({"epoch": self.epoch, "train_seconds": seconds,
@@ -290,7 +343,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     # built from). One worker thread and a stable hash for the initial vectors (gensim's default is
     # Python's per-process salted hash): the same seed gives the same vectors, run after run.
     try:
-        Word2Vec(_UntilStopped(sentences, stop), vector_size=config.model.d_model, window=p.window,
+        Word2Vec(_UntilStopped(sentences, stop, limit), vector_size=config.model.d_model, window=p.window,
                  sample=p.subsample, min_count=1, sg=1, negative=5, epochs=p.epochs, workers=1, seed=t.seed,
                  hashfxn=_stable_hash, callbacks=[Epochs()])
     except RuntimeError:
@@ -307,13 +360,15 @@ class _UntilStopped:
     the pass by itself within a batch or two, and the epoch callbacks (in the calling thread) raise.
     """
 
-    def __init__(self, sentences: list, stop: StopFlag):
-        self.sentences, self.stop = sentences, stop
+    def __init__(self, sentences: list, stop: StopFlag, limit: "_TimeLimit | None" = None):
+        self.sentences, self.stop, self.limit = sentences, stop, limit
 
     def __len__(self) -> int:
         return len(self.sentences)
 
     def __iter__(self):
+        if self.limit is not None and self.limit.ended:
+            return
         for words in self.sentences:
             if self.stop.requested:
                 return
@@ -348,7 +403,7 @@ def _objective_for(config: Config, model: SentimentClassifier, generator: torch.
 
 
 def _encoder_pretraining(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
-                         cb: TrainCallbacks, check_stop, save_epoch) -> None:
+                         cb: TrainCallbacks, check_stop, save_epoch, limit: "_TimeLimit | None" = None) -> None:
     """The loop of the objectives that train the whole encoder (mlm, electra; see the module docstring)."""
     p, t = config.pretrain, config.training
     ids = [x for x in ids if x]
@@ -360,7 +415,11 @@ def _encoder_pretraining(config: Config, model: SentimentClassifier, device: tor
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda("cosine", p.warmup_fraction, total_steps))
     lengths = np.asarray([len(x) for x in ids])
 
+    limit = limit or _TimeLimit(time.perf_counter(), None, p.epochs)
     for epoch in range(1, p.epochs + 1):
+        if limit.ended:
+            break
+        limit.epoch_began()
         both.train()
         cb.on_epoch_start(epoch, p.epochs, len(ids))
         epoch_start = time.perf_counter()
@@ -413,7 +472,8 @@ def _objective(pretrained) -> str:
 
 
 def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *,
-                      stop: StopFlag | None = None, data: RunData | None = None) -> tuple[Checkpoint, bool]:
+                      stop: StopFlag | None = None, data: RunData | None = None,
+                      seconds: float | None = None) -> tuple[Checkpoint, bool]:
     """The pretrained folder ``[training] init_from`` names, made first (the pretraining stage) when missing.
 
     This is what lets one ``sentiment train`` run the whole default job. The
@@ -426,6 +486,7 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         callbacks: progress hooks; the stage reports like ``sentiment pretrain``.
         stop: polled by the stage (see :func:`pretrain`).
         data: the run's source, read once (see :func:`pretrain`).
+        seconds: the stage's share of a time budget (see :func:`pretrain`); ``None``: every epoch.
 
     Returns:
         ``(checkpoint, made)``: the folder loaded by :func:`load_pretrained`, and whether this call made it.
@@ -450,17 +511,18 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         p = config.pretrain
         cb.on_stage(f"no pretrained encoder in {directory}: pretraining one first ({p.objective}, {p.epochs} "
                     f"epochs on {p.splits}; `sentiment pretrain` runs this stage alone)")
-        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data)
+        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, seconds)
         made = True
     return load_pretrained(directory, config), made
 
 
-def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData | None) -> None:
+def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData | None,
+                   seconds: float | None = None) -> None:
     """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     partial = directory.parent / f".{directory.name}.pretraining-{uuid.uuid4().hex[:8]}"
     try:
-        pretrain(config, partial, cb, stop=stop, data=data)
+        pretrain(config, partial, cb, stop=stop, data=data, seconds=seconds)
     except Interrupted as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise Interrupted(f"pretraining interrupted by {stop.reason or 'a signal'}; nothing was kept in "
