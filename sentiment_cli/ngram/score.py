@@ -2,7 +2,7 @@
 
 ``[model] ngram_buckets`` > 0 gives the classifier an :class:`NgramScore`: ``ngram_scale * (w . x + b)`` joins
 the logits (the positive class's with two classes, one score per class with more), where ``x`` are the text's
-binarised hashed token 1-3-grams (``features.py``, read from the model's own token ids) and ``w``, ``b`` the
+binarised hashed token 1-n-grams (``features.py``; ``[model] ngram_max_n``, read from the model's own token ids) and ``w``, ``b`` the
 linear model that :class:`~.estimator.NgramEstimator` fits (``fit.py``: on the training split, by scikit-learn,
 seconds to a minute, rather than by gradient). Its weights are buffers that the optimizer never touches, saved
 with the model as ``ngram_weight`` and ``ngram_bias`` in the same shapes whatever the form.
@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .features import first_occurrences, ngram_buckets, ngram_features
+from .features import MAX_N, first_occurrences, ngram_buckets, ngram_features
 from .forms import form_phrase
 
 _STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias"}   # the names in a checkpoint's weights
@@ -36,6 +36,7 @@ class NgramScore(nn.Module):
         num_labels: the classifier's classes, 2 or more.
         form: the form of its weights, ``"nb-lr"`` or ``"lr"``, when known (a pinned ``[model] ngram_fit``,
             or a fit's); ``None`` while unknown.
+        max_n: the longest token n-gram it reads (``[model] ngram_max_n``; 3 in every checkpoint before it).
 
     Attributes:
         form: as the argument; :meth:`load_fit` sets it to the fit's.
@@ -45,11 +46,13 @@ class NgramScore(nn.Module):
         ValueError: ``num_labels`` is below 2.
     """
 
-    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, form: str | None = None):
+    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, form: str | None = None,
+                 max_n: int = MAX_N):
         super().__init__()
         if num_labels < 2:
             raise ValueError(f"the n-gram score needs at least two classes, got num_labels {num_labels}")
         self.buckets, self.scale, self.num_labels, self.form = buckets, scale, num_labels, form
+        self.max_n = max_n
         # Buffers, not parameters: fitted by scikit-learn, never by the optimizer, yet saved with the
         # weights. Row 0 (no n-gram) stays zero.
         shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
@@ -71,7 +74,7 @@ class NgramScore(nn.Module):
         if not config.ngram_buckets:
             return None
         pinned = None if config.ngram_fit == "auto" else config.ngram_fit
-        return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned)
+        return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned, config.ngram_max_n)
 
     def description(self, form: str | None = None, multi_label: bool = False) -> str:
         """What the score is, in a phrase (the model card's architecture line), in ``form`` when given (a
@@ -79,7 +82,7 @@ class NgramScore(nn.Module):
         form = form or self.form
         source = "" if form == "lr" else ", Wang & Manning 2012"
         return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over token "
-                f"1-3-grams "
+                f"1-{self.max_n}-grams "
                 f"hashed into {self.buckets:,} buckets{source})")
 
     def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None) -> None:
@@ -118,7 +121,7 @@ class NgramScore(nn.Module):
         bias = self.bias.cpu().numpy().astype(np.float64) if self.intercept is None else self.intercept
         if self.num_labels == 2:
             bias = float(bias if np.ndim(bias) == 0 else bias[0])
-        out = [ngram_features(ids[lo:lo + batch_size], self.buckets) @ weight + bias
+        out = [ngram_features(ids[lo:lo + batch_size], self.buckets, max_n=self.max_n) @ weight + bias
                for lo in range(0, len(ids), batch_size)]
         empty = np.zeros((0,) + weight.shape[1:], np.float32)
         return np.concatenate(out).astype(np.float32) if out else empty
@@ -148,7 +151,7 @@ class NgramScore(nn.Module):
             ``(batch, seq_len, num_labels)``; with two classes, 0 for the first class and the share of
             the second.
         """
-        buckets = ngram_buckets(input_ids, self.buckets)                    # (batch, seq_len, max_n)
+        buckets = ngram_buckets(input_ids, self.buckets, self.max_n)        # (batch, seq_len, max_n)
         flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
         present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * max_n)
         if self.num_labels == 2:

@@ -307,8 +307,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     train, val = data.splits(spec)
     cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
     tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
-    x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets)
-    xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets)
+    x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
+    xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
     k, y_val = len(train.label_names), np.asarray(val.labels)
     weighting = fit_weighting(config.training.class_weight, train.labels)
     grid = {form: Cs for form, Cs in FIT_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
