@@ -85,6 +85,10 @@ class ModelConfig:
                              help="the longest token n-gram the n-gram score reads (1 to ngram_max_n); with "
                                   "[data] tokenizer = \"char\" its n-grams are character n-grams within and across "
                                   "words (the default's data rule sets 4 there)")
+    ngram_weighting: str = _spec("binary", choices=("binary", "tfidf"),
+                                 help="what each distinct n-gram of a text counts in the n-gram score: binary (1), "
+                                      "or tfidf: its idf on the training texts, the text's n-grams L2-normalised "
+                                      "(the default's data rule sets it with character tokens)")
     ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits (with [training] "
                                                  "fit_ngram_scale, chosen on validation after training)")
     ngram_fit: str = _spec("auto", choices=("auto", "nb-lr", "lr"),

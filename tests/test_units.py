@@ -136,3 +136,27 @@ def test_the_builtin_suite_refuses_a_model_that_reads_characters():
         refuse_builtin(builtin_suite(), char)
     assert "\n" not in str(info.value)
     refuse_builtin(builtin_suite(), build_tokenizer(texts, DataConfig(tokenizer="word")))   # words: no refusal
+
+
+def test_tfidf_weighting_in_the_model_is_the_fit_s_rows():
+    """The torch score (what the model and its ONNX export run) equals the scipy TF-IDF rows the fit reads."""
+    import numpy as np
+
+    from sentiment_cli.ngram.features import idf_weights, tfidf_rows
+
+    rows = [[5, 6, 7, 8, 9, 5, 6], [2, 3, 4], [9, 9, 40, 41]]
+    buckets = 1 << 12
+    x = ngram_features(rows, buckets, max_n=4)
+    idf = idf_weights(x[:2])   # fitted on the first two: the third's unseen n-grams count nothing
+    assert idf[0] == 0 and (idf[np.unique(x[:2].indices)] >= 1).all()
+    w = np.random.default_rng(0).normal(size=(buckets + 1, 3)).astype(np.float32)
+    score = NgramScore(buckets, num_labels=3, max_n=4, weighting="tfidf")
+    score.load_fit(w, np.zeros(3), "lr", idf)
+    expected = tfidf_rows(x, idf) @ w
+    assert np.allclose(score.margins(rows), expected, atol=1e-5)
+    token_sum = score.token_logits(collate(rows)[0]).sum(1).numpy()
+    assert np.allclose(token_sum, expected, atol=1e-5)
+    row = tfidf_rows(x, idf)[0]
+    assert abs(float(row.multiply(row).sum()) - 1.0) < 1e-5
+    with pytest.raises(ValueError, match="idf"):
+        NgramScore(buckets, num_labels=3, weighting="tfidf").load_fit(w, np.zeros(3), "lr")

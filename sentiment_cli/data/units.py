@@ -94,3 +94,16 @@ def choose_units(texts: Sequence[str], seed: int = 0) -> Units:
     share = long_letters / letters if letters else 0.0
     named = tuple(name for name, _ in scripts.most_common(2) if name)
     return Units("char" if share > CHAR_SHARE else "word", share, named)
+
+
+def distinct_char_ngrams(texts: Sequence[str], max_n: int, max_chars: int) -> int:
+    """How many distinct character 1-``max_n``-grams ``texts`` hold, as a character tokenizer reads them
+    (lowercased, a run of whitespace one space, the first ``max_chars`` characters): what the n-gram score's
+    table is sized from with character tokens (``training/auto.py``), rather than from occurrences, which
+    repeat far more than words do."""
+    seen: set[str] = set()
+    for text in texts:
+        t = " ".join(str(text).lower().split())[:max_chars]
+        for n in range(1, max_n + 1):
+            seen.update(t[i:i + n] for i in range(len(t) - n + 1))
+    return len(seen)

@@ -7,6 +7,8 @@ logits (PyTorch or ONNX Runtime, which must not import torch).
 
 from __future__ import annotations
 
+import unicodedata
+
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -113,11 +115,13 @@ class Explanation:
         Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
         the next begins: no space between) whose scores do not differ in sign join into one piece, whose score
         is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
-        shows as the word.
+        shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
+        character it sits on.
         """
         out: list[tuple[str, float, tuple[int, int]]] = []
         for (start, end), score in zip(self.spans, self.scores):
-            if out and self.join_pieces and out[-1][2][1] == start < end and out[-1][1] * score >= 0:
+            mark = start < end and unicodedata.category(self.text[start])[0] == "M"   # a vowel sign, a tone mark
+            if out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark):
                 _, total, (first, _) = out.pop()
                 out.append((self.text[first:end], total + score, (first, end)))
             else:

@@ -109,6 +109,42 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
     return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, buckets + 1), dtype=np.float32)
 
 
+def idf_weights(x) -> np.ndarray:
+    """Smoothed inverse document frequencies of the binarised n-gram columns ``x`` (the training texts'):
+    ``idf = ln((1 + n) / (1 + df)) + 1`` (scikit-learn's ``TfidfVectorizer(smooth_idf=True)``; Sparck Jones
+    1972), and 0 for a column no training text fills, so that an n-gram never seen in training counts in
+    neither the score nor a text's norm (as an n-gram outside a vectorizer's vocabulary).
+
+    Args:
+        x: ``(n_texts, n_columns)`` scipy CSR of 0/1 (:func:`ngram_features`).
+
+    Returns:
+        ``(n_columns,)`` float32.
+    """
+    df = np.bincount(x.indices, minlength=x.shape[1])
+    idf = np.log((1.0 + x.shape[0]) / (1.0 + df)) + 1.0
+    return np.where(df > 0, idf, 0.0).astype(np.float32)
+
+
+def tfidf_rows(x, idf: np.ndarray):
+    """TF-IDF rows of binarised n-gram columns: each row ``x * idf`` over its L2 norm (binary tf; Salton &
+    Buckley 1988), as :meth:`~.score.NgramScore.token_logits` weighs them with ``[model] ngram_weighting =
+    "tfidf"``; a row with no seen n-gram stays zero.
+
+    Args:
+        x: ``(n_texts, n_columns)`` scipy CSR of 0/1.
+        idf: ``(n_columns,)`` from :func:`idf_weights`.
+
+    Returns:
+        ``(n_texts, n_columns)`` float32 CSR.
+    """
+    import scipy.sparse as sp
+
+    weighted = sp.csr_matrix(x @ sp.diags(idf.astype(np.float32)), dtype=np.float32)
+    norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(axis=1)).ravel())
+    return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ weighted
+
+
 def word_ids(words: Sequence[str]) -> list[int]:
     """Token ids for ``words`` without a vocabulary: each word's stable hash (BLAKE2b, 8 bytes) in
     ``[2, 2**31)``, above ``<pad>`` and ``<unk>``, so that every word counts in :func:`ngram_features`

@@ -22,7 +22,7 @@ import torch
 from ..config import Config
 from .crossfit import RESIDUAL_FOLDS, residual_logits
 from .estimator import NgramEstimator
-from .features import ngram_features
+from .features import idf_weights, ngram_features, tfidf_rows
 from .forms import form_phrase
 from .memory import fit_limit
 from .score import NgramScore
@@ -103,7 +103,8 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
         return None
     start = time.perf_counter()
     if score is None:
-        score = NgramScore(STANDALONE_BUCKETS, num_labels=num_labels, max_n=config.model.ngram_max_n)
+        score = NgramScore(STANDALONE_BUCKETS, num_labels=num_labels, max_n=config.model.ngram_max_n,
+                           weighting=config.model.ngram_weighting)
     form = config.model.ngram_fit
     how = "choosing its form by cross-validation" if form == "auto" else form.upper() + (
         f", C {config.model.ngram_c:g}" if config.model.ngram_c else "")
@@ -111,9 +112,12 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     weighting = fit_weighting(t.class_weight, train_labels)
     limit = fit_limit(config, num_labels)
     x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
+    idf = idf_weights(x) if score.weighting == "tfidf" else None
+    if idf is not None:
+        x = tfidf_rows(x, idf)
     pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
     fitted = NgramEstimator(num_labels, form, pinned_c, class_weight=weighting, limit=limit).fit(x, train_labels)
-    score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_)
+    score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
     report = _report(config, score, fitted)
     if len(val_ids):
         report.update(_validation_report(score.logits(val_ids), np.asarray(val_labels)))

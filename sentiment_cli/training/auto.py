@@ -28,7 +28,7 @@ from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..data.splits import DataSpec, held_out_count
 from ..data.tokenizer import SPACE_TOKEN, pre_tokenizer_for
-from ..data.units import Units, choose_units
+from ..data.units import Units, choose_units, distinct_char_ngrams
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
 from .pretrain import pretraining_reads
@@ -100,6 +100,7 @@ class Profile:
     labels: tuple[str, ...] = ()
     reading: str = ""   # how several labels per text were read (data/multilabel.py), "" for one label per text
     units: Units | None = None   # [data] tokenizer = "auto" resolved on the training texts (data/units.py); None: set
+    char_ngrams: int = 0   # with character tokens, the training texts' distinct character 1-CHAR_MAX_N-grams
 
     @property
     def imbalance(self) -> float:
@@ -136,7 +137,9 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
                    unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
                    tokens=int(lengths.mean() * len(train)), length_ratio=ratio,
                    notes=tuple(found.notes) if found else (), labels=tuple(train.label_names),
-                   reading=train.reading, units=units)
+                   reading=train.reading, units=units,
+                   char_ngrams=distinct_char_ngrams(train.texts, max(CHAR_MAX_N, config.model.ngram_max_n),
+                                                    config.data.max_length) if kind == "char" else 0)
 
 
 def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word") -> np.ndarray:
@@ -328,11 +331,13 @@ def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
     cap = config.model.ngram_buckets
     if not cap:
         return []
-    max_n = config.model.ngram_max_n
-    if profile.units is not None and profile.units.kind == "char":
-        max_n = max(max_n, CHAR_MAX_N)
-    fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * max_n * profile.tokens)))))
-    why = f"the training texts hold about {max_n * profile.tokens:,} n-gram occurrences: buckets for 4x as many"
+    if profile.char_ngrams:   # characters repeat: the table is sized from the distinct n-grams
+        fit = min(cap, 1 << max(16, math.ceil(math.log2(4 * profile.char_ngrams))))
+        why = (f"the training texts hold {profile.char_ngrams:,} distinct character 1-"
+               f"{max(CHAR_MAX_N, config.model.ngram_max_n)}-grams: buckets for 4x as many")
+    else:
+        fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * 3 * profile.tokens)))))
+        why = f"the training texts hold about {3 * profile.tokens:,} n-gram occurrences: buckets for 4x as many"
     labels = len(profile.labels)
     if profile.reading and fit * labels > MULTI_LABEL_WEIGHTS:   # a column of weights per label
         fit = max(1 << 16, 1 << int(math.log2(MULTI_LABEL_WEIGHTS // labels)))
