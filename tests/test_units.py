@@ -160,3 +160,13 @@ def test_tfidf_weighting_in_the_model_is_the_fit_s_rows():
     assert abs(float(row.multiply(row).sum()) - 1.0) < 1e-5
     with pytest.raises(ValueError, match="idf"):
         NgramScore(buckets, num_labels=3, weighting="tfidf").load_fit(w, np.zeros(3), "lr")
+
+
+def test_a_character_model_pretrains_in_a_folder_of_its_own():
+    from sentiment_cli.training.auto import pretrained_folder
+    from sentiment_cli.training.pretrain import _TOKEN_KEYS
+
+    words = load_config("default").override("data", source=str(THAI), tokenizer="word")
+    chars = words.override("data", tokenizer="char")
+    assert pretrained_folder(words) != pretrained_folder(chars)
+    assert "tokenizer" in _TOKEN_KEYS   # a word-level pretrained folder is refused for a character model

@@ -457,10 +457,12 @@ def _many_short_texts(profile: Profile) -> bool:
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
     pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
-    that draws the hold-out it must not read), so that runs on other data or with another ``--seed`` never
-    meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    that draws the hold-out it must not read, and a tokenizer other than words), so that runs on other data, with
+    another ``--seed`` or other units never meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
     d = config.data
     key = "\n".join(f"{section}.{name}={value}" for section, name, value in pretraining_reads(config))
+    if d.tokenizer != "word":   # another tokenizer's encoder gets a folder of its own (words keep their names)
+        key += f"\ndata.tokenizer={d.tokenizer}"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(d.source.rstrip("/\\")).name or "data").strip("-.") or "data"
     base = Path(config.training.init_from)
     return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")
