@@ -170,3 +170,66 @@ def test_a_character_model_pretrains_in_a_folder_of_its_own():
     chars = words.override("data", tokenizer="char")
     assert pretrained_folder(words) != pretrained_folder(chars)
     assert "tokenizer" in _TOKEN_KEYS   # a word-level pretrained folder is refused for a character model
+
+
+THAI_SUITE = """
+name = "thai-smoke"
+labels = ["neg", "neu", "pos", "q"]
+seed = 0
+samples = 5
+
+[lexicons]
+food = ["ข้าวมันไก่", "ก๋วยเตี๋ยว", "ส้มตำ"]
+good = ["อร่อยมาก", "ดีมาก"]
+
+[[test]]
+name = "praise"
+capability = "vocabulary"
+type = "MFT"
+expect = "pos"
+dev = ["{food}ร้านนี้{good}"]
+test = ["{food}{good}เลย"]
+
+[[test]]
+name = "punctuation"
+capability = "robustness"
+type = "INV"
+perturb = "punctuation"
+dev = ["{food}ร้านนี้{good}"]
+test = ["{food}{good}เลย"]
+"""
+
+
+@pytest.mark.slow   # trains a model: seconds on a quiet machine
+def test_a_thai_model_through_every_command(tmp_path):
+    """The default's rules on the Thai slice read characters; explain's offsets map back to the text, the built-in
+    suite is refused in one line, a Thai suite runs, and export's parity gate passes."""
+    from typer.testing import CliRunner
+
+    from sentiment_cli.cli.app import app
+
+    runner = CliRunner()
+    out = tmp_path / "thai"
+    r = runner.invoke(app, ["train", "--data", str(THAI), "--output", str(out), "--time-budget", "0", "--epochs", "1"])
+    assert r.exit_code == 0, r.output
+    assert "data.tokenizer = 'char'" in r.output and json.loads((out / "config.json").read_text())
+    text = "ข้าวมันไก่ร้านนี้อร่อยมาก แนะนำเลย"
+    r = runner.invoke(app, ["predict", "--checkpoint", str(out), "--explain", "--json", text])
+    got = json.loads(r.stdout)
+    assert [text[a:b] for a, b in got["offsets"]] == got["tokens"]
+    # every character is some token's span (NFKC splits "ำ" into two tokens of one span)
+    assert {i for a, b in got["offsets"] for i in range(a, b)} == set(range(len(text)))
+    r = runner.invoke(app, ["check", "--checkpoint", str(out)])
+    assert r.exit_code == 2 and "built-in suite is English" in r.output
+    suite = tmp_path / "thai.toml"
+    suite.write_text(THAI_SUITE, encoding="utf-8")
+    r = runner.invoke(app, ["check", "--checkpoint", str(out), "--suite", str(suite), "--json"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["export", "--format", "onnx", "--checkpoint", str(out), "--output", str(tmp_path / "t.onnx")])
+    assert r.exit_code == 0 and "passed" in r.output, r.output
+
+
+def test_tokens_of_one_span_are_one_piece():
+    text = "นำ"   # NFKC gives "น", "ํ", "า": the last two share the span of "ำ"
+    joined = _explanation(text, [(0, 1), (1, 2), (1, 2)], [0.5, 0.25, -0.5], True)
+    assert [(t, s) for t, s, _ in joined.pieces()] == [("นำ", 0.25)]

@@ -116,12 +116,15 @@ class Explanation:
         the next begins: no space between) whose scores do not differ in sign join into one piece, whose score
         is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
         shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
-        character it sits on.
+        character it sits on, and tokens of one span (NFKC splits Thai "ำ" in two) are one piece.
         """
         out: list[tuple[str, float, tuple[int, int]]] = []
         for (start, end), score in zip(self.spans, self.scores):
             mark = start < end and unicodedata.category(self.text[start])[0] == "M"   # a vowel sign, a tone mark
-            if out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark):
+            if out and self.join_pieces and start < end and start < out[-1][2][1]:   # the same span: NFKC split it
+                text, total, span = out.pop()
+                out.append((text, total + score, span))
+            elif out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark):
                 _, total, (first, _) = out.pop()
                 out.append((self.text[first:end], total + score, (first, end)))
             else:
