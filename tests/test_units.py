@@ -233,3 +233,9 @@ def test_tokens_of_one_span_are_one_piece():
     text = "นำ"   # NFKC gives "น", "ํ", "า": the last two share the span of "ำ"
     joined = _explanation(text, [(0, 1), (1, 2), (1, 2)], [0.5, 0.25, -0.5], True)
     assert [(t, s) for t, s, _ in joined.pieces()] == [("นำ", 0.25)]
+
+
+def test_a_space_token_joins_no_piece():
+    text = "ดี ดี"   # a character model reads the space as a token of its own
+    joined = _explanation(text, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)], [0.5, 0.5, 0.0, 0.5, 0.5], True)
+    assert [t for t, _, _ in joined.pieces()] == ["ดี", " ", "ดี"]

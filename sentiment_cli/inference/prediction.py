@@ -113,7 +113,7 @@ class Explanation:
         """The tokens joined for display: ``(text, score, (start, end))`` in order.
 
         Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
-        the next begins: no space between) whose scores do not differ in sign join into one piece, whose score
+        the next begins; a whitespace token joins nothing) whose scores do not differ in sign join into one piece, whose score
         is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
         shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
         character it sits on, and tokens of one span (NFKC splits Thai "ำ" in two) are one piece.
@@ -124,7 +124,8 @@ class Explanation:
             if out and self.join_pieces and start < end and start < out[-1][2][1]:   # the same span: NFKC split it
                 text, total, span = out.pop()
                 out.append((text, total + score, span))
-            elif out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark):
+            elif out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark) \
+                    and not self.text[start:end].isspace() and not out[-1][0].isspace():   # spaces stay apart
                 _, total, (first, _) = out.pop()
                 out.append((self.text[first:end], total + score, (first, end)))
             else:
