@@ -9,8 +9,8 @@ within and across words.
 
 The rule (:func:`choose_units`) reads a sample of the training texts: the share of their letters (Unicode
 categories L and M, :mod:`unicodedata`) that sit in runs of at least :data:`LONG_RUN` letters without
-whitespace or belong to a script written without spaces (:data:`SPACELESS_SCRIPTS`). Above :data:`CHAR_SHARE` the model reads characters, else words. The scripts of those letters
-(the first word of each letter's Unicode name: ``THAI``, ``CJK``, ``HIRAGANA``) name the reason.
+whitespace or belong to a script written without spaces (:data:`SPACELESS_SCRIPTS`). Above
+:data:`CHAR_SHARE` the model reads characters, else words. The scripts of those letters (the first word of each letter's Unicode name: ``THAI``, ``CJK``, ``HIRAGANA``) name the reason.
 """
 
 from __future__ import annotations

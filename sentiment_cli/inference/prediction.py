@@ -113,8 +113,8 @@ class Explanation:
         """The tokens joined for display: ``(text, score, (start, end))`` in order.
 
         Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
-        the next begins; a whitespace token joins nothing) whose scores do not differ in sign join into one piece, whose score
-        is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
+        the next begins; a whitespace token joins nothing) whose scores do not differ in sign join into one piece,
+        whose score is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
         shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
         character it sits on, and tokens of one span (NFKC splits Thai "ำ" in two) are one piece.
         """
