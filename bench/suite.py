@@ -40,7 +40,8 @@ from bench import record
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
-SETS = {"imdb": "imdb", "sst5": "sst5", "sst5-phrases": "sst5-phrases", "trec6": "trec6", "subj": "subj"}
+SETS = {"imdb": "imdb", "sst5": "sst5", "sst5-phrases": "sst5-phrases", "trec6": "trec6", "subj": "subj",
+        "wisesight": "wisesight"}
 MULTI_LABEL_SETS = {"goemotions": "goemotions"}   # bench/multilabel.py's peers and table; the suite's alone
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 C_GRID_LARGE = (0.1, 1.0, 10.0)   # sets of over LARGE_SET training rows: each fit takes minutes
@@ -48,7 +49,9 @@ LARGE_SET = 50_000
 # Extra runs of ours: set -> (row name, flags).
 EXTRA_OURS = {"sst5-phrases": ("sentiment train --unlabelled imdb", ["--unlabelled", str(SHARED / "imdb")])}
 FASTTEXT_GRID = [{"lr": lr, "epoch": ep} for lr in (0.1, 0.25, 0.5) for ep in (5, 10, 25)]
-PEER_NAMES = {"tfidf": "TF-IDF + LR", "nbsvm": "NB-SVM", "fasttext": "fastText"}
+PEER_NAMES = {"tfidf": "TF-IDF + LR", "tfidf-char": "TF-IDF char 2-4 + LR", "nbsvm": "NB-SVM",
+              "fasttext": "fastText"}
+LINEAR_PEERS = ("tfidf", "tfidf-char", "nbsvm")
 
 
 # ----------------------------------------------------------------------------- data
@@ -103,6 +106,21 @@ def tfidf_fit(C: float):
     return fit
 
 
+def tfidf_char_fit(C: float):
+    """A function ``(texts, labels) -> predict`` for TF-IDF over character 2-4-grams (within and across words,
+    scikit-learn's ``analyzer="char"``, sublinear tf) + logistic regression at ``C``: the peer that needs no
+    word boundaries (issue 55: Thai, Chinese)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    def fit(texts, labels):
+        pipe = make_pipeline(TfidfVectorizer(analyzer="char", ngram_range=(2, 4), min_df=1, sublinear_tf=True),
+                             LogisticRegression(C=C, max_iter=3000))
+        return pipe.fit(texts, labels).predict
+    return fit
+
+
 def nbsvm_fit(C: float, num_labels: int):
     """A function ``(texts, labels) -> predict`` for NB-LR over word 1-3-grams (one-vs-rest for N classes)."""
     from bench.nbsvm import fit_nbsvm
@@ -113,9 +131,10 @@ def nbsvm_fit(C: float, num_labels: int):
 
 
 def job_linear(name: str, folder: str) -> dict:
-    """TF-IDF + LR or NB-SVM on one set: ``C`` chosen on dev, then refitted on the whole training split."""
+    """TF-IDF + LR (words or characters) or NB-SVM on one set: ``C`` chosen on dev, then refitted on the whole
+    training split."""
     data = splits(folder)
-    make = (lambda c: tfidf_fit(c)) if name == "tfidf" else (lambda c: nbsvm_fit(c, len(data["labels"])))
+    make = {"tfidf": tfidf_fit, "tfidf-char": tfidf_char_fit}.get(name) or (lambda c: nbsvm_fit(c, len(data["labels"])))
 
     def dev_accuracy(c):
         return float((make(c)(*data["train"])(data["dev"][0]) == data["dev"][1]).mean())
@@ -196,7 +215,7 @@ def run_set(name: str, folder: str, out: Path, skip_ours: bool, peers: dict | No
     if peers is not None:
         result["peers"], result["peers_from_earlier_run"] = peers, True
     else:
-        for peer in ("tfidf", "nbsvm"):
+        for peer in LINEAR_PEERS:
             print(f"· {peer}", file=sys.stderr, flush=True)
             result["peers"][peer] = job("linear", peer, folder)
         print("· fasttext", file=sys.stderr, flush=True)

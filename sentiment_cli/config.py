@@ -81,6 +81,14 @@ class ModelConfig:
                                help="rows of the n-gram score: a linear model over hashed token 1-3-grams "
                                     "(ngram_fit) that train fits on the training split; its score joins the "
                                     "head's logits and teaches distillation; 0: none")
+    ngram_max_n: int = _spec(3, lo=1, hi=8,
+                             help="the longest token n-gram the n-gram score reads (1 to ngram_max_n); with "
+                                  "[data] tokenizer = \"char\" its n-grams are character n-grams within and across "
+                                  "words (the default's data rule sets 4 there)")
+    ngram_weighting: str = _spec("binary", choices=("binary", "tfidf"),
+                                 help="what each distinct n-gram of a text counts in the n-gram score: binary (1), "
+                                      "or tfidf: its idf on the training texts, the text's n-grams L2-normalised "
+                                      "(the default's data rule sets it with character tokens)")
     ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits (with [training] "
                                                  "fit_ngram_scale, chosen on validation after training)")
     ngram_fit: str = _spec("auto", choices=("auto", "nb-lr", "lr"),
@@ -137,7 +145,14 @@ class DataConfig:
                             help="tokenizer vocabulary size, including <pad> and <unk>")
     min_frequency: int = _spec(1, lo=1, help="a token must occur this often in train to enter the vocabulary")
     pre_tokenizer: str = _spec("whitespace", choices=("whitespace", "punctuation"),
-                               help="split on whitespace only (notebook) or also split off punctuation")
+                               help="split on whitespace only (notebook) or also split off punctuation "
+                                    "(word tokens only)")
+    tokenizer: str = _spec("word", choices=("auto", "word", "char", "unigram", "bpe"),
+                           help="the units of text the model reads (data/tokenizer.py): word (a vocabulary of "
+                                "words split by pre_tokenizer), char (each character, a run of spaces as one), "
+                                "unigram or bpe (subwords learned from the training texts with byte fallback, so "
+                                "no character is <unk>), or auto: char where most letters are in long runs "
+                                "without spaces (Thai, Chinese, Japanese), else word (data/units.py)")
     negation_scope: str = _spec("none", choices=("none", "clause", "sentence"),
                                 help="mark the words a negator governs (Das & Chen 2001; data/negation.py): none; "
                                      "clause: up to the next punctuation mark; sentence: up to the next . ; : ! ? "

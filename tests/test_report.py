@@ -99,7 +99,9 @@ def test_predict_explain_json_has_tokens_and_scores(ckpt, tmp_path):
     assert [x["text"] for x in lines] == reviews
     plain = [json.loads(line) for line in invoke("predict", *reviews, "--json", "--checkpoint", ckpt).stdout.splitlines()]
     for x, p in zip(lines, plain):
-        assert set(x) == {"text", "label", "probability", "probabilities", "tokens", "scores", "bias", "target"}
+        assert set(x) == {"text", "label", "probability", "probabilities", "tokens", "scores", "offsets", "bias",
+                          "target"}
+        assert [x["text"][a:b] for a, b in x["offsets"]] == x["tokens"]   # each token's span of the text
         assert x["text"] == p["text"] and x["label"] == p["label"]
         assert x["probabilities"]["positive"] == pytest.approx(p["probabilities"]["positive"], abs=1e-5)
         assert len(x["tokens"]) == len(x["scores"]) > 0

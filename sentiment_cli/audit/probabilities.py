@@ -57,9 +57,10 @@ from ..ngram.selection import Selection, select_forms
 from ..wording import plural
 from .callbacks import AuditCallbacks
 
-# The token ids the audit's n-gram score reads (1,024 tokens keep 98% of IMDB's reviews whole).
+# The token ids the audit's n-gram score reads (1,024 tokens keep 98% of IMDB's reviews whole): words, or
+# characters for text written without spaces (data/units.py, as the default's data rule).
 AUDIT_DATA = DataConfig(max_length=1024, truncation="head_tail", vocab_size=1_000_000, min_frequency=2,
-                        pre_tokenizer="punctuation")
+                        pre_tokenizer="punctuation", tokenizer="auto")
 FOLDS = 10   # 10 folds against 5: a better F1 on the dev splits of Subj and TREC-6 (docs/audit.md)
 SEED = 0
 MAX_BUCKETS = 1 << 22     # as the default preset's n-gram score

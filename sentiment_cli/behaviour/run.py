@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .check import LabelMismatch, resolve_labels, run_check, summary
-from .suite import Suite, builtin_suite, load_suite
+from .suite import BUILTIN_SOURCE, Suite, SuiteError, builtin_suite, load_suite
 
 
 def suite_for(path: str | Path | None) -> Suite:
@@ -56,16 +56,40 @@ def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", de
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
         LabelMismatch: the suite is for another label set (checked before any text is scored).
+        SuiteError: the built-in (English) suite on a model that reads characters or subwords
+            (:func:`refuse_builtin`).
     """
     from ..inference.predictor import Predictor
 
     predictor = Predictor(checkpoint, device=device)
+    refuse_builtin(suite, predictor.backend.tokenizer)
     report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress)
     return {"checkpoint": str(checkpoint), **report}, rows
 
 
-def builtin_applies(labels: Sequence[str]) -> bool:
-    """Whether the built-in suite fits a model with these labels (its card then gets the suite's summary)."""
+def refuse_builtin(suite: Suite, tokenizer) -> None:
+    """Refuse the built-in suite, English sentences, on a model whose tokenizer reads characters or subwords
+    (``[data] tokenizer`` char, unigram, bpe: chosen for text written without spaces, Thai or Chinese): its
+    failure rates would measure English, a language it was not trained on.
+
+    Raises:
+        SuiteError: in one line, naming the model's units and what to do (a suite of one's own, ``--suite``).
+    """
+    from ..data.tokenizer import tokenizer_kind
+
+    kind = tokenizer_kind(tokenizer)
+    if suite.source == BUILTIN_SOURCE and kind != "word":
+        units = "characters" if kind == "char" else f"{kind} subwords"
+        raise SuiteError(f"the built-in suite is English sentences, but this model reads {units} (a tokenizer "
+                         "chosen for text written without spaces between words); write a suite in the model's "
+                         "language and pass it with --suite FILE (docs/check.md)")
+
+
+def builtin_applies(labels: Sequence[str], tokenizer: str = "word") -> bool:
+    """Whether the built-in suite fits a model with these labels and ``[data] tokenizer`` (its card then gets the
+    suite's summary): two-class sentiment read as words."""
+    if tokenizer != "word":
+        return False
     try:
         resolve_labels(builtin_suite(), labels)
     except LabelMismatch:

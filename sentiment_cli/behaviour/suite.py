@@ -22,6 +22,7 @@ from .templates import placeholders
 TYPES = ("MFT", "INV", "DIR")
 HALVES = ("dev", "test")
 BUILTIN = "sentiment.toml"    # the built-in suite, package data of this package
+BUILTIN_SOURCE = f"the built-in suite ({BUILTIN})"   # its Suite.source
 MAX_SAMPLES = 1000            # cases per template, at most: a suite file is input, and work is bounded by it
 MAX_TEMPLATES = 10_000        # templates in one suite
 
@@ -94,7 +95,7 @@ class Suite:
 def builtin_suite() -> Suite:
     """The built-in suite for two-class sentiment (``sentiment.toml``)."""
     text = importlib.resources.files(__package__).joinpath(BUILTIN).read_text(encoding="utf-8")
-    return parse_suite(text, f"the built-in suite ({BUILTIN})")
+    return parse_suite(text, BUILTIN_SOURCE)
 
 
 def load_suite(path: str | Path) -> Suite:

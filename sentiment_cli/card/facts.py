@@ -68,6 +68,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "class_balance": _class_balance(data, evals, labels),
         "config": config.to_dict(),
         "vocab_size": vocab_size,
+        "tokenizer": _tokenizer_kind(directory, config),   # the units it reads: word, char, unigram, bpe
+        "size_bytes": _size_bytes(directory),   # the checkpoint's files (weights, tokenizer, config, records)
         "parameters": model.num_parameters(),
         "ngram_score": model.ngram_score.description(fitted_form(metrics), bool(data.get("multi_label")))
         if model.ngram_score is not None else None,
@@ -84,6 +86,24 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
                   "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
     }
+
+
+def _tokenizer_kind(directory: Path, config) -> str:
+    """What the saved tokenizer reads (``word``, ``char``, ``unigram``, ``bpe``); ``[data] tokenizer`` when the
+    file cannot be read."""
+    from ..checkpoint import TOKENIZER_FILE
+    from ..data.tokenizer import load_tokenizer, tokenizer_kind
+    from ..errors import CheckpointError
+
+    try:
+        return tokenizer_kind(load_tokenizer(directory / TOKENIZER_FILE))
+    except CheckpointError:
+        return config.data.tokenizer
+
+
+def _size_bytes(directory: Path) -> int:
+    """Bytes of the checkpoint's own files (not its resumable ``trainer_state/``, which a finished run removes)."""
+    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
 
 
 def _data_record(data: dict[str, Any], config) -> dict[str, Any]:

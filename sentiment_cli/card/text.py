@@ -122,11 +122,22 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("architecture", architecture),
         ("parameters", f"{p['total']:,} ({p['embedding']:,} embedding, {p['non_embedding']:,} non-embedding)"),
-        ("vocabulary", f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
-                       + (f"; word bigrams hashed into {m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
+        ("vocabulary", _vocabulary(card, d)
+                       + (f"; {'word' if card.get('tokenizer', 'word') == 'word' else 'token'} bigrams hashed into "
+                          f"{m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
                           else "")),
         ("input", truncation),
-    ]
+    ] + ([("size", f"{card['size_bytes'] / 2**20:,.1f} MiB on disk")] if card.get("size_bytes") else [])
+
+
+def _vocabulary(card: dict[str, Any], d: dict[str, Any]) -> str:
+    """The vocabulary line: its size and the units it reads (``[data] tokenizer``)."""
+    kind = card.get("tokenizer", "word")
+    if kind == "char":
+        return f"{card['vocab_size']:,} characters (a run of spaces one token, lowercased)"
+    if kind in ("unigram", "bpe"):
+        return f"{card['vocab_size']:,} {'Unigram' if kind == 'unigram' else 'BPE'} subwords with byte fallback (lowercased)"
+    return f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
 
 
 def _labels_text(card: dict[str, Any]) -> str:

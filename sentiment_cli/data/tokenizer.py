@@ -1,10 +1,21 @@
-"""Build, save, load and apply the Hugging Face ``tokenizers`` WordLevel tokenizer.
+"""Build, save, load and apply the Hugging Face ``tokenizers`` tokenizer: words, characters or subwords.
 
 ``tokenizers`` replaces torchtext (deprecated; its last release is built for
 torch 2.3 and does not load beside current torch). The tokenizer normalises
-text (HTML ``<br />`` to a space, Unicode NFKC, lowercase), splits it with the
-configured pre-tokenizer, and maps words to ids. This module owns the
-special tokens: ``<pad>`` is id 0 and ``<unk>`` id 1 in every vocabulary.
+text (HTML ``<br />`` to a space, Unicode NFKC, lowercase), splits it, and maps
+its units to ids; ``[data] tokenizer`` names the units:
+
+- ``word``: a WordLevel vocabulary of the words ``[data] pre_tokenizer`` splits (every checkpoint before
+  ``[data] tokenizer`` existed; its ``tokenizer.json`` loads and encodes as it did);
+- ``char``: a WordLevel vocabulary of single characters, a run of whitespace read as one ``▁`` (so the
+  n-gram score's token n-grams are character n-grams within and across words);
+- ``unigram`` / ``bpe``: subwords learned from the training texts (Kudo 2018; Sennrich et al. 2016) after a
+  Metaspace pre-tokenizer, with byte fallback: a character outside the vocabulary becomes its UTF-8 bytes'
+  tokens (``<0x00>`` to ``<0xFF>``), never ``<unk>``;
+- ``auto``: ``char`` or ``word`` by :func:`~.units.choose_units` on the training texts.
+
+No tokenizer is downloaded. This module owns the special tokens: ``<pad>`` is id 0 and ``<unk>`` id 1 in
+every vocabulary.
 """
 
 from __future__ import annotations
@@ -14,17 +25,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
-from tokenizers.models import WordLevel
-from tokenizers.trainers import WordLevelTrainer
+from tokenizers.models import BPE, Unigram, WordLevel
+from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordLevelTrainer
 
 from ..config import DataConfig
 from ..errors import CheckpointError
 from .negation import mark_scope, token_roles, vocabulary_id
 from .token_ids import TokenIds, TokenIdsWriter
+from .units import choose_units
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
 ENCODE_ROWS = 2048   # texts encoded at a time by encode_token_ids (memory only: a text's ids do not depend on it)
+SPACE_TOKEN = "▁"   # a run of whitespace, as a character token (SentencePiece's meta symbol)
+BYTE_TOKENS = tuple(f"<0x{i:02X}>" for i in range(256))   # the byte fallback's tokens (unigram, bpe)
 PAD_ID = 0   # padding: masked out of attention and of the max-pool
 UNK_ID = 1   # a word outside the vocabulary (also word dropout's and the masked LM's replacement)
 
@@ -53,29 +67,81 @@ def pre_tokenizer_for(kind: str) -> pre_tokenizers.PreTokenizer:
 
 
 def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None = None) -> Tokenizer:
-    """Train a WordLevel tokenizer on ``texts`` (the training split only), each cut by :func:`clip_text`.
+    """Train the tokenizer ``[data] tokenizer`` names on ``texts`` (the training split only), each cut by
+    :func:`clip_text`.
 
     Args:
-        texts: the training reviews.
-        config: ``vocab_size`` (including the two specials), ``min_frequency``, ``pre_tokenizer``.
+        texts: the training reviews (a sequence when ``config.tokenizer`` is ``"auto"``: a sample is read first).
+        config: ``tokenizer``, ``vocab_size`` (including the two specials), ``min_frequency``, ``pre_tokenizer``.
         length: number of texts, for the trainer's bookkeeping.
 
     Returns:
         A trained :class:`tokenizers.Tokenizer` with ``<pad>`` = 0 and ``<unk>`` = 1.
     """
-    tok = Tokenizer(WordLevel(unk_token=UNK_TOKEN))
-    tok.normalizer = normalizers.Sequence([
-        normalizers.Replace(Regex(r"<br\s*/?>"), " "),
-        normalizers.NFKC(),
-        normalizers.Lowercase(),
-    ])
-    tok.pre_tokenizer = pre_tokenizer_for(config.pre_tokenizer)
-    trainer = WordLevelTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
-                               special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
+    kind = resolved_kind(texts, config)
+    tok = _untrained(kind, config)
+    specials = [PAD_TOKEN, UNK_TOKEN]
+    if kind == "unigram":
+        trainer = UnigramTrainer(vocab_size=config.vocab_size, special_tokens=specials + list(BYTE_TOKENS),
+                                 unk_token=UNK_TOKEN, show_progress=False)
+    elif kind == "bpe":
+        trainer = BpeTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
+                             special_tokens=specials + list(BYTE_TOKENS), show_progress=False)
+    else:
+        trainer = WordLevelTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
+                                   special_tokens=specials, show_progress=False)
     # lazily: a caller may end ``texts`` early to stop (training/pretrain.py), and no second list is held
     tok.train_from_iterator((clip_text(t, config.max_length)[0] for t in texts), trainer, length=length)
+    if kind == "unigram":   # its trainer leaves the model without byte fallback: set it again
+        state = json.loads(tok.to_str())
+        state["model"]["byte_fallback"] = True
+        tok = Tokenizer.from_str(json.dumps(state))
     assert tok.token_to_id(PAD_TOKEN) == PAD_ID and tok.token_to_id(UNK_TOKEN) == UNK_ID
     return tok
+
+
+def resolved_kind(texts: Iterable[str], config: DataConfig) -> str:
+    """``[data] tokenizer``, with ``"auto"`` resolved on ``texts`` by :func:`~.units.choose_units` (a sequence
+    then; an iterable that is not one is read into a list)."""
+    if config.tokenizer != "auto":
+        return config.tokenizer
+    return choose_units(texts if isinstance(texts, Sequence) else list(texts)).kind
+
+
+def _normalizer(kind: str) -> normalizers.Normalizer:
+    """HTML line breaks to a space, NFKC, lowercase; for characters, a run of whitespace to one ``▁``."""
+    steps = [normalizers.Replace(Regex(r"<br\s*/?>"), " "), normalizers.NFKC(), normalizers.Lowercase()]
+    if kind == "char":
+        steps += [normalizers.Strip(), normalizers.Replace(Regex(r"\s+"), SPACE_TOKEN)]
+    return normalizers.Sequence(steps)
+
+
+def _untrained(kind: str, config: DataConfig) -> Tokenizer:
+    """The tokenizer of ``kind`` before training: its model, normalizer and pre-tokenizer."""
+    if kind == "unigram":
+        tok = Tokenizer(Unigram([(PAD_TOKEN, 0.0), (UNK_TOKEN, 0.0)], unk_id=UNK_ID, byte_fallback=True))
+    elif kind == "bpe":
+        tok = Tokenizer(BPE(unk_token=UNK_TOKEN, byte_fallback=True))
+    elif kind in ("word", "char"):
+        tok = Tokenizer(WordLevel(unk_token=UNK_TOKEN))
+    else:
+        raise ValueError(f"unknown tokenizer {kind!r}")
+    tok.normalizer = _normalizer(kind)
+    if kind == "word":
+        tok.pre_tokenizer = pre_tokenizer_for(config.pre_tokenizer)
+    elif kind == "char":
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), "isolated")   # each character its own token
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    return tok
+
+
+def tokenizer_kind(tok: Tokenizer) -> str:
+    """What a (saved) tokenizer reads: ``"word"``, ``"char"``, ``"unigram"`` or ``"bpe"`` (the card's line)."""
+    model = type(tok.model).__name__
+    if model == "WordLevel":
+        return "char" if type(tok.pre_tokenizer).__name__ == "Split" else "word"
+    return {"Unigram": "unigram", "BPE": "bpe"}.get(model, model.lower())
 
 
 def save_tokenizer(tok: Tokenizer) -> str:

@@ -86,7 +86,7 @@ def contrast(values: np.ndarray, target: int) -> np.ndarray:
 
 def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                  token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
-                 temperature: float = 1.0) -> list[Explanation]:
+                 temperature: float = 1.0, join_pieces: bool = False) -> list[Explanation]:
     """Each review's prediction and the score of every token the model saw.
 
     Args:
@@ -98,6 +98,7 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
         labels: the class names, by id.
         temperature: the probabilities are ``softmax(logits / temperature)`` (the scores explain the
             logits, which it does not change).
+        join_pieces: the tokens are characters or subwords (:attr:`Explanation.join_pieces`).
 
     Returns:
         One :class:`Explanation` per text, in input order; ``sum(scores) + bias`` is the margin.
@@ -109,7 +110,7 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
         out.append(Explanation(text=text, label=pred.label, probability=pred.probability,
                                probabilities=pred.probabilities, tokens=[text[a:b] or UNK_TOKEN for a, b in spans],
                                scores=contrast(t, k).tolist(), bias=float(contrast(bias, k)), ids=ids, spans=spans,
-                               positions=positions, num_tokens=n, target=labels[k]))
+                               positions=positions, num_tokens=n, target=labels[k], join_pieces=join_pieces))
     return out
 
 
@@ -138,7 +139,7 @@ class LabelSetExplanation:
 
 def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                            token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
-                           decision: Decision) -> list[LabelSetExplanation]:
+                           decision: Decision, join_pieces: bool = False) -> list[LabelSetExplanation]:
     """Each text's label set (:func:`~.multilabel.label_sets`) and, per predicted label ``j``, each token's share
     of logit ``j``: ``token_logits[t][:, j]``, with ``bias[j]`` (arguments as :func:`explanations`)."""
     out = []
@@ -148,6 +149,6 @@ def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logit
                            probabilities=result.probabilities, tokens=tokens,
                            scores=t[:, labels.index(name)].astype(np.float64).tolist(),
                            bias=float(bias[labels.index(name)]), ids=ids, spans=spans, positions=positions,
-                           num_tokens=n, target=name) for name in result.labels]
+                           num_tokens=n, target=name, join_pieces=join_pieces) for name in result.labels]
         out.append(LabelSetExplanation(text, result.labels, result.probabilities, per))
     return out

@@ -7,6 +7,8 @@ logits (PyTorch or ONNX Runtime, which must not import torch).
 
 from __future__ import annotations
 
+import unicodedata
+
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -76,6 +78,8 @@ class Explanation:
         positions: index of each token in the text's tokenization before truncation (of its cut, for a
             text too long to tokenize whole: :func:`token_rows`); a jump means tokens were dropped there.
         num_tokens: tokens in that tokenization.
+        join_pieces: the tokens are characters or subwords (``[data] tokenizer`` char, unigram or bpe): for
+            display, :meth:`pieces` joins adjacent tokens into the pieces :meth:`top` ranks.
     """
 
     text: str
@@ -90,6 +94,7 @@ class Explanation:
     positions: list[int] = field(repr=False)
     num_tokens: int = 0
     target: str = LABELS[1]
+    join_pieces: bool = False
 
     @property
     def margin(self) -> float:
@@ -98,17 +103,42 @@ class Explanation:
         return self.bias + sum(self.scores)
 
     def to_dict(self) -> dict:
-        """The ``predict --explain --json`` object: the prediction plus ``tokens``, ``scores``, ``bias`` and ``target``."""
+        """The ``predict --explain --json`` object: the prediction plus ``tokens``, ``scores``, ``offsets`` (each
+        token's ``[start, end)`` characters in ``text``), ``bias`` and ``target``."""
         return {"text": self.text, "label": self.label, "probability": self.probability,
                 "probabilities": self.probabilities, "tokens": self.tokens, "scores": self.scores,
-                "bias": self.bias, "target": self.target}
+                "offsets": [list(span) for span in self.spans], "bias": self.bias, "target": self.target}
+
+    def pieces(self) -> list[tuple[str, float, tuple[int, int]]]:
+        """The tokens joined for display: ``(text, score, (start, end))`` in order.
+
+        Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
+        the next begins; a whitespace token joins nothing) whose scores do not differ in sign join into one piece,
+        whose score is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
+        shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
+        character it sits on, and tokens of one span (NFKC splits Thai "ำ" in two) are one piece.
+        """
+        out: list[tuple[str, float, tuple[int, int]]] = []
+        for (start, end), score in zip(self.spans, self.scores):
+            mark = start < end and unicodedata.category(self.text[start])[0] == "M"   # a vowel sign, a tone mark
+            if out and self.join_pieces and start < end and start < out[-1][2][1]:   # the same span: NFKC split it
+                text, total, span = out.pop()
+                out.append((text, total + score, span))
+            elif out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark) \
+                    and not self.text[start:end].isspace() and not out[-1][0].isspace():   # spaces stay apart
+                _, total, (first, _) = out.pop()
+                out.append((self.text[first:end], total + score, (first, end)))
+            else:
+                out.append((self.text[start:end] or UNK_TOKEN, score, (start, end)))
+        return out
 
     def top(self, k: int, positive: bool = True) -> list[tuple[str, float]]:
-        """The ``k`` tokens that pushed hardest towards the target (or away from it), strongest first.
+        """The ``k`` pieces (:meth:`pieces`: the tokens, or joined characters and subwords) that pushed hardest
+        towards the target (or away from it), strongest first.
 
-        Tokens with a zero score, or a score of the other sign, are left out.
+        Pieces with a zero score, or a score of the other sign, are left out.
         """
-        pairs = [(t, s) for t, s in zip(self.tokens, self.scores) if (s > 0 if positive else s < 0)]
+        pairs = [(t, s) for t, s, _ in self.pieces() if (s > 0 if positive else s < 0)]
         return sorted(pairs, key=lambda p: -abs(p[1]))[:k]
 
     def segments(self) -> list[tuple[str, str, float | None]]:

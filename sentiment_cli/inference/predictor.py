@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..config import Config
-from ..data.tokenizer import encode_texts
+from ..data.tokenizer import encode_texts, tokenizer_kind
 from ..errors import CheckpointError
 from .explain import LabelSetExplanation, explanations, label_set_explanations
 from .multilabel import Decision, LabelSet, label_sets
@@ -191,9 +191,12 @@ class Predictor:
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
         logits, token_logits, bias = self.backend.forward([r[0] for r in rows], token_logits=True)
         finite_logits(logits, first)
+        join = tokenizer_kind(self.backend.tokenizer) != "word"   # characters or subwords: pieces joined for display
         if self.multi_label:
-            return label_set_explanations(texts, rows, logits, token_logits, bias, self.labels, self.decision)
-        return explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature)
+            return label_set_explanations(texts, rows, logits, token_logits, bias, self.labels, self.decision,
+                                          join_pieces=join)
+        return explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature,
+                            join_pieces=join)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
         """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.

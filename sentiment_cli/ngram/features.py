@@ -1,4 +1,4 @@
-"""The n-gram score's features: hashed token 1-3-grams (torch) and their binarised sparse matrices (scipy).
+"""The n-gram score's features: hashed token 1-n-grams (torch) and their binarised sparse matrices (scipy).
 
 Token ids are hashed one order at a time into ``buckets`` rows, as fastText does (Joulin et al. 2017,
 "Bag of Tricks for Efficient Text Classification", 2.2); the score reads each distinct n-gram of a text
@@ -6,7 +6,9 @@ once (binarised counts, as NB-LR is fitted). The torch functions are what the mo
 run; :func:`ngram_features` builds the same features as a scipy matrix for the fits, and :func:`word_ids`
 gives token ids to words without a vocabulary (``sentiment suggest``'s near-duplicates).
 
-Shapes use ``batch``, ``seq_len`` and ``max_n`` (the longest n-gram, 3). Token id 0 is ``<pad>`` and 1 is
+Shapes use ``batch``, ``seq_len`` and ``max_n`` (the longest n-gram, ``[model] ngram_max_n``: 3 for word
+tokens, as every checkpoint before it; more for character tokens, whose n-grams are character n-grams
+within and across words, as scikit-learn's ``analyzer="char"``). Token id 0 is ``<pad>`` and 1 is
 ``<unk>``. scipy is imported inside :func:`ngram_features`, so inference never pays for it.
 """
 
@@ -22,7 +24,7 @@ from torch import Tensor, nn
 from ..data.tokenizer import UNK_ID
 
 HASH_MULTIPLIER = 1_000_003   # as the bigram embedding's hash: a prime larger than any vocabulary here
-MAX_N = 3                     # the score reads word 1-3-grams
+MAX_N = 3                     # the score reads token 1-3-grams unless [model] ngram_max_n says otherwise
 WORD_IDS = (1 << 31) - 2      # word_ids' range above <unk>: a hashed word id is in [2, 2**31)
 _POSITION_BASE = 1 << 32      # more entries than any review has n-grams
 
@@ -77,13 +79,14 @@ def first_occurrences(buckets: Tensor) -> Tensor:
     return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
 
 
-def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int = 256):
-    """Binarised hashed token 1-3-grams, exactly as :meth:`~.score.NgramScore.token_logits` reads them.
+def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int = 256, max_n: int = MAX_N):
+    """Binarised hashed token 1-``max_n``-grams, exactly as :meth:`~.score.NgramScore.token_logits` reads them.
 
     Args:
         ids: token ids per text (as the model gets them: encoded and truncated); an empty text has none.
         buckets: number of hashed buckets.
         batch_size: texts hashed at a time (memory only; the result does not depend on it).
+        max_n: the longest n-gram (``[model] ngram_max_n``).
 
     Returns:
         ``(len(ids), buckets + 1)`` float32 scipy CSR matrix of 0/1; column 0 ("no n-gram") is empty.
@@ -95,7 +98,7 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
     blocks = []
     for lo in range(0, len(ids), batch_size):
         input_ids, _ = collate([row if len(row) else [0] for row in ids[lo:lo + batch_size]])   # <pad>: none
-        flat = ngram_buckets(input_ids, buckets).flatten(1)                     # (batch, seq_len * max_n)
+        flat = ngram_buckets(input_ids, buckets, max_n).flatten(1)              # (batch, seq_len * max_n)
         rows = torch.arange(flat.shape[0]).unsqueeze(1).expand_as(flat)
         keep = flat > 0
         x = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep].numpy(), flat[keep].numpy())),
@@ -104,6 +107,42 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
         x.data[:] = 1.0
         blocks.append(x)
     return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, buckets + 1), dtype=np.float32)
+
+
+def idf_weights(x) -> np.ndarray:
+    """Smoothed inverse document frequencies of the binarised n-gram columns ``x`` (the training texts'):
+    ``idf = ln((1 + n) / (1 + df)) + 1`` (scikit-learn's ``TfidfVectorizer(smooth_idf=True)``; Sparck Jones
+    1972), and 0 for a column no training text fills, so that an n-gram never seen in training counts in
+    neither the score nor a text's norm (as an n-gram outside a vectorizer's vocabulary).
+
+    Args:
+        x: ``(n_texts, n_columns)`` scipy CSR of 0/1 (:func:`ngram_features`).
+
+    Returns:
+        ``(n_columns,)`` float32.
+    """
+    df = np.bincount(x.indices, minlength=x.shape[1])
+    idf = np.log((1.0 + x.shape[0]) / (1.0 + df)) + 1.0
+    return np.where(df > 0, idf, 0.0).astype(np.float32)
+
+
+def tfidf_rows(x, idf: np.ndarray):
+    """TF-IDF rows of binarised n-gram columns: each row ``x * idf`` over its L2 norm (binary tf; Salton &
+    Buckley 1988), as :meth:`~.score.NgramScore.token_logits` weighs them with ``[model] ngram_weighting =
+    "tfidf"``; a row with no seen n-gram stays zero.
+
+    Args:
+        x: ``(n_texts, n_columns)`` scipy CSR of 0/1.
+        idf: ``(n_columns,)`` from :func:`idf_weights`.
+
+    Returns:
+        ``(n_texts, n_columns)`` float32 CSR.
+    """
+    import scipy.sparse as sp
+
+    weighted = sp.csr_matrix(x @ sp.diags(idf.astype(np.float32)), dtype=np.float32)
+    norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(axis=1)).ravel())
+    return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ weighted
 
 
 def word_ids(words: Sequence[str]) -> list[int]:

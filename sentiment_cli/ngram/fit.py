@@ -22,7 +22,7 @@ import torch
 from ..config import Config
 from .crossfit import RESIDUAL_FOLDS, residual_logits
 from .estimator import NgramEstimator
-from .features import ngram_features
+from .features import idf_weights, ngram_features, tfidf_rows
 from .forms import form_phrase
 from .memory import fit_limit
 from .score import NgramScore
@@ -103,17 +103,21 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
         return None
     start = time.perf_counter()
     if score is None:
-        score = NgramScore(STANDALONE_BUCKETS, num_labels=num_labels)
+        score = NgramScore(STANDALONE_BUCKETS, num_labels=num_labels, max_n=config.model.ngram_max_n,
+                           weighting=config.model.ngram_weighting)
     form = config.model.ngram_fit
     how = "choosing its form by cross-validation" if form == "auto" else form.upper() + (
         f", C {config.model.ngram_c:g}" if config.model.ngram_c else "")
-    on_stage(f"fitting the n-gram score (token 1-3-grams, {how}) on {len(train_ids):,} training reviews")
+    on_stage(f"fitting the n-gram score (token 1-{score.max_n}-grams, {how}) on {len(train_ids):,} training reviews")
     weighting = fit_weighting(t.class_weight, train_labels)
     limit = fit_limit(config, num_labels)
-    x = ngram_features(train_ids, score.buckets)
+    x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
+    idf = idf_weights(x) if score.weighting == "tfidf" else None
+    if idf is not None:
+        x = tfidf_rows(x, idf)
     pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
     fitted = NgramEstimator(num_labels, form, pinned_c, class_weight=weighting, limit=limit).fit(x, train_labels)
-    score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_)
+    score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
     report = _report(config, score, fitted)
     if len(val_ids):
         report.update(_validation_report(score.logits(val_ids), np.asarray(val_labels)))
@@ -152,7 +156,8 @@ def _report(config: Config, score: NgramScore, fitted: NgramEstimator) -> dict[s
     ``in_logits``, ``class_weight``, ``C``, ``chosen_by`` and cross-validation's record."""
     source = "" if fitted.form_ == "lr" else " (Wang & Manning 2012)"
     balanced = ", classes balanced" if fitted.class_weight else ""
-    return {"model": f"{form_phrase(fitted.form_, score.num_labels, fitted.multi_label_)} over hashed token 1-3-grams"
+    return {"model": f"{form_phrase(fitted.form_, score.num_labels, fitted.multi_label_)} over hashed token "
+                     f"1-{score.max_n}-grams"
                      f"{balanced}{source}",
             "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets),
             "class_weight": config.training.class_weight, **fitted.report()}

@@ -2,7 +2,7 @@
 
 ``[model] ngram_buckets`` > 0 gives the classifier an :class:`NgramScore`: ``ngram_scale * (w . x + b)`` joins
 the logits (the positive class's with two classes, one score per class with more), where ``x`` are the text's
-binarised hashed token 1-3-grams (``features.py``, read from the model's own token ids) and ``w``, ``b`` the
+binarised hashed token 1-n-grams (``features.py``; ``[model] ngram_max_n``, read from the model's own token ids) and ``w``, ``b`` the
 linear model that :class:`~.estimator.NgramEstimator` fits (``fit.py``: on the training split, by scikit-learn,
 seconds to a minute, rather than by gradient). Its weights are buffers that the optimizer never touches, saved
 with the model as ``ngram_weight`` and ``ngram_bias`` in the same shapes whatever the form.
@@ -17,10 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .features import first_occurrences, ngram_buckets, ngram_features
+from .features import MAX_N, first_occurrences, ngram_buckets, ngram_features
 from .forms import form_phrase
 
-_STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias"}   # the names in a checkpoint's weights
+_STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias", "idf": "ngram_idf"}   # the names in a checkpoint's weights
 
 
 class NgramScore(nn.Module):
@@ -36,6 +36,10 @@ class NgramScore(nn.Module):
         num_labels: the classifier's classes, 2 or more.
         form: the form of its weights, ``"nb-lr"`` or ``"lr"``, when known (a pinned ``[model] ngram_fit``,
             or a fit's); ``None`` while unknown.
+        max_n: the longest token n-gram it reads (``[model] ngram_max_n``; 3 in every checkpoint before it).
+        weighting: ``"binary"`` (each distinct n-gram counts 1, every checkpoint before ``[model]
+            ngram_weighting``) or ``"tfidf"``: each counts its idf and the text's n-grams are L2-normalised
+            (:func:`~.features.tfidf_rows`); its ``idf`` buffer ``(buckets + 1,)`` is saved as ``ngram_idf``.
 
     Attributes:
         form: as the argument; :meth:`load_fit` sets it to the fit's.
@@ -45,16 +49,20 @@ class NgramScore(nn.Module):
         ValueError: ``num_labels`` is below 2.
     """
 
-    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, form: str | None = None):
+    def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, form: str | None = None,
+                 max_n: int = MAX_N, weighting: str = "binary"):
         super().__init__()
         if num_labels < 2:
             raise ValueError(f"the n-gram score needs at least two classes, got num_labels {num_labels}")
         self.buckets, self.scale, self.num_labels, self.form = buckets, scale, num_labels, form
+        self.max_n, self.weighting = max_n, weighting
         # Buffers, not parameters: fitted by scikit-learn, never by the optimizer, yet saved with the
         # weights. Row 0 (no n-gram) stays zero.
         shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
         self.register_buffer("weight", torch.zeros(shape))
         self.register_buffer("bias", torch.zeros(shape[1:]))
+        if weighting == "tfidf":   # the weights hold w * idf; the norm reads idf itself
+            self.register_buffer("idf", torch.zeros(buckets + 1))
         self.intercept: np.ndarray | None = None
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
         # before the score was a module of its own); the parent reads them back with load_hook.
@@ -71,18 +79,21 @@ class NgramScore(nn.Module):
         if not config.ngram_buckets:
             return None
         pinned = None if config.ngram_fit == "auto" else config.ngram_fit
-        return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned)
+        return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned, config.ngram_max_n,
+                   config.ngram_weighting)
 
     def description(self, form: str | None = None, multi_label: bool = False) -> str:
         """What the score is, in a phrase (the model card's architecture line), in ``form`` when given (a
         training run's report), else in :attr:`form`; ``multi_label``: one binary fit per label."""
         form = form or self.form
         source = "" if form == "lr" else ", Wang & Manning 2012"
-        return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over token "
-                f"1-3-grams "
+        tfidf = "TF-IDF of " if self.weighting == "tfidf" else ""
+        return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over {tfidf}"
+                f"token 1-{self.max_n}-grams "
                 f"hashed into {self.buckets:,} buckets{source})")
 
-    def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None) -> None:
+    def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None,
+                 idf: np.ndarray | None = None) -> None:
         """Take a fit made elsewhere (an :class:`~.estimator.NgramEstimator`'s ``coef_`` and ``intercept_``, or a
         cross-fit's fold) as this score's.
 
@@ -92,11 +103,19 @@ class NgramScore(nn.Module):
             intercepts: ``(1,)`` or ``()`` with two classes, ``(num_labels,)`` with more (float64 kept as
                 :attr:`intercept`).
             form: the form they come from, when known.
+            idf: with ``weighting`` ``"tfidf"``, the ``(buckets + 1,)`` idf the weights were fitted on
+                (:func:`~.features.idf_weights`): folded into the weights and kept for the norm.
 
         Raises:
-            ValueError: the shapes do not fit this score.
+            ValueError: the shapes do not fit this score, or ``idf`` is missing (or given) for its weighting.
         """
+        if (idf is None) != (self.weighting != "tfidf"):
+            raise ValueError(f"an n-gram score weighted {self.weighting!r} takes idf weights "
+                             f"{'with' if self.weighting == 'tfidf' else 'without'} its fit")
         weights = np.array(weights, dtype=np.float32).reshape(-1, *self.weight.shape[1:])
+        if idf is not None:
+            idf = np.asarray(idf, np.float32).reshape(-1)
+            weights = weights * idf.reshape(-1, *([1] * (weights.ndim - 1)))
         intercepts = np.asarray(intercepts, dtype=np.float64).reshape(self.bias.shape or (1,))
         if weights.shape != tuple(self.weight.shape):
             raise ValueError(f"n-gram weights of shape {weights.shape} do not fit a score of shape "
@@ -106,6 +125,8 @@ class NgramScore(nn.Module):
         with torch.no_grad():
             self.weight.copy_(torch.from_numpy(weights))
             self.bias.copy_(torch.from_numpy(intercepts).float().view(self.bias.shape))
+            if idf is not None:
+                self.idf.copy_(torch.from_numpy(idf))
 
     def margins(self, ids: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
         """Unscaled scores ``w . x + b`` of each text: ``(len(ids),)`` float32, the log-odds of the second
@@ -118,10 +139,21 @@ class NgramScore(nn.Module):
         bias = self.bias.cpu().numpy().astype(np.float64) if self.intercept is None else self.intercept
         if self.num_labels == 2:
             bias = float(bias if np.ndim(bias) == 0 else bias[0])
-        out = [ngram_features(ids[lo:lo + batch_size], self.buckets) @ weight + bias
-               for lo in range(0, len(ids), batch_size)]
+        out = [self._features(ids[lo:lo + batch_size]) @ weight + bias for lo in range(0, len(ids), batch_size)]
         empty = np.zeros((0,) + weight.shape[1:], np.float32)
         return np.concatenate(out).astype(np.float32) if out else empty
+
+    def _features(self, ids: Sequence[Sequence[int]]):
+        """The rows :meth:`margins` reads: binarised n-grams, or with ``"tfidf"`` their norms divided out (the
+        weights hold ``w * idf``)."""
+        x = ngram_features(ids, self.buckets, max_n=self.max_n)
+        if self.weighting != "tfidf":
+            return x
+        import scipy.sparse as sp
+
+        idf = self.idf.cpu().numpy()
+        norms = np.sqrt(np.asarray(x @ (idf * idf)).ravel())
+        return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ x
 
     def logits(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """``(len(ids), num_labels)`` float32 unscaled logits: ``[0, margin]`` with two classes."""
@@ -148,9 +180,12 @@ class NgramScore(nn.Module):
             ``(batch, seq_len, num_labels)``; with two classes, 0 for the first class and the share of
             the second.
         """
-        buckets = ngram_buckets(input_ids, self.buckets)                    # (batch, seq_len, max_n)
+        buckets = ngram_buckets(input_ids, self.buckets, self.max_n)        # (batch, seq_len, max_n)
         flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
         present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * max_n)
+        if self.weighting == "tfidf":   # each text's n-grams over the L2 norm of their idfs (tfidf_rows)
+            norm = ((self.idf[flat] * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
+            present = present / norm.clamp_min(1e-12)
         if self.num_labels == 2:
             share = (self.weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
             share = share * self.scale

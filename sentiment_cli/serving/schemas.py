@@ -48,6 +48,8 @@ class PredictionOut(BaseModel):
     tokens: list[str] | None = Field(None, description="With explain: the tokens the model saw.")
     scores: list[float] | None = Field(None, description="With explain: each token's share of the margin "
                                                          "logit(target) - mean of the other logits.")
+    offsets: list[list[int]] | None = Field(None, description="With explain: each token's [start, end) characters "
+                                                               "in text.")
     bias: float | None = Field(None, description="With explain: the part of the margin no token carries.")
     target: str | None = Field(None, description="With explain: the class whose margin the scores split (the "
                                                  "second label with two classes, else the predicted one).")

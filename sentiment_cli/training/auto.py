@@ -27,7 +27,8 @@ import numpy as np
 from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..data.splits import DataSpec, held_out_count
-from ..data.tokenizer import pre_tokenizer_for
+from ..data.tokenizer import SPACE_TOKEN, pre_tokenizer_for
+from ..data.units import Units, choose_units, distinct_char_ngrams
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
 from .pretrain import pretraining_reads
@@ -46,6 +47,7 @@ SCALE_FLOOR_FOR_LONGER_DEV = 0.5  # fit_ngram_scale's smallest candidate when th
 NEGATION_PAIRS = 10_000   # rule-negated sentence pairs, at most (IMDB: 16,757 candidates; docs/experiments.md)
 NEGATION_SHARE = 0.4      # ... and at most this share of the training rows
 SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's: 1,800, for IMDB's 30 minutes)
+CHAR_MAX_N = 4            # character tokens: the n-gram score reads character 1-4-grams (docs/experiments.md)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class Profile:
     notes: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     reading: str = ""   # how several labels per text were read (data/multilabel.py), "" for one label per text
+    units: Units | None = None   # [data] tokenizer = "auto" resolved on the training texts (data/units.py); None: set
+    char_ngrams: int = 0   # with character tokens, the training texts' distinct character 1-CHAR_MAX_N-grams
 
     @property
     def imbalance(self) -> float:
@@ -120,35 +124,63 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
     train, _ = data.splits(dataclasses.replace(spec, validation_fraction=0.0, max_length=0, unlabelled=""))
     found = data.unlabelled(spec)
     counts = tuple(train.class_counts().values())
-    lengths = _token_counts(train.texts, config, spec.seed)
+    units = choose_units(train.texts, spec.seed) if config.data.tokenizer == "auto" else None
+    kind = units.kind if units else config.data.tokenizer
+    lengths = _token_counts(train.texts, config, spec.seed, kind)
     quantile, ratio = np.quantile(lengths, LENGTH_QUANTILE), 1.0
     if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
         _, dev = data.splits(dataclasses.replace(spec, validation_fraction=0.1, max_length=0, unlabelled=""))
-        dev_lengths = _token_counts(dev.texts, config, spec.seed)
+        dev_lengths = _token_counts(dev.texts, config, spec.seed, kind)
         quantile = max(quantile, np.quantile(dev_lengths, LENGTH_QUANTILE))
         ratio = float(np.median(dev_lengths) / max(1.0, np.median(lengths)))
     return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
                    unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
                    tokens=int(lengths.mean() * len(train)), length_ratio=ratio,
                    notes=tuple(found.notes) if found else (), labels=tuple(train.label_names),
-                   reading=train.reading)
+                   reading=train.reading, units=units,
+                   char_ngrams=distinct_char_ngrams(train.texts, max(CHAR_MAX_N, config.model.ngram_max_n),
+                                                    config.data.max_length) if kind == "char" else 0)
 
 
-def _token_counts(texts: list[str], config: Config, seed: int) -> np.ndarray:
-    """Token counts (pre-tokenizer words) of up to :data:`LENGTH_SAMPLE` texts, a seeded draw."""
+def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word") -> np.ndarray:
+    """Token counts of up to :data:`LENGTH_SAMPLE` texts, a seeded draw: characters (a run of whitespace one)
+    with character tokens, else pre-tokenizer words (subwords: as many, at least)."""
     pre = pre_tokenizer_for(config.data.pre_tokenizer)
     rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
-    return np.asarray([len(pre.pre_tokenize_str(re.sub(r"<br\s*/?>", " ", texts[i][:200_000]))) for i in rows])
+    cleaned = (re.sub(r"<br\s*/?>", " ", texts[i][:200_000]) for i in rows)
+    if kind == "char":
+        return np.asarray([len(re.sub(r"\s+", SPACE_TOKEN, t.strip())) for t in cleaned])
+    return np.asarray([len(pre.pre_tokenize_str(t)) for t in cleaned])
 
 
 def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozenset()) -> list[Choice]:
     """Every rule's choice for this data, given the default ``config`` (before any is applied) and the keys
     the command line set (``given``: their rules are left to the caller to drop; a rule may read them)."""
-    return [*_unlabelled_rules(profile, config, given), *_embedding_rule(profile, config),
+    return [*_tokenizer_rules(profile, config), *_unlabelled_rules(profile, config, given),
+            *_embedding_rule(profile, config),
             *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile, config),
             *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
             *_longer_dev_rules(profile, config), *_budget_rule(profile, config), *_negation_rules(profile, config),
             *_multi_label_rules(profile, config)]
+
+
+def _tokenizer_rules(profile: Profile, config: Config) -> list[Choice]:
+    """``[data] tokenizer = "auto"``: characters where most letters are in long runs without spaces or in a script
+    written without them, else words (:func:`~sentiment_cli.data.units.choose_units`; chosen on Wisesight's Thai
+    and the English sets, docs/data.md). With characters the n-gram score reads character 1-:data:`CHAR_MAX_N`-grams
+    weighted by TF-IDF (Wisesight's dev split, docs/experiments.md)."""
+    if profile.units is None:
+        return []
+    choices = [Choice("data.tokenizer", profile.units.kind, profile.units.reason())]
+    if profile.units.kind != "char" or not config.model.ngram_buckets:
+        return choices
+    if config.model.ngram_max_n < CHAR_MAX_N:
+        choices.append(Choice("model.ngram_max_n", CHAR_MAX_N, f"character tokens: the n-gram score reads "
+                              f"character 1-{CHAR_MAX_N}-grams, within and across words"))
+    if config.model.ngram_weighting != "tfidf":
+        choices.append(Choice("model.ngram_weighting", "tfidf", "character tokens: each character n-gram counts its "
+                              "idf, a text's n-grams L2-normalised (Wisesight's dev: LR 70.9% against 70.1% binary)"))
+    return choices
 
 
 def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
@@ -304,8 +336,13 @@ def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
     cap = config.model.ngram_buckets
     if not cap:
         return []
-    fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * 3 * profile.tokens)))))
-    why = f"the training texts hold about {3 * profile.tokens:,} n-gram occurrences: buckets for 4x as many"
+    if profile.char_ngrams:   # characters repeat: the table is sized from the distinct n-grams
+        fit = min(cap, 1 << max(16, math.ceil(math.log2(4 * profile.char_ngrams))))
+        why = (f"the training texts hold {profile.char_ngrams:,} distinct character 1-"
+               f"{max(CHAR_MAX_N, config.model.ngram_max_n)}-grams: buckets for 4x as many")
+    else:
+        fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * 3 * profile.tokens)))))
+        why = f"the training texts hold about {3 * profile.tokens:,} n-gram occurrences: buckets for 4x as many"
     labels = len(profile.labels)
     if profile.reading and fit * labels > MULTI_LABEL_WEIGHTS:   # a column of weights per label
         fit = max(1 << 16, 1 << int(math.log2(MULTI_LABEL_WEIGHTS // labels)))
@@ -420,10 +457,12 @@ def _many_short_texts(profile: Profile) -> bool:
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
     pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
-    that draws the hold-out it must not read), so that runs on other data or with another ``--seed`` never
-    meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    that draws the hold-out it must not read, and a tokenizer other than words), so that runs on other data, with
+    another ``--seed`` or other units never meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
     d = config.data
     key = "\n".join(f"{section}.{name}={value}" for section, name, value in pretraining_reads(config))
+    if d.tokenizer != "word":   # another tokenizer's encoder gets a folder of its own (words keep their names)
+        key += f"\ndata.tokenizer={d.tokenizer}"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(d.source.rstrip("/\\")).name or "data").strip("-.") or "data"
     base = Path(config.training.init_from)
     return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")

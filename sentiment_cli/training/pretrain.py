@@ -453,7 +453,7 @@ _SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_fir
                "embedding_norm", "bigram_buckets")
 
 
-_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer")
+_TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer", "tokenizer")
 
 
 # What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they

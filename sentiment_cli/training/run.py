@@ -112,9 +112,12 @@ def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> TrainResult:
     (rank 0, when the labels are two-class sentiment's): kept in ``metrics.json`` as ``"behaviour"`` and in
     the model card."""
     from ..behaviour.run import builtin_applies, builtin_record
+    from ..checkpoint import TOKENIZER_FILE
+    from ..data.tokenizer import load_tokenizer, tokenizer_kind
     from ..card.readme import write_card
 
-    if not result.is_main or not builtin_applies((result.metrics.get("data") or {}).get("labels") or ()):
+    if not result.is_main or not builtin_applies((result.metrics.get("data") or {}).get("labels") or (),
+                                                 tokenizer_kind(load_tokenizer(result.output / TOKENIZER_FILE))):
         return result   # another label set: no model is loaded for it
     callbacks.on_stage("behavioural tests (the built-in suite's test half)")
     record = builtin_record(result.output)

@@ -52,7 +52,7 @@ from ..evaluation.training_report import write_training_report
 from ..ngram.crossfit import full_logits
 from ..ngram.fit import fit_weighting
 from ..ngram.estimator import NgramEstimator
-from ..ngram.features import ngram_features
+from ..ngram.features import idf_weights, ngram_features, tfidf_rows
 from ..ngram.memory import fit_limit
 from ..ngram.selection import FIT_GRID
 from .callbacks import TrainCallbacks, TrainResult
@@ -307,8 +307,11 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     train, val = data.splits(spec)
     cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
     tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
-    x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets)
-    xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets)
+    x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
+    xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
+    if m.ngram_weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
+        idf = idf_weights(x)
+        x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
     k, y_val = len(train.label_names), np.asarray(val.labels)
     weighting = fit_weighting(config.training.class_weight, train.labels)
     grid = {form: Cs for form, Cs in FIT_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}

@@ -1,0 +1,241 @@
+"""Text written without spaces (issue 55): the units chosen by the data, the character and subword tokenizers, the
+n-gram score's longer n-grams, an explanation's pieces and offsets, and the built-in suite refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from sentiment_cli.behaviour.run import refuse_builtin
+from sentiment_cli.behaviour.suite import SuiteError, builtin_suite
+from sentiment_cli.config import DataConfig, load_config, stored_config_from_dict
+from sentiment_cli.data.batching import collate
+from sentiment_cli.data.tokenizer import (BYTE_TOKENS, SPACE_TOKEN, UNK_ID, build_tokenizer, encode_texts,
+                                          tokenizer_from_str, tokenizer_kind)
+from sentiment_cli.data.units import choose_units
+from sentiment_cli.inference.prediction import Explanation
+from sentiment_cli.ngram.features import ngram_buckets, ngram_features
+from sentiment_cli.ngram.score import NgramScore
+from sentiment_cli.training.auto import CHAR_MAX_N, Profile, data_rules
+
+DATA = Path(__file__).resolve().parent / "data"
+THAI = DATA / "wisesight_small"
+
+
+def _texts(path: Path, column: str) -> list[str]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return [row[column] for row in csv.DictReader(f)]
+
+
+def test_the_rule_reads_thai_as_characters_and_english_as_words():
+    thai = choose_units(_texts(THAI / "train.csv", "text"))
+    english = choose_units(_texts(DATA / "sst5_small" / "train.csv", "sentence"))
+    assert thai.kind == "char" and thai.share > 0.8 and "THAI" in thai.scripts
+    assert english.kind == "word" and english.share < 0.2
+    assert "without spaces" in thai.reason() and "%" in english.reason()
+
+
+def test_the_rule_reads_short_chinese_and_japanese_as_characters():
+    """Sets it was not tuned on: short texts, one short run each, are read by their script."""
+    chinese = ["太差了", "很好吃", "房间很大，床很舒服", "送餐很快"] * 5
+    japanese = ["部屋が狭い", "とても良かった", "また泊まりたい"] * 5
+    assert choose_units(chinese).kind == "char" and choose_units(japanese).kind == "char"
+    assert choose_units(["Das Hotel war sehr schön und ruhig", "Mahtava hotelli, suosittelen"] * 5).kind == "word"
+
+
+def test_a_thai_sentence_is_one_word_but_many_characters():
+    texts = _texts(THAI / "train.csv", "text")
+    word = build_tokenizer(texts, DataConfig(tokenizer="word"))
+    char = build_tokenizer(texts, DataConfig(tokenizer="auto"))
+    sentence = "ร้านนี้อร่อยมาก บริการดี"
+    assert len(word.encode(sentence).ids) == 2
+    encoding = char.encode(sentence)
+    assert tokenizer_kind(char) == "char" and tokenizer_kind(word) == "word"
+    assert len(encoding.ids) == len(sentence) and SPACE_TOKEN in encoding.tokens
+    assert [sentence[a:b] for a, b in encoding.offsets] == list(sentence)   # offsets map back to the text
+    assert UNK_ID not in encode_texts(char, [sentence], DataConfig(tokenizer="char"))[0]
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_subwords_fall_back_to_bytes_never_unk(kind):
+    texts = _texts(THAI / "train.csv", "text")[:200]
+    tok = build_tokenizer(texts, DataConfig(tokenizer=kind, vocab_size=600))
+    assert tokenizer_kind(tok) == kind and tok.token_to_id("<pad>") == 0 and tok.token_to_id("<unk>") == 1
+    unseen = "房间很大 😀 ok"   # characters the Thai training texts never had
+    encoding = tok.encode(unseen)
+    assert UNK_ID not in encoding.ids and any(t in BYTE_TOKENS for t in encoding.tokens)
+    again = tokenizer_from_str(tok.to_str(), "tokenizer.json")   # saved and loaded: still no <unk>
+    assert again.encode(unseen).ids == encoding.ids
+
+
+def test_an_old_config_reads_words_and_token_trigrams():
+    old = {"data": {"vocab_size": 500}, "model": {"ngram_buckets": 1024}}
+    cfg = stored_config_from_dict(old, "config.json")
+    assert cfg.data.tokenizer == "word" and cfg.model.ngram_max_n == 3
+
+
+def test_the_default_preset_asks_the_data():
+    assert load_config("default").data.tokenizer == "auto"
+    assert load_config("seed").data.tokenizer == "word"
+
+
+def test_the_data_rule_says_characters_in_one_line_and_reads_4_grams():
+    units = choose_units(_texts(THAI / "train.csv", "text"))
+    profile = Profile(train_rows=600, class_counts=(168, 319, 100, 13), has_validation=True, unlabelled=0,
+                      length_quantile=200, tokens=40_000, labels=("neg", "neu", "pos", "q"), units=units)
+    choices = {c.key: c for c in data_rules(profile, load_config("default"))}
+    assert choices["data.tokenizer"].value == "char" and "\n" not in choices["data.tokenizer"].line()
+    assert choices["model.ngram_max_n"].value == CHAR_MAX_N
+    english = Profile(train_rows=600, class_counts=(300, 300), has_validation=True, unlabelled=0,
+                      length_quantile=50, tokens=40_000, labels=("neg", "pos"), units=choose_units(["a good film"]))
+    rules = {c.key: c.value for c in data_rules(english, load_config("default"))}
+    assert rules["data.tokenizer"] == "word" and "model.ngram_max_n" not in rules
+
+
+def test_character_4_grams_cross_words_and_match_the_fit_features():
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    b3, b4 = ngram_buckets(ids, 1 << 16, 3), ngram_buckets(ids, 1 << 16, 4)
+    assert b4.shape == (1, 5, 4) and torch.equal(b4[..., :3], b3)
+    assert (b4[0, :3, 3] == 0).all() and (b4[0, 3:, 3] > 0).all()   # a 4-gram ends at the 4th token on
+    score = NgramScore(1 << 16, num_labels=3, max_n=4)
+    with torch.no_grad():
+        score.weight.normal_()
+    rows = [[5, 6, 7, 8, 9, 5, 6, 7, 8], [2, 3]]
+    x = ngram_features(rows, 1 << 16, max_n=4)
+    assert x[0].nnz == 5 + 5 + 5 + 5   # 1- to 4-grams of 5 6 7 8 9 5 6 7 8, each counted once
+    token_sum = score.token_logits(collate(rows)[0]).sum(1)
+    assert torch.allclose(token_sum, torch.from_numpy(x @ score.weight.numpy()).float(), atol=1e-5)
+
+
+def _explanation(text, spans, scores, join):
+    return Explanation(text=text, label="pos", probability=0.9, probabilities={"neg": 0.1, "pos": 0.9},
+                       tokens=[text[a:b] for a, b in spans], scores=scores, bias=0.0, ids=[5] * len(spans),
+                       spans=spans, positions=list(range(len(spans))), num_tokens=len(spans), join_pieces=join)
+
+
+def test_characters_join_into_pieces_with_offsets():
+    text = "อร่อยมาก แย่"
+    spans = [(i, i + 1) for i in range(len(text)) if text[i] != " "]
+    scores = [0.5] * 8 + [-1.0] * 3
+    joined = _explanation(text, spans, scores, True)
+    assert [(t, round(s, 3)) for t, s, _ in joined.pieces()] == [("อร่อยมาก", 4.0), ("แย่", -3.0)]
+    assert joined.top(1) == [("อร่อยมาก", 4.0)] and joined.top(1, positive=False) == [("แย่", -3.0)]
+    assert joined.to_dict()["offsets"][0] == [0, 1]
+    words = _explanation(text, spans, scores, False)   # a word-level model's tokens stay apart
+    assert len(words.pieces()) == len(spans)
+
+
+def test_the_builtin_suite_refuses_a_model_that_reads_characters():
+    texts = _texts(THAI / "train.csv", "text")[:100]
+    char = build_tokenizer(texts, DataConfig(tokenizer="char"))
+    with pytest.raises(SuiteError, match="English") as info:
+        refuse_builtin(builtin_suite(), char)
+    assert "\n" not in str(info.value)
+    refuse_builtin(builtin_suite(), build_tokenizer(texts, DataConfig(tokenizer="word")))   # words: no refusal
+
+
+def test_tfidf_weighting_in_the_model_is_the_fit_s_rows():
+    """The torch score (what the model and its ONNX export run) equals the scipy TF-IDF rows the fit reads."""
+    import numpy as np
+
+    from sentiment_cli.ngram.features import idf_weights, tfidf_rows
+
+    rows = [[5, 6, 7, 8, 9, 5, 6], [2, 3, 4], [9, 9, 40, 41]]
+    buckets = 1 << 12
+    x = ngram_features(rows, buckets, max_n=4)
+    idf = idf_weights(x[:2])   # fitted on the first two: the third's unseen n-grams count nothing
+    assert idf[0] == 0 and (idf[np.unique(x[:2].indices)] >= 1).all()
+    w = np.random.default_rng(0).normal(size=(buckets + 1, 3)).astype(np.float32)
+    score = NgramScore(buckets, num_labels=3, max_n=4, weighting="tfidf")
+    score.load_fit(w, np.zeros(3), "lr", idf)
+    expected = tfidf_rows(x, idf) @ w
+    assert np.allclose(score.margins(rows), expected, atol=1e-5)
+    token_sum = score.token_logits(collate(rows)[0]).sum(1).numpy()
+    assert np.allclose(token_sum, expected, atol=1e-5)
+    row = tfidf_rows(x, idf)[0]
+    assert abs(float(row.multiply(row).sum()) - 1.0) < 1e-5
+    with pytest.raises(ValueError, match="idf"):
+        NgramScore(buckets, num_labels=3, weighting="tfidf").load_fit(w, np.zeros(3), "lr")
+
+
+def test_a_character_model_pretrains_in_a_folder_of_its_own():
+    from sentiment_cli.training.auto import pretrained_folder
+    from sentiment_cli.training.pretrain import _TOKEN_KEYS
+
+    words = load_config("default").override("data", source=str(THAI), tokenizer="word")
+    chars = words.override("data", tokenizer="char")
+    assert pretrained_folder(words) != pretrained_folder(chars)
+    assert "tokenizer" in _TOKEN_KEYS   # a word-level pretrained folder is refused for a character model
+
+
+THAI_SUITE = """
+name = "thai-smoke"
+labels = ["neg", "neu", "pos", "q"]
+seed = 0
+samples = 5
+
+[lexicons]
+food = ["ข้าวมันไก่", "ก๋วยเตี๋ยว", "ส้มตำ"]
+good = ["อร่อยมาก", "ดีมาก"]
+
+[[test]]
+name = "praise"
+capability = "vocabulary"
+type = "MFT"
+expect = "pos"
+dev = ["{food}ร้านนี้{good}"]
+test = ["{food}{good}เลย"]
+
+[[test]]
+name = "punctuation"
+capability = "robustness"
+type = "INV"
+perturb = "punctuation"
+dev = ["{food}ร้านนี้{good}"]
+test = ["{food}{good}เลย"]
+"""
+
+
+@pytest.mark.slow   # trains a model: seconds on a quiet machine
+def test_a_thai_model_through_every_command(tmp_path):
+    """The default's rules on the Thai slice read characters; explain's offsets map back to the text, the built-in
+    suite is refused in one line, a Thai suite runs, and export's parity gate passes."""
+    from typer.testing import CliRunner
+
+    from sentiment_cli.cli.app import app
+
+    runner = CliRunner()
+    out = tmp_path / "thai"
+    r = runner.invoke(app, ["train", "--data", str(THAI), "--output", str(out), "--time-budget", "0", "--epochs", "1"])
+    assert r.exit_code == 0, r.output
+    assert "data.tokenizer = 'char'" in r.output and json.loads((out / "config.json").read_text())
+    text = "ข้าวมันไก่ร้านนี้อร่อยมาก แนะนำเลย"
+    r = runner.invoke(app, ["predict", "--checkpoint", str(out), "--explain", "--json", text])
+    got = json.loads(r.stdout)
+    assert [text[a:b] for a, b in got["offsets"]] == got["tokens"]
+    # every character is some token's span (NFKC splits "ำ" into two tokens of one span)
+    assert {i for a, b in got["offsets"] for i in range(a, b)} == set(range(len(text)))
+    r = runner.invoke(app, ["check", "--checkpoint", str(out)])
+    assert r.exit_code == 2 and "built-in suite is English" in r.output
+    suite = tmp_path / "thai.toml"
+    suite.write_text(THAI_SUITE, encoding="utf-8")
+    r = runner.invoke(app, ["check", "--checkpoint", str(out), "--suite", str(suite), "--json"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["export", "--format", "onnx", "--checkpoint", str(out), "--output", str(tmp_path / "t.onnx")])
+    assert r.exit_code == 0 and "passed" in r.output, r.output
+
+
+def test_tokens_of_one_span_are_one_piece():
+    text = "นำ"   # NFKC gives "น", "ํ", "า": the last two share the span of "ำ"
+    joined = _explanation(text, [(0, 1), (1, 2), (1, 2)], [0.5, 0.25, -0.5], True)
+    assert [(t, s) for t, s, _ in joined.pieces()] == [("นำ", 0.25)]
+
+
+def test_a_space_token_joins_no_piece():
+    text = "ดี ดี"   # a character model reads the space as a token of its own
+    joined = _explanation(text, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)], [0.5, 0.5, 0.0, 0.5, 0.5], True)
+    assert [t for t, _, _ in joined.pieces()] == ["ดี", " ", "ดี"]
