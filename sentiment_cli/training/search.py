@@ -313,13 +313,14 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
         final = NGRAM_FINAL_FITS * max((c.seconds for c in candidates), default=0.0)
         shared = _shared_work(config, cb, stop, data)
         val_rows = len(data.splits(DataSpec.from_config(config))[1])
-        candidates += _encoder_trials(config, cb, stop, given, runner, workdir, end - final, refits, val_rows)
+        base = _with_ngram_fit(config, candidates, given)
+        candidates += _encoder_trials(base, cb, stop, given, runner, workdir, end - final, refits, val_rows)
         winner = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
         if winner is None:
             raise SentimentError("the search measured no candidate within its time budget; raise --time-budget")
         cb.on_stage(f"the search chose {winner.name}: validation log-loss {winner.nll:.4f}, accuracy "
                     f"{winner.accuracy:.2%}")
-        result = _make_checkpoint(config, winner, cb, stop, runner, refits, end)
+        result = _make_checkpoint(base if winner.kind == "encoder" else config, winner, cb, stop, runner, refits, end)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result = _record(result, candidates, winner, config, time.monotonic() - start, shared)
@@ -327,6 +328,18 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
     if missing:
         cb.on_note(missing)
     return result
+
+
+def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozenset[str]) -> Config:
+    """``config`` with the n-gram score's form and C pinned to the best n-gram candidate's (on validation), so that
+    each encoder trial fits the score once instead of choosing its form again by cross-validation on the same
+    rows; as it is when the command line pinned them, the score has no buckets, or the run is multi-label (its
+    rules pin the form)."""
+    ngram = [c for c in candidates if c.kind == "ngram" and c.complete]
+    if not ngram or config.model.ngram_fit != "auto" or given & {"model.ngram_fit", "model.ngram_c"}:
+        return config
+    best = max(ngram, key=Candidate.rank_key)
+    return config.with_keys(best.settings, "the search: the best n-gram score alone's form and C")
 
 
 def _shared_work(config: Config, cb: TrainCallbacks, stop: StopFlag, data: RunData) -> dict[str, float]:
