@@ -379,3 +379,23 @@ def test_a_trial_cut_short_by_the_budget_keeps_its_best_completed_epoch(tmp_path
         stop = StopFlag()
         stop.request(2)
         train(small_config(epochs=3), tmp_path / "other", stop=search.Deadline(stop, time.monotonic() + 3600))
+
+
+def test_a_trial_is_sized_from_its_timing_run_or_stopped_when_too_few_steps_fit():
+    def hooks(seconds_left):
+        flag = search.Deadline(StopFlag(), 1000.0 + seconds_left)
+        h = search._TrialCallbacks(TrainCallbacks(), None, flag, epochs=4, batch=64, val_rows=640)
+        h.on_epoch_start(1, 4, 6400)   # 100 steps an epoch, 400 planned
+        h.total_steps, h.began = search.PROJECT_AFTER, 1000.0
+        return h, flag
+
+    h, flag = hooks(30.0)   # 10 steps a second: about 240 steps fit in 30 s, validation counted
+    h._size(1000.0, 10.0, 0.5, first=True)
+    assert not flag.projected and search.PROJECT_AFTER < flag.max_steps < 400 and h.sized == (flag.max_steps, 400)
+    assert flag.max_steps <= search.PROJECT_AFTER + 10 * 30 * search.SIZE_MARGIN
+    h, flag = hooks(1000.0)   # the whole schedule fits: no step budget
+    h._size(1000.0, 10.0, 0.5, first=True)
+    assert flag.max_steps is None and h.sized is None and not flag.projected
+    h, flag = hooks(8.0)   # under 100 steps fit: stopped at once, with what the whole schedule needs
+    h._size(1000.0, 10.0, 0.5, first=True)
+    assert flag.projected and h.needs > 37

@@ -263,9 +263,11 @@ class _TrialCallbacks(TrainCallbacks):
         if first and affordable < min(MIN_STEPS, planned // 2):
             self.stop.projected = True   # the next trial is a cheaper setting (_encoder_trials)
             return
-        self.stop.max_steps = None if fit >= planned else max(fit, self.total_steps)
-        if self.stop.max_steps is not None:
-            self.sized = (self.stop.max_steps, planned)
+        if fit >= planned and self.stop.max_steps is None:
+            return   # the whole schedule fits
+        # once sized, the schedule stays a step budget (the loop's learning rate follows it), up to the whole one
+        self.stop.max_steps = max(min(fit, planned), self.total_steps)
+        self.sized = (self.stop.max_steps, planned) if self.stop.max_steps < planned else None
 
 
 class _Pruned(Exception):
