@@ -399,3 +399,17 @@ def test_a_trial_is_sized_from_its_timing_run_or_stopped_when_too_few_steps_fit(
     h, flag = hooks(8.0)   # under 100 steps fit: stopped at once, with what the whole schedule needs
     h._size(1000.0, 10.0, 0.5, first=True)
     assert flag.projected and h.needs > 37
+
+
+def test_training_threads_are_the_cores_other_processes_leave_free(monkeypatch):
+    import os
+
+    from sentiment_cli import runtime
+
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))   # this process alone
+    assert runtime.free_threads(own=1.0) == 2
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.9, 0.0, 0.0))   # two other CPU-bound processes beside it
+    assert runtime.free_threads(own=2.0) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.2, 0.0, 0.0))   # this run's own two threads
+    assert runtime.free_threads(own=2.0) == 2

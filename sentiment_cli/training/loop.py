@@ -27,7 +27,7 @@ from ..data.batching import collate, make_batches
 from ..data.tokenizer import UNK_ID
 from ..errors import Interrupted, SentimentError
 from ..evaluation.evaluate import evaluate_ids
-from ..runtime import autocast
+from ..runtime import autocast, free_threads
 from .context import RunContext
 from .optim import lr_lambda, optimizer_step
 from .resume import rng_states
@@ -74,7 +74,22 @@ def fit(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrain
     return run
 
 
-# ----------------------------------------------------------------------------- a step budget
+# ----------------------------------------------------------------------------- threads and a step budget
+
+THREADS_EVERY = 100   # steps between two checks of the cores other processes leave free
+
+
+def _fit_threads(run: Fit, first: bool) -> None:
+    """On a CPU, one process (not torchrun), ``[training] threads = 0``: as many threads as the cores other
+    processes leave free (:func:`~sentiment_cli.runtime.free_threads`; this process counted as one runnable thread
+    at the start, then as its threads); a set ``threads`` is taken as it is."""
+    t, ctx = run.ctx.config.training, run.ctx
+    if ctx.device.type != "cpu" or ctx.info.enabled:
+        return
+    wanted = t.threads or free_threads(1.0 if first else torch.get_num_threads())
+    if wanted != torch.get_num_threads():
+        torch.set_num_threads(wanted)
+
 
 def _budget_ends(run: Fit) -> bool:
     """Whether a stop ends the run as finished rather than interrupted: the stop flag is a time budget's (the
@@ -153,8 +168,11 @@ def _train_epoch(run: Fit, epoch: int) -> _EpochTotals:
     ctx.cb.on_epoch_start(epoch, t.epochs, len(shard))
     epoch_start = time.perf_counter()
     loss_sum, correct, seen, labelled = 0.0, 0, 0, 0
-    for local in make_batches(run.data.lengths[shard], ctx.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
-                              bucket=t.bucket_batches):
+    batches = make_batches(run.data.lengths[shard], ctx.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
+                           bucket=t.bucket_batches)
+    for number, local in enumerate(batches):
+        if number % THREADS_EVERY == 0:
+            _fit_threads(run, first=epoch == 1 and number == 0)
         _follow_step_budget(run)
         if _steps_spent(run):   # the budget's last step: the epoch ends here, validated and saved
             break

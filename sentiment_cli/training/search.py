@@ -66,7 +66,8 @@ NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, an
 MAX_TRIALS = 16          # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                          # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
-PROJECT_AFTER = 30       # steps of a trial's first epoch: its timing run, whose rate sizes the trial's schedule
+PROJECT_AFTER = 30       # steps of a trial's first epoch: its timing run, whose rate sizes the trial's schedule;
+TIMING_STEPS, TIMING_SECONDS = 10, 5.0   # or fewer steps (10 at least) once they took 5 s (a slow machine)
 SIZE_MARGIN = 0.85       # a trial's steps are sized to fill this share of its time left (slower steps, saving)
 VALIDATION_SPEEDUP = 3.0 # a validation row takes about this many times less than a training row (no backward)
 MIN_STEPS = 100          # a trial that fits fewer optimizer steps than this (or half its schedule, when shorter)
@@ -216,7 +217,9 @@ class _TrialCallbacks(TrainCallbacks):
 
     def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
         self.steps, self.seen, self.total_steps = self.steps + 1, self.seen + examples, self.total_steps + 1
-        if self.epoch == 1 and self.steps == PROJECT_AFTER and examples_per_second > 0:
+        timed = self.steps >= PROJECT_AFTER or (self.steps >= TIMING_STEPS and
+                                                 time.monotonic() - self.first_epoch_start >= TIMING_SECONDS)
+        if self.epoch == 1 and self.rate is None and timed and examples_per_second > 0:
             self.rate = examples_per_second
             self._size(time.monotonic(), examples_per_second / self.batch, self.val_rows / VALIDATION_SPEEDUP /
                        examples_per_second, first=True)
