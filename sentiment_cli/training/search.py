@@ -70,7 +70,7 @@ PROJECT_AFTER = 30       # steps of a trial's first epoch: its timing run, whose
 TIMING_STEPS, TIMING_SECONDS = 10, 5.0   # or fewer steps (10 at least) once they took 5 s (a slow machine)
 SIZE_MARGIN = 0.85       # a trial's steps are sized to fill this share of its time left (slower steps, saving)
 VALIDATION_SPEEDUP = 3.0 # a validation row takes about this many times less than a training row (no backward)
-MIN_STEPS = 100          # a trial that fits fewer optimizer steps than this (or half its schedule, when shorter)
+MIN_STEPS = 50           # a trial that fits fewer optimizer steps than this (or half its schedule, when shorter)
                          # is stopped at once, and the next trial is a cheaper setting
 MIN_TRIAL_SECONDS = 20.0 # no trial starts with less time than this before its deadline
 MAX_LEVEL = 3            # cheaper settings: at most this many halvings (_cheaper)
@@ -490,6 +490,8 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
         if c.status.startswith("stopped"):   # too slow for its time: each level halves the cost, about
             over = (c.needs or 0.0) / max(1.0, deadline - now)
             level = min(MAX_LEVEL, level + max(1, math.ceil(math.log2(over)) if over > 1 else 1))
+            if not any(x.complete for x in trials):   # the rules' settings again, cheaper, before the sampler's
+                study.enqueue_trial({key: _value(config, key) for key in space})
     return trials
 
 
