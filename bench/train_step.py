@@ -7,7 +7,7 @@ embedding and 131,073 hashed bigram rows, word dropout, adversarial training off
 random reviews of ``--seq-len`` tokens. ``--profile`` prints ``torch.profiler``'s table of one step (CPU time by
 operator). Otherwise each variant (a lever, or several) runs ``--rounds`` rounds of ``--steps`` steps, the variants
 interleaved round by round so that the machine's other load falls on all of them alike, and the median step time
-of each is printed with its ratio to the baseline's. The load average is printed before and after: on a shared
+of each is printed with its ratio to the baseline's. A variant ``NAME@N`` runs with ``N`` threads (``baseline@1``). The load average is printed before and after: on a shared
 machine only the ratios within one run mean something.
 """
 
@@ -31,6 +31,7 @@ VARIANTS = ("baseline", "fused", "sparse", "bf16", "sparse+fused+bf16")
 def build(variant: str, adversarial: bool = False):
     """``(model, optimizer, config)`` of the IMDB default for ``variant``."""
     cfg = load_config("default").override("model", ngram_buckets=0)
+    variant = variant.split("@")[0]
     sparse, fused = "sparse" in variant, "fused" in variant
     cfg = cfg.override("training", sparse_embeddings=sparse, fused_optimizer=fused,
                        autocast_bf16="bf16" in variant)
@@ -64,7 +65,7 @@ class _NoSchedule:
         pass
 
 
-def timed(variants: list[str], rounds: int, seq_len: int, steps: int = 5) -> None:
+def timed(variants: list[str], rounds: int, seq_len: int, steps: int = 5, threads: int = 2) -> None:
     built = {v: build(v) for v in variants}
     data = batch(seq_len)
     for v in variants:   # warm up
@@ -72,6 +73,7 @@ def timed(variants: list[str], rounds: int, seq_len: int, steps: int = 5) -> Non
     times: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(rounds):
         for v in variants:
+            torch.set_num_threads(int(v.split("@")[1]) if "@" in v else threads)
             began = time.perf_counter()
             for _ in range(steps):
                 step(*built[v], *data)
@@ -108,7 +110,7 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args.variants[0], args.seq_len)
     else:
-        timed(args.variants, args.rounds, args.seq_len, args.steps)
+        timed(args.variants, args.rounds, args.seq_len, args.steps, args.threads)
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
