@@ -189,8 +189,9 @@ class Deadline:
 
 class _TrialCallbacks(TrainCallbacks):
     """The run's progress hooks, plus the trial's: each epoch's validation accuracy reported to Optuna (and the
-    pruner asked), and the trial's end projected (a rough figure after :data:`PROJECT_AFTER` steps, then the mean
-    epoch's at each epoch's end), which stops it when it would end past its deadline."""
+    pruner asked), and the trial sized to its deadline (:meth:`_size`): from the rate of its timing run (the first
+    :data:`PROJECT_AFTER` steps, or :data:`TIMING_STEPS` once they took :data:`TIMING_SECONDS`), then from the
+    rate of all its steps at each epoch's end."""
 
     def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, epochs: int, batch: int,
                  val_rows: int) -> None:
@@ -198,6 +199,7 @@ class _TrialCallbacks(TrainCallbacks):
             inner, trial, stop, epochs, batch, val_rows
         self.epoch, self.steps, self.seen, self.per_epoch, self.first_epoch_start = 0, 0, 0, 0, 0.0
         self.total_steps, self.steps_per_epoch, self.began, self.val_began = 0, 1, time.monotonic(), 0.0
+        self.val_total = 0.0                      # seconds of validation (and saving) so far
         self.rate: float | None = None            # training examples a second in the timing run
         self.needs: float | None = None           # seconds the whole planned schedule would take at that rate
         self.sized: tuple[int, int] | None = None  # (steps allowed, steps planned) when the budget cut the schedule
@@ -235,10 +237,11 @@ class _TrialCallbacks(TrainCallbacks):
     def on_epoch_end(self, record: dict[str, Any]) -> None:
         self.inner.on_epoch_end(record)
         epoch, now = record["epoch"], time.monotonic()
-        if self.first_epoch_start and self.total_steps:   # the measured rate, validation included, re-checked
-            per_step = (now - self.first_epoch_start) / self.total_steps
-            validation = now - self.val_began if self.val_began else 0.0   # with the epoch's saving
-            self._size(now, 1.0 / per_step, validation)
+        validation = now - self.val_began if self.val_began else 0.0   # with the epoch's saving
+        self.val_total += validation
+        training = now - self.first_epoch_start - self.val_total
+        if self.first_epoch_start and self.total_steps and training > 0:   # the rate measured again, each epoch
+            self._size(now, self.total_steps / training, validation)
         accuracy = record.get("validation_accuracy")
         if accuracy is None:
             return
