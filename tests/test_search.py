@@ -413,3 +413,17 @@ def test_training_threads_are_the_cores_other_processes_leave_free(monkeypatch):
     assert runtime.free_threads(own=2.0) == 1
     monkeypatch.setattr(os, "getloadavg", lambda: (2.2, 0.0, 0.0))   # this run's own two threads
     assert runtime.free_threads(own=2.0) == 2
+
+
+def test_the_ngram_stage_leaves_the_encoder_most_of_the_budget(tmp_path, no_report, monkeypatch):
+    seen = {}
+    real = search.ngram_candidates
+
+    def spy(config, data, cb, given, end, stop=None):
+        seen["left"] = end - time.monotonic()
+        return real(config, data, cb, given, end, stop)
+
+    monkeypatch.setattr(search, "ngram_candidates", spy)
+    fake = _Runner([0.9], tmp_path)
+    _search(tmp_path, fake, _default(REVIEWS, time_budget=1000.0))
+    assert seen["left"] <= search.NGRAM_SHARE * 1000.0 and fake.trials   # an encoder trial ran after it

@@ -63,6 +63,7 @@ METRIC = "validation log-loss after the temperature; ties: the higher validation
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
+NGRAM_SHARE = 0.3        # the n-gram score alone's fits start within this share of the budget (one at least)
 MAX_TRIALS = 16          # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                          # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
@@ -316,9 +317,11 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
     workdir = output.parent / f".{output.name}.search"
     shutil.rmtree(workdir, ignore_errors=True)
     try:
-        candidates = ngram_candidates(config, data, cb, given, end, stop)
-        # kept back for the n-gram score alone's own run should it win: its fit and its refit's
-        final = NGRAM_FINAL_FITS * max((c.seconds for c in candidates), default=0.0)
+        # the n-gram stage leaves the encoder most of the budget (a slow machine made it take two thirds)
+        candidates = ngram_candidates(config, data, cb, given, min(end, start + NGRAM_SHARE * (end - start)), stop)
+        # kept back for the n-gram score alone's own run should it win: the best one's fit and its refit's
+        best = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
+        final = NGRAM_FINAL_FITS * (best.seconds if best else 0.0)
         shared = _shared_work(config, cb, stop, data)
         val_rows = len(data.splits(DataSpec.from_config(config))[1])
         base = _with_ngram_fit(config, candidates, given)
