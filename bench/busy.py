@@ -84,7 +84,8 @@ def markdown(results: dict) -> str:
     for name, modes in results.items():
         for mode, r in modes.items():
             if "error" in r:
-                lines.append(f"| {name} | {mode} ({r['load_before']}) | error: {r['error']} | | | {r['train_seconds']} |")
+                lines.append(f"| {name} | {mode} ({r['load_before']}) | error: {r['error']} | | | "
+                             f"{r['train_seconds']} |")
                 continue
             trials = "; ".join(_trial_phrase(t) for t in r["trials"]) or "none"
             lines.append(f"| {name} | {mode} ({r['load_before']}) | {r['chosen']} | {trials} | "

@@ -7,7 +7,8 @@ embedding and 131,073 hashed bigram rows, word dropout, adversarial training off
 random reviews of ``--seq-len`` tokens. ``--profile`` prints ``torch.profiler``'s table of one step (CPU time by
 operator). Otherwise each variant (a lever, or several) runs ``--rounds`` rounds of ``--steps`` steps, the variants
 interleaved round by round so that the machine's other load falls on all of them alike, and the median step time
-of each is printed with its ratio to the baseline's. A variant ``NAME@N`` runs with ``N`` threads (``baseline@1``). The load average is printed before and after: on a shared
+of each is printed with its ratio to the baseline's. A variant ``NAME@N`` runs with ``N`` threads
+(``baseline@1``). The load average is printed before and after: on a shared
 machine only the ratios within one run mean something.
 """
 
