@@ -184,6 +184,12 @@ class TrainingConfig:
     patience: int = _spec(0, lo=0, help="stop after this many epochs without a better validation accuracy; 0 = never")
     bucket_batches: bool = _spec(True, help="group reviews of similar length into a batch (less padding)")
     autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")
+    sparse_embeddings: bool = _spec(False, help="the token and bigram embeddings get sparse gradients, and AdamW "
+                                    "updates only the rows a batch used (lazy Adam; their weight decay too)")
+    threads: int = _spec(0, lo=0, help="CPU threads for training; 0: the cores other processes leave free (the load "
+                         "average), checked again every 100 steps")
+    fused_optimizer: bool = _spec(False, help="AdamW's fused kernel (torch's fused=True): one pass over each "
+                                  "parameter instead of one per operation")
     # Small: on a CPU a small batch's activations stay in cache (docs/experiments.md has the measurement);
     # on a GPU a larger one may pay.
     eval_batch_size: int = _spec(64, lo=1, help="reviews per batch in validation and eval")

@@ -7,6 +7,7 @@ the model or the data.
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import random
 import threading
@@ -110,6 +111,30 @@ def native_bf16(device: torch.device) -> bool:
                   ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
         return any(probe() for probe in probes)
     return True
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where it is missing)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def free_threads(own: float) -> int:
+    """Threads for this process's CPU math: the cores it may run on less the load the other processes put on them
+    (the 1-minute load average less ``own``, the runnable threads this process itself contributed), rounded, at
+    least 1. A step of the encoder waits for all its threads, so a thread whose core another process keeps busy
+    slows every step: on a 2-core machine with other CPU-bound work, one thread trains faster than two
+    (docs/experiments.md, "Training speed"). Where the load average is missing, every usable core.
+    """
+    cores = usable_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):   # pragma: no cover
+        return cores
+    others = max(0.0, load - own)
+    return max(1, min(cores, int(cores - others + 0.5)))
 
 
 def versions() -> dict[str, str]:

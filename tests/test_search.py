@@ -189,7 +189,7 @@ def test_the_rules_are_the_first_trial_and_fixed_keys_are_not_searched(tmp_path,
     assert all("training.lr" not in c["settings"] for c in record["candidates"])
     statuses = [c["status"] for c in record["candidates"]]
     assert statuses[:3] == ["complete"] * 3 and statuses[3].startswith("failed: training diverged")
-    assert statuses[-1] == "stopped: the budget"
+    assert statuses[-1].startswith("stopped: the budget")
     assert record["chosen"] == "encoder #1" and fake.finished[0][1] == "trial-1"
     assert not (tmp_path / ".out.search").exists()   # the trial folders are gone
 
@@ -215,6 +215,59 @@ def test_the_ngram_score_alone_wins_when_no_encoder_trial_beats_it(tmp_path, no_
     assert alone.training.epochs == 0 and alone.training.refit is True and alone.training.init_from == ""
     assert (alone.model.ngram_fit, alone.model.ngram_c) == (best["settings"]["model.ngram_fit"],
                                                             best["settings"]["model.ngram_c"])
+
+
+def test_a_stopped_trial_does_not_end_the_search_and_the_next_is_cheaper(tmp_path, no_report):
+    cfg = _default(REVIEWS, time_budget=3600.0, adversarial_epsilon=2.0, negation_augment=50, epochs=4)
+    cfg = cfg.override("model", ngram_buckets=0)
+    fake = _Runner([0.9], tmp_path)
+    fake_fit = fake.fit
+
+    def slow_first(config, folder, cb, stop):   # the first trial's timing run: far too slow for its time
+        if not fake.trials:
+            fake.trials.append(config)
+            cb.needs, cb.rate = 100_000.0, 5.0
+            stop.projected = True
+            raise Interrupted("over", resumable=False)
+        if len(fake.trials) >= 2:
+            stop.projected = True
+            raise Interrupted("over", resumable=False)
+        return fake_fit(config, folder, cb, stop)
+
+    fake.fit = slow_first
+    record = _search(tmp_path, fake, cfg).metrics["search"]
+    first, second = fake.trials[0], fake.trials[1]
+    assert record["candidates"][0]["status"].startswith("stopped: the budget (its timing run, 5 examples/s")
+    assert record["candidates"][1]["status"] == "complete" and record["chosen"] == "encoder #1"
+    assert (first.training.adversarial_epsilon, first.training.negation_augment) == (2.0, 50)
+    # far too slow: the cheapest level at once (no adversarial step, no negated sentences, fewer epochs, shorter)
+    assert (second.training.adversarial_epsilon, second.training.negation_augment) == (0.0, 0)
+    assert second.training.epochs < first.training.epochs and second.data.max_length < first.data.max_length
+    assert record["candidates"][1]["settings"]["training.adversarial_epsilon"] == 0.0
+    assert "encoder_budget_hint" not in record
+
+
+def test_when_no_encoder_finishes_train_says_what_the_user_got(tmp_path, no_report):
+    from sentiment_cli.card.text import encoder_missing, search_facts
+
+    cfg = _default(REVIEWS, time_budget=120.0)
+    fake = _Runner([], tmp_path)
+
+    def too_slow(config, folder, cb, stop):   # every trial's timing run says it cannot fit
+        fake.trials.append(config)
+        cb.needs, cb.rate = 400.0, 20.0
+        stop.projected = True
+        raise Interrupted("over", resumable=False)
+
+    fake.fit = too_slow
+    record = _search(tmp_path, fake, cfg).metrics["search"]
+    assert fake.finals and record["candidates"][record["candidates"].index(
+        next(c for c in record["candidates"] if c["name"] == record["chosen"]))]["kind"] == "ngram"
+    assert len(fake.trials) >= 2   # a stopped trial did not end the search
+    assert record["encoder_budget_hint"].endswith("m") and int(record["encoder_budget_hint"][:-1]) >= 10
+    said = encoder_missing(record)
+    assert "n-gram score alone" in said and f"--time-budget {record['encoder_budget_hint']}" in said
+    assert ("no encoder", said) in search_facts(record)
 
 
 def test_the_lower_log_loss_chooses_and_accuracy_breaks_a_tie():
@@ -295,3 +348,82 @@ def test_a_signal_during_the_ngram_stage_stops_it_at_once():
         search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
                                 time.monotonic() + 60, stop)
     assert err.value.exit_code == 130
+
+
+# ----------------------------------------------------------------------------- a trial's budget in the loop
+
+def test_a_step_budget_ends_the_run_there_with_the_learning_rate_at_zero(tmp_path):
+    flag = search.Deadline(StopFlag(), time.monotonic() + 3600)
+    flag.max_steps = 20   # the committed slice: about 15 steps an epoch, so epoch 2 ends after 5 of them
+    result = train(small_config(epochs=4, schedule="cosine"), tmp_path / "run", stop=flag)
+    history = result.metrics["history"]
+    assert len(history) == 2 and history[-1]["learning_rate"] == 0.0
+    per_epoch = history[0]["train_examples"]
+    assert 0 < history[1]["train_examples"] < per_epoch   # the budget's last step ended epoch 2 early
+    assert result.metrics["calibration"] and not result.metrics.get("ended_by_budget")
+
+
+def test_a_trial_cut_short_by_the_budget_keeps_its_best_completed_epoch(tmp_path):
+    flag = search.Deadline(StopFlag(), time.monotonic() + 3600)
+
+    class CutInEpoch2(TrainCallbacks):
+        def on_epoch_start(self, epoch, epochs, num_examples):
+            flag.projected = epoch == 2
+
+    result = train(small_config(epochs=3), tmp_path / "run", CutInEpoch2(), stop=flag)
+    metrics = result.metrics
+    assert metrics["ended_by_budget"]["epoch"] == 2 and [r["epoch"] for r in metrics["history"]] == [1]
+    assert metrics["best_epoch"] == 1 and metrics["calibration"]["nll"] > 0   # calibrated, as a finished run is
+    assert Predictor(tmp_path / "run").predict(["A wonderful film."])[0].label in ("negative", "positive")
+    with pytest.raises(Interrupted):   # a signal still interrupts it
+        stop = StopFlag()
+        stop.request(2)
+        train(small_config(epochs=3), tmp_path / "other", stop=search.Deadline(stop, time.monotonic() + 3600))
+
+
+def test_a_trial_is_sized_from_its_timing_run_or_stopped_when_too_few_steps_fit():
+    def hooks(seconds_left):
+        flag = search.Deadline(StopFlag(), 1000.0 + seconds_left)
+        h = search._TrialCallbacks(TrainCallbacks(), None, flag, epochs=4, batch=64, val_rows=640)
+        h.on_epoch_start(1, 4, 6400)   # 100 steps an epoch, 400 planned
+        h.total_steps, h.began = search.PROJECT_AFTER, 1000.0
+        return h, flag
+
+    h, flag = hooks(30.0)   # 10 steps a second: about 240 steps fit in 30 s, validation counted
+    h._size(1000.0, 10.0, 0.5, first=True)
+    assert not flag.projected and search.PROJECT_AFTER < flag.max_steps < 400 and h.sized == (flag.max_steps, 400)
+    assert flag.max_steps <= search.PROJECT_AFTER + 10 * 30 * search.SIZE_MARGIN
+    h, flag = hooks(1000.0)   # the whole schedule fits: no step budget
+    h._size(1000.0, 10.0, 0.5, first=True)
+    assert flag.max_steps is None and h.sized is None and not flag.projected
+    h, flag = hooks(5.0)   # under 50 steps fit: stopped at once, with what the whole schedule needs
+    h._size(1000.0, 10.0, 0.5, first=True)
+    assert flag.projected and h.needs > 37 and flag.max_steps is None
+
+
+def test_training_threads_are_the_cores_other_processes_leave_free(monkeypatch):
+    import os
+
+    from sentiment_cli import runtime
+
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))   # this process alone
+    assert runtime.free_threads(own=1.0) == 2
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.9, 0.0, 0.0))   # two other CPU-bound processes beside it
+    assert runtime.free_threads(own=2.0) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.2, 0.0, 0.0))   # this run's own two threads
+    assert runtime.free_threads(own=2.0) == 2
+
+
+def test_the_ngram_stage_leaves_the_encoder_most_of_the_budget(tmp_path, no_report, monkeypatch):
+    seen = {}
+    real = search.ngram_candidates
+
+    def spy(config, data, cb, given, end, stop=None):
+        seen["left"] = end - time.monotonic()
+        return real(config, data, cb, given, end, stop)
+
+    monkeypatch.setattr(search, "ngram_candidates", spy)
+    fake = _Runner([0.9], tmp_path)
+    _search(tmp_path, fake, _default(REVIEWS, time_budget=1000.0))
+    assert seen["left"] <= search.NGRAM_SHARE * 1000.0 and fake.trials   # an encoder trial ran after it

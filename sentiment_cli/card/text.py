@@ -82,16 +82,36 @@ def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
              ("budget", f"{_num(search.get('budget_seconds'), ',.0f')} s; the search took "
                         f"{_num(search.get('seconds'), ',.0f')} s"),
              ("metric", str(search.get("metric", UNKNOWN)))]
+    missing = encoder_missing(search)
+    if missing:
+        facts.insert(1, ("no encoder", missing))
     for c in search.get("candidates") or []:
         if c.get("status") == "complete":
             text = (f"{_num(c.get('validation_accuracy'), '.2%')}, log-loss {_num(c.get('validation_nll'), '.4f')}, "
-                    f"{_num(c.get('seconds'), ',.1f')} s")
+                    f"{_num(c.get('seconds'), ',.1f')} s" + (f" ({c['ended']})" if c.get("ended") and
+                                                             c["ended"] != "its schedule" else ""))
         else:
             text = f"{c.get('status')} ({_num(c.get('seconds'), ',.0f')} s)"
         settings = settings_phrase(c.get("settings") or {})
         facts.append((str(c.get("name")), f"{text}" + (f"; {settings}" if settings and c.get("kind") == "encoder"
                                                         else "")))
     return facts
+
+
+def encoder_missing(search: dict[str, Any]) -> str | None:
+    """What the user got when the search's checkpoint is the n-gram score alone because no encoder trial finished
+    (``metrics.json``'s ``"search"``), with the ``--time-budget`` that would have fitted one
+    (``encoder_budget_hint``); ``None`` when an encoder trial finished (the n-gram score alone then won on
+    validation) or the n-gram score was not chosen."""
+    candidates = search.get("candidates") or []
+    chosen = next((c for c in candidates if c.get("name") == search.get("chosen")), None)
+    encoders = [c for c in candidates if c.get("kind") == "encoder"]
+    if chosen is None or chosen.get("kind") != "ngram" or any(c.get("status") == "complete" for c in encoders):
+        return None
+    hint = search.get("encoder_budget_hint")
+    return ("no encoder trial finished within the time budget: this checkpoint is the n-gram score alone (a linear "
+            "model over hashed 1-3-grams, no encoder)" + (f"; --time-budget {hint} would have fitted an encoder"
+                                                         if hint else "; raise --time-budget"))
 
 
 def settings_phrase(settings: dict[str, Any]) -> str:

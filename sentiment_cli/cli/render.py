@@ -99,6 +99,11 @@ def render_train_summary(console, result) -> None:
     elif "ece" in cal:
         console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
                       f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
+    from ..card.text import encoder_missing
+
+    missing = encoder_missing(result.metrics.get("search") or {})
+    if missing:   # the last line: what the user got (issue 54)
+        print_note(console, missing)
 
 
 def render_search(console, search: dict) -> None:
@@ -120,7 +125,8 @@ def render_search(console, search: dict) -> None:
         settings = settings_phrase(c["settings"]) if c["kind"] == "encoder" else ""
         table.add_row(escape(c["name"]), f"{c['validation_accuracy']:.2%}" if done else "–",
                       f"{c['validation_nll']:.4f}" if done and c["validation_nll"] is not None else "–",
-                      f"{c['seconds']:,.1f}", escape(c["status"]), escape(settings),
+                      f"{c['seconds']:,.1f}", escape(c["status"] + (f": {c['ended']}" if c.get("ended") else "")),
+                      escape(settings),
                       style="bold green" if c["name"] == search["chosen"] else None)
     console.print(table)
 

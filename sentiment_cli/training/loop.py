@@ -27,9 +27,9 @@ from ..data.batching import collate, make_batches
 from ..data.tokenizer import UNK_ID
 from ..errors import Interrupted, SentimentError
 from ..evaluation.evaluate import evaluate_ids
-from ..runtime import autocast
+from ..runtime import autocast, free_threads
 from .context import RunContext
-from .optim import optimizer_step
+from .optim import lr_lambda, optimizer_step
 from .resume import rng_states
 from .run_data import RunData
 from .setup import Fit, setup
@@ -60,12 +60,64 @@ def fit(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrain
         _ngram_alone(run)
         return run
     for epoch in range(run.state.epoch + 1, ctx.config.training.epochs + 1):
-        totals = _train_epoch(run, epoch)
+        try:
+            totals = _train_epoch(run, epoch)
+        except Interrupted:
+            if not _budget_ends(run):
+                raise
+            run.state.metrics["ended_by_budget"] = {"epoch": epoch, "steps": run.scheduler.last_epoch}
+            break   # the budget, not a signal: the best completed epoch is on disk and is kept
         validation = _validate(run)
         _end_of_epoch(run, epoch, totals, validation)
-        if run.state.metrics["stopped_early"]:
+        if run.state.metrics["stopped_early"] or _steps_spent(run):
             break
     return run
+
+
+# ----------------------------------------------------------------------------- threads and a step budget
+
+THREADS_EVERY = 100   # steps between two checks of the cores other processes leave free
+
+
+def _fit_threads(run: Fit, first: bool) -> None:
+    """On a CPU, one process (not torchrun), ``[training] threads = 0``: as many threads as the cores other
+    processes leave free (:func:`~sentiment_cli.runtime.free_threads`; this process counted as one runnable thread
+    at the start, then as its threads); a set ``threads`` is taken as it is."""
+    t, ctx = run.ctx.config.training, run.ctx
+    if ctx.device.type != "cpu" or ctx.info.enabled:
+        return
+    wanted = t.threads or free_threads(1.0 if first else torch.get_num_threads())
+    if wanted != torch.get_num_threads():
+        torch.set_num_threads(wanted)
+
+
+def _budget_ends(run: Fit) -> bool:
+    """Whether a stop ends the run as finished rather than interrupted: the stop flag is a time budget's (the
+    search's trials: ``budget`` true, not a signal), one process, and an epoch is complete to keep."""
+    return bool(getattr(run.ctx.stop, "budget", False)) and run.state.epoch >= 1 and not run.ctx.info.enabled
+
+
+def _steps_spent(run: Fit) -> bool:
+    """Whether the stop flag's step budget (``max_steps``, set by the search's trials) is spent."""
+    cap = getattr(run.ctx.stop, "max_steps", None)
+    return cap is not None and run.scheduler.last_epoch >= cap
+
+
+def _follow_step_budget(run: Fit) -> None:
+    """Fit the learning-rate schedule to the stop flag's step budget when it was set or changed: the run's own
+    schedule (warmup, then ``schedule``'s decay; ``constant`` decays linearly) over ``max_steps`` steps, so
+    the rate reaches zero at the last step whatever the budget allows (budgeted training: Li, Yumer & Ramanan,
+    "Budgeted Training: Rethinking Deep Neural Network Training Under Resource Constraints", ICLR 2020)."""
+    cap = getattr(run.ctx.stop, "max_steps", None)
+    if cap is None or cap == run.step_budget:
+        return
+    t = run.ctx.config.training
+    run.step_budget = cap
+    shape = lr_lambda("linear" if t.schedule == "constant" else t.schedule, t.warmup_fraction, cap)
+    run.scheduler.lr_lambdas = [shape] * len(run.optimizer.param_groups)
+    step = run.scheduler.last_epoch
+    for group, base in zip(run.optimizer.param_groups, run.scheduler.base_lrs):
+        group["lr"] = base * shape(step)
 
 
 def _ngram_alone(run: Fit) -> None:
@@ -116,8 +168,14 @@ def _train_epoch(run: Fit, epoch: int) -> _EpochTotals:
     ctx.cb.on_epoch_start(epoch, t.epochs, len(shard))
     epoch_start = time.perf_counter()
     loss_sum, correct, seen, labelled = 0.0, 0, 0, 0
-    for local in make_batches(run.data.lengths[shard], ctx.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
-                              bucket=t.bucket_batches):
+    batches = make_batches(run.data.lengths[shard], ctx.local_batch, shuffle=True, seed=t.seed * 100_003 + epoch,
+                           bucket=t.bucket_batches)
+    for number, local in enumerate(batches):
+        if number % THREADS_EVERY == 0:
+            _fit_threads(run, first=epoch == 1 and number == 0)
+        _follow_step_budget(run)
+        if _steps_spent(run):   # the budget's last step: the epoch ends here, validated and saved
+            break
         batch = shard[local]
         loss, right, with_label = _step(run, epoch, batch)
         n = len(batch)
@@ -128,7 +186,7 @@ def _train_epoch(run: Fit, epoch: int) -> _EpochTotals:
         ctx.cb.on_step(n, loss_sum / seen, correct / max(labelled, 1), seen / (time.perf_counter() - epoch_start))
     loss_sum, correct, seen, labelled = distributed.all_reduce(ctx.info, [loss_sum, correct, seen, labelled],
                                                                ctx.device)
-    return _EpochTotals(loss_sum, correct, seen, labelled, time.perf_counter() - epoch_start)
+    return _EpochTotals(loss_sum, correct, seen, labelled, max(time.perf_counter() - epoch_start, 1e-9))
 
 
 def _step(run: Fit, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
@@ -262,7 +320,7 @@ def _end_of_epoch(run: Fit, epoch: int, totals: _EpochTotals,
     trainer state of this epoch.
     """
     val_loss, val_acc, val_f1 = validation
-    record = {"epoch": epoch, "train_loss": totals.loss_sum / totals.seen,
+    record = {"epoch": epoch, "train_loss": totals.loss_sum / max(totals.seen, 1),
               "train_accuracy": totals.correct / max(totals.labelled, 1),
               "validation_loss": val_loss, "validation_accuracy": val_acc, "validation_f1_macro": val_f1,
               "train_examples_per_second": totals.seen / totals.seconds, "train_seconds": totals.seconds,

@@ -14,7 +14,7 @@ reviews' ids there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -41,6 +41,20 @@ class RunData:
         self._unlabelled: dict[tuple[str, str], Unlabelled | None] = {}
         self._pretraining: dict[tuple[DataSpec, str], list[str]] = {}
         self._ids: tuple[tuple[Any, ...], dict[Any, tuple[Any, TokenIds]]] | None = None
+        self._shared: dict[Any, Any] = {}
+
+    def shared(self, key: Any, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per ``key`` for the whole run and kept: the work that the search's trials (and
+        a refit) would otherwise each repeat on the same rows (the n-gram score's fit, the rule-negated
+        sentences, distillation's teacher labels: ``setup.py``). ``key`` must name everything the result depends
+        on; the result must not be changed by its users."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def has_shared(self, key: Any) -> bool:
+        """Whether :meth:`shared` has computed ``key`` already."""
+        return key in self._shared
 
     @property
     def loaded(self) -> bool:

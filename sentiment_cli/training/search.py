@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..card.text import settings_phrase
+from ..card.text import encoder_missing, settings_phrase
 from ..checkpoint import METRICS_FILE, write_json
 from ..config import Config
 from ..data.splits import DataSpec
@@ -63,14 +63,18 @@ METRIC = "validation log-loss after the temperature; ties: the higher validation
 REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-out run (10% more rows, no validation)
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
+NGRAM_SHARE = 0.3        # the n-gram score alone's fits start within this share of the budget (one at least)
 MAX_TRIALS = 16          # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                          # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
-PROJECT_AFTER = 30       # steps of a trial's first epoch before its rate gives a first projection of its end
-HOPELESS = 2.0           # that first projection stops a trial that needs over twice the time left (the first
-                         # steps are slower, and batches of one length each vary: a rough figure)
-PROJECT_MARGIN = 1.05    # each epoch's end projects the rest from the epochs' mean, with this allowance for the
-                         # post-fit steps
+PROJECT_AFTER = 30       # steps of a trial's first epoch: its timing run, whose rate sizes the trial's schedule;
+TIMING_STEPS, TIMING_SECONDS = 10, 5.0   # or fewer steps (10 at least) once they took 5 s (a slow machine)
+SIZE_MARGIN = 0.85       # a trial's steps are sized to fill this share of its time left (slower steps, saving)
+VALIDATION_SPEEDUP = 3.0 # a validation row takes about this many times less than a training row (no backward)
+MIN_STEPS = 50           # a trial that fits fewer optimizer steps than this (or half its schedule, when shorter)
+                         # is stopped at once, and the next trial is a cheaper setting
+MIN_TRIAL_SECONDS = 20.0 # no trial starts with less time than this before its deadline
+MAX_LEVEL = 3            # cheaper settings: at most this many halvings (_cheaper)
 
 # The encoder's settings the sampler proposes from, each list joined by the data rules' value. Chosen as the
 # levers with dev evidence in docs/experiments.md: the epochs (validation keeps the best one), the learning rates
@@ -107,10 +111,13 @@ class Candidate:
     seconds: float = 0.0
     status: str = "complete"
     folder: Path | None = field(default=None, repr=False)
+    ended: str = ""                 # why a trial with scores ended: its schedule, sized to the budget, cut short
+    rate: float | None = None       # an encoder trial's training examples a second in its timing run
+    needs: float | None = None      # seconds its whole planned schedule would have taken at that rate
 
     @property
     def complete(self) -> bool:
-        """Whether it has scores to compare."""
+        """Whether it has scores to compare (a trial sized to or cut short by the budget too: ``ended``)."""
         return self.status == "complete" and self.accuracy is not None
 
     def rank_key(self) -> tuple[float, float]:
@@ -119,8 +126,12 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         """Its ``metrics.json`` record."""
-        return {"name": self.name, "kind": self.kind, "settings": self.settings, "validation_accuracy": self.accuracy,
-                "validation_nll": self.nll, "seconds": round(self.seconds, 2), "status": self.status}
+        out = {"name": self.name, "kind": self.kind, "settings": self.settings, "validation_accuracy": self.accuracy,
+               "validation_nll": self.nll, "seconds": round(self.seconds, 2), "status": self.status}
+        if self.kind == "encoder":
+            out.update({"ended": self.ended or None, "examples_per_second": None if self.rate is None else
+                        round(self.rate, 1), "needs_seconds": None if self.needs is None else round(self.needs, 1)})
+        return out
 
 
 @dataclass(frozen=True)
@@ -143,10 +154,14 @@ class Runner:
 
 class Deadline:
     """A trial's stop flag: the run's own (signals), or the trial's deadline (``time.monotonic`` seconds), or a
-    projection that the trial would end past it (``projected``). It answers as :class:`StopFlag` does."""
+    projection that the trial would end past it (``projected``). It answers as :class:`StopFlag` does, and carries
+    the trial's step budget (``max_steps``): the loop ends the run after that many optimizer steps, its learning
+    rate decayed to zero there, and a stop by the budget after a completed epoch ends the run with its best epoch
+    kept (``loop.py``)."""
 
     def __init__(self, outer: StopFlag, at: float) -> None:
         self.outer, self.at, self.projected = outer, at, False
+        self.max_steps: int | None = None   # the trial's step budget, sized from its rate (the loop follows it)
 
     @property
     def budget(self) -> bool:
@@ -175,12 +190,20 @@ class Deadline:
 
 class _TrialCallbacks(TrainCallbacks):
     """The run's progress hooks, plus the trial's: each epoch's validation accuracy reported to Optuna (and the
-    pruner asked), and the trial's end projected (a rough figure after :data:`PROJECT_AFTER` steps, then the mean
-    epoch's at each epoch's end), which stops it when it would end past its deadline."""
+    pruner asked), and the trial sized to its deadline (:meth:`_size`): from the rate of its timing run (the first
+    :data:`PROJECT_AFTER` steps, or :data:`TIMING_STEPS` once they took :data:`TIMING_SECONDS`), then from the
+    rate of all its steps at each epoch's end."""
 
-    def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, epochs: int) -> None:
-        self.inner, self.trial, self.stop, self.epochs = inner, trial, stop, epochs
+    def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, epochs: int, batch: int,
+                 val_rows: int) -> None:
+        self.inner, self.trial, self.stop, self.epochs, self.batch, self.val_rows = \
+            inner, trial, stop, epochs, batch, val_rows
         self.epoch, self.steps, self.seen, self.per_epoch, self.first_epoch_start = 0, 0, 0, 0, 0.0
+        self.total_steps, self.steps_per_epoch, self.began, self.val_began = 0, 1, time.monotonic(), 0.0
+        self.val_total = 0.0                      # seconds of validation (and saving) so far
+        self.rate: float | None = None            # training examples a second in the timing run
+        self.needs: float | None = None           # seconds the whole planned schedule would take at that rate
+        self.sized: tuple[int, int] | None = None  # (steps allowed, steps planned) when the budget cut the schedule
 
     def on_stage(self, text: str) -> None:
         self.inner.on_stage(text)
@@ -190,20 +213,23 @@ class _TrialCallbacks(TrainCallbacks):
 
     def on_epoch_start(self, epoch: int, epochs: int, num_examples: int) -> None:
         self.epoch, self.steps, self.seen, self.per_epoch = epoch, 0, 0, num_examples
+        self.steps_per_epoch = max(1, math.ceil(num_examples / self.batch))
         if epoch == 1:
             self.first_epoch_start = time.monotonic()
         self.inner.on_epoch_start(epoch, epochs, num_examples)
 
     def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
-        self.steps, self.seen = self.steps + 1, self.seen + examples
-        if self.epoch == 1 and self.steps == PROJECT_AFTER and examples_per_second > 0:
-            now = time.monotonic()
-            needs = (self.per_epoch * self.epochs - self.seen) / examples_per_second   # every epoch's examples left
-            if needs > HOPELESS * (self.stop.at - now):
-                self.stop.projected = True
+        self.steps, self.seen, self.total_steps = self.steps + 1, self.seen + examples, self.total_steps + 1
+        timed = self.steps >= PROJECT_AFTER or (self.steps >= TIMING_STEPS and
+                                                 time.monotonic() - self.first_epoch_start >= TIMING_SECONDS)
+        if self.epoch == 1 and self.rate is None and timed and examples_per_second > 0:
+            self.rate = examples_per_second
+            self._size(time.monotonic(), examples_per_second / self.batch, self.val_rows / VALIDATION_SPEEDUP /
+                       examples_per_second, first=True)
         self.inner.on_step(examples, loss, accuracy, examples_per_second)
 
     def on_validation_start(self, num_examples: int) -> None:
+        self.val_began = time.monotonic()
         self.inner.on_validation_start(num_examples)
 
     def on_validation_step(self, examples: int) -> None:
@@ -212,11 +238,11 @@ class _TrialCallbacks(TrainCallbacks):
     def on_epoch_end(self, record: dict[str, Any]) -> None:
         self.inner.on_epoch_end(record)
         epoch, now = record["epoch"], time.monotonic()
-        if epoch < self.epochs and self.first_epoch_start:
-            per_epoch = (now - self.first_epoch_start) / epoch   # training and validation
-            if now + PROJECT_MARGIN * per_epoch * (self.epochs - epoch) > self.stop.at:
-                self.stop.projected = True
-                return
+        validation = now - self.val_began if self.val_began else 0.0   # with the epoch's saving
+        self.val_total += validation
+        training = now - self.first_epoch_start - self.val_total
+        if self.first_epoch_start and self.total_steps and training > 0:   # the rate measured again, each epoch
+            self._size(now, self.total_steps / training, validation)
         accuracy = record.get("validation_accuracy")
         if accuracy is None:
             return
@@ -226,6 +252,29 @@ class _TrialCallbacks(TrainCallbacks):
 
     def for_pretraining(self) -> TrainCallbacks:
         return self.inner.for_pretraining()
+
+    def _size(self, now: float, steps_per_second: float, validation_seconds: float, first: bool = False) -> None:
+        """Fit the trial's schedule to its time left: the optimizer steps its measured rate allows (each epoch's
+        validation and the post-fit pass counted) become the stop flag's step budget, to which the loop fits the
+        learning-rate schedule (``loop.py``); the whole schedule when it fits. At the timing run's end
+        (``first``), a trial that fits too few steps is stopped at once."""
+        planned = self.steps_per_epoch * self.epochs
+        left = SIZE_MARGIN * (self.stop.at - now)
+        affordable = 0
+        for _ in range(2):   # the validation passes depend on the epochs the steps span
+            spans = math.ceil(affordable / self.steps_per_epoch) if affordable else 1
+            affordable = max(0, int(steps_per_second * (left - validation_seconds * (spans + 1))))
+        self.needs = (now - self.began) + (planned - self.total_steps) / steps_per_second + \
+            validation_seconds * (self.epochs - self.epoch + 2)
+        fit = self.total_steps + affordable
+        if first and affordable < min(MIN_STEPS, planned // 2):
+            self.stop.projected = True   # the next trial is a cheaper setting (_encoder_trials)
+            return
+        if fit >= planned and self.stop.max_steps is None:
+            return   # the whole schedule fits
+        # once sized, the schedule stays a step budget (the loop's learning rate follows it), up to the whole one
+        self.stop.max_steps = max(min(fit, planned), self.total_steps)
+        self.sized = (self.stop.max_steps, planned) if self.stop.max_steps < planned else None
 
 
 class _Pruned(Exception):
@@ -268,19 +317,76 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
     workdir = output.parent / f".{output.name}.search"
     shutil.rmtree(workdir, ignore_errors=True)
     try:
-        candidates = ngram_candidates(config, data, cb, given, end, stop)
-        # kept back for the n-gram score alone's own run should it win: its fit and its refit's
-        final = NGRAM_FINAL_FITS * max((c.seconds for c in candidates), default=0.0)
-        candidates += _encoder_trials(config, cb, stop, given, runner, workdir, start, end - final, refits)
+        # the n-gram stage leaves the encoder most of the budget (a slow machine made it take two thirds)
+        candidates = ngram_candidates(config, data, cb, given, min(end, start + NGRAM_SHARE * (end - start)), stop)
+        # kept back for the n-gram score alone's own run should it win: the best one's fit and its refit's
+        best = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
+        final = NGRAM_FINAL_FITS * (best.seconds if best else 0.0)
+        shared = _shared_work(config, cb, stop, data)
+        val_rows = len(data.splits(DataSpec.from_config(config))[1])
+        base = _with_ngram_fit(config, candidates, given)
+        candidates += _encoder_trials(base, cb, stop, given, runner, workdir, end - final, refits, val_rows)
         winner = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
         if winner is None:
             raise SentimentError("the search measured no candidate within its time budget; raise --time-budget")
         cb.on_stage(f"the search chose {winner.name}: validation log-loss {winner.nll:.4f}, accuracy "
                     f"{winner.accuracy:.2%}")
-        result = _make_checkpoint(config, winner, cb, stop, runner, refits, end)
+        result = _make_checkpoint(base if winner.kind == "encoder" else config, winner, cb, stop, runner, refits, end)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return _record(result, candidates, winner, config, time.monotonic() - start)
+    result = _record(result, candidates, winner, config, time.monotonic() - start, shared)
+    missing = encoder_missing(result.metrics["search"])
+    if missing:
+        cb.on_note(missing)
+    return result
+
+
+def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozenset[str]) -> Config:
+    """``config`` with the n-gram score's form and C pinned to the best n-gram candidate's (on validation), so that
+    each encoder trial fits the score once instead of choosing its form again by cross-validation on the same
+    rows; as it is when the command line pinned them, the score has no buckets, or the run is multi-label (its
+    rules pin the form)."""
+    ngram = [c for c in candidates if c.kind == "ngram" and c.complete]
+    if not ngram or config.model.ngram_fit != "auto" or given & {"model.ngram_fit", "model.ngram_c"}:
+        return config
+    best = max(ngram, key=Candidate.rank_key)
+    return config.with_keys(best.settings, "the search: the best n-gram score alone's form and C")
+
+
+def _shared_work(config: Config, cb: TrainCallbacks, stop: StopFlag, data: RunData) -> dict[str, float]:
+    """The work every encoder trial would share, done once before them, under the run's stop flag (not a
+    trial's deadline) and inside the budget: the pretrained encoder ``init_from`` names, made when missing
+    (word2vec on IMDB: minutes). The n-gram score's fit, the rule-negated sentences and distillation's teacher
+    labels are made by the first trial that needs them and kept for the others (:meth:`RunData.shared`).
+
+    Returns:
+        ``{"pretraining_seconds": ...}`` (0 when the folder was there or the run starts from scratch).
+
+    Raises:
+        Interrupted, DataError, CheckpointError, SentimentError: as :func:`~.pretrain.ensure_pretrained`.
+    """
+    from .pretrain import ensure_pretrained
+
+    began = time.monotonic()
+    if config.training.init_from:
+        ensure_pretrained(config, cb, stop=stop, data=data)
+    return {"pretraining_seconds": round(time.monotonic() - began, 1)}
+
+
+def _budget_hint(candidates: list[Candidate], record_seconds: float, budget: float) -> str | None:
+    """The ``--time-budget`` (``"25m"``) that would have fitted one encoder trial: the time the search spent before
+    its encoder trials, plus the fastest measured trial's whole schedule with a refit's share, rounded up to
+    minutes; twice the budget when no trial measured its rate."""
+    encoders = [c for c in candidates if c.kind == "encoder"]
+    if not encoders:
+        return None
+    needs = [c.needs for c in encoders if c.needs]
+    if needs:
+        before = max(0.0, record_seconds - sum(c.seconds for c in encoders))
+        seconds = before + (1 + REFIT_FACTOR) * min(needs) / SIZE_MARGIN
+    else:
+        seconds = 2 * budget
+    return f"{math.ceil(seconds / 60)}m"
 
 
 def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
@@ -351,10 +457,11 @@ def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float
 
 
 def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: frozenset[str], runner: Runner,
-                    workdir: Path, start: float, end: float, refits: bool) -> list[Candidate]:
+                    workdir: Path, end: float, refits: bool, val_rows: int) -> list[Candidate]:
     """The encoder's trials, proposed by Optuna's TPE sampler (the data rules' settings first), each a run in
-    ``workdir``, until no further trial fits before ``end`` (a refit's time kept back when ``refits``), or
-    :data:`MAX_TRIALS` have run.
+    ``workdir`` sized to its time (:class:`_TrialCallbacks`), until no further trial fits before ``end`` (a refit's
+    time kept back when ``refits``), or :data:`MAX_TRIALS` have run. A trial stopped before it had an epoch does
+    not end the search: the next ones run a cheaper setting (:func:`_cheaper`).
 
     Raises:
         Interrupted: a signal (not the budget) stopped a trial.
@@ -362,6 +469,45 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study, space = _study(config, given)
+    trials: list[Candidate] = []
+    level = 0
+    while True:
+        done = [c for c in trials if c.complete]
+        estimate = max((c.seconds for c in done), default=0.0)
+        reserve = REFIT_FACTOR * estimate if refits else 0.0
+        now = time.monotonic()
+        if len(trials) >= MAX_TRIALS or (done and now + estimate + reserve > end):
+            break
+        if not done and refits:   # the first finished trial must leave its own refit time
+            deadline = now + FIRST_TRIAL_SHARE * (end - now) if not trials else end
+        else:
+            deadline = end - reserve
+        if deadline - now < MIN_TRIAL_SECONDS:
+            break
+        trial = study.ask()
+        settings = {key: trial.suggest_categorical(key, values) for key, values in space.items()}
+        settings.update(_cheaper(config, given, level, settings))
+        c = _run_trial(config, settings, len(trials), trial, cb, stop, runner, workdir, deadline, val_rows)
+        trials.append(c)
+        if c.complete:
+            study.tell(trial, c.accuracy)
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED if c.status.startswith("pruned")
+                       else optuna.trial.TrialState.FAIL)
+        cb.on_note(_line(c))
+        if c.status.startswith("stopped"):   # too slow for its time: each level halves the cost, about
+            over = (c.needs or 0.0) / max(1.0, deadline - now)
+            level = min(MAX_LEVEL, level + max(1, math.ceil(math.log2(over)) if over > 1 else 1))
+            if not any(x.complete for x in trials):   # the rules' settings again, cheaper, before the sampler's
+                study.enqueue_trial({key: _value(config, key) for key in space})
+    return trials
+
+
+def _study(config: Config, given: frozenset[str]) -> tuple[Any, dict[str, tuple[Any, ...]]]:
+    """Optuna's study (TPE sampler, median pruner) with the data rules' settings enqueued first, and the space."""
+    import optuna
+
     space = {key: _choices(key, values, config) for key, values in SPACE.items() if key not in given}
     if "training.epochs" not in given:   # validation keeps the best epoch; a shorter schedule is another setting
         space["training.epochs"] = tuple(sorted({max(1, config.training.epochs // 2), config.training.epochs}))
@@ -375,38 +521,32 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
                                 sampler=optuna.samplers.TPESampler(seed=config.training.seed),
                                 pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=warmup))
     study.enqueue_trial({key: _value(config, key) for key in space})
-    trials: list[Candidate] = []
-    while True:
-        done = [c for c in trials if c.complete]
-        estimate = max((c.seconds for c in done), default=0.0)
-        reserve = REFIT_FACTOR * estimate if refits else 0.0
-        now = time.monotonic()
-        if len(trials) >= MAX_TRIALS or (trials and now + estimate + reserve > end):
-            break
-        if not trials and refits:   # the first trial must leave its own refit time
-            deadline = start + FIRST_TRIAL_SHARE * (end - start)
-        else:
-            deadline = end - reserve
-        if deadline <= now:
-            break
-        trial = study.ask()
-        settings = {key: trial.suggest_categorical(key, values) for key, values in space.items()}
-        c = _run_trial(config, settings, len(trials), trial, cb, stop, runner, workdir, deadline)
-        trials.append(c)
-        if c.complete:
-            study.tell(trial, c.accuracy)
-        else:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED if c.status.startswith("pruned")
-                       else optuna.trial.TrialState.FAIL)
-        cb.on_note(_line(c))
-        if c.status.startswith("stopped"):
-            break   # the budget stopped it, or its rate said it would end past it: the time is spent
-    return trials
+    return study, space
+
+
+def _cheaper(config: Config, given: frozenset[str], level: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that make a trial cheaper after ``level`` trials too slow for their time (0: none), each
+    level about half the cost of the one before: level 1 drops the adversarial step (about half of a step's
+    time), the rule-negated sentences and half the epochs; level 2 also halves ``max_length`` and drops
+    distillation's unlabelled reviews; level 3 halves ``max_length`` again (never below 32 tokens). Keys the
+    command line set are kept as set."""
+    if level <= 0:
+        return {}
+    t, epochs = config.training, settings.get("training.epochs", config.training.epochs)
+    out: dict[str, Any] = {"training.adversarial_epsilon": 0.0, "training.negation_augment": 0,
+                           "training.epochs": max(1, epochs // 2)}
+    if level >= 2:
+        out["training.distill_reviews"] = 0
+        out["data.max_length"] = max(32, config.data.max_length // 2 ** (level - 1))
+    drop = {"training.adversarial_epsilon": t.adversarial_epsilon == 0, "training.negation_augment":
+            t.negation_augment == 0, "training.distill_reviews": t.distill_reviews == 0,
+            "data.max_length": config.data.max_length <= 32}
+    return {key: value for key, value in out.items() if key not in given and not drop.get(key, False)}
 
 
 def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any, cb: TrainCallbacks, stop: StopFlag,
-               runner: Runner, workdir: Path, deadline: float) -> Candidate:
-    """Run one encoder trial into ``workdir/trial-N``; its :class:`Candidate`.
+               runner: Runner, workdir: Path, deadline: float, val_rows: int = 0) -> Candidate:
+    """Run one encoder trial into ``workdir/trial-N``; its :class:`Candidate`, ``ended`` saying why it ended.
 
     Raises:
         Interrupted: a signal stopped it.
@@ -416,7 +556,8 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
     trial_config = config.with_keys(settings, "the search")
     folder = workdir / f"trial-{number}"
     flag = Deadline(stop, deadline)
-    hooks = _TrialCallbacks(cb, trial, flag, trial_config.training.epochs)
+    t = trial_config.training
+    hooks = _TrialCallbacks(cb, trial, flag, t.epochs, t.batch_size, val_rows)
     began = time.monotonic()
     c = Candidate(name, "encoder", settings, folder=folder)
     try:
@@ -428,7 +569,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
             raise Interrupted(f"interrupted by {stop.reason} during the search ({name}); the output folder is as "
                               "it was: run the same command again (--time-budget 0 trains once)",
                               exit_code=exc.exit_code, resumable=False) from None
-        c.status = "stopped: the budget"
+        c.status = _stopped(hooks, flag)
     except SentimentError as exc:
         if type(exc) is not SentimentError:   # the data, the config, a checkpoint: every trial would fail alike
             raise
@@ -437,8 +578,34 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
         cal = result.metrics.get("calibration") or {}
         c.accuracy = cal.get("accuracy", result.metrics.get("best_validation_accuracy"))
         c.nll = cal.get("nll")
+        c.ended = _ended(result.metrics, hooks)
     c.seconds = time.monotonic() - began
+    c.rate, c.needs = hooks.rate, hooks.needs
     return c
+
+
+def _stopped(hooks: _TrialCallbacks, flag: Deadline) -> str:
+    """Why the budget stopped a trial before it had an epoch to keep."""
+    if flag.projected and hooks.rate:
+        return (f"stopped: the budget (its timing run, {hooks.rate:,.0f} examples/s, fitted too few steps in the "
+                f"time left; the whole schedule needs about {hooks.needs or 0:,.0f} s)")
+    if hooks.rate is None:
+        return "stopped: the budget (before its first steps: the setup took the time)"
+    return "stopped: the budget (before its first epoch ended)"
+
+
+def _ended(metrics: dict[str, Any], hooks: _TrialCallbacks) -> str:
+    """Why a trial that has scores ended: its own schedule, a step budget sized from its rate, or the deadline."""
+    cut = metrics.get("ended_by_budget")
+    if cut:
+        return (f"cut short by the budget during epoch {cut['epoch']} (step {cut['steps']:,}); its best completed "
+                f"epoch, {metrics.get('best_epoch')}, kept")
+    if hooks.sized:
+        return (f"sized to the budget: {hooks.sized[0]:,} of {hooks.sized[1]:,} steps at its measured rate, the "
+                "learning rate decayed to zero at the last")
+    if metrics.get("stopped_early"):
+        return "stopped early (patience)"
+    return "its schedule"
 
 
 def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop: StopFlag, runner: Runner,
@@ -452,7 +619,11 @@ def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop
                                         "training.adversarial_epsilon": 0.0, "training.refit": True}, "the search")
         return runner.final(ngram_alone, cb, stop)
     chosen = config.with_keys(winner.settings, "the search")
-    if refits and time.monotonic() + REFIT_FACTOR * winner.seconds > end:
+    if refits and winner.ended != "its schedule":   # its epochs do not say what a refit on every row would run
+        cb.on_note(f"no refit on every row: {winner.name}'s schedule was {winner.ended}; the held-out run's weights "
+                   "are kept")
+        chosen = chosen.override("training", origin="the search", refit=False)
+    elif refits and time.monotonic() + REFIT_FACTOR * winner.seconds > end:
         cb.on_note(f"no time left in the budget for the refit on every row: the held-out run's weights are kept "
                    f"(the refit takes about {REFIT_FACTOR * winner.seconds:.0f} s)")
         chosen = chosen.override("training", origin="the search", refit=False)
@@ -460,13 +631,18 @@ def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop
 
 
 def _record(result: TrainResult, candidates: list[Candidate], winner: Candidate, config: Config,
-            seconds: float) -> TrainResult:
-    """``result`` with ``metrics.json``'s ``"search"``: the budget, the metric, every candidate, the choice."""
+            seconds: float, shared: dict[str, float] | None = None) -> TrainResult:
+    """``result`` with ``metrics.json``'s ``"search"``: the budget, the metric, the work shared by the trials,
+    every candidate, the choice, and, when no encoder trial finished, the budget that would have fitted one."""
     result.metrics["search"] = {
         "budget_seconds": config.training.time_budget, "seconds": round(seconds, 1), "metric": METRIC,
         "sampler": f"Optuna TPE (seed {config.training.seed}), median pruner on each epoch's validation accuracy",
+        "shared_work": shared or {},
         "candidates": [c.to_dict() for c in candidates], "chosen": winner.name,
         "chosen_settings": winner.settings}
+    if not any(c.kind == "encoder" and c.complete for c in candidates):
+        result.metrics["search"]["encoder_budget_hint"] = _budget_hint(candidates, seconds,
+                                                                       config.training.time_budget)
     result.metrics["wall_time_seconds"] = round(seconds, 1)
     write_json(result.output / METRICS_FILE, result.metrics)
     result.report = write_training_report(result.output)   # the card shows the search
@@ -490,4 +666,5 @@ def _line(c: Candidate) -> str:
     """A candidate's result in one line (``on_note``)."""
     if not c.complete:
         return f"{c.name}: {c.status} after {c.seconds:.0f} s"
-    return f"{c.name}: validation accuracy {c.accuracy:.2%}, log-loss {c.nll:.4f}, {c.seconds:.1f} s"
+    ended = f" ({c.ended})" if c.ended and c.ended != "its schedule" else ""
+    return f"{c.name}: validation accuracy {c.accuracy:.2%}, log-loss {c.nll:.4f}, {c.seconds:.1f} s{ended}"

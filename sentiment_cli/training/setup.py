@@ -101,6 +101,8 @@ class Fit:
         state: where the run stands (epochs done, best so far, ``metrics.json``).
         start, wall_before: when this process started the run (``time.perf_counter``), and the wall
             time of the run's earlier sessions (resumed runs), in seconds.
+        step_budget: the optimizer steps the learning-rate schedule was last fitted to by a time budget (the
+            search's trials, ``loop.py``), or ``None``: the run's own schedule over its epochs.
     """
 
     ctx: RunContext
@@ -115,6 +117,7 @@ class Fit:
     state: LoopState
     start: float
     wall_before: float
+    step_budget: int | None = None   # the step budget the schedule was last fitted to (``loop.py``), if any
 
     def wall_time(self) -> float:
         """Seconds the run has taken so far, earlier sessions included."""
@@ -178,7 +181,7 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
         train_split, val_split = run_data.splits(DataSpec.from_config(config))
     if train_split.reading and not ctx.data_rules and info.is_main:   # the default's rules said it already
         ctx.cb.on_note(train_split.reading)
-    train_split, augmented = _augmented(ctx, train_split)
+    train_split, augmented = _augmented(ctx, run_data, train_split)
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
         check_same_data(saved, train_split, val_split, config.data.source)
@@ -206,7 +209,7 @@ def train_targets(split: Split) -> torch.Tensor:
     return torch.tensor(split.labels, dtype=torch.long)
 
 
-def _augmented(ctx: RunContext, train_split: Split) -> tuple[Split, int]:
+def _augmented(ctx: RunContext, run_data: RunData, train_split: Split) -> tuple[Split, int]:
     """The training split with ``[training] negation_augment``'s rule-negated sentence pairs (``augment.py``),
     and how many were added; a note when the labels are not two-class sentiment's."""
     pairs = ctx.config.training.negation_augment
@@ -216,6 +219,11 @@ def _augmented(ctx: RunContext, train_split: Split) -> tuple[Split, int]:
         ctx.cb.on_note(f"negation_augment: the labels ({', '.join(train_split.label_names[:20])}) are not "
                        "negative/positive; no sentence is negated")
         return train_split, 0
+    return run_data.shared(("negation_augment", train_split.fingerprint(), pairs), lambda: _negated(ctx, train_split))
+
+
+def _negated(ctx: RunContext, train_split: Split) -> tuple[Split, int]:
+    pairs = ctx.config.training.negation_augment
     ctx.cb.on_stage(f"negating up to {pairs:,} training sentences by rule (augmentation)")
     return augment.augment(train_split, pairs)
 
@@ -246,9 +254,29 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
         DataError: no or too few unlabelled reviews for distillation.
     """
     reviews = data.num_labelled - 2 * data.augmented   # the rule-negated sentences teach the encoder only
-    fitted = fit_ngram_score(ctx.config, model.ngram_score, len(data.labels), data.train_ids[:reviews],
-                             data.train.labels[:reviews], data.val_ids, data.validation.labels, ctx.cb.on_stage)
-    return fitted, distill.distillation(ctx.config, run_data, data.tokenizer, fitted, data.train.labels, ctx.cb)
+    c, t = ctx.config, ctx.config.training
+
+    def fit() -> tuple[FittedScore | None, dict[str, Any] | None]:
+        fitted = fit_ngram_score(c, model.ngram_score, len(data.labels), data.train_ids[:reviews],
+                                 data.train.labels[:reviews], data.val_ids, data.validation.labels, ctx.cb.on_stage)
+        if fitted is None or fitted.score is not model.ngram_score:   # none, or a stand-alone teacher: kept whole
+            return fitted, None
+        return fitted, {"weight": fitted.score.weight.detach().clone(), "intercept": fitted.score.intercept,
+                        "form": fitted.score.form}
+
+    # computed once per run for the same rows and settings (the search's trials share it: issue 54)
+    key = ("ngram fit", data.tokenizer_json, len(data.labels), reviews, data.train.fingerprint(), len(data.validation),
+           c.model.ngram_buckets, c.model.ngram_fit, c.model.ngram_c, t.class_weight, t.ngram_residual, t.seed,
+           bool(t.distill_reviews), c.data.max_length, c.data.truncation, c.data.head_fraction, c.data.negation_scope)
+    earlier = run_data.has_shared(key)
+    fitted, weights = run_data.shared(key, fit)
+    if weights is not None and earlier:   # kept from an earlier trial: this model's copy
+        ctx.cb.on_stage("the n-gram score: the fit made earlier in this run, on the same rows")
+        model.ngram_score.load_fit(weights["weight"].numpy(), weights["intercept"], weights["form"])
+        fitted = dataclasses.replace(fitted, score=model.ngram_score, report=dict(fitted.report))
+    teacher_key = ("distillation", key, t.distill_reviews, t.distill_weight, t.label_smoothing)
+    return fitted, run_data.shared(teacher_key, lambda: distill.distillation(c, run_data, data.tokenizer, fitted,
+                                                                             data.train.labels, ctx.cb))
 
 
 def _optimizer_and_schedule(ctx: RunContext, model: SentimentClassifier,
