@@ -427,3 +427,17 @@ def test_the_ngram_stage_leaves_the_encoder_most_of_the_budget(tmp_path, no_repo
     fake = _Runner([0.9], tmp_path)
     _search(tmp_path, fake, _default(REVIEWS, time_budget=1000.0))
     assert seen["left"] <= search.NGRAM_SHARE * 1000.0 and fake.trials   # an encoder trial ran after it
+
+
+def test_pretraining_gets_its_share_of_the_budget(monkeypatch):
+    seen = {}
+
+    def fake_pretrained(config, cb=None, *, stop=None, data=None, seconds=None):
+        seen["seconds"] = seconds
+        return None, True
+
+    from sentiment_cli.training import pretrain as pretrain_module
+    monkeypatch.setattr(pretrain_module, "ensure_pretrained", fake_pretrained)
+    cfg = load_config("default").override("training", init_from="somewhere")
+    record = search._shared_work(cfg, TrainCallbacks(), StopFlag(), None, search.PRETRAIN_SHARE * 1800)
+    assert seen["seconds"] == pytest.approx(450.0) and record["pretraining_seconds"] >= 0

@@ -64,6 +64,9 @@ REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-o
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
 NGRAM_SHARE = 0.3        # the n-gram score alone's fits start within this share of the budget (one at least)
+# Pretraining (word2vec on IMDB: five epochs of ~50 s on a quiet 2-core machine, ~230 s each at a load of 10)
+# starts no epoch it would end past this share of the budget: on a busy machine the encoder keeps its time
+PRETRAIN_SHARE = 0.25
 MAX_TRIALS = 16          # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                          # validation rows fit their noise more than the data
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
@@ -322,7 +325,7 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
         # kept back for the n-gram score alone's own run should it win: the best one's fit and its refit's
         best = max((c for c in candidates if c.complete), key=Candidate.rank_key, default=None)
         final = NGRAM_FINAL_FITS * (best.seconds if best else 0.0)
-        shared = _shared_work(config, cb, stop, data)
+        shared = _shared_work(config, cb, stop, data, PRETRAIN_SHARE * (end - start))
         val_rows = len(data.splits(DataSpec.from_config(config))[1])
         base = _with_ngram_fit(config, candidates, given)
         candidates += _encoder_trials(base, cb, stop, given, runner, workdir, end - final, refits, val_rows)
@@ -353,11 +356,16 @@ def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozense
     return config.with_keys(best.settings, "the search: the best n-gram score alone's form and C")
 
 
-def _shared_work(config: Config, cb: TrainCallbacks, stop: StopFlag, data: RunData) -> dict[str, float]:
+def _shared_work(config: Config, cb: TrainCallbacks, stop: StopFlag, data: RunData,
+                 seconds: float | None = None) -> dict[str, float]:
     """The work every encoder trial would share, done once before them, under the run's stop flag (not a
     trial's deadline) and inside the budget: the pretrained encoder ``init_from`` names, made when missing
     (word2vec on IMDB: minutes). The n-gram score's fit, the rule-negated sentences and distillation's teacher
     labels are made by the first trial that needs them and kept for the others (:meth:`RunData.shared`).
+
+    Args:
+        seconds: pretraining's share of the budget (:data:`PRETRAIN_SHARE`): it starts no epoch it would end
+            past it (the first always runs); ``None``: every epoch.
 
     Returns:
         ``{"pretraining_seconds": ...}`` (0 when the folder was there or the run starts from scratch).
@@ -369,7 +377,7 @@ def _shared_work(config: Config, cb: TrainCallbacks, stop: StopFlag, data: RunDa
 
     began = time.monotonic()
     if config.training.init_from:
-        ensure_pretrained(config, cb, stop=stop, data=data)
+        ensure_pretrained(config, cb, stop=stop, data=data, seconds=seconds)
     return {"pretraining_seconds": round(time.monotonic() - began, 1)}
 
 
