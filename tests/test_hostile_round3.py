@@ -123,3 +123,27 @@ def test_the_lock_is_reentrant_within_the_process(tmp_path):
             pass
         assert (tmp_path / LOCK_FILE).exists()   # the inner release leaves the outer holder's file
     assert not (tmp_path / LOCK_FILE).exists()
+
+
+# ---------------------------------------------------------------------------- 3. check on a multi-label model
+
+def test_check_on_a_multi_label_model_gives_predicts_label_sets(multilabel_checkpoint, tmp_path):
+    from sentiment_cli.behaviour.run import check_checkpoint
+    from sentiment_cli.behaviour.suite import load_suite
+    from sentiment_cli.inference.predictor import Predictor
+
+    predictor = Predictor(multilabel_checkpoint)
+    texts = ["Thank you so much, this made my day!", "I am so angry about this.", "What a lovely surprise."]
+    sets = predictor.predict(texts)
+    wanted = sets[0].labels[0] if sets[0].labels else predictor.labels[0]
+    suite = tmp_path / "s.toml"
+    suite.write_text('name = "ml"\nsamples = 3\n[[test]]\nname = "t"\ncapability = "c"\ntype = "MFT"\n'
+                     f'expect = "{wanted}"\ntemplates = {texts!r}\n'.replace("'", '"'))
+    report, rows = check_checkpoint(multilabel_checkpoint, load_suite(suite))
+    proba = predictor.predict_proba(texts)
+    for text, s, p in zip(texts, sets, proba):
+        row = next(r for r in rows if r["text"] == text)
+        assert row["label"] == ", ".join(s.labels)   # predict's label set, not a softmax's argmax
+        assert row[f"p_{wanted}"] == pytest.approx(float(p[predictor.labels.index(wanted)]), abs=1e-5)
+    first = next(r for r in rows if r["text"] == texts[0])
+    assert first["passed"] is (wanted in sets[0].labels) is True

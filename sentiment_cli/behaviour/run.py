@@ -26,22 +26,33 @@ def suite_for(path: str | Path | None) -> Suite:
 
 
 def predictor_scorer(predictor) -> Callable[[list[str]], np.ndarray]:
-    """A :data:`~.check.Scorer` from a :class:`~sentiment_cli.inference.predictor.Predictor`: its calibrated
-    probabilities (the softmax of the logits over its temperature), ``(n, num_labels)``."""
+    """A :data:`~.check.Scorer` from a :class:`~sentiment_cli.inference.predictor.Predictor`: the probabilities
+    ``predict`` reports, ``(n, num_labels)`` (:meth:`~sentiment_cli.inference.predictor.Predictor.predict_proba`:
+    the softmax of the logits over the temperature, or a multi-label model's sigmoid of each label's)."""
     from ..inference.probabilities import softmax
 
+    if predictor.multi_label:
+        return lambda texts: predictor.predict_proba(texts).astype(np.float64)
     return lambda texts: softmax(predictor.logits(texts), predictor.temperature, np.float64)
 
 
+def predictor_decide(predictor) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A multi-label predictor's rule, probabilities -> label sets (:data:`~.check.Decide`), as ``predict``
+    applies it; ``None`` for a single-label one."""
+    return predictor.decision.labels if predictor.multi_label else None
+
+
 def check_scorer(suite: Suite, scorer: Callable[[list[str]], np.ndarray], labels: Sequence[str], half: str = "all",
-                 on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict]]:
-    """``(report, rows)`` of ``suite`` on any scorer (:func:`~.check.run_check`); the report is
-    :func:`~.check.summary` plus the suite's name and source, the half and the labels.
+                 on_progress: Callable[[int, int], None] | None = None,
+                 decide: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[dict[str, Any], list[dict]]:
+    """``(report, rows)`` of ``suite`` on any scorer (:func:`~.check.run_check`; ``decide``: a multi-label
+    model's rule, :func:`predictor_decide`); the report is :func:`~.check.summary` plus the suite's name and
+    source, the half and the labels.
 
     Raises:
         LabelMismatch: as :func:`~.check.resolve_labels`.
     """
-    results, rows = run_check(suite, scorer, labels, half, on_progress)
+    results, rows = run_check(suite, scorer, labels, half, on_progress, decide)
     report = {"suite": suite.name, "source": suite.source, "half": half, "labels": list(labels), **summary(results)}
     return report, rows
 
@@ -60,7 +71,8 @@ def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", de
     from ..inference.predictor import Predictor
 
     predictor = Predictor(checkpoint, device=device)
-    report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress)
+    report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress,
+                                predictor_decide(predictor))
     return {"checkpoint": str(checkpoint), **report}, rows
 
 
