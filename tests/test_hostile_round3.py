@@ -147,3 +147,54 @@ def test_check_on_a_multi_label_model_gives_predicts_label_sets(multilabel_check
         assert row[f"p_{wanted}"] == pytest.approx(float(p[predictor.labels.index(wanted)]), abs=1e-5)
     first = next(r for r in rows if r["text"] == texts[0])
     assert first["passed"] is (wanted in sets[0].labels) is True
+
+
+# ---------------------------------------------------------------------------- 4, 5. check's bounds
+
+def _words(prefix: str, n: int) -> str:
+    return "[" + ", ".join(f'"{prefix}{i}"' for i in range(n)) + "]"
+
+
+def test_check_refuses_a_suite_of_ten_million_cases_before_building_any(trained_checkpoint, tmp_path):
+    import time
+
+    from sentiment_cli.behaviour.cases import MAX_CASES, MAX_CHARACTERS
+    suite = tmp_path / "big.toml"
+    templates = ", ".join(f'"t{i} {{a}} {{b}}"' for i in range(10_000))
+    suite.write_text(f'name = "big"\nsamples = 1000\n[lexicons]\na = {_words("a", 1000)}\nb = {_words("b", 1000)}\n'
+                     f'[[test]]\nname = "t"\ncapability = "c"\ntype = "MFT"\nexpect = "positive"\n'
+                     f"templates = [{templates}]\n")
+    start = time.perf_counter()
+    r = invoke("check", "--checkpoint", trained_checkpoint, "--suite", suite)
+    assert_one_error_line(r, 2, f"up to 10,000,000 cases (templates x samples), over the limit of {MAX_CASES:,}; "
+                                "lower samples, or raise the limit with --max-cases")
+    assert time.perf_counter() - start < 10
+    huge = tmp_path / "huge.toml"   # one template repeating a 1 MB entry 3,000 times: a 3 GB sentence
+    huge.write_text(f'name = "huge"\n[lexicons]\nw = ["{"x" * 1_000_000}"]\n[[test]]\nname = "t"\ncapability = "c"\n'
+                    f'type = "MFT"\nexpect = "positive"\ntemplates = ["{"{w} " * 3000}"]\n')
+    r = invoke("check", "--checkpoint", trained_checkpoint, "--suite", huge)
+    assert_one_error_line(r, 2, f"over the limit of {MAX_CHARACTERS:,}; shorten the templates or lexicon entries, "
+                                "or raise the limit with --max-characters")
+    # the CLI's --help shows the defaults as literals (it imports no behaviour module)
+    assert (f"{MAX_CASES:,}", f"{MAX_CHARACTERS:,}") == ("100,000", "50,000,000")
+
+
+def test_the_workload_bound_is_an_upper_bound_of_the_builtin_suite():
+    from sentiment_cli.behaviour.cases import test_cases, workload
+    from sentiment_cli.behaviour.suite import builtin_suite
+
+    suite = builtin_suite()
+    built = [c for t in suite.tests for c in test_cases(suite, t)]
+    cases, characters = workload(suite)
+    assert len(built) <= cases and sum(len(x) for c in built for x in c.texts) <= characters
+
+
+def test_number_perturbation_of_a_number_over_4300_digits():
+    import random
+
+    from sentiment_cli.behaviour.perturb import number
+
+    text = "It cost " + "7" * 5000 + " dollars."
+    copies = number(text, random.Random(0), 3)
+    assert copies and all(c != text and len(c) == len(text) for c in copies)
+    assert number("It cost 40 dollars.", random.Random(0), 2)   # a short number as before

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..wording import listed
-from .cases import Case, test_cases
+from .cases import MAX_CASES, MAX_CHARACTERS, Case, check_workload, test_cases
 from .suite import Suite, Test
 
 Scorer = Callable[[list[str]], np.ndarray]   # texts -> (n, num_labels) probabilities, in the model's label order
@@ -87,7 +87,8 @@ Decide = Callable[[np.ndarray], np.ndarray]   # (n, num_labels) probabilities ->
 
 def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: str = "all",
               on_progress: Callable[[int, int], None] | None = None,
-              decide: Decide | None = None) -> tuple[list[TestResult], list[dict]]:
+              decide: Decide | None = None, *, max_cases: int = MAX_CASES,
+              max_characters: int = MAX_CHARACTERS) -> tuple[list[TestResult], list[dict]]:
     """Run ``suite`` on a model.
 
     Args:
@@ -100,6 +101,8 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
             threshold, ``min_labels``); ``None``: one label per text, the most probable. With a rule, an MFT
             passes when its expected label is in the sentence's set, an INV when every copy gets the same set,
             and a ``label`` is the set, most probable first, joined by ``", "``, as ``predict`` gives it.
+        max_cases, max_characters: the bounds on the cases built (:func:`~.cases.check_workload`), checked
+            before any is.
 
     Returns:
         ``(results, rows)``: one :class:`TestResult` per test, in suite order, and one row per scored text of
@@ -108,8 +111,10 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
 
     Raises:
         LabelMismatch: as :func:`resolve_labels`.
+        SuiteError: the suite's cases would exceed ``max_cases`` or ``max_characters``.
     """
     ids = resolve_labels(suite, model_labels)
+    check_workload(suite, half, max_cases=max_cases, max_characters=max_characters)
     cases = {t.name: test_cases(suite, t, half) for t in suite.tests}
     texts = list(dict.fromkeys(text for cs in cases.values() for c in cs for text in c.texts))
     probs = _score(scorer, texts, len(model_labels), on_progress)

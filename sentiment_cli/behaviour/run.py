@@ -44,22 +44,26 @@ def predictor_decide(predictor) -> Callable[[np.ndarray], np.ndarray] | None:
 
 def check_scorer(suite: Suite, scorer: Callable[[list[str]], np.ndarray], labels: Sequence[str], half: str = "all",
                  on_progress: Callable[[int, int], None] | None = None,
-                 decide: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[dict[str, Any], list[dict]]:
+                 decide: Callable[[np.ndarray], np.ndarray] | None = None,
+                 **limits: int) -> tuple[dict[str, Any], list[dict]]:
     """``(report, rows)`` of ``suite`` on any scorer (:func:`~.check.run_check`; ``decide``: a multi-label
-    model's rule, :func:`predictor_decide`); the report is :func:`~.check.summary` plus the suite's name and
+    model's rule, :func:`predictor_decide`; ``limits``: ``max_cases``, ``max_characters``); the report is :func:`~.check.summary` plus the suite's name and
     source, the half and the labels.
 
     Raises:
         LabelMismatch: as :func:`~.check.resolve_labels`.
+        SuiteError: over a limit (:func:`~.cases.check_workload`).
     """
-    results, rows = run_check(suite, scorer, labels, half, on_progress, decide)
+    results, rows = run_check(suite, scorer, labels, half, on_progress, decide, **limits)
     report = {"suite": suite.name, "source": suite.source, "half": half, "labels": list(labels), **summary(results)}
     return report, rows
 
 
 def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", device: Any = "cpu",
-                     on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict]]:
-    """Run ``suite`` on a checkpoint folder.
+                     on_progress: Callable[[int, int], None] | None = None,
+                     **limits: int) -> tuple[dict[str, Any], list[dict]]:
+    """Run ``suite`` on a checkpoint folder (``limits``: ``max_cases``, ``max_characters``, as
+    :func:`~.check.run_check`).
 
     Returns:
         ``(report, rows)``, as :func:`check_scorer`, the report with ``"checkpoint"``.
@@ -67,12 +71,15 @@ def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", de
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
         LabelMismatch: the suite is for another label set (checked before any text is scored).
+        SuiteError: the suite's cases are over a limit (checked before the model loads).
     """
     from ..inference.predictor import Predictor
+    from .cases import check_workload
 
+    check_workload(suite, half, **limits)
     predictor = Predictor(checkpoint, device=device)
     report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress,
-                                predictor_decide(predictor))
+                                predictor_decide(predictor), **limits)
     return {"checkpoint": str(checkpoint), **report}, rows
 
 
