@@ -198,3 +198,50 @@ def test_number_perturbation_of_a_number_over_4300_digits():
     copies = number(text, random.Random(0), 3)
     assert copies and all(c != text and len(c) == len(text) for c in copies)
     assert number("It cost 40 dollars.", random.Random(0), 2)   # a short number as before
+
+
+# ---------------------------------------------------------------------------- 7. SIGTERM during predict --data -o
+
+def test_sigterm_inside_an_output_file_removes_the_temporary_file(tmp_path):
+    import signal
+
+    from sentiment_cli.cli.app import sigterm_as_interrupt
+    from sentiment_cli.errors import Interrupted
+    from sentiment_cli.outputs import atomic_file
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted) as caught:
+        with sigterm_as_interrupt(), atomic_file(tmp_path / "out.csv") as tmp:
+            tmp.write_text("half")
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):   # the handler runs between bytecodes
+                pass
+    assert caught.value.exit_code == 143 and list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.slow   # starts a `sentiment predict` process and signals it
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
+def test_sigterm_during_predict_data_leaves_no_temporary_file(trained_checkpoint, tmp_path, suffix):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import SUBPROCESS_ENV
+
+    rows = (REVIEWS.read_text(encoding="utf-8").splitlines())
+    big = tmp_path / "big.csv"
+    big.write_text("\n".join([rows[0]] + rows[1:] * 60) + "\n", encoding="utf-8")
+    out = tmp_path / f"out{suffix}"
+    proc = subprocess.Popen([sys.executable, "-m", "sentiment_cli", "predict", "--checkpoint", str(trained_checkpoint),
+                             "--data", str(big), "-o", str(out)], env=SUBPROCESS_ENV, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.name.startswith(f".{out.name}.") for p in tmp_path.iterdir()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["big.csv"], stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM")

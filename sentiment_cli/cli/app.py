@@ -106,6 +106,29 @@ def handle_errors():
         raise typer.Exit(1) from None
 
 
+@contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises :class:`~sentiment_cli.errors.Interrupted` (exit 143) in the main
+    thread, as Ctrl-C raises ``KeyboardInterrupt``: ``with`` blocks unwind, so a temporary output file is
+    removed (``outputs.atomic_file``) and the command ends with one ``error:`` line. Outside the main thread
+    (where no handler can be set) it does nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signum, _frame):
+        raise Interrupted("stopped by SIGTERM (an output file is not left half written)", exit_code=143)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _version(value: bool) -> None:
     if value:
         from .. import __version__
