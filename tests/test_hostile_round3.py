@@ -245,3 +245,35 @@ def test_sigterm_during_predict_data_leaves_no_temporary_file(trained_checkpoint
     assert proc.returncode == 143, stderr
     assert [p.name for p in tmp_path.iterdir()] == ["big.csv"], stderr
     assert stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM")
+
+
+# ---------------------------------------------------------------------------- 8, 9. the Python API's inputs
+
+@pytest.fixture(scope="module")
+def predictor(trained_checkpoint):
+    import sentiment_cli
+    return sentiment_cli.load(trained_checkpoint)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("great", "not one str"), ("good film", "not one str"), (None, "not NoneType"), (b"x", "not bytes"),
+    (5, "not int"), ([None], "review 1 is NoneType, not str"), (["ok", 5], "review 2 is int, not str"),
+    ([b"x"], "review 1 is bytes, not str (decode bytes first)")])
+def test_the_api_refuses_what_is_not_an_iterable_of_texts_with_usage_error(predictor, bad, message):
+    for call in (predictor.predict, predictor.predict_proba, predictor.explain, predictor.logits,
+                 lambda t: list(predictor.predict_stream(t)), lambda t: list(predictor.explain_stream(t))):
+        with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            call(bad)
+
+
+def test_the_api_takes_any_iterable_of_texts(predictor):
+    import numpy as np
+    import pandas as pd
+
+    texts = ["a fine film", "dull and far too long"]
+    want = [p.label for p in predictor.predict(texts)]
+    for given in (tuple(texts), (t for t in texts), np.array(texts), pd.Series(texts), iter(texts)):
+        assert [p.label for p in predictor.predict(given)] == want
+    assert [p.label for p in predictor.predict_stream(t for t in texts)] == want
+    assert predictor.predict_proba(np.array(texts)).shape == (2, len(predictor.labels))
+    assert predictor.predict(pd.Series([], dtype=str)) == []
