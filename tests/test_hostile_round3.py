@@ -115,10 +115,10 @@ def test_a_search_into_a_locked_folder_is_refused_before_the_data_and_leaves_the
     assert (work / "trial-1" / "live").read_text() == "trial" and (out / LOCK_FILE).exists()
 
 
-def test_the_lock_is_reentrant_within_the_process(tmp_path):
+def test_a_shared_lock_is_reentered_within_the_process(tmp_path):
     from sentiment_cli.training.lock import LOCK_FILE, output_lock
 
-    with output_lock(tmp_path):
+    with output_lock(tmp_path, share=True):
         with output_lock(tmp_path):
             pass
         assert (tmp_path / LOCK_FILE).exists()   # the inner release leaves the outer holder's file

@@ -105,7 +105,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     try:
         if main:
             check_writable(Path(output))   # refuse an unusable folder before reading the data
-        with output_lock(Path(output), enabled=main):   # one writer, from before the data is read to the end
+        with output_lock(Path(output), enabled=main, share=True):   # one writer, from before the data is read to the end
             if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
                 config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(),
                                                    data)
