@@ -277,3 +277,45 @@ def test_the_api_takes_any_iterable_of_texts(predictor):
     assert [p.label for p in predictor.predict_stream(t for t in texts)] == want
     assert predictor.predict_proba(np.array(texts)).shape == (2, len(predictor.labels))
     assert predictor.predict(pd.Series([], dtype=str)) == []
+
+
+# ---------------------------------------------------------------------------- 10. binary and dictionary columns
+
+@pytest.fixture
+def binary_parquet(tmp_path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "bin.parquet"
+    pq.write_table(pa.table({"review": ["a fine film", "dull and far too long"],
+                             "blob": pa.array([b"\x00\xff", None], pa.binary()),
+                             "cat": pa.array(["x", "y"]).dictionary_encode()}), path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_binary_column_is_written_as_base64_text(trained_checkpoint, binary_parquet, tmp_path, suffix):
+    import csv
+    import json
+
+    out = tmp_path / f"b{suffix}"
+    r = invoke("predict", "--checkpoint", trained_checkpoint, "--data", binary_parquet, "-o", out)
+    assert r.exit_code == 0, r.output
+    if suffix == ".csv":
+        rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    else:
+        rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows[0]["blob"] == "AP8=" and rows[0]["cat"] == "x"   # base64 of b"\x00\xff", not a Python repr
+    assert rows[1]["blob"] in ("", None)
+
+
+def test_parquet_output_keeps_binary_and_dictionary_columns(trained_checkpoint, binary_parquet, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "b.parquet"
+    r = invoke("predict", "--checkpoint", trained_checkpoint, "--data", binary_parquet, "-o", out)
+    assert r.exit_code == 0, r.output
+    written, source = pq.read_table(out), pq.read_table(binary_parquet)
+    for name in ("review", "blob", "cat"):
+        assert written.schema.field(name).type == source.schema.field(name).type
+        assert written.column(name).to_pylist() == source.column(name).to_pylist()
