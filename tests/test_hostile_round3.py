@@ -319,3 +319,53 @@ def test_parquet_output_keeps_binary_and_dictionary_columns(trained_checkpoint, 
     for name in ("review", "blob", "cat"):
         assert written.schema.field(name).type == source.schema.field(name).type
         assert written.column(name).to_pylist() == source.column(name).to_pylist()
+
+
+# ---------------------------------------------------------------------------- 11. a crafted tokenizer.json
+
+def _crafted(source: Path, tmp_path: Path, edit) -> Path:
+    import json
+
+    folder = Path(shutil.copytree(source, tmp_path / "crafted"))
+    raw = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(raw)
+    (folder / "tokenizer.json").write_text(json.dumps(raw), encoding="utf-8")
+    return folder
+
+
+def _fixed_padding(raw):
+    raw["padding"] = {"strategy": {"Fixed": 5_000_000}, "direction": "Right", "pad_to_multiple_of": None,
+                      "pad_id": 0, "pad_type_id": 0, "pad_token": "<pad>"}
+
+
+def _backtracking_regex(raw):
+    raw["normalizer"]["normalizers"][0]["pattern"] = {"Regex": "(a|aa)+$"}
+
+
+def _unknown_unk(raw):
+    raw["model"]["unk_token"] = "<not-there>"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_fixed_padding, "its own padding"), (_backtracking_regex, "a normalizer this tool does not write"),
+    (_unknown_unk, "model.unk_token '<not-there>', not <unk>")])
+def test_a_crafted_tokenizer_is_refused_at_load(trained_checkpoint, tmp_path, edit, message):
+    from sentiment_cli.errors import CheckpointError
+    from sentiment_cli.inference.predictor import Predictor
+
+    folder = _crafted(trained_checkpoint, tmp_path, edit)
+    with pytest.raises(CheckpointError, match=message):
+        Predictor(folder)
+    r = invoke("predict", "--checkpoint", folder, "a" * 30 + "b")
+    assert_one_error_line(r, 1, f"{folder / 'tokenizer.json'}: not a tokenizer this tool writes: {message}")
+
+
+def test_the_tokenizers_this_tool_writes_pass_the_structure_check(trained_checkpoint):
+    from sentiment_cli.config import DataConfig
+    from sentiment_cli.data.tokenizer import PRE_TOKENIZERS, build_tokenizer, check_structure
+
+    check_structure((trained_checkpoint / "tokenizer.json").read_text(encoding="utf-8"), "ck")
+    check_structure((ROOT / "tests/data/imdb_checkpoint_v1/tokenizer.json").read_text(encoding="utf-8"), "v1")
+    for kind in PRE_TOKENIZERS:
+        tok = build_tokenizer(["a b, c", "b c"], DataConfig(vocab_size=10, min_frequency=1, pre_tokenizer=kind))
+        check_structure(tok.to_str(), kind)

@@ -52,6 +52,56 @@ def pre_tokenizer_for(kind: str) -> pre_tokenizers.PreTokenizer:
     raise ValueError(f"unknown pre_tokenizer {kind!r}")
 
 
+PRE_TOKENIZERS = ("whitespace", "punctuation")   # [data] pre_tokenizer's values (pre_tokenizer_for)
+
+
+def _normalizer() -> normalizers.Normalizer:
+    """HTML line breaks to a space, Unicode NFKC, lowercase: every tokenizer's normaliser."""
+    return normalizers.Sequence([normalizers.Replace(Regex(r"<br\s*/?>"), " "), normalizers.NFKC(),
+                                 normalizers.Lowercase()])
+
+
+def _json_of(component) -> object:
+    """A ``tokenizers`` component as the parsed JSON a ``tokenizer.json`` holds it as."""
+    tok = Tokenizer(WordLevel(unk_token=UNK_TOKEN))
+    if isinstance(component, normalizers.Normalizer):
+        tok.normalizer = component
+        return json.loads(tok.to_str())["normalizer"]
+    tok.pre_tokenizer = component
+    return json.loads(tok.to_str())["pre_tokenizer"]
+
+
+def check_structure(text: str, where: str | Path) -> None:
+    """Refuse a ``tokenizer.json`` (untrusted, as a checkpoint's weights are) that is not the kind this module
+    writes, before ``tokenizers`` builds it: a ``WordLevel`` model whose ``unk_token`` is ``<unk>``, the
+    normaliser of :func:`build_tokenizer` (a crafted regex could backtrack for hours or panic in Rust), one of
+    :data:`PRE_TOKENIZERS`' pre-tokenizers, and no padding or truncation of its own (a ``Fixed`` padding of
+    millions of ids would allocate gigabytes per text; this module pads and truncates itself).
+
+    Raises:
+        CheckpointError: naming ``where`` and the part that differs.
+    """
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise CheckpointError(f"{where}: not a valid tokenizer file ({exc})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
+        raise CheckpointError(f"{where}: not a valid tokenizer file (no model)")
+    model = raw["model"]
+    problems = [
+        (model.get("type") != "WordLevel", f"model {str(model.get('type'))[:40]!r}, not WordLevel"),
+        (model.get("unk_token") != UNK_TOKEN, f"model.unk_token {str(model.get('unk_token'))[:40]!r}, not {UNK_TOKEN}"),
+        (raw.get("padding") is not None, "its own padding (this tool pads batches itself)"),
+        (raw.get("truncation") is not None, "its own truncation (this tool truncates itself)"),
+        (raw.get("normalizer") != _json_of(_normalizer()), "a normalizer this tool does not write"),
+        (raw.get("pre_tokenizer") not in [_json_of(pre_tokenizer_for(k)) for k in PRE_TOKENIZERS],
+         "a pre_tokenizer this tool does not write"),
+    ]
+    for bad, what in problems:
+        if bad:
+            raise CheckpointError(f"{where}: not a tokenizer this tool writes: {what}")
+
+
 def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None = None) -> Tokenizer:
     """Train a WordLevel tokenizer on ``texts`` (the training split only), each cut by :func:`clip_text`.
 
@@ -64,11 +114,7 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
         A trained :class:`tokenizers.Tokenizer` with ``<pad>`` = 0 and ``<unk>`` = 1.
     """
     tok = Tokenizer(WordLevel(unk_token=UNK_TOKEN))
-    tok.normalizer = normalizers.Sequence([
-        normalizers.Replace(Regex(r"<br\s*/?>"), " "),
-        normalizers.NFKC(),
-        normalizers.Lowercase(),
-    ])
+    tok.normalizer = _normalizer()
     tok.pre_tokenizer = pre_tokenizer_for(config.pre_tokenizer)
     trainer = WordLevelTrainer(vocab_size=config.vocab_size, min_frequency=config.min_frequency,
                                special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
@@ -93,20 +139,22 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     if not path.is_file():   # tokenizers reports a missing file as a bare Exception
         raise CheckpointError(f"{path}: missing")
     try:
-        tok = Tokenizer.from_file(str(path))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing") from None
-    except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-        raise CheckpointError(f"{path}: not a valid tokenizer file ({str(exc).splitlines()[0][:120]})") from None
-    return _check_specials(tok, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: not a valid tokenizer file ({exc})") from None
+    return tokenizer_from_str(text, path)
 
 
 def tokenizer_from_str(text: str, where: str | Path) -> Tokenizer:
-    """A tokenizer from its ``tokenizer.json`` text; ``where`` names its origin in errors.
+    """A tokenizer from its ``tokenizer.json`` text (checked first by :func:`check_structure`); ``where``
+    names its origin in errors.
 
     Raises:
-        CheckpointError: ``text`` is not a valid tokenizer.
+        CheckpointError: ``text`` is not a valid tokenizer, or not of the kind this module writes.
     """
+    check_structure(text, where)
     try:
         tok = Tokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
