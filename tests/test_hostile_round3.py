@@ -369,3 +369,15 @@ def test_the_tokenizers_this_tool_writes_pass_the_structure_check(trained_checkp
     for kind in PRE_TOKENIZERS:
         tok = build_tokenizer(["a b, c", "b c"], DataConfig(vocab_size=10, min_frequency=1, pre_tokenizer=kind))
         check_structure(tok.to_str(), kind)
+
+
+# ---------------------------------------------------------------------------- 12. generator layers
+
+def test_generator_layers_are_capped_as_the_encoders_are():
+    from sentiment_cli.errors import ConfigError
+
+    r = invoke("config", "--set", "pretrain.generator_layers=1000000")
+    assert_one_error_line(r, 2, "[pretrain] generator_layers must be <= 64, got 1000000")
+    with pytest.raises(ConfigError, match="generator_layers must be <= 64"):
+        load_config("default").override("pretrain", generator_layers=65)
+    load_config("default").override("pretrain", generator_layers=64)
