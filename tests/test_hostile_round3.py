@@ -381,3 +381,29 @@ def test_generator_layers_are_capped_as_the_encoders_are():
     with pytest.raises(ConfigError, match="generator_layers must be <= 64"):
         load_config("default").override("pretrain", generator_layers=65)
     load_config("default").override("pretrain", generator_layers=64)
+
+
+# ---------------------------------------------------------------------------- minor: suite files
+
+@pytest.mark.parametrize("body, message", [
+    ('name = 5\n[[test]]\nname = "t"\ntype = "MFT"\nexpect = "positive"\ntemplates = ["good"]\n', "name must be a string, got 5"),
+    ('[[test]]\nname = "t"\ncapability = ["c"]\ntype = "MFT"\nexpect = "positive"\ntemplates = ["good"]\n',
+     "capability must be a string, got ['c']")])
+def test_a_suite_with_a_non_string_name_is_refused(tmp_path, body, message):
+    from sentiment_cli.behaviour.suite import SuiteError, load_suite
+
+    (tmp_path / "s.toml").write_text(body)
+    with pytest.raises(SuiteError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_suite(tmp_path / "s.toml")
+
+
+def test_a_suite_that_is_a_device_a_folder_or_not_utf8_says_so(tmp_path):
+    from sentiment_cli.behaviour.suite import SuiteError, load_suite
+
+    with pytest.raises(SuiteError, match="/dev/zero: not a regular file"):
+        load_suite("/dev/zero")
+    with pytest.raises(SuiteError, match="is a folder; give a suite file"):
+        load_suite(tmp_path)
+    (tmp_path / "l.toml").write_bytes(b'name = "caf\xe9"\n')
+    with pytest.raises(SuiteError, match=r"not valid UTF-8 \(byte 11\); save it as UTF-8"):
+        load_suite(tmp_path / "l.toml")
