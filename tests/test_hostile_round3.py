@@ -407,3 +407,16 @@ def test_a_suite_that_is_a_device_a_folder_or_not_utf8_says_so(tmp_path):
     (tmp_path / "l.toml").write_bytes(b'name = "caf\xe9"\n')
     with pytest.raises(SuiteError, match=r"not valid UTF-8 \(byte 11\); save it as UTF-8"):
         load_suite(tmp_path / "l.toml")
+
+
+# ---------------------------------------------------------------------------- minor: a closed pipe
+
+def test_a_closed_pipe_ends_quietly_with_141(capsys):
+    import typer
+
+    from sentiment_cli.cli.app import handle_errors
+
+    with pytest.raises(typer.Exit) as caught:
+        with handle_errors():
+            raise BrokenPipeError(32, "Broken pipe")
+    assert caught.value.exit_code == 141 and "error" not in capsys.readouterr().err
