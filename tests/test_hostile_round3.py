@@ -420,3 +420,38 @@ def test_a_closed_pipe_ends_quietly_with_141(capsys):
         with handle_errors():
             raise BrokenPipeError(32, "Broken pipe")
     assert caught.value.exit_code == 141 and "error" not in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- 13. a graceful stop under load
+
+def test_the_backlog_is_taken_before_the_listener_closes():
+    """Connections the kernel accepted but the server had not (a loop busy with requests when SIGTERM came)
+    are taken before the listening socket closes, which would reset them (uvicorn closes it at once)."""
+    import asyncio
+    import socket
+
+    from sentiment_cli.serving.server import drain_backlog, listen
+
+    async def main() -> tuple[int, int]:
+        sock = listen("127.0.0.1", 0)
+        sock.setblocking(False)
+        taken: list[object] = []
+
+        class Count(asyncio.Protocol):
+            def connection_made(self, transport):
+                taken.append(transport)
+
+        clients = []
+        for _ in range(20):   # connected by the kernel, queued: the loop has not run yet
+            c = socket.create_connection(sock.getsockname()[:2])
+            c.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            clients.append(c)
+        server = await asyncio.get_running_loop().create_server(Count, sock=sock)
+        await drain_backlog([sock])
+        server.close()
+        for c in clients:
+            c.close()
+        return len(taken), len(clients)
+
+    taken, sent = asyncio.run(main())
+    assert taken == sent
