@@ -82,14 +82,12 @@ def check_output_folder(path: str | Path, *, force: bool = False, option: str = 
             skipped).
 
     Raises:
-        UsageError: ``path`` is a file, is or is inside one of ``inputs``, holds one of ``inputs``, or is a
-            non-empty folder this tool did not make and ``force`` is not set; the message names up to three of
-            its files.
+        UsageError: ``path`` is or is inside one of ``inputs``, holds one of ``inputs``, or is a non-empty
+            folder this tool did not make and ``force`` is not set; the message names up to three of its files.
+            (A file, or a folder that cannot be written: ``checkpoint.check_writable``.)
     """
     p = Path(path)
     target = p.expanduser()
-    if target.exists() and not target.is_dir():
-        raise UsageError(f"{option} {path}: is a file, not a folder; give a folder name")
     for what, source in inputs:
         src = Path(source).expanduser()
         if _overlaps(target, src) or (src.exists() and target.exists()

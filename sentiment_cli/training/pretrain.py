@@ -117,9 +117,10 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         raise UsageError("sentiment pretrain runs in one process; start it without torchrun")
     device = resolve_device(config.training.device)
     output = Path(output)
-    check_output_folder(output, force=force, inputs=[(what, path) for what, path in (
+    check_output_folder(output, force=True, inputs=[(what, path) for what, path in (
         ("the --data", config.data.source), ("[data] unlabelled", config.data.unlabelled)) if path])
     check_writable(output)
+    check_output_folder(output, force=force)   # a folder of the user's files only with --force
     with output_lock(output):
         return _pretrain_locked(config, output, cb, stop, device, data)
 

@@ -100,11 +100,12 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     choices: list[auto.Choice] = []
     created = not Path(output).exists()
     main = distributed.from_env().is_main
-    if main:
-        check_output_folder(output, force=force, inputs=_inputs(config))
+    if main:   # never into the data, --force or not
+        check_output_folder(output, force=True, inputs=_inputs(config))
     try:
-        if main:
-            check_writable(Path(output))   # refuse an unusable folder before reading the data
+        if main:   # refuse an unusable folder, then one of the user's files, before reading the data
+            check_writable(Path(output))
+            check_output_folder(output, force=force)
         with output_lock(Path(output), enabled=main, share=True):   # one writer, from before the data is read to the end
             if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
                 config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(),
