@@ -455,3 +455,19 @@ def test_the_backlog_is_taken_before_the_listener_closes():
 
     taken, sent = asyncio.run(main())
     assert taken == sent
+
+
+# ---------------------------------------------------------------------------- minor: empty tables, unnamed columns
+
+def test_a_file_of_no_rows_and_an_unnamed_column_say_so(trained_checkpoint, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "ho.csv").write_text("review,sentiment\n")
+    pq.write_table(pa.table({"review": pa.array([], pa.string())}), tmp_path / "zero.parquet")
+    (tmp_path / "eh.csv").write_text("review,\ngood film,pos\nbad film,neg\n")
+    for name in ("ho.csv", "zero.parquet"):
+        r = invoke("predict", "--checkpoint", trained_checkpoint, "--data", tmp_path / name)
+        assert_one_error_line(r, 1, f"{name}: no rows (only a header, or an empty table); give a file with data")
+    r = invoke("predict", "--checkpoint", trained_checkpoint, "--data", tmp_path / "eh.csv")
+    assert_one_error_line(r, 1, "eh.csv, line 1: column 2 of the header has no name; name every column")
