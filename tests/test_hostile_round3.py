@@ -471,3 +471,8 @@ def test_a_file_of_no_rows_and_an_unnamed_column_say_so(trained_checkpoint, tmp_
         assert_one_error_line(r, 1, f"{name}: no rows (only a header, or an empty table); give a file with data")
     r = invoke("predict", "--checkpoint", trained_checkpoint, "--data", tmp_path / "eh.csv")
     assert_one_error_line(r, 1, "eh.csv, line 1: column 2 of the header has no name; name every column")
+
+
+def test_rtd_weight_is_bounded():
+    r = invoke("config", "--set", "pretrain.rtd_weight=1e300")
+    assert_one_error_line(r, 2, "[pretrain] rtd_weight must be <= 10000")
