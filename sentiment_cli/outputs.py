@@ -164,7 +164,8 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         The temporary file's path (it exists, empty, with the usual file mode).
 
     Raises:
-        OSError: the folder is not writable.
+        OSError: the folder is not writable; or, from the block, a write failed (a full disk), re-raised with
+            ``path`` as its ``filename`` so that the message names the file.
     """
     p = Path(path).expanduser()
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
@@ -173,6 +174,11 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual file mode
         yield Path(tmp)
         os.replace(tmp, p)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None or exc.filename == tmp:   # e.g. a full disk: name the file the user asked for
+            raise OSError(exc.errno, exc.strerror or " ".join(str(exc).split())[:200], str(p)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -476,3 +476,16 @@ def test_a_file_of_no_rows_and_an_unnamed_column_say_so(trained_checkpoint, tmp_
 def test_rtd_weight_is_bounded():
     r = invoke("config", "--set", "pretrain.rtd_weight=1e300")
     assert_one_error_line(r, 2, "[pretrain] rtd_weight must be <= 10000")
+
+
+def test_a_failed_write_names_the_file(tmp_path):
+    import errno
+
+    from sentiment_cli.outputs import atomic_file
+
+    out = tmp_path / "out.csv"
+    with pytest.raises(OSError) as caught:
+        with atomic_file(out):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert caught.value.filename == str(out) and caught.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []
