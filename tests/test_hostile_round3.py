@@ -489,3 +489,14 @@ def test_a_failed_write_names_the_file(tmp_path):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert caught.value.filename == str(out) and caught.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_onnx_file_suggests_an_export_that_writes_it(tmp_path):
+    from sentiment_cli.errors import CheckpointError
+    from sentiment_cli.inference.onnx_backend import onnx_path
+
+    with pytest.raises(CheckpointError, match=r"--checkpoint CHECKPOINT_FOLDER --output nope\.onnx`"):
+        onnx_path("nope.onnx")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=rf"--checkpoint {tmp_path} --output {tmp_path / 'x.onnx'}`"):
+        onnx_path(tmp_path / "x.onnx")
