@@ -71,8 +71,9 @@ def check_output_folder(path: str | Path, *, force: bool = False, option: str = 
     """``path`` as a :class:`~pathlib.Path`, once it is known that a command may write a folder of files there
     (``train --output``, ``pretrain --output``): a folder that does not exist yet, an empty folder, or one an
     earlier run of this tool made (its ``config.json`` holds ``"format_version"``); any other existing folder
-    only with ``force``. Never one of ``inputs`` (a ``--data`` folder or file, ``--init``), nor a folder inside
-    one, ``force`` or not. Reads no data.
+    only with ``force``. Never one of ``inputs`` (a ``--data`` folder or file, ``--init``), an existing folder
+    inside one, or a folder holding one, ``force`` or not (a new folder inside a data folder is allowed: its
+    files are read by no one). Reads no data.
 
     Args:
         path: the folder to write.
@@ -89,9 +90,7 @@ def check_output_folder(path: str | Path, *, force: bool = False, option: str = 
     p = Path(path)
     target = p.expanduser()
     for what, source in inputs:
-        src = Path(source).expanduser()
-        if _overlaps(target, src) or (src.exists() and target.exists()
-                                      and src.resolve().is_relative_to(target.resolve())):
+        if _writes_into(target, Path(source).expanduser()):
             raise UsageError(f"{option} {path}: would write into {what} {source}, which this command reads; "
                              "choose another folder")
     if target.is_dir() and not force and not _made_by_us(target):
@@ -100,6 +99,18 @@ def check_output_folder(path: str | Path, *, force: bool = False, option: str = 
         raise UsageError(f"{option} {path}: the folder holds files this command did not write ({shown}); "
                          "pass --force to write into it, or choose a new folder")
     return p
+
+
+def _writes_into(target: Path, source: Path) -> bool:
+    """Whether writing a folder of files at ``target`` would write over or beside ``source``'s files: ``target``
+    is ``source`` (a folder, or a file by any name), an existing folder inside it (part of the data: a split's
+    folder), or a folder holding it. A new folder inside a data folder is not: nothing there is read."""
+    if not source.exists():
+        return False
+    if target.exists() and os.path.samefile(target, source):
+        return True
+    t, s = target.resolve(), source.resolve()
+    return t == s or (target.exists() and (t.is_relative_to(s) or s.is_relative_to(t)))
 
 
 def _made_by_us(folder: Path) -> bool:

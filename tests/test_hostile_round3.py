@@ -54,8 +54,10 @@ def test_train_never_writes_into_its_data_folder_force_or_not(tmp_path):
     import sentiment_cli
     with pytest.raises(UsageError, match="would write into the --data"):
         sentiment_cli.train(data, config="seed", output=data, epochs=1)
+    (data / "train").mkdir()   # an existing folder inside the data: a split's, say
+    before = _tree(data)
     with pytest.raises(UsageError, match="would write into the --data"):
-        sentiment_cli.train(data, config="seed", output=data / "sub", epochs=1)
+        sentiment_cli.train(data, config="seed", output=data / "train", epochs=1, force=True)
     assert _tree(data) == before
 
 
@@ -75,6 +77,9 @@ def test_train_into_its_own_checkpoint_folder_and_an_empty_one_still_works(tmp_p
     with pytest.raises(UsageError, match="pass --force"):
         check_output_folder(tmp_path / "user")
     check_output_folder(tmp_path / "user", force=True)
+    check_output_folder(tmp_path / "user" / "model", inputs=[("--data", tmp_path / "user")])   # a new subfolder
+    with pytest.raises(UsageError, match="would write into --data"):
+        check_output_folder(tmp_path, force=True, inputs=[("--data", tmp_path / "user" / "a.txt")])
 
 
 # ---------------------------------------------------------------------------- 2. export --data
