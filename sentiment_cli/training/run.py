@@ -106,17 +106,17 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        with output_lock(Path(output), enabled=main, share=True):   # one writer, from before the data is read to the end
+        with output_lock(Path(output), enabled=main, share=True):   # one writer, from before the data is read
             if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
                 config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(),
                                                    data)
             result = _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
                                     [c.to_dict() for c in choices])
+            return _behaviour(result, callbacks)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
-    return _behaviour(result, callbacks)
 
 
 def _inputs(config: Config) -> list[tuple[str, str]]:
