@@ -120,7 +120,7 @@ def _torch_device(device: Any) -> Any:
 
 def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Config | None = None,
           output: str | os.PathLike[str] = DEFAULT_OUTPUT, progress: bool | TrainCallbacks = False,
-          **overrides: Any) -> TrainResult:
+          force: bool = False, **overrides: Any) -> TrainResult:
     """Train a classifier on ``data`` and write its checkpoint folder, as ``sentiment train`` does.
 
     The config is resolved as the command resolves it: the preset or TOML file ``config`` (default: the
@@ -136,7 +136,9 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
         config: a preset name (``default``, ``seed``, ``sst5``, ``gpu``), a TOML file, or a
             :class:`~sentiment_cli.config.Config`.
         output: the checkpoint folder to write (default ``checkpoints/default`` under the working directory,
-            as the command's); an earlier run's trainer state there is replaced.
+            as the command's); an earlier run's trainer state there is replaced. An existing folder that
+            holds other files is refused (``UsageError``) unless ``force``; the data's folder always is.
+        force: write into an existing ``output`` folder that holds files this tool did not write.
         progress: ``False`` (default): quiet, nothing printed; ``True``: plain lines on stderr (each stage,
             each note, one line per epoch; no progress bars); or your :class:`~sentiment_cli.training.callbacks.TrainCallbacks`.
         **overrides: config keys (docs/configuration.md), with Python values: ``epochs=1`` (a bare key is the
@@ -168,7 +170,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
     callbacks = _callbacks(progress)
     try:
         with _stop_on_ctrl_c() as stop:
-            result = run_train(cfg, out, callbacks, stop=stop, fit_to_data=fit_to_data)
+            result = run_train(cfg, out, callbacks, stop=stop, fit_to_data=fit_to_data, force=force)
     finally:
         close = getattr(callbacks, "close", None)
         if callable(close):

@@ -6,7 +6,8 @@ place when the last batch is in (:func:`~sentiment_cli.outputs.atomic_file`): an
 leaves no half file, and an existing file as it was.
 
 CSV has no lists: a list column (a multi-label model's ``labels``, ``top_tokens``) is written there as JSON
-text (``["joy", "love"]``). Parquet and JSON Lines keep the types.
+text (``["joy", "love"]``). Parquet and JSON Lines keep the types. Neither CSV nor JSON holds bytes: a binary
+column is written there as base64 text (RFC 4648; Parquet keeps it binary).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class ArrowStreamWriter:
     def _csv(self, table: "pa.Table") -> None:
         import pyarrow.csv as pcsv
 
-        table = _lists_as_json(table)
+        table = _binary_as_base64(_lists_as_json(table))
         if self._writer is None:
             self._writer = pcsv.CSVWriter(str(self._tmp), table.schema)
         self._writer.write_table(table)
@@ -99,7 +100,22 @@ class ArrowStreamWriter:
     def _jsonl(self, table: "pa.Table") -> None:
         if self._text is None:
             self._text = self._stdout if self._tmp is None else open(self._tmp, "w", encoding="utf-8")
-        self._text.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in table.to_pylist())
+        rows = _binary_as_base64(table).to_pylist()
+        self._text.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+
+
+def _binary_as_base64(table: "pa.Table") -> "pa.Table":
+    """``table`` with each binary column (binary, large or fixed-size) as base64 text (RFC 4648)."""
+    import base64
+
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type) \
+                or pa.types.is_fixed_size_binary(field.type):
+            values = [None if v is None else base64.b64encode(v).decode("ascii") for v in table.column(i).to_pylist()]
+            table = table.set_column(i, field.name, pa.array(values, pa.string()))
+    return table
 
 
 def _lists_as_json(table: "pa.Table") -> "pa.Table":

@@ -268,9 +268,9 @@ class PretrainConfig:
     negatives: int = _spec(2048, lo=0,
                            help="mlm, electra: random vocabulary words added to the batch's own targets as softmax "
                                 "candidates; the vocabulary size or more: the exact softmax over every word")
-    generator_layers: int = _spec(1, lo=1, help="electra: encoder layers of the generator (a masked language model "
+    generator_layers: int = _spec(1, lo=1, hi=64, help="electra: encoder layers of the generator (a masked language model "
                                                "with d_model and n_heads of [model], d_ff a quarter of its d_ff)")
-    rtd_weight: float = _spec(50.0, lo=0.0, lo_open=True,
+    rtd_weight: float = _spec(50.0, lo=0.0, hi=10_000.0, lo_open=True,
                               help="electra: weight of the replaced-token loss against the generator's "
                                    "(Clark et al. 2020, lambda = 50)")
     splits: str = _spec("unsupervised+train", choices=("unsupervised+train", "unsupervised", "train"),

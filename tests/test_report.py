@@ -213,6 +213,7 @@ def test_without_matplotlib_training_and_eval_still_work(no_matplotlib, ckpt, tm
     out = tmp_path / "run"
     out.mkdir()
     (out / "curves.png").write_bytes(b"a picture of an earlier run")
+    (out / "config.json").write_text('{"format_version": 1}')   # the earlier run's folder (issue 56: not the user's)
     cfg = tmp_path / "small.toml"
     cfg.write_text((ROOT / "configs" / "seed.toml").read_text().replace("vocab_size = 50000", "vocab_size = 2000"))
     r = invoke("train", "--config", cfg, "--data", SMALL_DATA, "--output", out, "--epochs", 1, "--device", "cpu")

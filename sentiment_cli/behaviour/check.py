@@ -3,8 +3,9 @@ failure rates per test and per capability, as Ribeiro et al. 2020 report them.
 
 A case fails:
 
-- MFT: its sentence's predicted label is not the expected one;
-- INV: a perturbed copy's predicted label differs from the sentence's;
+- MFT: its sentence's predicted label is not the expected one (a multi-label model: the expected label is not
+  in its predicted set);
+- INV: a perturbed copy's predicted label (set) differs from the sentence's;
 - DIR: a perturbed copy moves ``p(label)`` the wrong way by more than ``tolerance`` (``down``: it rises).
 
 The model is any ``scorer``: texts -> ``(n, num_labels)`` probabilities, so that the benchmark runs the same
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..wording import listed
-from .cases import Case, test_cases
+from .cases import MAX_CASES, MAX_CHARACTERS, Case, check_workload, test_cases
 from .suite import Suite, Test
 
 Scorer = Callable[[list[str]], np.ndarray]   # texts -> (n, num_labels) probabilities, in the model's label order
@@ -81,8 +82,13 @@ def _named(suite: Suite) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+Decide = Callable[[np.ndarray], np.ndarray]   # (n, num_labels) probabilities -> (n, num_labels) bool label sets
+
+
 def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: str = "all",
-              on_progress: Callable[[int, int], None] | None = None) -> tuple[list[TestResult], list[dict]]:
+              on_progress: Callable[[int, int], None] | None = None,
+              decide: Decide | None = None, *, max_cases: int = MAX_CASES,
+              max_characters: int = MAX_CHARACTERS) -> tuple[list[TestResult], list[dict]]:
     """Run ``suite`` on a model.
 
     Args:
@@ -91,6 +97,12 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
         model_labels: the model's labels, by id.
         half: ``"dev"``, ``"test"`` or ``"all"`` (:func:`~.cases.in_half`).
         on_progress: called with (texts scored, texts) after each chunk.
+        decide: a multi-label model's rule, probabilities -> label sets (``Decision.labels``: each label's
+            threshold, ``min_labels``); ``None``: one label per text, the most probable. With a rule, an MFT
+            passes when its expected label is in the sentence's set, an INV when every copy gets the same set,
+            and a ``label`` is the set, most probable first, joined by ``", "``, as ``predict`` gives it.
+        max_cases, max_characters: the bounds on the cases built (:func:`~.cases.check_workload`), checked
+            before any is.
 
     Returns:
         ``(results, rows)``: one :class:`TestResult` per test, in suite order, and one row per scored text of
@@ -99,21 +111,45 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
 
     Raises:
         LabelMismatch: as :func:`resolve_labels`.
+        SuiteError: the suite's cases would exceed ``max_cases`` or ``max_characters``.
     """
     ids = resolve_labels(suite, model_labels)
+    check_workload(suite, half, max_cases=max_cases, max_characters=max_characters)
     cases = {t.name: test_cases(suite, t, half) for t in suite.tests}
     texts = list(dict.fromkeys(text for cs in cases.values() for c in cs for text in c.texts))
     probs = _score(scorer, texts, len(model_labels), on_progress)
+    chosen = _Sets(probs, decide)
     row_of = {text: i for i, text in enumerate(texts)}
     results, rows = [], []
     for test in suite.tests:
-        scored = [(case, [probs[row_of[t]] for t in case.texts]) for case in cases[test.name]]
-        judged = [(case, _judge(test, case_probs, ids)) for case, case_probs in scored]
+        scored = [(case, [row_of[t] for t in case.texts]) for case in cases[test.name]]
+        judged = [(case, _judge(test, chosen, rs, ids)) for case, rs in scored]
         failing = sorted((k for k, (_, (passed, _)) in enumerate(judged) if not passed), key=lambda k: -judged[k][1][1])
-        examples = [_example(test, *scored[k], ids, model_labels) for k in failing[:EXAMPLES]]
+        examples = [_example(test, *scored[k], chosen, ids, model_labels) for k in failing[:EXAMPLES]]
         results.append(TestResult(test, len(judged), len(failing), examples))
-        rows.extend(_rows(test, judged, probs, row_of, model_labels))
+        rows.extend(_rows(test, judged, chosen, row_of, model_labels))
     return results, rows
+
+
+class _Sets:
+    """Each scored text's probabilities and predicted labels: the most probable one, or a multi-label rule's set
+    (most probable first; it may be empty)."""
+
+    def __init__(self, probs: np.ndarray, decide: Decide | None):
+        self.probs = probs
+        self.multi = decide is not None
+        chosen = decide(probs) if decide is not None else np.eye(probs.shape[1], dtype=bool)[probs.argmax(axis=1)]
+        order = np.argsort(-probs, axis=1, kind="stable")
+        self.sets = [tuple(int(j) for j in order[i] if chosen[i, j]) for i in range(len(probs))]
+
+    def top(self, row: int) -> int:
+        """The label shown first: the set's most probable (the most probable overall for an empty set)."""
+        s = self.sets[row]
+        return s[0] if s else int(self.probs[row].argmax())
+
+    def name(self, row: int, labels: Sequence[str]) -> str:
+        """The predicted label, or the set joined by ``", "``."""
+        return ", ".join(labels[j] for j in self.sets[row]) if self.multi else labels[self.top(row)]
 
 
 def _score(scorer: Scorer, texts: list[str], num_labels: int,
@@ -127,59 +163,63 @@ def _score(scorer: Scorer, texts: list[str], num_labels: int,
     return out
 
 
-def _moves(test: Test, probs: list[np.ndarray], ids: dict[str, int]) -> list[float]:
+def _moves(test: Test, chosen: _Sets, rows: list[int], ids: dict[str, int]) -> list[float]:
     """INV and DIR: how far each perturbed copy moved the wrong way (> 0). INV: its top probability over its
-    probability of the sentence's label; DIR: the rise (``down``) or fall (``up``) of p(``label``)."""
+    probability of the sentence's label (multi-label: the largest change of any label's probability); DIR:
+    the rise (``down``) or fall (``up``) of p(``label``)."""
+    p0 = chosen.probs[rows[0]]
     if test.type == "INV":
-        base = int(probs[0].argmax())
-        return [float(p.max() - p[base]) for p in probs[1:]]
+        if chosen.multi:
+            return [float(np.abs(chosen.probs[r] - p0).max()) for r in rows[1:]]
+        base = chosen.top(rows[0])
+        return [float(chosen.probs[r].max() - chosen.probs[r][base]) for r in rows[1:]]
     watched = ids[test.label]
     sign = 1.0 if test.direction == "down" else -1.0
-    return [sign * float(p[watched] - probs[0][watched]) for p in probs[1:]]
+    return [sign * float(chosen.probs[r][watched] - p0[watched]) for r in rows[1:]]
 
 
-def _judge(test: Test, probs: list[np.ndarray], ids: dict[str, int]) -> tuple[bool, float]:
+def _judge(test: Test, chosen: _Sets, rows: list[int], ids: dict[str, int]) -> tuple[bool, float]:
     """``(passed, margin)`` of one case; ``margin`` orders failures, the most confidently wrong first."""
+    p0 = chosen.probs[rows[0]]
     if test.type == "MFT":
         want = ids[test.expect]
-        return int(probs[0].argmax()) == want, float(probs[0].max() - probs[0][want])
-    worst = max(_moves(test, probs, ids))
+        return want in chosen.sets[rows[0]], float(p0.max() - p0[want])
+    worst = max(_moves(test, chosen, rows, ids))
     if test.type == "INV":
-        base = int(probs[0].argmax())
-        return all(int(p.argmax()) == base for p in probs[1:]), worst
+        return all(chosen.sets[r] == chosen.sets[rows[0]] for r in rows[1:]), worst
     return worst <= test.tolerance, worst
 
 
-def _example(test: Test, case: Case, probs: list[np.ndarray], ids: dict[str, int],
+def _example(test: Test, case: Case, rows: list[int], chosen: _Sets, ids: dict[str, int],
              labels: Sequence[str]) -> dict[str, Any]:
     """A failing case as ``--json`` and the table show it: the sentence, its label and probability, and for
     INV and DIR the worst perturbed copy (for DIR, both probabilities are of the watched label)."""
-    base = int(probs[0].argmax())
+    probs, base = chosen.probs, chosen.top(rows[0])
     if test.type == "MFT":
-        return {"text": case.texts[0], "expected": test.expect, "label": labels[base],
-                "probability": float(probs[0][base])}
-    k = 1 + int(np.argmax(_moves(test, probs, ids)))   # the worst copy
+        return {"text": case.texts[0], "expected": test.expect, "label": chosen.name(rows[0], labels),
+                "probability": float(probs[rows[0]][base])}
+    k = 1 + int(np.argmax(_moves(test, chosen, rows, ids)))   # the worst copy
     if test.type == "INV":
-        flipped = int(probs[k].argmax())
-        return {"text": case.texts[0], "label": labels[base], "probability": float(probs[0][base]),
-                "perturbed": case.texts[k], "perturbed_label": labels[flipped],
-                "perturbed_probability": float(probs[k][flipped])}
+        flipped = chosen.top(rows[k])
+        return {"text": case.texts[0], "label": chosen.name(rows[0], labels), "probability": float(probs[rows[0]][base]),
+                "perturbed": case.texts[k], "perturbed_label": chosen.name(rows[k], labels),
+                "perturbed_probability": float(probs[rows[k]][flipped])}
     watched = ids[test.label]
-    return {"text": case.texts[0], "label": labels[watched], "probability": float(probs[0][watched]),
+    return {"text": case.texts[0], "label": labels[watched], "probability": float(probs[rows[0]][watched]),
             "perturbed": case.texts[k], "perturbed_label": labels[watched],
-            "perturbed_probability": float(probs[k][watched])}
+            "perturbed_probability": float(probs[rows[k]][watched])}
 
 
-def _rows(test: Test, judged: list[tuple[Case, tuple[bool, float]]], probs: np.ndarray,
+def _rows(test: Test, judged: list[tuple[Case, tuple[bool, float]]], chosen: _Sets,
           row_of: dict[str, int], labels: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for number, (case, (passed, _)) in enumerate(judged, 1):
         for k, text in enumerate(case.texts):
-            p = probs[row_of[text]]
-            top = int(p.argmax())
+            row = row_of[text]
+            p = chosen.probs[row]
             rows.append({"test": test.name, "capability": test.capability, "type": test.type, "half": case.half,
                          "case": number, "role": "sentence" if k == 0 else "perturbed", "text": text,
-                         "label": labels[top], "probability": round(float(p[top]), 6),
+                         "label": chosen.name(row, labels), "probability": round(float(p[chosen.top(row)]), 6),
                          "expected": test.expect or "", "passed": passed,
                          **{f"p_{lb}": round(float(p[i]), 6) for i, lb in enumerate(labels)}})
     return rows

@@ -55,17 +55,25 @@ def punctuation(text: str, rng: random.Random, n: int) -> list[str]:
     return _distinct(out, text, n)
 
 
+LONG_NUMBER = 18   # digits: a longer run is not read as an int
+
+
 def number(text: str, rng: random.Random, n: int) -> list[str]:
-    """A number (a run of digits) changed to another of about its size."""
+    """A number (a run of digits) changed to another of about its size: between half and twice it, or, for a
+    run longer than :data:`LONG_NUMBER` digits (Python refuses ``int`` of over 4,300), random digits of the
+    same count."""
     found = list(re.finditer(r"\d+", text))
     out = []
     for _ in range(4 * n):
         if not found:
             break
         m = rng.choice(found)
-        value = int(m.group())
-        other = rng.randint(max(1, value // 2), max(value * 2, value + 9))
-        out.append(text[:m.start()] + str(other) + text[m.end():])
+        if len(m.group()) > LONG_NUMBER:
+            other = str(rng.randint(1, 9)) + "".join(rng.choices("0123456789", k=len(m.group()) - 1))
+        else:
+            value = int(m.group())
+            other = str(rng.randint(max(1, value // 2), max(value * 2, value + 9)))
+        out.append(text[:m.start()] + other + text[m.end():])
     return _distinct(out, text, n)
 
 

@@ -26,29 +26,44 @@ def suite_for(path: str | Path | None) -> Suite:
 
 
 def predictor_scorer(predictor) -> Callable[[list[str]], np.ndarray]:
-    """A :data:`~.check.Scorer` from a :class:`~sentiment_cli.inference.predictor.Predictor`: its calibrated
-    probabilities (the softmax of the logits over its temperature), ``(n, num_labels)``."""
+    """A :data:`~.check.Scorer` from a :class:`~sentiment_cli.inference.predictor.Predictor`: the probabilities
+    ``predict`` reports, ``(n, num_labels)`` (:meth:`~sentiment_cli.inference.predictor.Predictor.predict_proba`:
+    the softmax of the logits over the temperature, or a multi-label model's sigmoid of each label's)."""
     from ..inference.probabilities import softmax
 
+    if predictor.multi_label:
+        return lambda texts: predictor.predict_proba(texts).astype(np.float64)
     return lambda texts: softmax(predictor.logits(texts), predictor.temperature, np.float64)
 
 
+def predictor_decide(predictor) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A multi-label predictor's rule, probabilities -> label sets (:data:`~.check.Decide`), as ``predict``
+    applies it; ``None`` for a single-label one."""
+    return predictor.decision.labels if predictor.multi_label else None
+
+
 def check_scorer(suite: Suite, scorer: Callable[[list[str]], np.ndarray], labels: Sequence[str], half: str = "all",
-                 on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict]]:
-    """``(report, rows)`` of ``suite`` on any scorer (:func:`~.check.run_check`); the report is
-    :func:`~.check.summary` plus the suite's name and source, the half and the labels.
+                 on_progress: Callable[[int, int], None] | None = None,
+                 decide: Callable[[np.ndarray], np.ndarray] | None = None,
+                 **limits: int) -> tuple[dict[str, Any], list[dict]]:
+    """``(report, rows)`` of ``suite`` on any scorer (:func:`~.check.run_check`; ``decide``: a multi-label
+    model's rule, :func:`predictor_decide`; ``limits``: ``max_cases``, ``max_characters``); the report is :func:`~.check.summary` plus the suite's name and
+    source, the half and the labels.
 
     Raises:
         LabelMismatch: as :func:`~.check.resolve_labels`.
+        SuiteError: over a limit (:func:`~.cases.check_workload`).
     """
-    results, rows = run_check(suite, scorer, labels, half, on_progress)
+    results, rows = run_check(suite, scorer, labels, half, on_progress, decide, **limits)
     report = {"suite": suite.name, "source": suite.source, "half": half, "labels": list(labels), **summary(results)}
     return report, rows
 
 
 def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", device: Any = "cpu",
-                     on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict]]:
-    """Run ``suite`` on a checkpoint folder.
+                     on_progress: Callable[[int, int], None] | None = None,
+                     **limits: int) -> tuple[dict[str, Any], list[dict]]:
+    """Run ``suite`` on a checkpoint folder (``limits``: ``max_cases``, ``max_characters``, as
+    :func:`~.check.run_check`).
 
     Returns:
         ``(report, rows)``, as :func:`check_scorer`, the report with ``"checkpoint"``.
@@ -56,14 +71,17 @@ def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", de
     Raises:
         CheckpointError: the checkpoint is missing or unusable.
         LabelMismatch: the suite is for another label set (checked before any text is scored).
-        SuiteError: the built-in (English) suite on a model that reads characters or subwords
-            (:func:`refuse_builtin`).
+        SuiteError: the suite's cases are over a limit (checked before the model loads); the built-in
+            (English) suite on a model that reads characters or subwords (:func:`refuse_builtin`).
     """
     from ..inference.predictor import Predictor
+    from .cases import check_workload
 
+    check_workload(suite, half, **limits)
     predictor = Predictor(checkpoint, device=device)
     refuse_builtin(suite, predictor.backend.tokenizer)
-    report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress)
+    report, rows = check_scorer(suite, predictor_scorer(predictor), predictor.labels, half, on_progress,
+                                predictor_decide(predictor), **limits)
     return {"checkpoint": str(checkpoint), **report}, rows
 
 

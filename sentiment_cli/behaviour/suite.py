@@ -25,6 +25,7 @@ BUILTIN = "sentiment.toml"    # the built-in suite, package data of this package
 BUILTIN_SOURCE = f"the built-in suite ({BUILTIN})"   # its Suite.source
 MAX_SAMPLES = 1000            # cases per template, at most: a suite file is input, and work is bounded by it
 MAX_TEMPLATES = 10_000        # templates in one suite
+MAX_SUITE_BYTES = 64 << 20    # a suite file's size
 
 
 class SuiteError(UsageError):
@@ -105,12 +106,20 @@ def load_suite(path: str | Path) -> Suite:
         SuiteError: the file is missing, is not TOML, or breaks the format (one line each).
     """
     p = Path(path).expanduser()
-    if not p.is_file():
+    if not p.exists():
         raise SuiteError(f"--suite {path}: no such file")
+    if p.is_dir():
+        raise SuiteError(f"--suite {path}: is a folder; give a suite file (.toml)")
+    if not p.is_file():
+        raise SuiteError(f"--suite {path}: not a regular file (a device, FIFO or socket); give a suite file (.toml)")
+    if p.stat().st_size > MAX_SUITE_BYTES:
+        raise SuiteError(f"--suite {path}: larger than {MAX_SUITE_BYTES:,} bytes; not a suite file")
     try:
         text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"--suite {path}: cannot read it ({exc.__class__.__name__})") from None
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"--suite {path}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise SuiteError(f"--suite {path}: cannot read it ({exc.strerror or exc})") from None
     return parse_suite(text, str(path))
 
 
@@ -139,16 +148,16 @@ def parse_suite(text: str, where: str) -> Suite:
     if not isinstance(aliases, dict):
         raise SuiteError(f"{where}: label_aliases must be a table of label = [names]")
     aliases = {str(k): tuple(_strings(v, f"label_aliases.{k}", where)) for k, v in aliases.items()}
-    return Suite(name=str(raw.get("name", Path(where).stem)), labels=labels, label_aliases=aliases,
+    return Suite(name=_text(raw.get("name", Path(where).stem), "name", where), labels=labels, label_aliases=aliases,
                  lexicons=lexicons, tests=tests, seed=_int(raw.get("seed", 0), "seed", where, 0, 2**32 - 1),
-                 source=where, description=str(raw.get("description", "")))
+                 source=where, description=_text(raw.get("description", ""), "description", where))
 
 
 def _test(raw: Any, number: int, lexicons: dict[str, tuple[str, ...]], samples: int, where: str) -> Test:
     """One ``[[test]]`` table, checked."""
     if not isinstance(raw, dict):
         raise SuiteError(f"{where}: test {number} is not a table")
-    name = str(raw.get("name", "")).strip()
+    name = _text(raw.get("name", ""), "name", f"{where}: test {number}").strip()
     at = f"{where}: test {name!r}" if name else f"{where}: test {number}"
     if not name:
         raise SuiteError(f"{at}: no name")
@@ -159,9 +168,9 @@ def _test(raw: Any, number: int, lexicons: dict[str, tuple[str, ...]], samples: 
         raise SuiteError(f"{at}: type must be one of {', '.join(TYPES)}, got {raw.get('type')!r}")
     templates = _templates(raw, lexicons, at)
     fields: dict[str, Any] = dict(
-        name=name, capability=str(raw.get("capability", "other")).strip() or "other", type=kind,
+        name=name, capability=_text(raw.get("capability", "other"), "capability", at).strip() or "other", type=kind,
         templates=templates, samples=_int(raw.get("samples", samples), "samples", at, 1, MAX_SAMPLES),
-        description=str(raw.get("description", "")))
+        description=_text(raw.get("description", ""), "description", at))
     if kind == "MFT":
         fields["expect"] = _required(raw, "expect", at)
     else:
@@ -225,6 +234,12 @@ def _lexicons(raw: Any, where: str) -> dict[str, tuple[str, ...]]:
             raise SuiteError(f"{where}: lexicon {name!r} is empty")
         out[str(name)] = values
     return out
+
+
+def _text(value: Any, key: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise SuiteError(f"{where}: {key} must be a string, got {value!r}"[:300])
+    return value
 
 
 def _strings(value: Any, key: str, where: str) -> list[str]:

@@ -1,6 +1,7 @@
 """The Typer app, its global options, and the error handling every command shares.
 
-Exit codes: 0 success, 1 runtime error, 2 usage error, 130 Ctrl-C, 143 SIGTERM.
+Exit codes: 0 success, 1 runtime error, 2 usage error, 130 Ctrl-C, 141 stdout's reader went away (a
+closed pipe, `| head`), 143 SIGTERM.
 Errors are one line on stderr starting ``error:``; ``--debug`` shows the traceback.
 """
 
@@ -98,12 +99,47 @@ def handle_errors():
             raise
         typer.echo("error: interrupted", err=True)
         raise typer.Exit(130) from None
+    except BrokenPipeError:   # the reader went away (`| head`): stop quietly, as a pipe's writer does
+        _quiet_stdout()
+        raise typer.Exit(141) from None
     except OSError as exc:
         if _state["debug"]:
             raise
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises :class:`~sentiment_cli.errors.Interrupted` (exit 143) in the main
+    thread, as Ctrl-C raises ``KeyboardInterrupt``: ``with`` blocks unwind, so a temporary output file is
+    removed (``outputs.atomic_file``) and the command ends with one ``error:`` line. Outside the main thread
+    (where no handler can be set) it does nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signum, _frame):
+        raise Interrupted("stopped by SIGTERM (an output file is not left half written)", exit_code=143)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit meets no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # no real stdout (a test runner's buffer)
+        pass
 
 
 def _version(value: bool) -> None:

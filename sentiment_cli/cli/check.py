@@ -34,6 +34,12 @@ def check(
         metavar="FILE", help="Also write every case's texts with their predictions (.csv or .jsonl).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists.")] = False,
     device: Annotated[Device, typer.Option(help="Where to run the model.")] = Device.auto,
+    max_cases: Annotated[Optional[int], typer.Option(
+        min=1, show_default="100,000", help="Refuse a suite that may give more cases than this (templates x "
+                                            "samples), before building any.")] = None,
+    max_characters: Annotated[Optional[int], typer.Option(
+        min=1, show_default="50,000,000", help="Refuse a suite whose cases may hold more characters than this, "
+                                               "before building any.")] = None,
 ) -> None:
     """Behavioural tests (CheckList's MFT, INV and DIR): failure rates by capability and by test.
 
@@ -50,11 +56,12 @@ def check(
             inputs = [("the checkpoint", checkpoint)] + ([("--suite", suite)] if suite is not None else [])
             check_output(output, force=force, suffixes=TABLE_TYPES, inputs=inputs)
         chosen = suite_for(suite)
+        limits = {k: v for k, v in (("max_cases", max_cases), ("max_characters", max_characters)) if v is not None}
         out, err = consoles()
         callbacks = RichEvalCallbacks(err, f"check {chosen.name}")
         try:
             report, rows = check_checkpoint(checkpoint, chosen, half.value, resolve_device(device.value),
-                                            on_progress=_progress(callbacks))
+                                            on_progress=_progress(callbacks), **limits)
         finally:
             callbacks.close()
         if output is not None:

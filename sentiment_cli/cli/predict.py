@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
+from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors, sigterm_as_interrupt
 from .render import (consoles, json_text, render_explanation, render_label_set_explanation, render_label_sets,
                      render_predictions)
 
@@ -124,7 +124,7 @@ def _predict_data(data: str, split: str | None, text_column: str, output: str | 
 
         stream = open_split(data, split, text_column)
         predictor = _load_predictor(*predictor_args)
-        with ArrowStreamWriter(output) as writer:
+        with sigterm_as_interrupt(), ArrowStreamWriter(output) as writer:   # SIGTERM removes the partial file
             progress.on_start(stream.num_rows)
             rows = predict_split(predictor, stream, writer, explain=explain, on_batch=progress.on_batch)
     finally:

@@ -72,6 +72,8 @@ PretrainOutputOption = Annotated[Optional[Path], typer.Option(
 PretrainEpochsOption = Annotated[Optional[int], typer.Option(help="Override \\[pretrain] epochs.")]
 SplitsOption = Annotated[Optional[str], typer.Option(help="Override \\[pretrain] splits: unsupervised+train, "
                                                           "unsupervised or train.")]
+TrainForceOption = Annotated[bool, typer.Option(
+    "--force", help="Write into an existing --output folder that holds other files (never into --data).")]
 
 _T = TypeVar("_T")
 
@@ -96,6 +98,7 @@ def train(
     init: InitOption = None,
     time_budget: TimeBudgetOption = None,
     resume: ResumeOption = None,
+    force: TrainForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Train a classifier and save the best epoch (by validation accuracy; the last without validation) as a checkpoint folder.
@@ -131,7 +134,7 @@ def train(
                                                                        device=device_name, stop=stop))
         else:
             result = _until_stopped(callbacks, lambda stop: run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks,
-                                                                      stop=stop, fit_to_data=given))
+                                                                      stop=stop, fit_to_data=given, force=force))
         if result.is_main:   # torchrun ranks other than 0 stay quiet
             _render_train(out, err, result, as_json)
 
@@ -147,6 +150,7 @@ def pretrain(
     splits: SplitsOption = None,
     device: DeviceOption = None,
     seed: SeedOption = None,
+    force: TrainForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Pretrain on unlabelled reviews (never validation or test): word2vec embeddings, a masked language model,
@@ -165,7 +169,7 @@ def pretrain(
         out, err = consoles()
         callbacks = None if as_json else RichPretrainCallbacks(err)
         result = _until_stopped(callbacks, lambda stop: run_pretrain(cfg, output or DEFAULT_PRETRAINED, callbacks,
-                                                                     stop=stop))
+                                                                     stop=stop, force=force))
         if as_json:
             typer.echo(json_text(result.metrics, ensure_ascii=True))
             return

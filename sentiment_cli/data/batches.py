@@ -38,6 +38,7 @@ class TableStream:
     num_rows: int
     column_names: list[str]
     _dataset: Any
+    source_types: dict[str, Any] | None = None   # a Parquet file's dictionary-encoded columns: name -> type
 
     def batches(self, rows: int) -> Iterator["pa.Table"]:
         """The split's rows in order, ``rows`` at a time (the last batch may be shorter).
@@ -58,10 +59,19 @@ class TableStream:
                 held += len(take)
                 batch = batch.slice(len(take))
                 if held == rows:
-                    yield pa.Table.from_batches(pending)
+                    yield self._as_source(pa.Table.from_batches(pending))
                     pending, held = [], 0
         if pending:
-            yield pa.Table.from_batches(pending)
+            yield self._as_source(pa.Table.from_batches(pending))
+
+    def _as_source(self, table: "pa.Table") -> "pa.Table":
+        """``table`` with the source file's dictionary-encoded columns encoded again (``datasets``' cache
+        holds their values), so that a column comes out with the type it went in with."""
+        for name, kind in (self.source_types or {}).items():
+            i = table.schema.get_field_index(name)
+            if i >= 0 and table.schema.field(i).type == kind.value_type:
+                table = table.set_column(i, name, table.column(i).cast(kind))
+        return table
 
 
 def _record_batches(ds) -> Iterator["pa.RecordBatch"]:
@@ -116,4 +126,19 @@ def open_split(source: str, split: str | None = None, text_column: str = "") -> 
     dtype = getattr(ds.features[column], "dtype", None)
     if dtype not in ("string", "large_string"):
         raise DataError(f"{where}: column {column!r} holds {dtype or ds.features[column]}, not text")
-    return TableStream(where, column, ds.num_rows, list(ds.column_names), ds)
+    return TableStream(where, column, ds.num_rows, list(ds.column_names), ds, _dictionary_columns(where))
+
+
+def _dictionary_columns(where: str) -> dict[str, Any] | None:
+    """A Parquet file's dictionary-encoded columns (name -> Arrow type), from its schema alone; ``None`` for
+    another source or an unreadable schema (the data was read already: its errors were reported then)."""
+    if not where.lower().endswith(".parquet"):
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(where)
+    except (OSError, pa.ArrowException):
+        return None
+    return {f.name: f.type for f in schema if pa.types.is_dictionary(f.type)} or None

@@ -159,6 +159,9 @@ def _load_file(path: Path, shown: str):
         # Every column as text: labels such as "1" and "pos" are told apart here, not by pandas' guess
         # (which could differ between chunks of a large file); only empty fields are missing values.
         header = _csv_header(path, options["sep"], shown)
+        if any(not h.strip() for h in header):
+            n = next(i for i, h in enumerate(header, 1) if not h.strip())
+            raise DataError(f"{shown}, line 1: column {n} of the header has no name; name every column")
         if len(set(header)) != len(header):
             dup = next(h for h in header if header.count(h) > 1)
             raise DataError(f"{shown}, line 1: column {dup!r} appears twice in the header")
@@ -178,6 +181,8 @@ def _load_file(path: Path, shown: str):
         if where:
             raise DataError(f"{shown}, {where}") from None
         cause = exc.__cause__ or exc
+        if "corresponds to no data" in str(cause):   # datasets' words for a file of no rows
+            raise DataError(f"{shown}: no rows (only a header, or an empty table); give a file with data") from None
         raise DataError(f"cannot read {shown}: {' '.join(str(cause).split())[:200]}") from None
     return ds
 

@@ -66,6 +66,61 @@ def pre_tokenizer_for(kind: str) -> pre_tokenizers.PreTokenizer:
     raise ValueError(f"unknown pre_tokenizer {kind!r}")
 
 
+PRE_TOKENIZERS = ("whitespace", "punctuation")   # [data] pre_tokenizer's values (pre_tokenizer_for)
+TOKENIZER_KINDS = ("word", "char", "unigram", "bpe")   # what [data] tokenizer resolves to (build_tokenizer)
+_MODEL_TYPES = {"word": "WordLevel", "char": "WordLevel", "unigram": "Unigram", "bpe": "BPE"}
+
+
+def _parts(tok: Tokenizer) -> tuple[object, object]:
+    """``(normalizer, pre_tokenizer)`` of a tokenizer, as the parsed JSON a ``tokenizer.json`` holds them as."""
+    raw = json.loads(tok.to_str())
+    return raw["normalizer"], raw["pre_tokenizer"]
+
+
+def _written_parts() -> dict[str, list[tuple[object, object]]]:
+    """Each model type -> the ``(normalizer, pre_tokenizer)`` pairs :func:`build_tokenizer` writes with it."""
+    written: dict[str, list[tuple[object, object]]] = {}
+    for kind in TOKENIZER_KINDS:
+        for pre in (PRE_TOKENIZERS if kind == "word" else PRE_TOKENIZERS[:1]):
+            config = DataConfig(tokenizer=kind, pre_tokenizer=pre)
+            written.setdefault(_MODEL_TYPES[kind], []).append(_parts(_untrained(kind, config)))
+    return written
+
+
+def check_structure(text: str, where: str | Path) -> None:
+    """Refuse a ``tokenizer.json`` (untrusted, as a checkpoint's weights are) that is not a kind this module
+    writes, before ``tokenizers`` builds it: a WordLevel (words, characters), Unigram or BPE model whose unknown
+    token is ``<unk>`` (id 1); the normaliser and pre-tokenizer :func:`build_tokenizer` gives that model (a
+    crafted normaliser regex could backtrack for hours or panic in Rust); and no padding or truncation of its own
+    (a ``Fixed`` padding of millions of ids would allocate gigabytes per text; this module pads and truncates).
+
+    Raises:
+        CheckpointError: naming ``where`` and the part that differs.
+    """
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise CheckpointError(f"{where}: not a valid tokenizer file ({exc})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
+        raise CheckpointError(f"{where}: not a valid tokenizer file (no model)")
+    model = raw["model"]
+    kind = model.get("type")
+    written = _written_parts()
+    unk_ok = model.get("unk_id") == UNK_ID if kind == "Unigram" else model.get("unk_token") == UNK_TOKEN
+    pairs = written.get(kind, [])
+    problems = [
+        (kind not in written, f"model {str(kind)[:40]!r}, not one of {', '.join(sorted(written))}"),
+        (not unk_ok, f"its unknown token is not {UNK_TOKEN} (id {UNK_ID})"),
+        (raw.get("padding") is not None, "its own padding (this tool pads batches itself)"),
+        (raw.get("truncation") is not None, "its own truncation (this tool truncates itself)"),
+        (all(raw.get("normalizer") != n for n, _ in pairs), "a normalizer this tool does not write"),
+        ((raw.get("normalizer"), raw.get("pre_tokenizer")) not in pairs, "a pre_tokenizer this tool does not write"),
+    ]
+    for bad, what in problems:
+        if bad:
+            raise CheckpointError(f"{where}: not a tokenizer this tool writes: {what}")
+
+
 def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None = None) -> Tokenizer:
     """Train the tokenizer ``[data] tokenizer`` names on ``texts`` (the training split only), each cut by
     :func:`clip_text`.
@@ -159,20 +214,22 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     if not path.is_file():   # tokenizers reports a missing file as a bare Exception
         raise CheckpointError(f"{path}: missing")
     try:
-        tok = Tokenizer.from_file(str(path))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing") from None
-    except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-        raise CheckpointError(f"{path}: not a valid tokenizer file ({str(exc).splitlines()[0][:120]})") from None
-    return _check_specials(tok, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: not a valid tokenizer file ({exc})") from None
+    return tokenizer_from_str(text, path)
 
 
 def tokenizer_from_str(text: str, where: str | Path) -> Tokenizer:
-    """A tokenizer from its ``tokenizer.json`` text; ``where`` names its origin in errors.
+    """A tokenizer from its ``tokenizer.json`` text (checked first by :func:`check_structure`); ``where``
+    names its origin in errors.
 
     Raises:
-        CheckpointError: ``text`` is not a valid tokenizer.
+        CheckpointError: ``text`` is not a valid tokenizer, or not of the kind this module writes.
     """
+    check_structure(text, where)
     try:
         tok = Tokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises a bare Exception on bad JSON

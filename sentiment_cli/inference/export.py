@@ -247,7 +247,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         raise UsageError(f"--quantize {quantize}: only int8 is supported")
     _require_onnx()
     checkpoint = Path(checkpoint)
-    output = check_export_output(checkpoint, output, quantize, force=force)
+    output = check_export_output(checkpoint, output, quantize, force=force, data=data)
     stage("loading the checkpoint")
     ckpt = load_checkpoint(checkpoint, "cpu")
     held_out = _held_out(ckpt, data, parity_reviews, stage)
@@ -274,20 +274,24 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
 
 
 def check_export_output(checkpoint: Path, output: str | Path | None, quantize: str | None = None, *,
-                        force: bool = False) -> Path:
+                        force: bool = False, data: str | None = None) -> Path:
     """The file an export writes (``output``, default ``model.onnx`` or ``model.int8.onnx`` in ``checkpoint``),
     checked before any work by :func:`~sentiment_cli.outputs.check_output`.
 
     Inside the checkpoint folder only an ``.onnx`` file (an export) may be written, never the checkpoint's own
     files; an existing ``.onnx`` file is an earlier export and is replaced; another existing file needs ``force``.
+    ``data`` (``--data``, the held-out reviews) is an input: never written over or into, ``force`` or not.
 
     Raises:
-        UsageError: ``output`` is a folder, in a folder that does not exist, one of the checkpoint's files, or an
-            existing file other than an ``.onnx`` one without ``force``.
+        UsageError: ``output`` is a folder, in a folder that does not exist, one of the checkpoint's files,
+            ``data`` or a file inside it, or an existing file other than an ``.onnx`` one without ``force``.
     """
     path = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
     onnx = path.suffix.lower() == ".onnx"
-    return check_output(path, force=force or onnx, inputs=[] if onnx else [("the checkpoint folder", checkpoint)])
+    inputs: list[tuple[str, str | Path]] = [] if onnx else [("the checkpoint folder", checkpoint)]
+    if data is not None and Path(data).expanduser().exists():
+        inputs.append(("--data", data))
+    return check_output(path, force=force or onnx, inputs=inputs)
 
 
 def _recorded(result: ExportResult, checkpoint: Path, quantize: str | None) -> ExportResult:

@@ -54,8 +54,13 @@ def onnx_path(path: str | Path) -> Path:
     path = Path(path)
     file = path / ONNX_FILE if path.is_dir() else path
     if not file.exists():   # a device or a FIFO is refused when read (read_regular_file)
-        raise CheckpointError(f"no ONNX model at {file}; write one with `sentiment export --format onnx "
-                              f"--checkpoint {path if path.is_dir() else path.parent}`")
+        if path.is_dir():
+            how = f"--checkpoint {path}"
+        elif (path.parent / "config.json").is_file():   # a file named beside a checkpoint's files
+            how = f"--checkpoint {path.parent} --output {path}"
+        else:
+            how = f"--checkpoint CHECKPOINT_FOLDER --output {path}"
+        raise CheckpointError(f"no ONNX model at {file}; write one with `sentiment export --format onnx {how}`")
     return file
 
 

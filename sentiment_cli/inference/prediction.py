@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -200,11 +201,55 @@ def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tupl
     return rows
 
 
+def check_iterable(texts: Any) -> None:
+    """Refuse what is not an iterable of texts before any is read: a single ``str`` (its characters would be
+    read as texts), ``bytes``, ``None``, a non-iterable.
+
+    Raises:
+        UsageError: naming the type and what to pass instead.
+    """
+    if isinstance(texts, str):
+        raise UsageError("texts: give a list of texts, not one str (its characters would be read as texts); "
+                         "pass [text]")
+    if texts is None or isinstance(texts, (bytes, bytearray, memoryview)) or not isinstance(texts, Iterable):
+        raise UsageError(f"texts: give an iterable of str (a list, a generator, a pandas Series), not "
+                         f"{type(texts).__name__}")
+
+
+def text_list(texts: Any, first: int = 1) -> list[str]:
+    """``texts`` (any iterable of ``str``: a list, a tuple, a generator, a 1-D NumPy array or a pandas Series)
+    as a list of ``str``, each checked to be one.
+
+    Raises:
+        UsageError: as :func:`check_iterable`, or an item that is not a ``str`` (its number, from ``first``, and
+            type named).
+    """
+    if isinstance(texts, list) and all(type(t) is str for t in texts):
+        return texts
+    check_iterable(texts)
+    out = list(texts)
+    for i, text in enumerate(out, first):
+        _check_str(text, i)
+    return [str(t) for t in out]
+
+
+def _check_str(text: Any, number: int) -> None:
+    if not isinstance(text, str):
+        hint = " (decode bytes first)" if isinstance(text, (bytes, bytearray)) else ""
+        raise UsageError(f"review {number} is {type(text).__name__}, not str{hint}; give texts as str")
+
+
 def chunked(texts: Iterable[str], chunk: int, score) -> Iterator:
-    """Apply ``score(batch, first=n)`` to consecutive chunks of ``texts``; yield its results in order."""
+    """Apply ``score(batch, first=n)`` to consecutive chunks of ``texts``; yield its results in order.
+
+    Raises:
+        UsageError: as :func:`check_iterable` (on the first ``next``), or an item that is not a ``str``.
+    """
+    check_iterable(texts)
     buf: list[str] = []
     done = 0
     for text in texts:
+        _check_str(text, done + len(buf) + 1)
         buf.append(text)
         if len(buf) >= chunk:
             yield from score(buf, first=done + 1)

@@ -29,7 +29,7 @@ from ..data.tokenizer import encode_texts, tokenizer_kind
 from ..errors import CheckpointError
 from .explain import LabelSetExplanation, explanations, label_set_explanations
 from .multilabel import Decision, LabelSet, label_sets
-from .prediction import Explanation, Prediction, check_texts, chunked, predictions, token_rows
+from .prediction import Explanation, Prediction, check_iterable, check_texts, chunked, predictions, text_list, token_rows
 from .probabilities import softmax
 
 
@@ -143,9 +143,11 @@ class Predictor:
             first: number of ``texts[0]`` in error messages (for streams scored in chunks).
 
         Raises:
-            UsageError: a text is empty or only whitespace, or is not valid Unicode
+            UsageError: ``texts`` is one ``str``, ``None`` or not an iterable of ``str`` (any iterable is: a list,
+                a generator, a NumPy array, a pandas Series); a text is empty or only whitespace, or is not valid Unicode
                 (an unpaired surrogate); the message gives its number.
         """
+        texts = text_list(texts, first)
         check_texts(texts, first)
         ids = encode_texts(self.backend.tokenizer, texts, self.config.data)
         return finite_logits(self.backend.forward(ids)[0], first)
@@ -159,6 +161,7 @@ class Predictor:
         Raises:
             UsageError: as :meth:`logits`.
         """
+        texts = text_list(texts, first)
         if not texts:
             return np.zeros((0, len(self.labels)), np.float32)
         logits = self.logits(texts, first=first)
@@ -173,6 +176,7 @@ class Predictor:
         Raises:
             UsageError: as :meth:`logits`.
         """
+        texts = text_list(texts, first)
         if not texts:
             return []
         logits = self.logits(texts, first=first)
@@ -187,6 +191,7 @@ class Predictor:
         Raises:
             UsageError: as :meth:`logits`.
         """
+        texts = text_list(texts, first)
         check_texts(texts, first)
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
         logits, token_logits, bias = self.backend.forward([r[0] for r in rows], token_logits=True)
@@ -204,8 +209,10 @@ class Predictor:
         Raises:
             UsageError: as :meth:`logits`, numbering texts from the start of the stream.
         """
+        check_iterable(texts)
         return chunked(texts, chunk, self.predict)
 
     def explain_stream(self, texts: Iterable[str], chunk: int = 256) -> Iterator[Explanation]:
         """Explain an iterable lazily, ``chunk`` texts at a time (bounded memory)."""
+        check_iterable(texts)
         return chunked(texts, chunk, self.explain)

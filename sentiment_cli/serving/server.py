@@ -268,6 +268,10 @@ def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, ac
                 log.info("signal %d: finishing requests in flight, then stopping", sig)
                 self.should_exit = True
 
+        async def shutdown(self, sockets=None) -> None:
+            await drain_backlog(sockets or [])   # before uvicorn closes the listener, which resets the queue
+            await super().shutdown(sockets=sockets)
+
         @contextmanager
         def capture_signals(self):
             with super().capture_signals():
@@ -290,6 +294,40 @@ def run(app: FastAPI, sock: socket.socket, *, graceful_timeout: float = 30.0, ac
         log.info("stopped while %s; exiting without waiting for it",
                  "the model was loading" if loading else "a batch past the graceful timeout was running")
         _exit_now(0)
+
+
+DRAIN_SECONDS = 1.0   # at most this long to take the connections the kernel queued before the listener closes
+
+
+async def drain_backlog(sockets: list[socket.socket], limit: float = DRAIN_SECONDS) -> None:
+    """Let the server take every connection the kernel has already accepted on ``sockets`` before they close.
+
+    Closing a listening socket resets the connections in its accept queue (and those finishing their
+    handshake): clients whose request was sent get no HTTP answer. So the queue is first shrunk to its least
+    (``listen(0)``: while it holds a connection, new handshakes are not answered, and such clients are
+    refused once the socket closes), the event loop keeps accepting until the kernel's count of queued
+    connections (``TCP_INFO``'s ``tcpi_unacked`` on a listening socket, Linux) is 0, and then runs a moment
+    longer so that their requests are read (a connection with a request in progress is answered; one
+    without, closed). At most ``limit`` seconds; elsewhere than Linux only the last step.
+    """
+    import asyncio
+    import struct
+    import time
+
+    def queued(sock: socket.socket) -> int:
+        try:
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+            return struct.unpack_from("I", info, 24)[0]   # tcpi_unacked: the accept queue's length
+        except (OSError, AttributeError, struct.error):
+            return 0
+
+    for sock in sockets:
+        with suppress(OSError):
+            sock.listen(0)
+    end = time.monotonic() + limit
+    while time.monotonic() < end and any(queued(s) for s in sockets):
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(min(0.05, max(0.0, end - time.monotonic())))   # the requests just accepted are read
 
 
 def _exit_now(code: int) -> None:

@@ -6,6 +6,10 @@ clear by hand. The holder writes its pid into the file, only to name it in the r
 the file's presence or content, decides. A run that ends normally removes the file (while still holding
 the lock; a process that opened it meanwhile sees it gone and retries on the new one); a killed run
 leaves it, empty of meaning, and the next run takes it over.
+
+A lock taken with ``share=True`` is re-entered by this process's later ``output_lock`` calls on the folder:
+``train`` holds its output folder's lock from before the data is read to the end, across the search, whose
+final run and adoption take it again (a count, not a second ``flock``, which would refuse its own holder).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ..errors import SentimentError, UsageError
 
 LOCK_FILE = ".sentiment.lock"
 _ATTEMPTS = 50   # a file replaced under us that often in a row is not a race any more
+_HELD: dict[str, int] = {}   # folders this process holds with share=True (resolved path -> depth)
 
 
 class FolderInUse(SentimentError):
@@ -27,12 +32,13 @@ class FolderInUse(SentimentError):
 
 
 @contextmanager
-def output_lock(folder: Path, *, enabled: bool = True) -> Iterator[None]:
+def output_lock(folder: Path, *, enabled: bool = True, share: bool = False) -> Iterator[None]:
     """Hold the exclusive lock on ``folder`` (an existing folder) for the ``with`` block.
 
     Args:
         folder: the run's output folder.
         enabled: ``False`` makes this a no-op (torchrun ranks other than 0: rank 0 locks for the run).
+        share: calls of this process on ``folder`` within the block enter it instead of refusing.
 
     Raises:
         FolderInUse: another process holds the lock; the message names its pid.
@@ -41,10 +47,21 @@ def output_lock(folder: Path, *, enabled: bool = True) -> Iterator[None]:
     if not enabled:
         yield
         return
+    key = str(Path(folder).resolve())
+    if key in _HELD:   # this process holds it already (train around the search's runs)
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
     fd = _acquire(Path(folder))
+    if share:
+        _HELD[key] = 1
     try:
         yield
     finally:
+        _HELD.pop(key, None)
         _release(Path(folder), fd)
 
 

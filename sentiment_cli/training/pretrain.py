@@ -69,6 +69,7 @@ from ..config import Config
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec
 from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
 from .interrupts import StopFlag
+from ..outputs import check_output_folder
 from .lock import output_lock
 from ..model.classifier import SentimentClassifier
 from .optim import decay_groups, lr_lambda, optimizer_step
@@ -80,7 +81,7 @@ from .mlm import FIRST_WORD_ID, MaskedLMObjective
 from .run_data import RunData
 
 def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
-             stop: StopFlag | None = None, data: RunData | None = None,
+             stop: StopFlag | None = None, data: RunData | None = None, force: bool = False,
              seconds: float | None = None) -> TrainResult:
     """Pretrain with ``[pretrain] objective`` and write the result to ``output`` after every epoch.
 
@@ -91,7 +92,8 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
 
     Args:
         config: the run configuration.
-        output: checkpoint folder; created if needed.
+        output: checkpoint folder; created if needed; an existing folder of other files only with ``force``
+            (:func:`~sentiment_cli.outputs.check_output_folder`).
         callbacks: progress hooks (``on_stage``, ``on_epoch_start``, ``on_step``
             with the masked-word loss and accuracy (mlm only), ``on_epoch_end``).
         stop: polled at every step (mlm) or epoch (word2vec); once set, the
@@ -119,7 +121,10 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         raise UsageError("sentiment pretrain runs in one process; start it without torchrun")
     device = resolve_device(config.training.device)
     output = Path(output)
+    check_output_folder(output, force=True, inputs=[(what, path) for what, path in (
+        ("the --data", config.data.source), ("[data] unlabelled", config.data.unlabelled)) if path])
     check_writable(output)
+    check_output_folder(output, force=force)   # a folder of the user's files only with --force
     with output_lock(output):
         return _pretrain_locked(config, output, cb, stop, device, data, seconds)
 

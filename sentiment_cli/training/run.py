@@ -31,6 +31,7 @@ from ..data.splits import Split
 from ..errors import Interrupted, SentimentError, UsageError
 from ..evaluation.training_report import write_training_report
 from ..model.classifier import SentimentClassifier
+from ..outputs import check_output_folder
 from ..runtime import native_bf16, resolve_device
 from .callbacks import TrainCallbacks, TrainResult
 from .context import RunContext
@@ -46,7 +47,8 @@ __all__ = ["resume", "train"]
 
 
 def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
-          stop: StopFlag | None = None, fit_to_data: frozenset[str] | None = None) -> TrainResult:
+          stop: StopFlag | None = None, fit_to_data: frozenset[str] | None = None,
+          force: bool = False) -> TrainResult:
     """Train a classifier and write the best epoch (by validation accuracy) to ``output``.
 
     After every epoch the best checkpoint is refreshed (if the epoch
@@ -65,6 +67,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         fit_to_data: apply the default's data rules (``auto.py``) to every key not in this set of
             ``section.key`` names (those the command line set), then, with ``[training] time_budget`` > 0,
             search on the validation split (``search.py``); ``None``: apply none, and train once.
+        force: write into an existing folder this tool did not make (never into the data or ``init_from``).
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
@@ -79,8 +82,12 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     (``ngram/fit.py``; distillation's soft targets on unlabelled reviews: ``training/distill.py``). The
     encoder's loss leaves the score out; validation, evaluation and prediction add it.
 
+    ``output`` is checked (:func:`~sentiment_cli.outputs.check_output_folder`) and locked (``lock.py``) before
+    the data is read, and stays locked to the end, the search's trials included.
+
     Raises:
-        UsageError: unusable device or output folder.
+        UsageError: unusable device or output folder (a folder of other files without ``force``, or the data's).
+        FolderInUse: another run holds ``output``'s lock.
         CheckpointError, ConfigError: ``init_from`` is damaged, incomplete or does not fit the config.
         DataError: the dataset cannot be loaded, or the n-gram score's labels hold fewer than two classes.
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
@@ -92,19 +99,31 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     data = RunData(config.data.source)   # read once: the profile, pretraining and the fit share it
     choices: list[auto.Choice] = []
     created = not Path(output).exists()
+    main = distributed.from_env().is_main
+    if main:   # never into the data, --force or not
+        check_output_folder(output, force=True, inputs=_inputs(config))
     try:
-        if fit_to_data is not None and distributed.from_env().is_main:
-            check_writable(Path(output))   # refuse an unusable folder before reading the data
-            config, choices = auto.fit_to_data(config, fit_to_data, callbacks, data)
-        elif fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
-            config, choices = auto.fit_to_data(config, fit_to_data, TrainCallbacks(), data)
-        result = _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
-                                [c.to_dict() for c in choices])
+        if main:   # refuse an unusable folder, then one of the user's files, before reading the data
+            check_writable(Path(output))
+            check_output_folder(output, force=force)
+        with output_lock(Path(output), enabled=main, share=True):   # one writer, from before the data is read
+            if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
+                config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(),
+                                                   data)
+            result = _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
+                                    [c.to_dict() for c in choices])
+            return _behaviour(result, callbacks)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
-    return _behaviour(result, callbacks)
+
+
+def _inputs(config: Config) -> list[tuple[str, str]]:
+    """What a run reads from disk, never written into: the data, the unlabelled reviews, ``init_from``."""
+    named = [("the --data", config.data.source), ("[data] unlabelled", config.data.unlabelled),
+             ("--init", config.training.init_from)]
+    return [(what, path) for what, path in named if path]
 
 
 def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> TrainResult:
