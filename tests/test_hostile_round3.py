@@ -5,6 +5,7 @@ unbounded layers. Each test failed before its fix.
 
 from __future__ import annotations
 
+import json
 import fcntl
 import os
 import shutil
@@ -505,3 +506,18 @@ def test_a_missing_onnx_file_suggests_an_export_that_writes_it(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(CheckpointError, match=rf"--checkpoint {tmp_path} --output {tmp_path / 'x.onnx'}`"):
         onnx_path(tmp_path / "x.onnx")
+
+
+@pytest.mark.parametrize("kind", ["word", "char", "unigram", "bpe"])
+def test_the_structure_check_accepts_every_tokenizer_this_tool_writes(kind):
+    from sentiment_cli.config import DataConfig
+    from sentiment_cli.data.tokenizer import build_tokenizer, check_structure, save_tokenizer
+    from sentiment_cli.errors import CheckpointError
+
+    texts = ["อาหารอร่อยมาก บริการดีเยี่ยม", "the film was great, not bad at all", "服务很好 房间很大"] * 20
+    tok = build_tokenizer(texts, DataConfig(tokenizer=kind, vocab_size=300, min_frequency=1), len(texts))
+    check_structure(save_tokenizer(tok), "t")   # raises on a kind the check does not know
+    crafted = json.loads(save_tokenizer(tok))
+    crafted["normalizer"] = {"type": "Replace", "pattern": {"Regex": "(a|aa)+$"}, "content": "b"}
+    with pytest.raises(CheckpointError, match="a normalizer this tool does not write"):
+        check_structure(json.dumps(crafted), "t")
