@@ -401,3 +401,19 @@ def test_log_count_ratios_are_normalised_over_the_ngrams_that_occur():
     r = log_count_ratio(padded, y)
     assert r.shape == (1003,) and np.allclose(r[:3], expected)
     assert np.allclose(log_count_ratio(sp.csr_matrix(dense), y), expected)
+
+
+@pytest.mark.parametrize("weighting", ["binary", "tfidf"])
+def test_a_fit_copied_to_another_score_scores_the_same(weighting):
+    # the search's trials copy one fit of the run (training/setup.py): a TF-IDF fit brings its idf with it
+    rng = np.random.default_rng(0)
+    a = NgramScore(64, num_labels=3, weighting=weighting)
+    weights, intercepts = rng.normal(size=(65, 3)), rng.normal(size=3)
+    idf = rng.uniform(1, 3, size=65) if weighting == "tfidf" else None
+    a.load_fit(weights, intercepts, "lr", idf=idf)
+    b = NgramScore(64, num_labels=3, weighting=weighting)
+    b.copy_fit(a)
+    ids = [[2, 5, 9, 11], [3, 3, 7]]
+    assert np.array_equal(a.margins(ids), b.margins(ids)) and b.form == "lr"
+    with pytest.raises(ValueError, match="does not fit"):
+        NgramScore(64, num_labels=3, weighting="binary" if weighting == "tfidf" else "tfidf").copy_fit(a)

@@ -128,6 +128,23 @@ class NgramScore(nn.Module):
             if idf is not None:
                 self.idf.copy_(torch.from_numpy(idf))
 
+    def copy_fit(self, other: "NgramScore") -> None:
+        """Take ``other``'s fit as it stands: its buffers (``weight``, ``bias``, and ``idf`` when TF-IDF weighted),
+        float64 intercepts and form. A run's trials fit the same rows with the same settings once and copy it.
+
+        Raises:
+            ValueError: ``other`` is weighted otherwise or its weights have another shape.
+        """
+        if other.weighting != self.weighting or tuple(other.weight.shape) != tuple(self.weight.shape):
+            raise ValueError(f"an n-gram fit {other.weighting} {tuple(other.weight.shape)} does not fit a score "
+                             f"{self.weighting} {tuple(self.weight.shape)}")
+        theirs = dict(other.named_buffers())
+        with torch.no_grad():
+            for name, buffer in self.named_buffers():
+                buffer.copy_(theirs[name])
+        self.intercept = None if other.intercept is None else np.array(other.intercept, dtype=np.float64)
+        self.form = other.form
+
     def margins(self, ids: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
         """Unscaled scores ``w . x + b`` of each text: ``(len(ids),)`` float32, the log-odds of the second
         class, with two classes; ``(len(ids), num_labels)``, one per class, with more.

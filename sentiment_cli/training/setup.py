@@ -10,6 +10,7 @@ the optimizer and schedule, then the loop state: a new run's (``_fresh_state``) 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -261,8 +262,7 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
                                  data.train.labels[:reviews], data.val_ids, data.validation.labels, ctx.cb.on_stage)
         if fitted is None or fitted.score is not model.ngram_score:   # none, or a stand-alone teacher: kept whole
             return fitted, None
-        return fitted, {"weight": fitted.score.weight.detach().clone(), "intercept": fitted.score.intercept,
-                        "form": fitted.score.form}
+        return fitted, {"score": copy.deepcopy(fitted.score)}   # weights, idf, intercepts, form, as fitted
 
     # computed once per run for the same rows and settings (the search's trials share it: issue 54)
     key = ("ngram fit", data.tokenizer_json, len(data.labels), reviews, data.train.fingerprint(), len(data.validation),
@@ -272,7 +272,7 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
     fitted, weights = run_data.shared(key, fit)
     if weights is not None and earlier:   # kept from an earlier trial: this model's copy
         ctx.cb.on_stage("the n-gram score: the fit made earlier in this run, on the same rows")
-        model.ngram_score.load_fit(weights["weight"].numpy(), weights["intercept"], weights["form"])
+        model.ngram_score.copy_fit(weights["score"])
         fitted = dataclasses.replace(fitted, score=model.ngram_score, report=dict(fitted.report))
     teacher_key = ("distillation", key, t.distill_reviews, t.distill_weight, t.label_smoothing)
     return fitted, run_data.shared(teacher_key, lambda: distill.distillation(c, run_data, data.tokenizer, fitted,
