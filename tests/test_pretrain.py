@@ -276,3 +276,12 @@ def test_a_time_share_ends_pretraining_after_the_epoch_that_fills_it(objective, 
 def test_without_a_time_share_every_epoch_runs(tmp_path):
     result = pretrain(pretrain_config(objective="word2vec", epochs=2), tmp_path / "p", seconds=1e6)
     assert len(result.metrics["history"]) == 2 and "stopped_by_time" not in result.metrics
+
+
+def test_a_folder_its_time_share_ended_starts_a_run(tmp_path):
+    from sentiment_cli.training.pretrain import ensure_pretrained, load_pretrained
+
+    cfg = pretrain_config(objective="word2vec", epochs=3).override("training", init_from=str(tmp_path / "pre"))
+    ckpt, made = ensure_pretrained(cfg, seconds=1e-3)
+    assert made and len(ckpt.metrics["history"]) == 1
+    assert load_pretrained(tmp_path / "pre", cfg).metrics["stopped_by_time"]["epoch"] == 1

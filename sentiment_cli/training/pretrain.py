@@ -592,7 +592,8 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
         raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
                               f"(this version knows {', '.join(_FROM_PRETRAINED)})")
     done, planned = len(ckpt.metrics.get("history", [])), ckpt.config.pretrain.epochs
-    if done < planned:
+    by_time = ckpt.metrics.get("stopped_by_time")   # ended on purpose by a time share (the search): complete
+    if done < planned and not (isinstance(by_time, dict) and by_time.get("epoch") == done and done >= 1):
         raise CheckpointError(f"init_from {directory}: its pretraining stopped after epoch {done} of {planned}; "
                               f"delete {directory} to pretrain it again")
     shape_keys, _ = _FROM_PRETRAINED[objective]
