@@ -106,11 +106,11 @@ def check_structure(text: str, where: str | Path) -> None:
     model = raw["model"]
     kind = model.get("type")
     written = _written_parts()
-    unk_ok = model.get("unk_id") == UNK_ID if kind == "Unigram" else model.get("unk_token") == UNK_TOKEN
+    unk_key, unk_want = ("unk_id", UNK_ID) if kind == "Unigram" else ("unk_token", UNK_TOKEN)
     pairs = written.get(kind, [])
     problems = [
         (kind not in written, f"model {str(kind)[:40]!r}, not one of {', '.join(sorted(written))}"),
-        (not unk_ok, f"its unknown token is not {UNK_TOKEN} (id {UNK_ID})"),
+        (model.get(unk_key) != unk_want, f"model.{unk_key} {str(model.get(unk_key))[:40]!r}, not {unk_want}"),
         (raw.get("padding") is not None, "its own padding (this tool pads batches itself)"),
         (raw.get("truncation") is not None, "its own truncation (this tool truncates itself)"),
         (all(raw.get("normalizer") != n for n, _ in pairs), "a normalizer this tool does not write"),
