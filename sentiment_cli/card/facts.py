@@ -83,9 +83,14 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "search": metrics.get("search"),   # the default's search on the validation split (training/search.py)
         "behaviour": metrics.get("behaviour"),   # the built-in behavioural suite's test half (behaviour/run.py)
         "versions": metrics.get("versions", {}),
-        "files": {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
-                  "card": CARD_FILE if (directory / CARD_FILE).exists() else None},
+        "files": _files(directory),
     }
+
+
+def _files(directory: Path) -> dict[str, str | None]:
+    """The picture and the card a checkpoint holds: ``{"curves": name or None, "card": name or None}``."""
+    return {"curves": CURVES_FILE if (directory / CURVES_FILE).exists() else None,
+            "card": CARD_FILE if (directory / CARD_FILE).exists() else None}
 
 
 def _tokenizer_kind(directory: Path, config) -> str:

@@ -306,17 +306,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     p, t = config.pretrain, config.training
     cb.on_stage(f"tokenizing {len(texts):,} reviews")
     vocab = tokenizer.get_vocab()
-    # Lists of words, as gensim wants them. A chunk at a time, each word one shared str, rather than every
-    # review's tokenizers.Encoding and a fresh str per token at once: over tens of thousands of reviews
-    # those would hold gigabytes that the word lists do not need.
-    word_of = [""] * tokenizer.get_vocab_size()
-    for w, i in vocab.items():
-        word_of[i] = w
-    sentences = []
-    for begin in range(0, len(texts), TOKENIZE_CHUNK):
-        check_stop(0)
-        sentences += [[word_of[i] for i in e.ids] for e in tokenizer.encode_batch(texts[begin:begin + TOKENIZE_CHUNK])]
-    words = word_of[FIRST_WORD_ID:]   # in id order: get_vocab()'s order changes from process to process
+    sentences, words = _word_lists(tokenizer, vocab, texts, check_stop)
 
     class Epochs(CallbackAny2Vec):
         def __init__(self):
@@ -354,6 +344,24 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     except RuntimeError:
         check_stop(0)   # a stop at the very start of the vocabulary scan leaves gensim no vocabulary to train
         raise
+
+
+def _word_lists(tokenizer, vocab: dict[str, int], texts: list[str], check_stop) -> tuple[list[list[str]], list[str]]:
+    """``(sentences, words)``: each review as its list of words, as gensim wants them, and the vocabulary's words
+    in id order from :data:`~.mlm.FIRST_WORD_ID` (``get_vocab()``'s order changes from process to process).
+
+    A chunk of :data:`TOKENIZE_CHUNK` reviews at a time, ``check_stop(0)`` before each, each word one shared
+    str, rather than every review's ``tokenizers.Encoding`` and a fresh str per token at once: over tens of
+    thousands of reviews those would hold gigabytes that the word lists do not need.
+    """
+    word_of = [""] * tokenizer.get_vocab_size()
+    for w, i in vocab.items():
+        word_of[i] = w
+    sentences = []
+    for begin in range(0, len(texts), TOKENIZE_CHUNK):
+        check_stop(0)
+        sentences += [[word_of[i] for i in e.ids] for e in tokenizer.encode_batch(texts[begin:begin + TOKENIZE_CHUNK])]
+    return sentences, word_of[FIRST_WORD_ID:]
 
 
 class _UntilStopped:

@@ -51,19 +51,16 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
           force: bool = False) -> TrainResult:
     """Train a classifier and write the best epoch (by validation accuracy) to ``output``.
 
-    After every epoch the best checkpoint is refreshed (if the epoch
-    improved; every epoch when ``[data] validation_fraction`` is 0, so the
-    last one is kept) and then the resumable state of that epoch is written to
-    ``output/trainer_state/`` (see :func:`resume`). Under ``torchrun``
-    the run is data-parallel (see ``distributed.py``).
+    After every epoch the best checkpoint is refreshed (if the epoch improved; every epoch when ``[data]
+    validation_fraction`` is 0, so the last one is kept) and then the resumable state of that epoch is written to
+    ``output/trainer_state/`` (see :func:`resume`). Under ``torchrun`` the run is data-parallel (``distributed.py``).
 
     Args:
         config: the whole run configuration.
-        output: checkpoint folder; created if needed. A trainer state left
-            there by an earlier run is removed first.
+        output: checkpoint folder; created if needed. A trainer state left there by an earlier run is removed first.
         callbacks: progress hooks (called on rank 0 only).
-        stop: polled at every step; once set, the run stops before the next
-            optimizer step (the epoch in progress is dropped).
+        stop: polled at every step; once set, the run stops before the next optimizer step (the epoch in progress
+            is dropped).
         fit_to_data: apply the default's data rules (``auto.py``) to every key not in this set of
             ``section.key`` names (those the command line set), then, with ``[training] time_budget`` > 0,
             search on the validation split (``search.py``); ``None``: apply none, and train once.
@@ -72,10 +69,9 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     Returns:
         :class:`TrainResult` with the folder and its metrics.
 
-    With ``[training] init_from`` set, the run starts from that
-    ``sentiment pretrain`` folder: its tokenizer and weights, with a freshly
-    initialised dense head. When the folder is missing, the run makes it
-    first (the pretraining stage, :func:`~.pretrain.ensure_pretrained`). The source is read once
+    With ``[training] init_from`` set, the run starts from that ``sentiment pretrain`` folder: its tokenizer and
+    weights, with a freshly initialised dense head. When the folder is missing, the run makes it first (the
+    pretraining stage, :func:`~.pretrain.ensure_pretrained`). The source is read once
     (:class:`~.run_data.RunData`): the default's rules, the pretraining stage and the fit take their parts from it.
 
     A run with an n-gram score (or distillation) first fits it on the training split, in seconds
@@ -97,7 +93,6 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
                                                                   source=absolute_source(config.data.source)))
     callbacks = callbacks or TrainCallbacks()
     data = RunData(config.data.source)   # read once: the profile, pretraining and the fit share it
-    choices: list[auto.Choice] = []
     created = not Path(output).exists()
     main = distributed.from_env().is_main
     if main:   # never into the data, --force or not
@@ -106,17 +101,23 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        with output_lock(Path(output), enabled=main, share=True):   # one writer, from before the data is read
-            if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
-                config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(),
-                                                   data)
-            result = _search_or_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data,
-                                    [c.to_dict() for c in choices])
-            return _behaviour(result, callbacks)
+        return _locked_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data, main)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
+
+
+def _locked_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
+                fit_to_data: frozenset[str] | None, main: bool) -> TrainResult:
+    """:func:`train` once ``output`` is checked: its lock held from before the data is read to the end (one
+    writer), the data rules, the search or one fit, then the behavioural record."""
+    choices: list[auto.Choice] = []
+    with output_lock(output, enabled=main, share=True):
+        if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
+            config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(), data)
+        result = _search_or_run(config, output, callbacks, stop, data, fit_to_data, [c.to_dict() for c in choices])
+        return _behaviour(result, callbacks)
 
 
 def _inputs(config: Config) -> list[tuple[str, str]]:
