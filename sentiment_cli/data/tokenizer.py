@@ -20,6 +20,7 @@ every vocabulary.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -77,6 +78,7 @@ def _parts(tok: Tokenizer) -> tuple[object, object]:
     return raw["normalizer"], raw["pre_tokenizer"]
 
 
+@functools.lru_cache(maxsize=1)   # built once a process: every checkpoint load checks against it
 def _written_parts() -> dict[str, list[tuple[object, object]]]:
     """Each model type -> the ``(normalizer, pre_tokenizer)`` pairs :func:`build_tokenizer` writes with it."""
     written: dict[str, list[tuple[object, object]]] = {}

@@ -292,14 +292,13 @@ def _check_stop(stop: StopFlag, output: Path, epochs: int, epoch: int) -> None:
 
 
 def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list[str], cb: TrainCallbacks,
-              stop: StopFlag, check_stop, save_epoch, limit: "_TimeLimit | None" = None) -> None:
+              stop: StopFlag, check_stop, save_epoch, limit: "_TimeLimit") -> None:
     """Skip-gram word2vec over whole reviews (no truncation) into ``model.token_embedding``.
 
     ``stop`` is polled before each chunk of reviews tokenized and at every review gensim reads
     (:class:`_UntilStopped`); ``check_stop`` then raises, before an epoch cut short is saved. Once ``limit``
     ends the stage after an epoch, the corpus reads empty, so gensim's remaining epochs pass at once, unsaved.
     """
-    limit = limit or _TimeLimit(time.perf_counter(), None, config.pretrain.epochs)
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 
@@ -416,7 +415,7 @@ def _objective_for(config: Config, model: SentimentClassifier, generator: torch.
 
 
 def _encoder_pretraining(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
-                         cb: TrainCallbacks, check_stop, save_epoch, limit: "_TimeLimit | None" = None) -> None:
+                         cb: TrainCallbacks, check_stop, save_epoch, limit: "_TimeLimit") -> None:
     """The loop of the objectives that train the whole encoder (mlm, electra; see the module docstring)."""
     p, t = config.pretrain, config.training
     ids = [x for x in ids if x]
@@ -428,7 +427,6 @@ def _encoder_pretraining(config: Config, model: SentimentClassifier, device: tor
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda("cosine", p.warmup_fraction, total_steps))
     lengths = np.asarray([len(x) for x in ids])
 
-    limit = limit or _TimeLimit(time.perf_counter(), None, p.epochs)
     for epoch in range(1, p.epochs + 1):
         if limit.ended:
             break
