@@ -1,8 +1,9 @@
 """The outputs a refactor must not change: train each preset on a committed slice, then record what users get.
 
-    python -m bench.outputs [--output FILE] [--compare FILE] [--presets seed,default,sst5]
+    python -m bench.outputs [--output FILE] [--compare FILE] [--presets seed,default,sst5,gpu,multilabel,search]
 
-For each preset, a short run on a committed slice (``tests/data``), then:
+For each preset, a multi-label run and a search run (the data rules, no ``--config``), a short run on a
+committed slice (``tests/data``) with one thread, then:
 
 - the sha256 of ``model.safetensors`` (the weights, bit for bit) and of the tokenizer;
 - ``eval --json`` on the test split (timings left out);
@@ -37,7 +38,17 @@ RUNS = {
                                       "--set", "model.ngram_buckets=65536", "--set", "training.distill_reviews=200",
                                       "--unlabelled", str(DATA / "reviews_small" / "reviews.jsonl")]),
     "sst5": (DATA / "sst5_small", ["--epochs", "2"]),
+    "gpu": (DATA / "imdb_small", ["--epochs", "1", "--set", "pretrain.epochs=1", "--set", "data.vocab_size=5000",
+                                  "--set", "model.ngram_buckets=65536", "--set", "training.distill_reviews=0",
+                                  "--set", "data.max_length=128", "--set", "model.n_layers=2", "--set", "pretrain.splits=train"]),
+    # no --config: the data rules (auto.py) on a multi-label slice and on a two-class one; the second searches on
+    # validation with a budget no trial reaches (every trial runs its whole schedule: the record does not
+    # depend on the machine's speed), MAX_TRIALS trials at most
+    "multilabel": (DATA / "goemotions_small", ["--time-budget", "0", "--epochs", "2"]),
+    "search": (DATA / "imdb_small", ["--time-budget", "100000", "--set", "model.ngram_buckets=65536"]),
 }
+THREADS = ["--set", "training.threads=1"]   # float sums in one order: the weights do not depend on the load
+NO_CONFIG = {"multilabel", "search"}
 TIMING_KEYS = {"examples_per_second", "checkpoint"}   # eval's speed and the run's temp folder: differ run to run
 
 
@@ -69,8 +80,9 @@ def record_preset(preset: str, work: Path) -> dict:
     data, extra = RUNS[preset]
     out = work / preset
     start = time.perf_counter()
-    init = ["--set", f"training.init_from={work / 'pretrained'}"] if preset == "default" else []
-    _cli("train", "--config", preset, "--data", str(data), "--output", str(out), *init, *extra, cwd=work)
+    init = ["--set", f"training.init_from={work / ('pretrained-' + preset)}"] if preset in ("default", "gpu") else []
+    config = [] if preset in NO_CONFIG else ["--config", preset]
+    _cli("train", *config, "--data", str(data), "--output", str(out), *init, *THREADS, *extra, cwd=work)
     seconds = time.perf_counter() - start
     ck = str(out)
     evaluation = _strip_timings(json.loads(_cli("eval", "--checkpoint", ck, "--json", cwd=work)))
@@ -103,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.outputs", description=__doc__.split("\n")[0])
     parser.add_argument("--output", type=Path, help="write the record here (JSON)")
     parser.add_argument("--compare", type=Path, help="an earlier record: print what matches; exit 1 if not all")
-    parser.add_argument("--presets", default="seed,default,sst5")
+    parser.add_argument("--presets", default=",".join(RUNS))
     args = parser.parse_args(argv)
     record = {}
     with tempfile.TemporaryDirectory(prefix="bench-outputs-") as tmp:
