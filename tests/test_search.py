@@ -119,6 +119,28 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 3
 
 
+def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
+    """The imbalance rule's balanced weights are a choice the validation split confirms or not: one more fit, the
+    best form and C unweighted; the winner's weighting is what every encoder trial then uses."""
+    cfg = _default(REVIEWS, class_weight="balanced")
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
+    assert len(found) == 7 and "training.class_weight" not in found[0].settings
+    best = max(found[:6], key=search.Candidate.rank_key)
+    last = found[-1]
+    assert last.settings == {**best.settings, "training.class_weight": "none"}
+    assert last.name.endswith(best.name.split("alone, ")[1].replace(", classes balanced", ""))
+    assert found[0].name.endswith("classes balanced") and not last.name.endswith("classes balanced")
+    winner = search._with_ngram_fit(cfg, [last], frozenset())
+    assert winner.training.class_weight == "none" and winner.model.ngram_fit == best.settings["model.ngram_fit"]
+    assert search._with_ngram_fit(cfg, [best], frozenset()).training.class_weight == "balanced"
+    # pinned on the command line, or not balanced by the rules: no extra fit
+    pinned = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
+                                     frozenset({"training.class_weight"}), time.monotonic() + 60)
+    assert len(pinned) == 6
+    assert len(search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
+                                       time.monotonic() + 60)) == 6
+
+
 def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
     found = search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
                                     time.monotonic() - 1)

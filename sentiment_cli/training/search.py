@@ -350,10 +350,14 @@ def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozense
     rows; as it is when the command line pinned them, the score has no buckets, or the run is multi-label (its
     rules pin the form)."""
     ngram = [c for c in candidates if c.kind == "ngram" and c.complete]
-    if not ngram or config.model.ngram_fit != "auto" or given & {"model.ngram_fit", "model.ngram_c"}:
+    if not ngram:
         return config
     best = max(ngram, key=Candidate.rank_key)
-    return config.with_keys(best.settings, "the search: the best n-gram score alone's form and C")
+    settings = dict(best.settings)
+    if config.model.ngram_fit != "auto" or given & {"model.ngram_fit", "model.ngram_c"}:
+        settings.pop("model.ngram_fit", None), settings.pop("model.ngram_c", None)
+    return config.with_keys(settings, "the search: the best n-gram score alone's form and C, and its class "
+                            "weights") if settings else config
 
 
 def _shared_work(config: Config, cb: TrainCallbacks, stop: StopFlag, data: RunData,
@@ -427,27 +431,47 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         idf = idf_weights(x)
         x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
     k, y_val = len(train.label_names), np.asarray(val.labels)
-    weighting = fit_weighting(config.training.class_weight, train.labels)
     grid = {form: Cs for form, Cs in FIT_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
+
+    def fit(form: str, C: float, class_weight: str) -> Candidate:
+        if stop is not None and stop.requested:
+            raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
+                              "was: run the same command again", exit_code=stop.exit_code)
+        began = time.perf_counter()
+        weighting = fit_weighting(class_weight, train.labels)
+        fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
+        accuracy, nll = _scored(np.asarray(fitted.decision_function(xv), np.float64), y_val, k)
+        settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
+        if class_weight != config.training.class_weight:
+            settings["training.class_weight"] = class_weight
+        c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else
+                      ", classes balanced"), "ngram", settings, accuracy=accuracy, nll=nll,
+                      seconds=time.perf_counter() - began)
+        cb.on_note(_line(c))
+        return c
+
     out: list[Candidate] = []
-    for form, Cs in grid.items():
-        for C in Cs:
-            if stop is not None and stop.requested:
-                raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
-                                  "was: run the same command again", exit_code=stop.exit_code)
-            if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
-                return out
-            began = time.perf_counter()
-            fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
-            accuracy, nll = _scored(np.asarray(fitted.decision_function(xv), np.float64), y_val, k)
-            c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}", "ngram",
-                          {"model.ngram_fit": form, "model.ngram_c": float(C)},
-                          accuracy=accuracy, nll=nll, seconds=time.perf_counter() - began)
-            cb.on_note(_line(c))
-            out.append(c)
+    for form, C in [(form, C) for form, Cs in grid.items() for C in Cs]:
+        if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
+            return out
+        out.append(fit(form, C, config.training.class_weight))
+    if _weighting_searched(config, given, train.multi_label) and time.monotonic() + max(c.seconds for c in out) <= end:
+        best = max(out, key=Candidate.rank_key)
+        out.append(fit(best.settings["model.ngram_fit"], best.settings["model.ngram_c"], "none"))
     return out
+
+
+def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool) -> bool:
+    """Whether the n-gram stage also fits its best form and C unweighted: when the data rules balanced the
+    classes (``training.class_weight``, the imbalance rule) and the command line did not pin it. Balanced
+    weights help where the validation split's classes are spread unlike the training split's (SST-5's phrases
+    and sentences) and cost accuracy where they are spread alike (Wisesight: 0.8 point of dev accuracy); the
+    validation split says which (docs/experiments.md, "Class weights chosen on validation"). Single-label runs
+    only: a multi-label run's weights are each label's positives'."""
+    return (config.training.class_weight == "balanced" and "training.class_weight" not in given
+            and not multi_label)
 
 
 def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float]:
