@@ -109,14 +109,25 @@ def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     cfg = _default(REVIEWS)
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
-    assert [c.settings["model.ngram_fit"] for c in found] == ["nb-lr"] * 3 + ["lr"] * 3
-    assert [c.settings["model.ngram_c"] for c in found] == [0.1, 0.3, 1.0, 1.0, 10.0, 30.0]
+    assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found] == \
+        search.fit_order(search.FIT_GRID, "binary")
+    assert sorted(c.name for c in found) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
+                                                   (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 10, 30))) for C in Cs)
     assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
     pinned = cfg.override("model", ngram_fit="lr")
     found = search.ngram_candidates(pinned, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_fit"}),
                                     time.monotonic() + 60)
     assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 3
+
+
+def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():
+    """Cut short after three fits, the stage has both forms, each at its grid's middle C; over TF-IDF rows plain
+    LR (the standard TF-IDF + LR) comes first, over binary features NB-LR."""
+    assert search.fit_order(search.FIT_GRID, "binary")[:3] == [("nb-lr", 0.3), ("lr", 10.0), ("nb-lr", 1.0)]
+    assert search.fit_order(search.FIT_GRID, "tfidf")[:3] == [("lr", 10.0), ("nb-lr", 0.3), ("lr", 30.0)]
+    assert sorted(search.fit_order(search.FIT_GRID, "tfidf")) == sorted(
+        (form, C) for form, Cs in search.FIT_GRID.items() for C in Cs)
 
 
 def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
