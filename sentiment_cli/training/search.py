@@ -405,8 +405,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
                      end: float, stop: StopFlag | None = None) -> list[Candidate]:
     """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
     one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
-    (as long as the longest so far) ends before ``end`` (one fit at least); then, when the imbalance rule balanced
-    the classes, the best one unweighted (:func:`_weighting_searched`).
+    (as long as the longest so far) ends before ``end`` (one fit at least). When the imbalance rule balanced the
+    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, and the other
+    fits take whichever weighting scored better.
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
     training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
@@ -454,13 +455,15 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         return c
 
     out: list[Candidate] = []
+    weighting = config.training.class_weight
     for form, C in fit_order(grid, m.ngram_weighting):
         if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
             return out
-        out.append(fit(form, C, config.training.class_weight))
-    if _weighting_searched(config, given, train.multi_label) and time.monotonic() + max(c.seconds for c in out) <= end:
-        best = max(out, key=Candidate.rank_key)
-        out.append(fit(best.settings["model.ngram_fit"], best.settings["model.ngram_c"], "none"))
+        out.append(fit(form, C, weighting))
+        if len(out) == 1 and _weighting_searched(config, given, train.multi_label) \
+                and time.monotonic() + out[0].seconds <= end:   # the first form and C unweighted: the rest take the better
+            out.append(fit(form, C, "none"))
+            weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
     return out
 
 
@@ -484,7 +487,7 @@ def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[
 
 
 def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool) -> bool:
-    """Whether the n-gram stage also fits its best form and C unweighted: when the data rules balanced the
+    """Whether the n-gram stage also fits unweighted: when the data rules balanced the
     classes (``training.class_weight``, the imbalance rule) and the command line did not pin it. Balanced
     weights help where the validation split's classes are spread unlike the training split's (SST-5's phrases
     and sentences) and cost accuracy where they are spread alike (Wisesight: 0.8 point of dev accuracy); the
