@@ -109,8 +109,10 @@ def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     cfg = _default(REVIEWS)
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
-    assert [c.settings["model.ngram_fit"] for c in found] == ["nb-lr"] * 3 + ["lr"] * 3
-    assert [c.settings["model.ngram_c"] for c in found] == [0.1, 0.3, 1.0, 1.0, 10.0, 30.0]
+    assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found] == \
+        search.fit_order(search.FIT_GRID, "binary")
+    assert sorted(c.name for c in found) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
+                                                   (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 10, 30))) for C in Cs)
     assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
     pinned = cfg.override("model", ngram_fit="lr")
@@ -119,20 +121,32 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 3
 
 
+def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():
+    """Cut short after three fits, the stage has both forms, each at its grid's middle C; over TF-IDF rows plain
+    LR (the standard TF-IDF + LR) comes first, over binary features NB-LR."""
+    assert search.fit_order(search.FIT_GRID, "binary")[:3] == [("nb-lr", 0.3), ("lr", 10.0), ("nb-lr", 1.0)]
+    assert search.fit_order(search.FIT_GRID, "tfidf")[:3] == [("lr", 10.0), ("nb-lr", 0.3), ("lr", 30.0)]
+    assert sorted(search.fit_order(search.FIT_GRID, "tfidf")) == sorted(
+        (form, C) for form, Cs in search.FIT_GRID.items() for C in Cs)
+
+
 def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
-    """The imbalance rule's balanced weights are a choice the validation split confirms or not: one more fit, the
-    best form and C unweighted; the winner's weighting is what every encoder trial then uses."""
+    """The imbalance rule's balanced weights are a choice the validation split confirms or not: the first form
+    and C fitted unweighted too, second (a stage its share cuts short has both), the rest with the better
+    weighting; the winner's weighting is what every encoder trial then uses."""
     cfg = _default(REVIEWS, class_weight="balanced")
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
     assert len(found) == 7 and "training.class_weight" not in found[0].settings
-    best = max(found[:6], key=search.Candidate.rank_key)
-    last = found[-1]
-    assert last.settings == {**best.settings, "training.class_weight": "none"}
-    assert last.name.endswith(best.name.split("alone, ")[1].replace(", classes balanced", ""))
-    assert found[0].name.endswith("classes balanced") and not last.name.endswith("classes balanced")
-    winner = search._with_ngram_fit(cfg, [last], frozenset())
-    assert winner.training.class_weight == "none" and winner.model.ngram_fit == best.settings["model.ngram_fit"]
-    assert search._with_ngram_fit(cfg, [best], frozenset()).training.class_weight == "balanced"
+    first, unweighted = found[0], found[1]
+    assert unweighted.settings == {**first.settings, "training.class_weight": "none"}
+    assert first.name.endswith("classes balanced") and not unweighted.name.endswith("classes balanced")
+    better = "none" if unweighted.rank_key() > first.rank_key() else "balanced"
+    assert all(c.settings.get("training.class_weight", "balanced") == better for c in found[2:])
+    assert sorted((c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found[1:]) == \
+        sorted(search.fit_order(search.FIT_GRID, "binary"))
+    winner = search._with_ngram_fit(cfg, [unweighted], frozenset())
+    assert winner.training.class_weight == "none" and winner.model.ngram_fit == first.settings["model.ngram_fit"]
+    assert search._with_ngram_fit(cfg, [first], frozenset()).training.class_weight == "balanced"
     # pinned on the command line, or not balanced by the rules: no extra fit
     pinned = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
                                      frozenset({"training.class_weight"}), time.monotonic() + 60)

@@ -110,7 +110,7 @@ def encoder_missing(search: dict[str, Any]) -> str | None:
         return None
     hint = search.get("encoder_budget_hint")
     return ("no encoder trial finished within the time budget: this checkpoint is the n-gram score alone (a linear "
-            "model over hashed 1-3-grams, no encoder)" + (f"; --time-budget {hint} would have fitted an encoder"
+            "model over hashed n-grams, no encoder)" + (f"; --time-budget {hint} would have fitted an encoder"
                                                          if hint else "; raise --time-budget"))
 
 

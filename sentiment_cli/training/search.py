@@ -404,8 +404,10 @@ def _budget_hint(candidates: list[Candidate], record_seconds: float, budget: flo
 def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
                      end: float, stop: StopFlag | None = None) -> list[Candidate]:
     """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
-    one), fitted on the training split and scored on the validation split, while the next fit (as long as the
-    longest so far) ends before ``end`` (one fit at least).
+    one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
+    (as long as the longest so far) ends before ``end`` (one fit at least). When the imbalance rule balanced the
+    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, and the other
+    fits take whichever weighting scored better.
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
     training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
@@ -453,18 +455,39 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         return c
 
     out: list[Candidate] = []
-    for form, C in [(form, C) for form, Cs in grid.items() for C in Cs]:
+    weighting = config.training.class_weight
+    for form, C in fit_order(grid, m.ngram_weighting):
         if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
             return out
-        out.append(fit(form, C, config.training.class_weight))
-    if _weighting_searched(config, given, train.multi_label) and time.monotonic() + max(c.seconds for c in out) <= end:
-        best = max(out, key=Candidate.rank_key)
-        out.append(fit(best.settings["model.ngram_fit"], best.settings["model.ngram_c"], "none"))
+        out.append(fit(form, C, weighting))
+        if len(out) == 1 and _weighting_searched(config, given, train.multi_label) \
+                and time.monotonic() + out[0].seconds <= end:   # the first form and C unweighted: the rest take the better
+            out.append(fit(form, C, "none"))
+            weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
     return out
 
 
+def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
+    """The n-gram stage's fits in the order it makes them, so that a stage its time share cuts short has measured
+    each form near its usual best first: each form's C from the middle of its grid outward, the forms
+    interleaved, plain LR first over TF-IDF rows (the standard TF-IDF + LR; NB-LR's log-count ratios are defined on
+    binary or count features, Wang & Manning 2012) and NB-LR first otherwise.
+
+    >>> fit_order({"nb-lr": (0.1, 0.3, 1.0), "lr": (1.0, 10.0, 30.0)}, "binary")
+    [('nb-lr', 0.3), ('lr', 10.0), ('nb-lr', 1.0), ('lr', 30.0), ('nb-lr', 0.1), ('lr', 1.0)]
+    """
+    def middle_out(Cs: tuple[float, ...]) -> list[float]:
+        mid = len(Cs) // 2
+        return sorted(Cs, key=lambda C: (abs(Cs.index(C) - mid), -Cs.index(C)))
+
+    forms = sorted(grid, key=lambda form: (form == "nb-lr") == (weighting == "tfidf"))
+    ladders = {form: middle_out(grid[form]) for form in forms}
+    return [(form, ladders[form][i]) for i in range(max(map(len, ladders.values()), default=0))
+            for form in forms if i < len(ladders[form])]
+
+
 def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool) -> bool:
-    """Whether the n-gram stage also fits its best form and C unweighted: when the data rules balanced the
+    """Whether the n-gram stage also fits unweighted: when the data rules balanced the
     classes (``training.class_weight``, the imbalance rule) and the command line did not pin it. Balanced
     weights help where the validation split's classes are spread unlike the training split's (SST-5's phrases
     and sentences) and cost accuracy where they are spread alike (Wisesight: 0.8 point of dev accuracy); the
