@@ -64,7 +64,7 @@ from torch import nn
 from . import distributed
 from ..data.batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
-from ..checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
+from ..checkpoint import CONFIG_FILE, Checkpoint, CheckpointRecord, check_writable, load_checkpoint, write_checkpoint
 from ..config import Config
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec
 from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
@@ -152,7 +152,7 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
             metrics["stopped_by_time"] = {"epoch": record["epoch"], "of": config.pretrain.epochs, "seconds": seconds}
             cb.on_note(f"pretraining ends after epoch {record['epoch']} of {config.pretrain.epochs}: another would "
                        f"end past its {seconds:,.0f} s share of the time budget")
-        save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
+        write_checkpoint(output, CheckpointRecord.of(model, config, tokenizer_json, metrics))
         cb.on_epoch_end(record)
 
     check_stop = functools.partial(_check_stop, stop, output, config.pretrain.epochs)
