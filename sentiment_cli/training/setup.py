@@ -150,6 +150,7 @@ def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretra
         data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
     class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
     optimizer, scheduler = _optimizer_and_schedule(ctx, model, data.num_labelled)
+    kept = _kept(ctx, saved)   # before the saved RNG states are restored: loading must not move them
     if saved is not None:
         state = resumed_state(ctx, saved, optimizer, scheduler, data.validated)
     else:
@@ -165,7 +166,7 @@ def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretra
         model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.info.enabled else model
     return Fit(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, ngram=ngram,
                 distillation=distillation, class_weights=class_weights, state=state, start=start,
-                wall_before=state.metrics.get("wall_time_seconds") or 0.0, kept=_kept(ctx, saved))
+                wall_before=state.metrics.get("wall_time_seconds") or 0.0, kept=kept)
 
 
 def _kept(ctx: RunContext, saved: TrainerState | None) -> CheckpointRecord | None:
