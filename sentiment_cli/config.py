@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import objectives
 from .errors import ConfigError, UsageError
 from .toml_writer import toml_tables
 from .untrusted import MAX_VOCAB_SIZE
@@ -247,10 +248,7 @@ class TrainingConfig:
 class PretrainConfig:
     """Pretraining on unlabelled reviews (``sentiment pretrain``): word2vec embeddings or a masked language model."""
 
-    objective: str = _spec("word2vec", choices=("word2vec", "mlm", "electra"),
-                           help="mlm: the whole encoder (Devlin et al. 2019); electra: the whole encoder as the "
-                                "discriminator of replaced-token detection (Clark et al. 2020); word2vec: the token "
-                                "embedding only, skip-gram with negative sampling (Mikolov et al. 2013, gensim)")
+    objective: str = _spec("word2vec", choices=objectives.names(), help=objectives.summary())   # objectives/
     epochs: int = _spec(5, lo=1, help="passes over the pretraining reviews")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
     subsample: float = _spec(1e-3, lo=0.0, hi=1.0,
