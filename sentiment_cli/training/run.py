@@ -9,9 +9,10 @@ It reads top to bottom:
   ranks, device), holds the output folder's lock (``lock.py``), makes the pretrained encoder first when
   ``init_from`` asks for one (``pretrain.py``), opens the process group, then runs ``_fit`` and, when
   wanted, the refit (``refit.py``: a second ``_run`` on every training row, into its own folder).
-- ``_fit``: the epochs (``loop.py``), then the post-fit steps on the kept weights (the n-gram score's
-  weight and the temperature, ``calibrate.py``), written once with the final ``metrics.json``
-  (:func:`~.calibrate.save`), then the curves and the model card.
+- ``_fit``: the epochs (``loop.py``, which keeps the best epoch's checkpoint record in memory), then the
+  post-fit steps on the kept model in memory, each giving its part of the record (the n-gram score's weight
+  and the temperature, ``calibrate.py``; the behavioural record, on the run's final model), the record
+  written once (:func:`~sentiment_cli.checkpoint.write_checkpoint`), then the curves and the model card.
 """
 
 from __future__ import annotations
