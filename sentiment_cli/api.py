@@ -14,11 +14,11 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, DataError, UsageError
+from .training.callbacks import TrainResult
 
 if TYPE_CHECKING:
     from .config import Config
@@ -32,21 +32,6 @@ _DEVICES = "cpu, cuda, cuda:N or auto"
 # A bare keyword names the key of that name in the first of these sections that has one: the training
 # keys [pretrain] shares (epochs, lr, batch_size...) are [training]'s, as `sentiment train --epochs` is.
 _SECTION_ORDER = ("training", "data", "model", "predict", "pretrain")
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` produced.
-
-    Attributes:
-        checkpoint: the checkpoint folder written (``output``); :func:`load` reads it.
-        metrics: its ``metrics.json``, as a dict: ``best_validation_accuracy``, ``best_validation_f1_macro``,
-            ``best_epoch``, ``history`` (one record per epoch), ``calibration``, ``data`` (the labels and
-            the splits' sizes), ``config`` (the whole run config) and more (docs/checkpoints.md).
-    """
-
-    checkpoint: Path
-    metrics: dict[str, Any]
 
 
 def load(path: str | os.PathLike[str], *, onnx: bool = False, device: Any = "cpu",
@@ -175,7 +160,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
         close = getattr(callbacks, "close", None)
         if callable(close):
             close()
-    return TrainResult(Path(result.output), result.metrics)
+    return dataclasses.replace(result, record=None)   # the caller loads the folder; the weights are not kept
 
 
 def _source(data: Any) -> str:

@@ -127,38 +127,132 @@ def write_json(path: str | Path, obj: Any) -> None:
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def save_weights(directory: str | Path, model: torch.nn.Module) -> None:
-    """Atomically write the model's parameters to ``model.safetensors`` (CPU tensors)."""
-    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-    atomic_write(Path(directory) / WEIGHTS_FILE, st_save(state, metadata={"format": "pt"}))
-
-
 def checkpoint_config(config: Config, vocab_size: int, labels: tuple[str, ...] | list[str] = LABELS) -> dict[str, Any]:
     """The ``config.json`` payload: format version, the label names by id, vocabulary size, the run config."""
     return {"format_version": CHECKPOINT_FORMAT_VERSION, "architecture": "SentimentClassifier",
             "labels": list(labels), "vocab_size": vocab_size, **config.to_dict()}
 
 
-def save_checkpoint(directory: str | Path, *, config: Config, model: SentimentClassifier,
-                    tokenizer_json: str, metrics: dict[str, Any],
-                    labels: tuple[str, ...] | list[str] = LABELS) -> None:
-    """Write (or refresh) a whole checkpoint folder, one atomic file at a time.
+CHECKPOINT_FILES = (WEIGHTS_FILE, TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE)
 
-    Args:
-        labels: the class names by id (``model.num_labels`` of them).
+
+@dataclass
+class CheckpointRecord:
+    """A checkpoint in memory: everything its folder holds, which :func:`write_checkpoint` alone writes.
+
+    A training run builds it (the kept epoch's weights, then each post-fit step's part: the config with its
+    post-fit values, the temperature or the multi-label decision, the metrics) and writes it once.
+
+    Attributes:
+        config: the run config, with its post-fit values (``[model] ngram_scale`` chosen by ``score_weight.py``).
+        weights: the model's state dict, CPU tensors by name (a copy: the model may train on).
+        vocab_size: the embedding's rows (``config.json``'s ``vocab_size``).
+        tokenizer_json: the ``tokenizer.json`` text.
+        metrics: the ``metrics.json`` content.
+        labels: the class names by id (one per output of the model's head).
+        temperature: ``config.json``'s ``"temperature"``, or ``None`` before one is fitted (the key is then absent).
+        decision: a multi-label model's rule, ``config.json``'s ``"multi_label"``, or ``None``.
+    """
+
+    config: Config
+    weights: dict[str, torch.Tensor]
+    vocab_size: int
+    tokenizer_json: str
+    metrics: dict[str, Any]
+    labels: tuple[str, ...] = LABELS
+    temperature: float | None = None
+    decision: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, model: SentimentClassifier, config: Config, tokenizer_json: str, metrics: dict[str, Any],
+           labels: tuple[str, ...] | list[str] = LABELS) -> "CheckpointRecord":
+        """The record of ``model`` as it is now: its weights copied to the CPU (``metrics`` is kept, not copied).
+
+        Raises:
+            ValueError: ``labels`` does not have one name per output of the model's head.
+        """
+        if len(labels) != model.num_labels:
+            raise ValueError(f"{len(labels)} label names for a head of {model.num_labels} outputs")
+        weights = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+        return cls(config, weights, model.vocab_size, tokenizer_json, metrics, tuple(labels))
+
+    def config_json(self) -> dict[str, Any]:
+        """The ``config.json`` payload: :func:`checkpoint_config`, then ``"temperature"`` and ``"multi_label"``
+        when set.
+
+        Raises:
+            ValueError: a temperature or decision that loading would refuse (``untrusted.py``).
+        """
+        payload = checkpoint_config(self.config, self.vocab_size, self.labels)
+        if self.temperature is not None:
+            payload["temperature"] = float(stored_temperature(self.temperature))
+        if self.decision is not None:
+            payload["multi_label"] = stored_decision(self.decision, len(self.labels))
+        return payload
+
+    def model(self, device: str | torch.device = "cpu") -> SentimentClassifier:
+        """The classifier ``config`` describes holding ``weights`` (checked as a loaded file's are), in eval mode.
+
+        Raises:
+            CheckpointError: the weights do not fit the config.
+        """
+        model = uninitialised_classifier(self.config, self.vocab_size, len(self.labels))
+        load_weights(model, self.weights, "the kept weights", against="the run's config")
+        return model.to(device).eval()
+
+    def loaded(self, directory: str | Path, device: str | torch.device = "cpu") -> "Checkpoint":
+        """The record as :func:`load_checkpoint` would give it back from ``directory``, without reading it.
+
+        Raises:
+            CheckpointError: the weights or the tokenizer do not fit the config.
+        """
+        tokenizer = check_token_ids(tokenizer_from_str(self.tokenizer_json, TOKENIZER_FILE), self.vocab_size,
+                                    TOKENIZER_FILE)
+        return Checkpoint(Path(directory), self.config, self.model(device), tokenizer, self.metrics, self.labels,
+                          1.0 if self.temperature is None else self.temperature, self.decision)
+
+
+def write_checkpoint(directory: str | Path, record: CheckpointRecord) -> None:
+    """Write ``record`` as a whole checkpoint folder, one atomic file at a time (weights, tokenizer, config,
+    metrics: a crash leaves each file old or new). The one writer of ``config.json`` and, with
+    :func:`write_metrics`, of ``metrics.json``.
 
     Raises:
-        ValueError: ``labels`` does not have one name per output of the model's head.
+        ValueError: a temperature or decision that loading would refuse (nothing is written then).
         OSError: the folder cannot be created or written.
     """
-    if len(labels) != model.num_labels:
-        raise ValueError(f"{len(labels)} label names for a head of {model.num_labels} outputs")
+    config_json = record.config_json()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_weights(directory, model)
-    atomic_write(directory / TOKENIZER_FILE, tokenizer_json)
-    write_json(directory / CONFIG_FILE, checkpoint_config(config, model.vocab_size, labels))
-    write_json(directory / METRICS_FILE, metrics)
+    atomic_write(directory / WEIGHTS_FILE, st_save(record.weights, metadata={"format": "pt"}))
+    atomic_write(directory / TOKENIZER_FILE, record.tokenizer_json)
+    write_json(directory / CONFIG_FILE, config_json)
+    write_metrics(directory, record.metrics)
+
+
+def write_metrics(directory: str | Path, metrics: dict[str, Any]) -> None:
+    """Write ``metrics.json`` alone, atomically: a training epoch that kept no new weights, the search's record.
+
+    Raises:
+        OSError: the folder is not writable.
+    """
+    write_json(Path(directory) / METRICS_FILE, metrics)
+
+
+def read_record(directory: str | Path) -> CheckpointRecord:
+    """A checkpoint folder read back as its :class:`CheckpointRecord` (checked as :func:`load_checkpoint` checks it).
+
+    Raises:
+        CheckpointError: as :func:`load_checkpoint`.
+    """
+    directory = Path(directory)
+    ckpt = load_checkpoint(directory)
+    text = read_checkpoint_file(directory / TOKENIZER_FILE, TOKENIZER_LIMIT).decode("utf-8")
+    record = CheckpointRecord.of(ckpt.model, ckpt.config, text, ckpt.metrics, ckpt.labels)
+    raw = _read_json(directory / CONFIG_FILE)
+    record.temperature = ckpt.temperature if "temperature" in raw else None
+    record.decision = ckpt.decision
+    return record
 
 
 def read_checkpoint_file(path: Path, limit: int = JSON_LIMIT) -> bytes:
@@ -459,50 +553,6 @@ def read_decision(directory: str | Path, num_labels: int) -> dict[str, Any] | No
         return stored_decision(raw, num_labels)
     except ValueError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
-
-
-def write_decision(directory: str | Path, decision: dict[str, Any]) -> None:
-    """Store a multi-label decision rule as ``config.json``'s ``"multi_label"``, atomically; the rest is kept.
-
-    Raises:
-        CheckpointError: ``config.json`` is missing or invalid.
-        ValueError: a rule that loading would refuse.
-    """
-    path = Path(directory) / CONFIG_FILE
-    raw = _read_json(path)
-    raw["multi_label"] = stored_decision(decision, len(decision.get("thresholds") or ()))
-    write_json(path, raw)
-
-
-def write_temperature(directory: str | Path, temperature: float) -> None:
-    """Store ``temperature`` as ``config.json``'s top-level ``"temperature"``, atomically; the rest is kept.
-
-    Raises:
-        CheckpointError: ``config.json`` is missing or invalid.
-        ValueError: ``temperature`` is not a finite number in
-            :data:`~sentiment_cli.untrusted.TEMPERATURE_RANGE` (what loading accepts).
-        OSError: the folder is not writable (``config.json`` is then unchanged).
-    """
-    temperature = stored_temperature(temperature)
-    path = Path(directory) / CONFIG_FILE
-    raw = _read_json(path)
-    raw["temperature"] = float(temperature)
-    write_json(path, raw)
-
-
-def write_config_entry(directory: str | Path, section: str, key: str, value: Any) -> None:
-    """Store ``value`` as ``config.json``'s ``[section] key``, atomically; the rest is kept.
-
-    Raises:
-        CheckpointError: ``config.json`` is missing or invalid, or has no ``section``.
-        OSError: the folder is not writable (``config.json`` is then unchanged).
-    """
-    path = Path(directory) / CONFIG_FILE
-    raw = _read_json(path)
-    if not isinstance(raw.get(section), dict):
-        raise CheckpointError(f"{path}: no [{section}] section")
-    raw[section][key] = value
-    write_json(path, raw)
 
 
 # ----------------------------------------------------------------------------- eval records

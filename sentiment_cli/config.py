@@ -19,12 +19,13 @@ import dataclasses
 import math
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import objectives
 from .errors import ConfigError, UsageError
 from .toml_writer import toml_tables
 from .untrusted import MAX_VOCAB_SIZE
@@ -46,11 +47,18 @@ NGRAM_FIT_GB = 8.0
 
 def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
           lo_open: bool = False, hi_open: bool = False,
-          choices: tuple[str, ...] | None = None, help: str = "") -> Any:
-    """A dataclass field with its valid range or choices stored in metadata."""
+          choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None, help: str = "") -> Any:
+    """A dataclass field with its valid range or choices stored in metadata (``choices``: the values, or a
+    function giving them when a value is checked: a registry's, :func:`choices_of`)."""
     meta = {"lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
             "choices": choices, "help": help}
     return field(default=default, metadata=meta)
+
+
+def choices_of(f: dataclasses.Field) -> tuple[str, ...] | None:
+    """A config field's valid values (asked of its registry now, when it has one), or ``None`` (any value)."""
+    choices = f.metadata.get("choices")
+    return choices() if callable(choices) else choices
 
 
 @dataclass(frozen=True)
@@ -247,10 +255,7 @@ class TrainingConfig:
 class PretrainConfig:
     """Pretraining on unlabelled reviews (``sentiment pretrain``): word2vec embeddings or a masked language model."""
 
-    objective: str = _spec("word2vec", choices=("word2vec", "mlm", "electra"),
-                           help="mlm: the whole encoder (Devlin et al. 2019); electra: the whole encoder as the "
-                                "discriminator of replaced-token detection (Clark et al. 2020); word2vec: the token "
-                                "embedding only, skip-gram with negative sampling (Mikolov et al. 2013, gensim)")
+    objective: str = _spec("word2vec", choices=objectives.names, help=objectives.summary())   # objectives/
     epochs: int = _spec(5, lo=1, help="passes over the pretraining reviews")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
     subsample: float = _spec(1e-3, lo=0.0, hi=1.0,
@@ -384,9 +389,9 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any, where: str) -> Any
         value = float(value)
         if math.isnan(value) or math.isinf(value):
             raise ValueError(f"{key} must be a finite number, got {value!r}")
-    m = f.metadata
-    if m.get("choices") and value not in m["choices"]:
-        raise ValueError(f"{key} must be one of {', '.join(m['choices'])}; got {value!r}")
+    m, choices = f.metadata, choices_of(f)
+    if choices and value not in choices:
+        raise ValueError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
     lo, hi = m.get("lo"), m.get("hi")
     if lo is not None and (value < lo or (m["lo_open"] and value == lo)):
         raise ValueError(f"{key} must be {'>' if m['lo_open'] else '>='} {lo}, got {value!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .config import PRESETS, SECTIONS, load_config
+from .config import PRESETS, SECTIONS, choices_of, load_config
 from .toml_writer import toml_value
 
 _TOML_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
@@ -21,8 +21,8 @@ def _number(x: float) -> str:
 
 def _allowed(f: dataclasses.Field) -> str:
     m = f.metadata
-    if m.get("choices"):
-        return ", ".join(f"`{c}`" for c in m["choices"])
+    if choices_of(f):
+        return ", ".join(f"`{c}`" for c in choices_of(f))
     lo, hi = m.get("lo"), m.get("hi")
     parts = []
     if lo is not None:

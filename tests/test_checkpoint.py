@@ -16,8 +16,8 @@ PROBE = ["A moving, beautifully acted film.", "Dull and far too long.", "ok"]
 def test_round_trip_gives_identical_ids_and_logits(trained_checkpoint, tmp_path):
     first = ck.load_checkpoint(trained_checkpoint)
     # save what was loaded into a new folder, load that: same ids, same logits
-    ck.save_checkpoint(tmp_path, config=first.config, model=first.model,
-                       tokenizer_json=first.tokenizer.to_str(), metrics=first.metrics)
+    ck.write_checkpoint(tmp_path, ck.CheckpointRecord.of(first.model, first.config, first.tokenizer.to_str(),
+                                                         first.metrics))
     second = ck.load_checkpoint(tmp_path)
     assert [e.ids for e in first.tokenizer.encode_batch(PROBE)] == [e.ids for e in second.tokenizer.encode_batch(PROBE)]
     a, b = Predictor(trained_checkpoint).logits(PROBE), Predictor(tmp_path).logits(PROBE)
@@ -156,8 +156,8 @@ def test_a_write_failing_midway_leaves_the_previous_checkpoint_loadable(trained_
     real_fdopen, calls = os.fdopen, []
     monkeypatch.setattr(os, "fdopen", lambda fd, mode: _HalfWrite(real_fdopen(fd, mode), fail_on, calls))
     with pytest.raises(OSError) as err:
-        ck.save_checkpoint(d, config=old.config, model=newer, tokenizer_json=old.tokenizer.to_str(),
-                           metrics={**old.metrics, "best_epoch": 99})
+        ck.write_checkpoint(d, ck.CheckpointRecord.of(newer, old.config, old.tokenizer.to_str(),
+                                                      {**old.metrics, "best_epoch": 99}))
     monkeypatch.undo()
     assert err.value.filename == str(d / ["model.safetensors", "tokenizer.json", "config.json",
                                           "metrics.json"][fail_on - 1])   # the error names the file
@@ -178,8 +178,7 @@ def test_failing_rename_leaves_the_previous_checkpoint(trained_checkpoint, tmp_p
     with torch.no_grad():
         old.model.head.bias.add_(3.0)
     with pytest.raises(OSError):
-        ck.save_checkpoint(d, config=old.config, model=old.model, tokenizer_json=old.tokenizer.to_str(),
-                           metrics=old.metrics)
+        ck.write_checkpoint(d, ck.CheckpointRecord.of(old.model, old.config, old.tokenizer.to_str(), old.metrics))
     monkeypatch.undo()
     assert np.array_equal(Predictor(d).logits(PROBE), before)
 

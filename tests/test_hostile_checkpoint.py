@@ -190,8 +190,11 @@ def test_a_temperature_outside_its_range_is_refused(trained_checkpoint, tmp_path
     d = _copy(trained_checkpoint, tmp_path / "c")
     _edit_json(d / "config.json", lambda raw: raw.update(temperature=value))
     _refused(d, "config.json: temperature must be a finite number > 0")
-    with pytest.raises(ValueError, match="temperature"):
-        ck.write_temperature(d, value)
+    record = ck.read_record(trained_checkpoint)
+    record.temperature = value
+    with pytest.raises(ValueError, match="temperature"):   # the writer refuses what loading would
+        ck.write_checkpoint(tmp_path / "new", record)
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("value", [1e-3, 1e3])

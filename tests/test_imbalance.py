@@ -162,7 +162,7 @@ def test_the_train_summary_of_a_history_from_before_macro_f1_shows_a_dash():
     m = {"history": [old, new], "best_epoch": 2, "best_validation_accuracy": 0.61, "best_validation_f1_macro": 0.6012,
          "wall_time_seconds": 2.0, "device": "cpu", "stopped_early": False}
     console = Console(record=True, width=200)
-    render_train_summary(console, SimpleNamespace(metrics=m, output="run"))
+    render_train_summary(console, SimpleNamespace(metrics=m, checkpoint="run"))
     out = console.export_text()
     rows = [line for line in out.splitlines() if "│" in line]
     assert "–" in rows[0] and "0.6012" in rows[1]

@@ -107,7 +107,7 @@ def test_init_from_refuses_an_unknown_objective(pretrained, tmp_path):
     shutil.copytree(out, tmp_path / "enc")
     metrics = json.loads((tmp_path / "enc" / "metrics.json").read_text())
     (tmp_path / "enc" / "metrics.json").write_text(json.dumps({**metrics, "objective": "bert"}))
-    with pytest.raises(CheckpointError, match="unknown objective 'bert'.*knows word2vec, mlm"):
+    with pytest.raises(CheckpointError, match="unknown objective 'bert'.*knows electra, mlm, word2vec"):
         train(finetune_config(init_from=str(tmp_path / "enc")), tmp_path / "ft")
 
 

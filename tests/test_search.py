@@ -194,7 +194,7 @@ class _Runner:
 @pytest.fixture
 def no_report(monkeypatch):
     """The stand-in results have no checkpoint folder: the record is kept in memory only."""
-    monkeypatch.setattr(search, "write_json", lambda *a: None)
+    monkeypatch.setattr(search, "write_metrics", lambda *a: None)
     monkeypatch.setattr(search, "write_training_report", lambda *a: None)
 
 

@@ -12,7 +12,7 @@ from sentiment_cli.evaluation import calibration
 from sentiment_cli.inference.probabilities import softmax
 from sentiment_cli.card.facts import model_card
 from sentiment_cli.card.text import card_sections
-from sentiment_cli.checkpoint import load_checkpoint, write_temperature
+from sentiment_cli.checkpoint import load_checkpoint, read_record, write_checkpoint
 from sentiment_cli.cli import app
 from sentiment_cli.data.splits import load_split
 from sentiment_cli.errors import CheckpointError
@@ -79,7 +79,7 @@ def test_training_without_validation_stores_temperature_one(tmp_path):
 
 def test_predictor_applies_the_temperature_and_keeps_the_labels(learned, tmp_path):
     folder = _copy(learned, tmp_path)
-    write_temperature(folder, 2.5)
+    _set_temperature(folder, 2.5)
     predictor = Predictor(folder)
     assert predictor.temperature == 2.5
     logits = predictor.logits(REVIEWS)
@@ -129,7 +129,7 @@ def test_an_unusable_temperature_is_a_checkpoint_error_naming_the_file(learned, 
 
 def test_eval_reports_ece_after_and_before_the_temperature(learned, tmp_path):
     folder = _copy(learned, tmp_path)
-    write_temperature(folder, 3.0)
+    _set_temperature(folder, 3.0)
     r = evaluate_checkpoint(folder, "test", record=False)
     assert r["temperature"] == 3.0
     logits = Predictor(folder).logits(load_split(str(SMALL_DATA), "test", 0.1, 1234).texts)
@@ -140,7 +140,7 @@ def test_eval_reports_ece_after_and_before_the_temperature(learned, tmp_path):
     for key in ("calibrated", "uncalibrated"):
         assert sum(r["reliability"][key]["counts"]) == r["num_examples"] == 500
         assert len(r["reliability"][key]["edges"]) == 16
-    write_temperature(folder, 1.0)
+    _set_temperature(folder, 1.0)
     same = evaluate_checkpoint(folder, "test", record=False)
     assert same["ece"] == same["ece_uncalibrated"] and same["accuracy"] == r["accuracy"]   # labels never move
 
@@ -175,3 +175,10 @@ def test_calibration_report_with_temperature_one_has_equal_diagrams():
     assert r["reliability"]["calibrated"] == r["reliability"]["uncalibrated"]
     hot = calibration.calibration_report(logits, labels, 4.0)
     assert hot["ece_uncalibrated"] == r["ece"] and hot["ece"] < r["ece"]   # random labels: softer is better
+
+
+def _set_temperature(folder, temperature):
+    """The checkpoint in ``folder`` written again with another temperature (its record read back, changed)."""
+    record = read_record(folder)
+    record.temperature = temperature
+    write_checkpoint(folder, record)

@@ -59,10 +59,10 @@ def check_scorer(suite: Suite, scorer: Callable[[list[str]], np.ndarray], labels
     return report, rows
 
 
-def check_checkpoint(checkpoint: str | Path, suite: Suite, half: str = "all", device: Any = "cpu",
+def check_checkpoint(checkpoint: str | Path | Any, suite: Suite, half: str = "all", device: Any = "cpu",
                      on_progress: Callable[[int, int], None] | None = None,
                      **limits: int) -> tuple[dict[str, Any], list[dict]]:
-    """Run ``suite`` on a checkpoint folder (``limits``: ``max_cases``, ``max_characters``, as
+    """Run ``suite`` on a checkpoint folder, or a checkpoint already loaded (a training run's) (``limits``: ``max_cases``, ``max_characters``, as
     :func:`~.check.run_check`).
 
     Returns:
@@ -115,8 +115,8 @@ def builtin_applies(labels: Sequence[str], tokenizer: str = "word") -> bool:
     return True
 
 
-def builtin_record(checkpoint: str | Path, device: Any = "cpu") -> dict[str, Any]:
-    """The built-in suite's test half on a checkpoint, in brief (``metrics.json``'s ``"behaviour"``, the model
+def builtin_record(checkpoint: str | Path | Any, device: Any = "cpu") -> dict[str, Any]:
+    """The built-in suite's test half on a checkpoint (a folder, or one loaded: a training run's), in brief (``metrics.json``'s ``"behaviour"``, the model
     card's section): the suite, the half, the mean failure rate over tests, and the failure rate of each
     capability and test. Ask :func:`builtin_applies` first.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import objectives
 from ..toml_writer import toml_value
 from ..wording import plural
 from .facts import UNKNOWN
@@ -261,16 +262,10 @@ def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
 def _pretraining_text(card: dict[str, Any]) -> tuple[str, str]:
     """A pretrained encoder's ``(epochs, optimizer)`` facts: word2vec or masked-language-model pretraining."""
     pre = card["config"]["pretrain"]
-    if pre["objective"] == "word2vec":
-        what = "word2vec (skip-gram) pretraining of the token embedding"
-        optimizer = (f"gensim Word2Vec, window {pre['window']}, 5 negative samples, "
-                     f"frequent words downsampled at {pre['subsample']:g}")
-    else:
-        what = ("replaced-token-detection (ELECTRA) pretraining, generator of "
-                f"{pre.get('generator_layers', 1)} layer(s), loss weight {pre.get('rtd_weight', 50.0):g}"
-                if pre["objective"] == "electra" else "masked-language-model pretraining")
-        optimizer = (f"AdamW, lr {pre['lr']:g} (cosine schedule), weight decay {pre['weight_decay']:g}, "
-                     f"batch {pre['batch_size']}, {pre['mask_fraction']:.0%} of tokens masked")
+    try:
+        what, optimizer = objectives.objective(pre["objective"]).describe(pre)   # its words: objectives/
+    except KeyError:   # a folder from a version that knows another objective
+        what, optimizer = f"{pre['objective']} pretraining", UNKNOWN
     epochs = f"{card['training']['epochs']} of {pre['epochs']} of {what} on {pre['splits']} (classifier head untrained)"
     return epochs, optimizer
 

@@ -86,7 +86,7 @@ def render_train_summary(console, result) -> None:
         kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
-    console.print(f"{kept} saved to {escape(str(result.output))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
+    console.print(f"{kept} saved to {escape(str(result.checkpoint))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
                   f"on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
     cal = m.get("calibration") or {}
@@ -156,10 +156,10 @@ def render_pretrain_summary(console, result) -> None:
     from rich.markup import escape
 
     m = result.metrics
-    console.print(f"pretrained {m['objective']} weights saved to {escape(str(result.output))}  ·  "
+    console.print(f"pretrained {m['objective']} weights saved to {escape(str(result.checkpoint))}  ·  "
                   f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  "
                   f"{m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
-    console.print(f"fine-tune it: sentiment train --init {escape(shlex.quote(str(result.output)))}", highlight=False)
+    console.print(f"fine-tune it: sentiment train --init {escape(shlex.quote(str(result.checkpoint)))}", highlight=False)
 
 
 # ----------------------------------------------------------------------------- eval

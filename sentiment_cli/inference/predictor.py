@@ -77,8 +77,9 @@ class Predictor:
     """Loads a model once; :meth:`predict` and :meth:`explain` score texts.
 
     Args:
-        path: a checkpoint folder written by ``sentiment train``; with ``onnx``, a ``.onnx`` file written
-            by ``sentiment export`` or a folder holding ``model.onnx``.
+        path: a checkpoint folder written by ``sentiment train`` (or a loaded ``checkpoint.Checkpoint``: a
+            training run's record); with ``onnx``, a ``.onnx`` file written by ``sentiment export`` or a folder
+            holding ``model.onnx``.
         device: where the PyTorch model runs (``cpu``, ``cuda`` or a ``torch.device``); not with ``onnx``.
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
         onnx: run the exported model on ONNX Runtime instead of PyTorch.
@@ -91,7 +92,7 @@ class Predictor:
         ValueError: ``batch_size`` is less than 1.
     """
 
-    def __init__(self, path: str | Path, device: Any = "cpu", batch_size: int | None = None, *,
+    def __init__(self, path: str | Path | Any, device: Any = "cpu", batch_size: int | None = None, *,
                  onnx: bool = False, threads: int | None = None):
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..card.facts import model_card
-from ..checkpoint import load_checkpoint
+from ..checkpoint import Checkpoint, load_checkpoint
 from ..data.batching import collate, make_batches
 from ..model.classifier import SentimentClassifier, masked_max_pool
 from ..runtime import autocast, inference_attention
@@ -118,7 +118,8 @@ class TorchBackend:
     """A checkpoint folder's model on PyTorch, for :class:`~sentiment_cli.inference.predictor.Predictor`.
 
     Args:
-        directory: a checkpoint folder written by ``sentiment train``.
+        directory: a checkpoint folder written by ``sentiment train``, or a checkpoint already loaded (a
+            training run's record, :meth:`~sentiment_cli.checkpoint.CheckpointRecord.loaded`).
         device: ``cpu``, ``cuda`` or a :class:`torch.device`.
         batch_size: reviews per forward pass; default: the checkpoint's ``[training] eval_batch_size``.
 
@@ -126,10 +127,15 @@ class TorchBackend:
         CheckpointError: the checkpoint is missing or unusable.
     """
 
-    def __init__(self, directory: str | Path, device: str | torch.device = "cpu", batch_size: int | None = None):
-        self.directory = Path(directory)
+    def __init__(self, directory: str | Path | Checkpoint, device: str | torch.device = "cpu",
+                 batch_size: int | None = None):
         self.device = torch.device(device)
-        self.checkpoint = load_checkpoint(directory, self.device)
+        if isinstance(directory, Checkpoint):   # already in memory (a training run's record): used as it is
+            self.checkpoint = directory
+            directory.model.to(self.device).eval()
+        else:
+            self.checkpoint = load_checkpoint(directory, self.device)
+        self.directory = self.checkpoint.directory
         self.config = self.checkpoint.config
         self.labels = self.checkpoint.labels
         self.temperature = self.checkpoint.temperature

@@ -6,22 +6,22 @@ then fitted at that weight.
 Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural
 Networks", section 4.2): the ``T`` minimising the validation NLL of
 ``softmax(logits / T)``. The orchestrator (``run.py``) calls :func:`calibrate` once, on
-rank 0, after the last epoch, with the kept epoch's model, and writes the :class:`Calibration` it returns
-with :func:`save`; the math (the fit, ECE, NLL) is the torch-free
+rank 0, after the last epoch, with the kept epoch's model in memory, and the :class:`Calibration` it returns
+gives its part of the checkpoint record (:meth:`Calibration.applied`), which ``checkpoint.py`` writes; the math (the fit, ECE, NLL) is the torch-free
 ``evaluation/calibration.py``, which the ONNX Runtime path shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..checkpoint import METRICS_FILE, write_decision, write_json, write_temperature
+from ..checkpoint import CheckpointRecord
 from ..config import TrainingConfig
 from ..evaluation import calibration, multilabel
 from ..inference.multilabel import Decision, sigmoid
@@ -32,7 +32,7 @@ from . import score_weight
 
 @dataclass(frozen=True)
 class Calibration:
-    """What the post-fit steps chose, written once into the checkpoint by :func:`save`.
+    """What the post-fit steps chose: their part of the checkpoint record (:meth:`applied`).
 
     Attributes:
         temperature: ``T`` (1.0 without validation reviews).
@@ -53,6 +53,16 @@ class Calibration:
     def decision(self) -> dict[str, Any] | None:
         """A multi-label model's decision rule (``inference/multilabel.py``'s ``Decision.to_json``), else ``None``."""
         return self.report.get("decision")
+
+    def applied(self, kept: CheckpointRecord, metrics: dict[str, Any]) -> CheckpointRecord:
+        """``kept`` (the kept epoch's record) with this part: the weight chosen as the config's ``[model]
+        ngram_scale`` (when any), the temperature, a multi-label decision, and ``metrics``.
+
+        Raises:
+            ValueError: a weight that loading would refuse (a temperature or decision: when written).
+        """
+        return dataclasses.replace(kept, config=score_weight.configured(kept.config, self.report),
+                                   temperature=self.temperature, decision=self.decision, metrics=metrics)
 
 
 def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: list[int], training: TrainingConfig,
@@ -116,18 +126,3 @@ def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndar
         "bins": calibration.ECE_BINS, "ece": multilabel.mean_ece(probabilities, y),
         "ece_uncalibrated": multilabel.mean_ece(sigmoid(logits), y),
         "nll": multilabel.binary_nll(logits, y, temperatures), "nll_uncalibrated": multilabel.binary_nll(logits, y)})
-
-
-def save(directory: str | Path, fitted: Calibration, metrics: dict[str, Any]) -> None:
-    """Write the post-fit record into the checkpoint ``directory``: the weight chosen (``config.json``'s
-    ``[model] ngram_scale``, when any), the temperature (``config.json``), then ``metrics.json``.
-
-    Raises:
-        CheckpointError, OSError: ``config.json`` is missing or invalid, or the folder is not writable.
-        ValueError: a temperature or weight that loading would refuse.
-    """
-    score_weight.keep(directory, fitted.report)
-    write_temperature(directory, fitted.temperature)
-    if fitted.decision is not None:
-        write_decision(directory, fitted.decision)
-    write_json(Path(directory) / METRICS_FILE, metrics)

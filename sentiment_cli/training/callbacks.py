@@ -8,11 +8,12 @@ API's ``progress=True``); the CLI implements :class:`TrainCallbacks` with rich p
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from ..checkpoint import CheckpointRecord
     from ..evaluation.training_report import TrainingReport
 
 
@@ -76,11 +77,23 @@ class LogCallbacks(TrainCallbacks):
         self._print(f"{head}{val}  {r.get('train_seconds', 0.0):.1f}s" + ("  best" if r.get("best") and val else ""))
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainResult:
-    """What a finished run produced: the checkpoint folder and its ``metrics.json`` content."""
+    """What a finished run produced (``train``, ``resume``, ``pretrain``; ``sentiment_cli.train`` returns it).
 
-    output: Path
+    Attributes:
+        checkpoint: the checkpoint folder written; ``sentiment_cli.load`` reads it.
+        metrics: its ``metrics.json``, as a dict: ``best_validation_accuracy``, ``best_validation_f1_macro``,
+            ``best_epoch``, ``history`` (one record per epoch), ``calibration``, ``data`` (the labels and
+            the splits' sizes), ``config`` (the whole run config) and more (docs/checkpoints.md).
+        is_main: ``False`` on torchrun ranks other than 0 (they print nothing).
+        report: ``curves.png`` and ``README.md`` as written (rank 0), or ``None``.
+        record: the checkpoint record written (:class:`~sentiment_cli.checkpoint.CheckpointRecord`: the weights
+            in memory; training's rank 0), or ``None``.
+    """
+
+    checkpoint: Path
     metrics: dict[str, Any]
-    is_main: bool = True   # False on torchrun ranks other than 0 (they print nothing)
-    report: TrainingReport | None = None   # curves.png and README.md (card.py), rank 0 only
+    is_main: bool = True
+    report: TrainingReport | None = None
+    record: CheckpointRecord | None = field(default=None, repr=False, compare=False)

@@ -19,6 +19,7 @@ the checkpoint holds the discriminator, an ordinary classifier whose dense head 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -125,6 +126,12 @@ class ElectraObjective(nn.Module):
         self.generator = generator
         self.seed = seed
         self._sampler: torch.Generator | None = None
+
+    @classmethod
+    def for_run(cls, model: nn.Module, config: Any, generator: torch.Generator) -> "ElectraObjective":
+        """The step for a pretraining run of ``config`` (the whole config: its ``[training] seed`` seeds the
+        sampler; its registry record names this class)."""
+        return cls(model, config.pretrain, generator, config.training.seed)
 
     def _sampler_on(self, device: torch.device) -> torch.Generator:
         if self._sampler is None or self._sampler.device != device:

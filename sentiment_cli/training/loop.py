@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from . import distill, distributed
-from ..checkpoint import METRICS_FILE, Checkpoint, save_checkpoint, write_json
+from ..checkpoint import Checkpoint, CheckpointRecord, write_checkpoint, write_metrics
 from ..data.batching import collate, make_batches
 from ..data.tokenizer import UNK_ID
 from ..errors import Interrupted, SentimentError
@@ -134,8 +134,7 @@ def _ngram_alone(run: Fit) -> None:
               "train_examples": 0, "ngram_score_alone": True}
     _track_best(run, 0, record, val_f1 if run.data.train.multi_label else val_acc)   # the first record: the best
     if ctx.info.is_main:
-        save_checkpoint(ctx.output, config=ctx.config, model=run.model, tokenizer_json=run.data.tokenizer_json,
-                        metrics=state.metrics, labels=run.data.labels)
+        _keep(run)
     distributed.barrier(ctx.info)
 
 
@@ -367,16 +366,24 @@ def _improves(state: LoopState, val_acc: float | None, val_loss: float | None) -
                 and val_loss < best["validation_loss"])
 
 
+def _keep(run: Fit) -> None:
+    """The epoch's weights become the kept ones: ``run.kept``, the record the post-fit steps start from (in
+    memory: they never read the weights back), written into the folder so that a stopped run keeps them."""
+    ctx = run.ctx
+    run.kept = CheckpointRecord.of(run.model, ctx.config, run.data.tokenizer_json, run.state.metrics, run.data.labels)
+    write_checkpoint(ctx.output, run.kept)
+
+
 def _save_epoch(run: Fit, epoch: int, improved: bool, rng: dict[str, torch.Tensor]) -> None:
-    """Write the checkpoint (when ``improved``; else only ``metrics.json``), then the epoch's trainer state."""
+    """Keep the epoch's weights and write them (when ``improved``; else write only ``metrics.json``), then the
+    epoch's trainer state."""
     ctx, data, state = run.ctx, run.data, run.state
     # Order matters: a crash between the two leaves the trainer state one epoch behind the best
     # checkpoint, and resuming re-runs that epoch identically; the other order could not.
     if improved:
-        save_checkpoint(ctx.output, config=ctx.config, model=run.model, tokenizer_json=data.tokenizer_json,
-                        metrics=state.metrics, labels=data.labels)
+        _keep(run)
     else:
-        write_json(ctx.output / METRICS_FILE, state.metrics)
+        write_metrics(ctx.output, state.metrics)
     save_trainer_state(ctx.output, TrainerState(
         epoch=epoch, config=ctx.config, vocab_size=run.model.vocab_size, progress=state.progress(),
         model=run.model.state_dict(), optimizer=run.optimizer.state_dict(),

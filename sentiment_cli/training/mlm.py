@@ -8,6 +8,8 @@ See :mod:`.pretrain`'s docstring for the objective and its sources.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -114,6 +116,11 @@ class MaskedLMObjective(nn.Module):
         self.head = MaskedLMHead(model.token_embedding)
         self.config = config
         self.generator = generator
+
+    @classmethod
+    def for_run(cls, model: nn.Module, config: Any, generator: torch.Generator) -> "MaskedLMObjective":
+        """The step for a pretraining run of ``config`` (the whole config; its registry record names this class)."""
+        return cls(model, config.pretrain, generator)
 
     def forward(self, model: nn.Module, input_ids: Tensor, padding_mask: Tensor) -> tuple[Tensor | None, dict]:
         """The step's loss and its tally.

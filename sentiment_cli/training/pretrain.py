@@ -64,7 +64,8 @@ from torch import nn
 from . import distributed
 from ..data.batching import collate, make_batches
 from .callbacks import TrainCallbacks, TrainResult
-from ..checkpoint import CONFIG_FILE, Checkpoint, check_writable, load_checkpoint, save_checkpoint
+from .. import objectives
+from ..checkpoint import CONFIG_FILE, Checkpoint, CheckpointRecord, check_writable, load_checkpoint, write_checkpoint
 from ..config import Config
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec
 from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
@@ -152,11 +153,11 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
             metrics["stopped_by_time"] = {"epoch": record["epoch"], "of": config.pretrain.epochs, "seconds": seconds}
             cb.on_note(f"pretraining ends after epoch {record['epoch']} of {config.pretrain.epochs}: another would "
                        f"end past its {seconds:,.0f} s share of the time budget")
-        save_checkpoint(output, config=config, model=model, tokenizer_json=tokenizer_json, metrics=metrics)
+        write_checkpoint(output, CheckpointRecord.of(model, config, tokenizer_json, metrics))
         cb.on_epoch_end(record)
 
     check_stop = functools.partial(_check_stop, stop, output, config.pretrain.epochs)
-    if config.pretrain.objective == "word2vec":
+    if objectives.objective(config.pretrain.objective).step is None:   # its own loop: word2vec's
         _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch, limit)
     else:
         cb.on_stage(f"tokenizing {len(texts):,} reviews")
@@ -408,10 +409,9 @@ def _embed(model: SentimentClassifier, vectors, vocab: dict[str, int], words: li
 
 
 def _objective_for(config: Config, model: SentimentClassifier, generator: torch.Generator) -> nn.Module:
-    """The step of ``[pretrain] objective`` (mlm or electra): a module whose call gives ``(loss, tally)``."""
-    if config.pretrain.objective == "electra":
-        return ElectraObjective(model, config.pretrain, generator, config.training.seed)
-    return MaskedLMObjective(model, config.pretrain, generator)
+    """The step of ``[pretrain] objective`` (one that trains the whole encoder: its registry record's ``step``,
+    ``objectives/``): a module whose call gives ``(loss, tally)``."""
+    return objectives.objective(config.pretrain.objective).step_class().for_run(model, config, generator)
 
 
 def _encoder_pretraining(config: Config, model: SentimentClassifier, device: torch.device, ids: list[list[int]],
@@ -459,23 +459,7 @@ def _encoder_pretraining(config: Config, model: SentimentClassifier, device: tor
 
 # ----------------------------------------------------------------------------- starting a run from it
 
-# Settings a pretrained encoder fixes: its weights' shapes and how its tokenizer splits text.
-_SHAPE_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "activation", "norm_first", "scale_embedding",
-               "embedding_norm", "bigram_buckets")
-
-
 _TOKEN_KEYS = ("vocab_size", "min_frequency", "pre_tokenizer", "tokenizer")
-
-
-# What a pretrained folder gives a fine-tuning run, by its objective: the [model] keys it fixes (they
-# must match the config) and which of its tensors the run takes. word2vec trained the token embedding
-# alone; a masked language model or ELECTRA's discriminator trained the whole encoder (its head predicted
-# words or replacements, not labels).
-_FROM_PRETRAINED = {
-    "word2vec": (("d_model",), lambda name: name == "token_embedding.weight"),
-    "mlm": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
-    "electra": (_SHAPE_KEYS, lambda name: not name.startswith("head.")),
-}
 
 
 def _objective(pretrained) -> str:
@@ -594,16 +578,15 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
         raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
                               "(its metrics.json lacks \"kind\": \"pretrained\")")
     objective = _objective(ckpt)
-    if objective not in _FROM_PRETRAINED:
+    if objective not in objectives.names():
         raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
-                              f"(this version knows {', '.join(_FROM_PRETRAINED)})")
+                              f"(this version knows {', '.join(objectives.names())})")
     done, planned = len(ckpt.metrics.get("history", [])), ckpt.config.pretrain.epochs
     by_time = ckpt.metrics.get("stopped_by_time")   # ended on purpose by a time share (the search): complete
     if done < planned and not (isinstance(by_time, dict) and by_time.get("epoch") == done and done >= 1):
         raise CheckpointError(f"init_from {directory}: its pretraining stopped after epoch {done} of {planned}; "
                               f"delete {directory} to pretrain it again")
-    shape_keys, _ = _FROM_PRETRAINED[objective]
-    for section, keys in (("model", shape_keys), ("data", _TOKEN_KEYS)):
+    for section, keys in (("model", objectives.objective(objective).fixes), ("data", _TOKEN_KEYS)):
         mine, theirs = getattr(config, section), getattr(ckpt.config, section)
         for key in keys:
             if getattr(mine, key) != getattr(theirs, key):
@@ -619,6 +602,6 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
 
 
 def pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
-    """The tensors a fine-tuning run takes from a pretrained folder (see ``_FROM_PRETRAINED``)."""
-    _, takes = _FROM_PRETRAINED[_objective(pretrained)]
+    """The tensors a fine-tuning run takes from a pretrained folder (its objective's ``takes``, ``objectives/``)."""
+    takes = objectives.objective(_objective(pretrained)).takes_tensor
     return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}

@@ -34,12 +34,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import METRICS_FILE, _read_json
+from ..checkpoint import METRICS_FILE, CheckpointRecord, _read_json, write_checkpoint
 from ..config import Config
 from ..errors import CheckpointError, Interrupted
 from ..evaluation.training_report import write_training_report
 from ..wording import plural
-from .calibrate import Calibration, save
 from .callbacks import TrainResult
 from .context import RunContext
 from .state import (TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state, refit_record_path,
@@ -150,14 +149,14 @@ def merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, A
     return metrics
 
 
-def move_into_place(partial: Path, output: Path, metrics: dict[str, Any], fitted: dict[str, Any]):
-    """Give the refitted weights the first run's temperature (and the weight ``score_weight.py`` chose, if
-    any), then replace the output's files with them.
+def move_into_place(partial: Path, output: Path, record: CheckpointRecord):
+    """Write the refitted run's final ``record`` (its weights with the first run's temperature and weight, the
+    merged metrics) into ``partial``, then replace the output's files with it.
 
     The first run's trainer state goes first: resuming it would continue other weights than the folder's.
     Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.training_report.write_training_report`).
     """
-    save(partial, Calibration.from_report(fitted), metrics)
+    write_checkpoint(partial, record)
     clear_trainer_state(partial)
     clear_trainer_state(output)
     for path in sorted(partial.iterdir()):

@@ -9,9 +9,10 @@ It reads top to bottom:
   ranks, device), holds the output folder's lock (``lock.py``), makes the pretrained encoder first when
   ``init_from`` asks for one (``pretrain.py``), opens the process group, then runs ``_fit`` and, when
   wanted, the refit (``refit.py``: a second ``_run`` on every training row, into its own folder).
-- ``_fit``: the epochs (``loop.py``), then the post-fit steps on the kept weights (the n-gram score's
-  weight and the temperature, ``calibrate.py``), written once with the final ``metrics.json``
-  (:func:`~.calibrate.save`), then the curves and the model card.
+- ``_fit``: the epochs (``loop.py``, which keeps the best epoch's checkpoint record in memory), then the
+  post-fit steps on the kept model in memory, each giving its part of the record (the n-gram score's weight
+  and the temperature, ``calibrate.py``; the behavioural record, on the run's final model), the record
+  written once (:func:`~sentiment_cli.checkpoint.write_checkpoint`), then the curves and the model card.
 """
 
 from __future__ import annotations
@@ -21,18 +22,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load as st_load
-
 from . import auto, calibrate, distributed, loop, refit, search
-from ..checkpoint import METRICS_FILE, WEIGHTS_FILE, Checkpoint, check_writable, load_weights, read_metrics, write_json
+from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights, read_record, write_checkpoint
 from ..config import Config
 from ..data.sources import absolute_source
 from ..data.splits import Split
 from ..errors import Interrupted, SentimentError, UsageError
-from ..evaluation.training_report import write_training_report
 from ..model.classifier import SentimentClassifier
+from ..evaluation.training_report import write_training_report
 from ..outputs import check_output_folder
 from ..runtime import native_bf16, resolve_device
+from .calibrate import Calibration
 from .callbacks import TrainCallbacks, TrainResult
 from .context import RunContext
 from .interrupts import StopFlag
@@ -111,13 +111,12 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
 def _locked_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
                 fit_to_data: frozenset[str] | None, main: bool) -> TrainResult:
     """:func:`train` once ``output`` is checked: its lock held from before the data is read to the end (one
-    writer), the data rules, the search or one fit, then the behavioural record."""
+    writer), the data rules, then the search or one fit."""
     choices: list[auto.Choice] = []
     with output_lock(output, enabled=main, share=True):
         if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
             config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(), data)
-        result = _search_or_run(config, output, callbacks, stop, data, fit_to_data, [c.to_dict() for c in choices])
-        return _behaviour(result, callbacks)
+        return _search_or_run(config, output, callbacks, stop, data, fit_to_data, [c.to_dict() for c in choices])
 
 
 def _inputs(config: Config) -> list[tuple[str, str]]:
@@ -127,26 +126,19 @@ def _inputs(config: Config) -> list[tuple[str, str]]:
     return [(what, path) for what, path in named if path]
 
 
-def _behaviour(result: TrainResult, callbacks: TrainCallbacks) -> TrainResult:
-    """``result``, once the built-in behavioural suite's test half (``behaviour/``) has run on its saved model
-    (rank 0, when the labels are two-class sentiment's): kept in ``metrics.json`` as ``"behaviour"`` and in
-    the model card."""
+def _with_behaviour(record: CheckpointRecord, ctx: RunContext) -> CheckpointRecord:
+    """``record`` (the run's final one, rank 0) with the built-in behavioural suite's test half (``behaviour/``)
+    run on its model in memory, when the labels are two-class sentiment's and the model reads words: kept in
+    ``metrics.json`` as ``"behaviour"`` (and so in the model card); ``record`` itself otherwise."""
     from ..behaviour.run import builtin_applies, builtin_record
-    from ..checkpoint import TOKENIZER_FILE
-    from ..data.tokenizer import load_tokenizer, tokenizer_kind
-    from ..card.readme import write_card
+    from ..data.tokenizer import tokenizer_from_str, tokenizer_kind
 
-    if not result.is_main or not builtin_applies((result.metrics.get("data") or {}).get("labels") or (),
-                                                 tokenizer_kind(load_tokenizer(result.output / TOKENIZER_FILE))):
-        return result   # another label set: no model is loaded for it
-    callbacks.on_stage("behavioural tests (the built-in suite's test half)")
-    record = builtin_record(result.output)
-    metrics = read_metrics(result.output)
-    metrics["behaviour"] = record
-    write_json(result.output / METRICS_FILE, metrics)
-    result.metrics["behaviour"] = record
-    write_card(result.output)
-    return result
+    kind = tokenizer_kind(tokenizer_from_str(record.tokenizer_json, ctx.output))
+    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), kind):
+        return record   # another label set: no model is built for it
+    ctx.cb.on_stage("behavioural tests (the built-in suite's test half)")
+    record.metrics["behaviour"] = builtin_record(record.loaded(ctx.output))
+    return record
 
 
 def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
@@ -193,14 +185,13 @@ def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, ep
     cb, stop = callbacks or TrainCallbacks(), stop or StopFlag()
     if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
         if refit_in_progress(directory):   # the held-out run is done; its refit on all rows is not
-            return _behaviour(_run(config, directory, cb, stop, RunData(config.data.source), saved=saved,
-                                   refit_only=True), cb)
+            return _run(config, directory, cb, stop, RunData(config.data.source), saved=saved, refit_only=True)
         why = "stopped early" if state.metrics.get("stopped_early") else "finished"
         if distributed.from_env().is_main:
             cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
                         f"(pass --epochs N to train longer)")
         return TrainResult(directory, state.metrics, distributed.from_env().is_main)
-    return _behaviour(_run(config, directory, cb, stop, RunData(config.data.source), saved=saved), cb)
+    return _run(config, directory, cb, stop, RunData(config.data.source), saved=saved)
 
 
 def _remove_if_empty(folder: Path) -> None:
@@ -244,7 +235,7 @@ def _run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag
             with distributed.process_group(ctx.info, ctx.device):   # one group for both runs of a refit
                 if refit_only:
                     return _resume_refit(ctx, data)
-                result = _fit(ctx, data, saved, pretrained)
+                result = _fit(ctx, data, saved, pretrained, refit_after)
                 wanted = refit_after and refit.wanted(ctx.config, result)
                 return _refit(ctx, data, result, pretrained) if wanted else result
         except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
@@ -276,9 +267,12 @@ def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
     return RunContext(config, output, cb, stop, info, device, data_rules, report)
 
 
-def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained: Checkpoint | None) -> TrainResult:
-    """The fit (``loop.py``), then its post-fit record (rank 0), written once with the final ``metrics.json``,
-    then the curves and the model card (rank 0, unless ``ctx.report`` is off).
+def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained: Checkpoint | None,
+         refit_after: bool = True) -> TrainResult:
+    """The fit (``loop.py``), then its checkpoint record (rank 0): the kept epoch's, with the post-fit steps'
+    parts (the n-gram score's weight, the temperature; the behavioural record when this run's is the final
+    one: ``ctx.report``, and no refit follows), written once (``checkpoint.py``); then the curves and the model
+    card (rank 0, unless ``ctx.report`` is off).
 
     Raises:
         DataError, CheckpointError, Interrupted, SentimentError: as :func:`train` and :func:`resume`.
@@ -287,30 +281,31 @@ def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained:
     metrics = run.state.metrics
     fitted = _post_fit(ctx, run) if ctx.info.is_main else None
     metrics["wall_time_seconds"] = run.wall_time()
+    record = None
     if fitted is not None:
         metrics["calibration"] = fitted.report
-        calibrate.save(ctx.output, fitted, metrics)
+        record = fitted.applied(run.kept, metrics)
+        if ctx.report and not (refit_after and refit.wanted(ctx.config, TrainResult(ctx.output, metrics))):
+            record = _with_behaviour(record, ctx)
+        write_checkpoint(ctx.output, record)
     report = write_training_report(ctx.output) if ctx.info.is_main and ctx.report else None
     distributed.barrier(ctx.info)
-    return TrainResult(ctx.output, metrics, ctx.info.is_main, report)
+    return TrainResult(ctx.output, metrics, ctx.info.is_main, report, record)
 
 
 def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
-    """The temperature (and the n-gram score's weight) fitted on the kept epoch's validation logits.
-
-    The folder holds the best epoch's weights, not necessarily the last epoch's in ``run.model``, so they
-    are read back from disk into a model of its shape.
+    """The temperature (and the n-gram score's weight) fitted on the kept epoch's validation logits, by the
+    kept epoch's model rebuilt in memory from ``run.kept`` (not necessarily the last epoch's, in ``run.model``).
 
     Raises:
-        CheckpointError: the saved weights cannot be read back.
+        CheckpointError: the kept weights do not fit the run's config.
     """
     data, t = run.data, ctx.config.training
     min_labels = min_labels_of(ctx.config, data.train) if data.train.multi_label else None
     if not data.val_ids:
         return calibrate.calibrate(run.model, [], [], t, ctx.device, min_labels=min_labels)
     kept = SentimentClassifier.from_config(ctx.config, run.model.vocab_size, run.model.num_labels)
-    weights = ctx.output / WEIGHTS_FILE
-    load_weights(kept, st_load(weights.read_bytes()), weights)
+    load_weights(kept, run.kept.weights, "the kept weights", against="the run's config")
     return calibrate.calibrate(kept.to(ctx.device), data.val_ids, data.validation.labels, t, ctx.device,
                                ctx.cb.on_stage, min_labels=min_labels)
 
@@ -356,11 +351,14 @@ def _adopt(config: Config, trial: Path, output: Path, cb: TrainCallbacks, stop: 
         for path in sorted(trial.iterdir()):
             if not path.name.startswith("."):   # not the trial's lock file
                 os.replace(path, output / path.name)
-        first = TrainResult(output, read_metrics(output), ctx.info.is_main)
+        record = read_record(output) if ctx.info.is_main else None
+        first = TrainResult(output, record.metrics if record else {}, ctx.info.is_main, None, record)
         with distributed.process_group(ctx.info, ctx.device):
             if refit.wanted(config, first):
                 return _refit(ctx, data, first, None)
-        return TrainResult(output, first.metrics, ctx.info.is_main, write_training_report(output))
+        if record is not None:   # the final record: the behavioural one added, written once into output
+            write_checkpoint(output, _with_behaviour(record, ctx))
+        return TrainResult(output, first.metrics, ctx.info.is_main, write_training_report(output), record)
 
 
 # ----------------------------------------------------------------------------- the refit
@@ -418,7 +416,8 @@ def _second_run(ctx: RunContext, data: RunData, first: TrainResult, config: Conf
         raise refit.interrupted(ctx, partial, exc) from None
     metrics = refit.merged_metrics(first.metrics, second.metrics)
     distributed.barrier(ctx.info)   # every rank is done with the second run before rank 0 moves its files
-    report = None
-    if ctx.info.is_main:
-        report = refit.move_into_place(partial, ctx.output, metrics, first.metrics["calibration"])
-    return TrainResult(ctx.output, metrics, ctx.info.is_main, report)
+    report = record = None
+    if ctx.info.is_main:   # the refitted weights keep the first run's temperature (and weight)
+        record = Calibration.from_report(first.metrics["calibration"]).applied(second.record, metrics)
+        report = refit.move_into_place(partial, ctx.output, _with_behaviour(record, ctx))
+    return TrainResult(ctx.output, metrics, ctx.info.is_main, report, record)

@@ -15,22 +15,21 @@ data rules): the score sums over a text's n-grams, so on texts longer than those
 outgrow the encoder's, whose max-pool does not grow with length. Dev evidence: ``docs/experiments.md``, "Small
 sets: the n-gram score's weight" and "SST-5 phrases: the n-gram score's weight below 1".
 
-``calibrate.py`` calls :func:`fit` before it fits the temperature, and stores the choice with :func:`keep`
-(the refit gives its weights the held-out run's choice the same way).
+``calibrate.py`` calls :func:`fit` before it fits the temperature, and puts the choice in the checkpoint record's
+config with :func:`configured` (the refit gives its weights the held-out run's choice the same way).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..checkpoint import write_config_entry
-from ..config import TrainingConfig
+from ..config import Config, TrainingConfig
 from ..evaluation import calibration, multilabel
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
@@ -84,7 +83,7 @@ def _loss_after_temperature(z: np.ndarray, labels) -> float:
 def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], logits: np.ndarray,
         training: TrainingConfig, device: torch.device,
         on_stage: Callable[[str], None] = lambda _: None) -> tuple[np.ndarray, dict[str, Any]]:
-    """Choose the weight for the kept weights (stored with :func:`keep` by the caller).
+    """Choose the weight for the kept weights (put in the record's config with :func:`configured` by the caller).
 
     A no-op unless ``[training] fit_ngram_scale`` is on and the model has a score of positive weight.
 
@@ -117,24 +116,16 @@ def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], 
     return logits, chosen
 
 
-def keep(directory: str | Path, fitted: dict[str, Any]) -> None:
-    """Store a weight chosen earlier (``fitted``: a ``calibration`` record) in ``directory``'s ``config.json``;
-    nothing without one. The refit gives its weights the held-out run's choice with it.
+def configured(config: Config, fitted: dict[str, Any]) -> Config:
+    """``config`` with the weight chosen earlier (``fitted``: a ``calibration`` record) as ``[model] ngram_scale``;
+    ``config`` itself without one. The refit gives its weights the held-out run's choice with it.
 
     Raises:
-        CheckpointError, OSError, ValueError: as :func:`_store`.
+        ValueError: the weight is not a finite number of at least 0 (what loading accepts).
     """
-    if "ngram_scale" in fitted:
-        _store(directory, fitted["ngram_scale"])
-
-
-def _store(directory: str | Path, scale: float) -> None:
-    """Write ``scale`` as ``config.json``'s ``[model] ngram_scale``.
-
-    Raises:
-        ValueError: ``scale`` is not a finite number of at least 0 (what loading accepts).
-        CheckpointError, OSError: as :func:`~sentiment_cli.checkpoint.write_config_entry`.
-    """
+    if "ngram_scale" not in fitted:
+        return config
+    scale = fitted["ngram_scale"]
     if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
         raise ValueError(f"ngram_scale must be a finite number of at least 0, got {scale!r}")
-    write_config_entry(directory, "model", "ngram_scale", float(scale))
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, ngram_scale=float(scale)))

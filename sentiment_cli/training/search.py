@@ -31,6 +31,7 @@ This module sits below the orchestrator: it runs each fit through the :class:`Ru
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import time
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..card.text import encoder_missing, settings_phrase
-from ..checkpoint import METRICS_FILE, write_json
+from ..checkpoint import write_metrics
 from ..config import Config
 from ..data.splits import DataSpec
 from ..data.tokenizer import build_tokenizer
@@ -699,9 +700,8 @@ def _record(result: TrainResult, candidates: list[Candidate], winner: Candidate,
         result.metrics["search"]["encoder_budget_hint"] = _budget_hint(candidates, seconds,
                                                                        config.training.time_budget)
     result.metrics["wall_time_seconds"] = round(seconds, 1)
-    write_json(result.output / METRICS_FILE, result.metrics)
-    result.report = write_training_report(result.output)   # the card shows the search
-    return result
+    write_metrics(result.checkpoint, result.metrics)
+    return dataclasses.replace(result, report=write_training_report(result.checkpoint))   # the card shows the search
 
 
 # ----------------------------------------------------------------------------- settings

@@ -24,7 +24,7 @@ import torch
 from tokenizers import Tokenizer
 
 from . import augment, distill, distributed, imbalance
-from ..checkpoint import Checkpoint, load_weights
+from ..checkpoint import Checkpoint, CheckpointRecord, load_weights, read_record
 from ..config import Config
 from ..data.splits import DataSpec, Split
 from ..data.token_ids import TokenIds
@@ -104,6 +104,8 @@ class Fit:
             time of the run's earlier sessions (resumed runs), in seconds.
         step_budget: the optimizer steps the learning-rate schedule was last fitted to by a time budget (the
             search's trials, ``loop.py``), or ``None``: the run's own schedule over its epochs.
+        kept: the kept epoch's checkpoint record (rank 0; ``None`` before an epoch is kept): the post-fit steps
+            start from it (``run.py``).
     """
 
     ctx: RunContext
@@ -119,6 +121,7 @@ class Fit:
     start: float
     wall_before: float
     step_budget: int | None = None   # the step budget the schedule was last fitted to (``loop.py``), if any
+    kept: CheckpointRecord | None = None
 
     def wall_time(self) -> float:
         """Seconds the run has taken so far, earlier sessions included."""
@@ -147,6 +150,7 @@ def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretra
         data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
     class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
     optimizer, scheduler = _optimizer_and_schedule(ctx, model, data.num_labelled)
+    kept = _kept(ctx, saved)   # before the saved RNG states are restored: loading must not move them
     if saved is not None:
         state = resumed_state(ctx, saved, optimizer, scheduler, data.validated)
     else:
@@ -162,7 +166,18 @@ def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretra
         model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.info.enabled else model
     return Fit(ctx=ctx, data=data, model=model, net=net, optimizer=optimizer, scheduler=scheduler, ngram=ngram,
                 distillation=distillation, class_weights=class_weights, state=state, start=start,
-                wall_before=state.metrics.get("wall_time_seconds") or 0.0)
+                wall_before=state.metrics.get("wall_time_seconds") or 0.0, kept=kept)
+
+
+def _kept(ctx: RunContext, saved: TrainerState | None) -> CheckpointRecord | None:
+    """A resumed run's kept epoch (rank 0): the folder's weights, with the run's config and no post-fit part yet.
+
+    Raises:
+        CheckpointError: the folder's checkpoint is damaged.
+    """
+    if saved is None or not ctx.info.is_main:
+        return None
+    return dataclasses.replace(read_record(ctx.output), config=ctx.config, temperature=None, decision=None)
 
 
 def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
