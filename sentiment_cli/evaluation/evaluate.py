@@ -20,7 +20,7 @@ import torch
 
 from . import multilabel
 from .calibration import calibration_report
-from ..inference.multilabel import decide, sigmoid
+from ..inference.multilabel import binary_nll, decide, fit_thresholds, sigmoid
 from ..inference.predictor import Predictor
 from ..card.readme import write_card
 from ..checkpoint import record_eval
@@ -113,11 +113,11 @@ def validation_metrics(logits: np.ndarray, y: np.ndarray, label_names: Sequence[
     thresholds that suit each label best on these same rows (what the post-fit thresholds will reach; the
     epoch with the best macro-F1 is kept), with :func:`~.multilabel.multilabel_metrics`' other figures."""
     probabilities = sigmoid(logits)
-    thresholds, _, _ = multilabel.fit_thresholds(probabilities, y)
+    thresholds, _, _ = fit_thresholds(probabilities, y)
     m = multilabel.multilabel_metrics(y, decide(probabilities, thresholds, 0), probabilities, label_names)
     return {**m, "num_examples": len(y), "accuracy": m["subset_accuracy"],
             "f1": {"macro": m["macro"]["f1"], "micro": m["micro"]["f1"]},
-            "loss": multilabel.binary_nll(logits, y)}
+            "loss": binary_nll(logits, y)}
 
 
 def confident_errors(probabilities: np.ndarray, labels: Sequence[int], n: int,
@@ -276,7 +276,7 @@ def _score_label_sets(predictor: Predictor, s: Split, logits: np.ndarray, second
     n = len(logits)
     return {"split": s.name, "num_examples": n, **m, "labels": list(names),
             "thresholds": dict(zip(names, rule.thresholds)), "min_labels": rule.min_labels,
-            "loss": multilabel.binary_nll(z, y),
+            "loss": binary_nll(z, y),
             "ece_uncalibrated": multilabel.mean_ece(sigmoid(z), y),
             "examples_per_second": n / seconds if seconds > 0 else 0.0, "checkpoint": checkpoint}
 

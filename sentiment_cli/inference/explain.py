@@ -6,8 +6,8 @@ The classifier ends in a masked max-pool and a linear head (``model/classifier.p
     logits    = W @ pooled + b                W: (num_labels, d_model), b: (num_labels,)
 
 so the logits split exactly over the tokens that won the pool: token ``t``'s share
-of class ``c`` is ``sum_f [argmax[f] == t] * pooled[f] * W[c, f]``. A logit term
-(the n-gram score) adds each of its n-grams' weights to
+of class ``c`` is ``sum_f [argmax[f] == t] * pooled[f] * W[c, f]``. The n-gram
+score (``ngram/score.py``), when the model has one, adds each of its n-grams' weights to
 the token that ends it and its intercept to ``b``. The model's one forward pass
 returns these shares as ``token_logits`` ``(seq_len, num_labels)`` per review and
 the constant as ``bias`` (:class:`~sentiment_cli.model.classifier.ClassifierOutput`;
