@@ -94,3 +94,32 @@ def test_the_suite_and_multi_label_benchmarks_do_not_import_each_other():
 
     assert "bench.suite" not in imported("multilabel")
     assert "bench.multilabel" in imported("suite")   # the one direction: the suite runs the multi-label sets
+
+
+def test_one_table_writer(tmp_path, monkeypatch):
+    from sentiment_cli import arrow_output, outputs
+
+    assert not hasattr(outputs, "write_table")   # rows and Arrow batches: one writer
+    used = []
+    real = arrow_output.ArrowStreamWriter.write_rows
+    monkeypatch.setattr(arrow_output.ArrowStreamWriter, "write_rows",
+                        lambda self, columns, rows: used.append(self.format) or real(self, columns, rows))
+    rows = [{"text": 'a "quoted", line\nbreak', "p": 0.5}, {"text": "ü", "p": None}]
+    arrow_output.write_table(tmp_path / "t.csv", ["text", "p"], rows)
+    arrow_output.write_table(tmp_path / "t.jsonl", ["text", "p"], rows)
+    assert used == [".csv", ".jsonl"]
+    assert (tmp_path / "t.csv").read_bytes() == b'text,p\r\n"a ""quoted"", line\nbreak",0.5\r\n\xc3\xbc,\r\n'
+    assert (tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines()[1] == '{"text": "ü", "p": null}'
+    with pytest.raises(UsageError, match="write .csv or .jsonl"):
+        arrow_output.write_table(tmp_path / "t.parquet", ["text"], rows)
+
+
+def test_each_command_renders_its_own_output():
+    from sentiment_cli.cli import audit, check, deploy, evaluate, info, predict, render, suggest, train
+
+    shared = {n.name for n in ast.parse(Path(render.__file__).read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert not {n for n in shared if n.startswith("render_")}, shared
+    owners = {train: "render_train_summary", evaluate: "render_eval", predict: "render_explanation", info: "render_card",
+              deploy: "render_export", suggest: "render_suggestions", audit: "render_audit", check: "render_check"}
+    for module, name in owners.items():
+        assert getattr(module, name).__module__ == module.__name__

@@ -49,7 +49,8 @@ def check(
     """
     with handle_errors():
         from ..behaviour.run import check_checkpoint, suite_for
-        from ..outputs import TABLE_TYPES, check_output, write_table
+        from ..arrow_output import write_table
+        from ..outputs import TABLE_TYPES, check_output
         from ..runtime import resolve_device
 
         if output is not None:
