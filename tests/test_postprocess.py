@@ -103,3 +103,13 @@ def test_predict_explain_data_runs_one_forward_per_batch(trained_checkpoint, mon
     assert calls == [256, 44]
     rows = [json.loads(line) for line in r.stdout.split("\n") if line]
     assert len(rows) == 300 and all(row["top_tokens"] for row in rows[:5])
+
+
+def test_predict_and_explain_report_the_predictors_postprocess(trained_checkpoint, monkeypatch):
+    texts = ["A moving, funny film.", "Dull and far too long."]
+    p = Predictor(trained_checkpoint)
+    before = [x.probabilities for x in p.predict(texts)]
+    _swap_classes(monkeypatch)
+    swapped = [{"negative": b["positive"], "positive": b["negative"]} for b in before]
+    assert [x.probabilities for x in p.predict(texts)] == swapped
+    assert [x.probabilities for x in p.explain(texts)] == swapped

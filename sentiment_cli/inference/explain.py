@@ -86,7 +86,8 @@ def contrast(values: np.ndarray, target: int) -> np.ndarray:
 
 def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                  token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
-                 temperature: float = 1.0, join_pieces: bool = False) -> list[Explanation]:
+                 temperature: float = 1.0, join_pieces: bool = False,
+                 probabilities: np.ndarray | None = None) -> list[Explanation]:
     """Each review's prediction and the score of every token the model saw.
 
     Args:
@@ -99,12 +100,14 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
         temperature: the probabilities are ``softmax(logits / temperature)`` (the scores explain the
             logits, which it does not change).
         join_pieces: the tokens are characters or subwords (:attr:`Explanation.join_pieces`).
+        probabilities: the probabilities, already computed (the predictor's postprocess; then
+            ``temperature`` is not used).
 
     Returns:
         One :class:`Explanation` per text, in input order; ``sum(scores) + bias`` is the margin.
     """
     out = []
-    for pred, (ids, spans, positions, n), t, k in zip(predictions(texts, logits, labels, temperature), rows,
+    for pred, (ids, spans, positions, n), t, k in zip(predictions(texts, logits, labels, temperature, probabilities), rows,
                                                      token_logits, target_classes(logits).tolist()):
         text = pred.text
         out.append(Explanation(text=text, label=pred.label, probability=pred.probability,
@@ -139,11 +142,13 @@ class LabelSetExplanation:
 
 def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                            token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
-                           decision: Decision, join_pieces: bool = False) -> list[LabelSetExplanation]:
+                           decision: Decision, join_pieces: bool = False,
+                           probabilities: np.ndarray | None = None) -> list[LabelSetExplanation]:
     """Each text's label set (:func:`~.multilabel.label_sets`) and, per predicted label ``j``, each token's share
     of logit ``j``: ``token_logits[t][:, j]``, with ``bias[j]`` (arguments as :func:`explanations`)."""
     out = []
-    for result, (ids, spans, positions, n), t in zip(label_sets(texts, logits, labels, decision), rows, token_logits):
+    sets = label_sets(texts, logits, labels, decision, probabilities)
+    for result, (ids, spans, positions, n), t in zip(sets, rows, token_logits):
         text, tokens = result.text, [result.text[a:b] or UNK_TOKEN for a, b in spans]
         per = [Explanation(text=text, label=name, probability=result.probabilities[name],
                            probabilities=result.probabilities, tokens=tokens,

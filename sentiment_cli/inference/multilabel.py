@@ -155,9 +155,11 @@ class LabelSet:
         return {"text": self.text, "labels": self.labels, "probabilities": self.probabilities}
 
 
-def label_sets(texts: Sequence[str], logits: np.ndarray, names: Sequence[str], decision: Decision) -> list[LabelSet]:
-    """One :class:`LabelSet` per text from ``(len(texts), num_labels)`` logits."""
-    probs = decision.probabilities(logits)
+def label_sets(texts: Sequence[str], logits: np.ndarray, names: Sequence[str], decision: Decision,
+               probabilities: np.ndarray | None = None) -> list[LabelSet]:
+    """One :class:`LabelSet` per text from ``(len(texts), num_labels)`` logits (``probabilities``: their
+    ``decision.probabilities``, float64, when already computed: the predictor's postprocess)."""
+    probs = decision.probabilities(logits) if probabilities is None else probabilities
     chosen = decision.labels(probs)
     out = []
     for text, p, c in zip(texts, probs.tolist(), chosen):

@@ -224,9 +224,10 @@ class Predictor:
         if not texts:
             return []
         logits = self.logits(texts, first=first)
+        probabilities = self._postprocessed(logits)
         if self.multi_label:
-            return label_sets(texts, logits, self.labels, self.decision)
-        return predictions(texts, logits, self.labels, self.temperature)
+            return label_sets(texts, logits, self.labels, self.decision, probabilities)
+        return predictions(texts, logits, self.labels, probabilities=probabilities)
 
     def explain(self, texts: Sequence[str], *, first: int = 1) -> list[Explanation] | list[LabelSetExplanation]:
         """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`);
@@ -252,11 +253,17 @@ class Predictor:
         logits, token_logits, bias = self.forward([r[0] for r in rows], token_logits=True)
         finite_logits(logits, first)
         join = tokenizer_kind(self.backend.tokenizer) != "word"   # characters or subwords: pieces joined for display
+        probabilities = self._postprocessed(logits)
         if self.multi_label:
             return logits, label_set_explanations(texts, rows, logits, token_logits, bias, self.labels,
-                                                  self.decision, join_pieces=join)
-        return logits, explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature,
-                                    join_pieces=join)
+                                                  self.decision, join_pieces=join, probabilities=probabilities)
+        return logits, explanations(texts, rows, logits, token_logits, bias, self.labels, join_pieces=join,
+                                    probabilities=probabilities)
+
+    def _postprocessed(self, logits: np.ndarray) -> np.ndarray:
+        """:meth:`postprocess` in the precision :meth:`predict` reports: float32 (a softmax's), or float64 for a
+        multi-label model (its decision compares them with the thresholds)."""
+        return self.postprocess(logits, np.float64 if self.multi_label else np.float32)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
         """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.
