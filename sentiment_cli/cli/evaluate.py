@@ -9,7 +9,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..data.labels import LABELS
 from ..errors import UsageError
 from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
@@ -164,6 +163,8 @@ def render_eval(console, r: dict) -> None:
     averages, and the N x N confusion matrix (rows true, columns predicted)."""
     from rich.markup import escape
     from rich.table import Table
+
+    from ..data.labels import LABELS   # not at the top: numpy stays out of the CLI's start
 
     labels = r.get("labels") or LABELS   # records written before label sets: IMDB's
     console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  {len(labels)} classes  ·  "
