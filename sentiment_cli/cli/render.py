@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 
-
 def json_text(obj: Any, *, ensure_ascii: bool = False) -> str:
     """``obj`` as one line of JSON that any parser reads: never ``NaN`` or ``Infinity`` (Python's ``json``
     writes them, JSON has no such numbers). A non-finite float becomes ``null``; what ``--json`` prints goes
