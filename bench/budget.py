@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from bench import record
-from bench.suite import (C_GRID, C_GRID_LARGE, FASTTEXT_GRID, LARGE_SET, PEER_NAMES, _test_record, job,
-                         nbsvm_fit, run_ours, set_arguments, set_folders, splits, tfidf_fit)
+from bench.processes import job
+from bench.suite import (C_GRID, C_GRID_LARGE, FASTTEXT_GRID, LARGE_SET, PEER_NAMES, _test_record, nbsvm_fit, run_ours, set_arguments, set_folders, splits, tfidf_fit)
 
 BUDGETS = (30, 120, 600, 1800)
 DEFAULT_SETS = ("imdb", "trec6", "subj")

@@ -200,7 +200,7 @@ def job_fasttext(folder: str, setting: str, split: str, threshold: str = "") -> 
 # ----------------------------------------------------------------------------- driver
 
 def _job(*args: str) -> dict:
-    from bench.suite import job
+    from bench.processes import job
 
     return job(*args, module="bench.multilabel")
 
@@ -237,11 +237,11 @@ def read_eval(m: dict) -> dict:
 
 
 def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
-    """``sentiment train --data DIR`` then ``eval --split test --json`` (``bench.suite.train_and_eval``) read as
+    """``sentiment train --data DIR`` then ``eval --split test --json`` (``bench.processes.train_and_eval``) read as
     multi-label figures; on failure, the error line."""
-    from bench.suite import train_and_eval
+    from bench import processes
 
-    m, seconds = train_and_eval(folder, out, extra)
+    m, seconds = processes.train_and_eval(folder, out, extra)
     if "error" in m:
         return {**m, "train_seconds": seconds}
     if not m.get("multi_label"):

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench import record
+from bench.processes import job, train_and_eval
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -160,22 +159,6 @@ def job_fasttext(folder: str, setting: str, split: str) -> dict:
 
 # ----------------------------------------------------------------------------- ours
 
-def train_and_eval(folder: str, out: Path, extra: list[str]) -> tuple[dict, float]:
-    """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json``: ``(eval's JSON, training
-    seconds)``; on failure, ``{"error": the exit code and the last line it printed}`` instead of the JSON."""
-    cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out), *extra]
-    print(f"· {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"error": f"exit {proc.returncode}: {last}"}, seconds
-    ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
-                         "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
-    return json.loads(ev.stdout), seconds
-
-
 def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
     """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json`` (:func:`train_and_eval`),
     timed; on failure, the exit code and the last line it printed."""
@@ -187,16 +170,6 @@ def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
 
 
 # ----------------------------------------------------------------------------- driver
-
-def job(*args: str, module: str = "bench.suite") -> dict:
-    """Run ``python -m MODULE --job ARGS`` (``bench.suite``'s jobs, or another benchmark's) in a fresh process and
-    return its JSON line; ``{"error": last line}`` when it fails."""
-    cmd = [sys.executable, "-m", module, "--job", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
 
 def run_fasttext(folder: str) -> dict:
     """fastText's grid on dev, one process a fit, then the chosen setting refitted for test."""

@@ -1,28 +1,26 @@
-"""The files a command writes for the user (``--output``): where it may write, and the CSV / JSON Lines writer.
+"""The files a command writes for the user (``--output``): where it may write, and how a file is put in place.
 
 The rule every command follows (:func:`check_output`, called before any work): a command writes over an
 existing file only with ``--force``, and never over its own input (a ``--data`` file, a file inside a
-``--data`` folder, a checkpoint's files), ``--force`` or not. A table (``audit --output``, ``suggest
---output``) is written as CSV or JSON Lines by its suffix (:func:`write_table`), to a temporary file in the
-same folder moved into place, so a failed write leaves no half file and the old file as it was.
+``--data`` folder, a checkpoint's files), ``--force`` or not. A file is written to a temporary file in the
+same folder moved into place (:func:`atomic_file`), so a failed write leaves no half file and the old file as
+it was; the one table writer, of CSV, JSON Lines or Parquet, is ``arrow_output.py``'s.
 
 Imports neither torch nor the data libraries: the CLI checks an output name before loading anything.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from .errors import UsageError
 
-TABLE_TYPES = (".csv", ".jsonl")   # what write_table writes; the suffix chooses the format
+TABLE_TYPES = (".csv", ".jsonl")   # what arrow_output.write_table writes; the suffix chooses the format
 
 
 def check_output(path: str | Path, *, force: bool = False, option: str = "--output",
@@ -138,32 +136,6 @@ def _overlaps(target: Path, source: Path) -> bool:
     if source.is_dir():
         return target.resolve().is_relative_to(source.resolve())
     return target.resolve() == source.resolve()
-
-
-def write_table(path: str | Path, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> Path:
-    """Write ``rows`` (dicts keyed by ``columns``) as CSV (a header, then one line per row) or JSON Lines (one
-    object per line), by ``path``'s suffix (:data:`TABLE_TYPES`); atomically (module docstring).
-
-    Returns:
-        The path written.
-
-    Raises:
-        UsageError: another suffix.
-        OSError: the folder is not writable or the disk is full; ``path`` is then unchanged.
-    """
-    p = Path(path).expanduser()
-    suffix = p.suffix.lower()
-    if suffix not in TABLE_TYPES:
-        raise UsageError(f"--output {path}: write {' or '.join(TABLE_TYPES)} (the suffix chooses the format)")
-    with atomic_file(p) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
-        if suffix == ".csv":
-            writer = csv.DictWriter(fh, fieldnames=list(columns))
-            writer.writeheader()
-            writer.writerows(rows)
-        else:
-            fh.writelines(json.dumps({c: r[c] for c in columns}, ensure_ascii=False, default=str) + "\n"
-                          for r in rows)
-    return Path(path)
 
 
 @contextmanager

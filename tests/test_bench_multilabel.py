@@ -79,18 +79,18 @@ def test_fasttext_ova_picks_its_setting_and_threshold_on_dev(tmp_path, monkeypat
 
 
 def test_our_row_reads_the_multi_label_eval_json_and_says_why_when_it_cannot(tmp_path, monkeypatch):
-    from bench import multilabel, suite
+    from bench import multilabel, processes
 
     ev = {"multi_label": True, "examples": 10, "micro": {"precision": 0.6, "recall": 0.5, "f1": 0.55},
           "macro": {"precision": 0.5, "recall": 0.4, "f1": 0.44}, "weighted": {"f1": 0.5}, "per_label": {},
           "subset_accuracy": 0.3, "hamming_loss": 0.05, "lrap": 0.7, "ece": 0.02}
-    monkeypatch.setattr(suite, "train_and_eval", lambda folder, out, extra: (ev, 12.0))
+    monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: (ev, 12.0))
     r = multilabel.run_ours("DIR", tmp_path / "ours", [])
     assert r == {"test_f1_macro": 0.44, "test_f1_micro": 0.55, "test_exact_match": 0.3, "hamming_loss": 0.05,
                  "lrap": 0.7, "ece": 0.02, "train_seconds": 12.0}
-    monkeypatch.setattr(suite, "train_and_eval", lambda folder, out, extra: ({"accuracy": 0.5, "f1": {}}, 3.0))
+    monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: ({"accuracy": 0.5, "f1": {}}, 3.0))
     assert "not multi-label" in multilabel.run_ours("DIR", tmp_path / "ours", [])["error"]
-    monkeypatch.setattr(suite, "train_and_eval", lambda folder, out, extra: ({"error": "exit 2: no"}, 1.0))
+    monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: ({"error": "exit 2: no"}, 1.0))
     assert multilabel.run_ours("DIR", tmp_path / "ours", []) == {"error": "exit 2: no", "train_seconds": 1.0}
 
 

@@ -9,7 +9,7 @@ import torch
 from rich.console import Console
 from sklearn.utils.class_weight import compute_class_weight
 
-from sentiment_cli.cli.render import render_train_summary
+from sentiment_cli.cli.train import render_train_summary
 from sentiment_cli.config import load_config
 from sentiment_cli.errors import ConfigError
 from sentiment_cli.evaluation.evaluate import evaluate_checkpoint

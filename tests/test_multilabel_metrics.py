@@ -1,5 +1,5 @@
 """Multi-label metrics, thresholds, decisions and temperatures (evaluation/multilabel.py) against hand-computed
-values and scikit-learn; their rendering (cli/render.py)."""
+values and scikit-learn; their rendering (cli/evaluate.py)."""
 
 import numpy as np
 import pytest
@@ -173,7 +173,7 @@ def test_label_temperatures_recover_a_known_scale():
 def test_render_shows_the_summary_and_every_label_by_support():
     from rich.console import Console
 
-    from sentiment_cli.cli.render import render_multilabel_eval
+    from sentiment_cli.cli.evaluate import render_multilabel_eval
 
     m = multilabel_metrics(Y, PRED, P, ["admiration", "grief", "nervousness"])
     m["thresholds"] = {"admiration": 0.31, "grief": 0.42, "nervousness": 0.27}

@@ -6,6 +6,7 @@ import shutil
 import sys
 import tomllib
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -19,6 +20,7 @@ from sentiment_cli.cli import app
 from sentiment_cli.config import config_from_dict
 from sentiment_cli.data.splits import Split, load_split, load_train_validation
 from sentiment_cli.evaluation.evaluate import confident_errors
+from sentiment_cli.inference.probabilities import softmax
 
 from .conftest import ROOT, SMALL_DATA, small_config
 
@@ -56,7 +58,8 @@ def test_fingerprint_identifies_texts_and_labels():
 
 
 def test_confident_errors_are_the_most_confident_mistakes_first():
-    logits = torch.tensor([[0.0, 3.0], [2.0, 0.0], [0.0, 1.0], [5.0, 0.0], [0.0, 0.5]])
+    logits = np.array([[0.0, 3.0], [2.0, 0.0], [0.0, 1.0], [5.0, 0.0], [0.0, 0.5]], np.float32)
+    logits = softmax(logits, 1.0, np.float32)   # the probabilities predict reports
     labels = [0, 1, 1, 1, 0]          # wrong: 0 (p=.95), 1 (p=.88), 3 (p=.99), 4 (p=.62); right: 2
     errors = confident_errors(logits, labels, 3)
     assert [e["index"] for e in errors] == [3, 0, 1]

@@ -170,10 +170,10 @@ def test_eval_cli_shows_ece_writes_the_reliability_png_and_the_card_lists_it(lea
 def test_calibration_report_with_temperature_one_has_equal_diagrams():
     rng = np.random.default_rng(0)
     logits, labels = rng.normal(size=(200, 5)) * 3, rng.integers(0, 5, 200)
-    r = calibration.calibration_report(logits, labels, 1.0)
+    r = calibration.calibration_report(logits, labels, softmax(logits, 1.0), 1.0)
     assert r["ece"] == r["ece_uncalibrated"]
     assert r["reliability"]["calibrated"] == r["reliability"]["uncalibrated"]
-    hot = calibration.calibration_report(logits, labels, 4.0)
+    hot = calibration.calibration_report(logits, labels, softmax(logits, 4.0), 4.0)
     assert hot["ece_uncalibrated"] == r["ece"] and hot["ece"] < r["ece"]   # random labels: softer is better
 
 

@@ -9,7 +9,7 @@ made one-vs-rest:
    (``ngram/forms.py``: ``fit_columns`` with a 0/1 matrix), each at the C that 3-fold cross-validation scored
    best by summed binary log-loss (``ngram/selection.py``), are cross-fitted over ``folds`` seeded random folds
    (``ngram/crossfit.py``: ``random_splits``; folds stratified by one label id do not apply to label sets).
-   Each form's out-of-fold logits are divided by a temperature *per label* (``evaluation/multilabel.py``:
+   Each form's out-of-fold logits are divided by a temperature *per label* (``inference/multilabel.py``:
    ``fit_label_temperatures``, Guo et al. 2017 per sigmoid output), the two averaged, and a last temperature
    per label fitted on the average; label ``j``'s probability is ``sigmoid(z_j / T_j)``, rows not summing
    to 1. No class weights: a balanced weight per label would move a rare label's probabilities up on every
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from ..evaluation.multilabel import fit_label_temperatures
+from ..inference.multilabel import fit_label_temperatures
 from ..ngram.crossfit import cross_fit as cross_fit_forms
 from ..ngram.crossfit import random_splits
 from ..ngram.features import ngram_features

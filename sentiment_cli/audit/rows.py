@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..outputs import TABLE_TYPES, write_table
+from ..arrow_output import write_table
+from ..outputs import TABLE_TYPES
 
 # Columns the output adds to the input's; "line" is the file's line (or the row number, 1-based, without one).
 ADDED = ("given", "suggested", "quality", "rank", "line", "reasons")
@@ -85,7 +86,7 @@ def write_output(path: str | Path, records: Sequence[dict[str, Any]], input_colu
     ``audit/label_sets.py``), as CSV or JSON Lines.
 
     A column of the input named like an added one keeps its name; the added one becomes ``audit_<name>``.
-    Written as :func:`~sentiment_cli.outputs.write_table` writes (atomically), so a failed write leaves no
+    Written as :func:`~sentiment_cli.arrow_output.write_table` writes (atomically), so a failed write leaves no
     half file.
 
     Args:

@@ -27,19 +27,16 @@ def suite_for(path: str | Path | None) -> Suite:
 
 def predictor_scorer(predictor) -> Callable[[list[str]], np.ndarray]:
     """A :data:`~.check.Scorer` from a :class:`~sentiment_cli.inference.predictor.Predictor`: the probabilities
-    ``predict`` reports, ``(n, num_labels)`` (:meth:`~sentiment_cli.inference.predictor.Predictor.predict_proba`:
-    the softmax of the logits over the temperature, or a multi-label model's sigmoid of each label's)."""
-    from ..inference.probabilities import softmax
-
-    if predictor.multi_label:
-        return lambda texts: predictor.predict_proba(texts).astype(np.float64)
-    return lambda texts: softmax(predictor.logits(texts), predictor.temperature, np.float64)
+    ``predict`` reports, ``(n, num_labels)`` float64 (:meth:`~sentiment_cli.inference.predictor.Predictor.predict_proba`:
+    the predictor's postprocess, the softmax of the logits over the temperature, or a multi-label model's sigmoid
+    of each label's)."""
+    return lambda texts: predictor.predict_proba(texts, dtype=np.float64)
 
 
 def predictor_decide(predictor) -> Callable[[np.ndarray], np.ndarray] | None:
     """A multi-label predictor's rule, probabilities -> label sets (:data:`~.check.Decide`), as ``predict``
     applies it; ``None`` for a single-label one."""
-    return predictor.decision.labels if predictor.multi_label else None
+    return predictor.decide if predictor.multi_label else None
 
 
 def check_scorer(suite: Suite, scorer: Callable[[list[str]], np.ndarray], labels: Sequence[str], half: str = "all",

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import importlib.resources
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..data.labels import LABELS, SENTIMENT_ALIASES
 from ..errors import UsageError
 from ..wording import listed
 from .perturb import PERTURBATIONS, NEEDS_LEXICON
@@ -94,9 +95,10 @@ class Suite:
 
 
 def builtin_suite() -> Suite:
-    """The built-in suite for two-class sentiment (``sentiment.toml``)."""
+    """The built-in suite for two-class sentiment (``sentiment.toml``), its labels and their other names those
+    ``data/labels.py`` defines (``LABELS``, ``SENTIMENT_ALIASES``)."""
     text = importlib.resources.files(__package__).joinpath(BUILTIN).read_text(encoding="utf-8")
-    return parse_suite(text, BUILTIN_SOURCE)
+    return replace(parse_suite(text, BUILTIN_SOURCE), labels=LABELS, label_aliases=dict(SENTIMENT_ALIASES))
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -1,10 +1,10 @@
 """The ``sentiment`` command line: each command parses its options, calls the library, and renders with rich.
 
 ``app.py`` holds the Typer app and the error handling (one ``error:`` line, a
-meaningful exit code); each command group has its module (``train.py`` for
-train and pretrain, ``evaluate.py``, ``predict.py``, ``deploy.py`` for serve and export, ``info.py``,
-``config.py``), and
-``render.py`` / ``progress.py`` draw tables and progress. The console script
+meaningful exit code); each command group has its module, which also draws that command's tables and panels
+(spaCy's CLI style: ``train.py`` for train and pretrain, ``evaluate.py``, ``predict.py``, ``check.py``,
+``audit.py``, ``suggest.py``, ``deploy.py`` for serve and export, ``info.py``, ``config.py``);
+``render.py`` holds what their rendering shares and ``progress.py`` the progress bars. The console script
 is ``sentiment_cli.cli:main``.
 """
 

@@ -10,10 +10,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import NGRAM_FIT_GB
+from ..wording import plural
 from .app import app, handle_errors
 from .options import column_options
 from .progress import RichAuditCallbacks
-from .render import consoles, json_text, render_audit, render_audit_summary
+from .render import consoles, json_text, label_style, print_note, printable, shorten
 
 
 class SplitName(str, Enum):
@@ -86,3 +87,137 @@ def audit_(
         else:
             render_audit(out, result, top)
             render_audit_summary(out, result)
+
+
+# ----------------------------------------------------------------------------- rendering: audit's output
+
+def _render_findings(console, result, top: int, what: str, caption: str, labels) -> None:
+    """The audit's warnings, then its ``top`` flagged rows as a table (``#``, line or row, given, suggested, quality,
+    text, why): one for single-label findings and label-set ones alike; ``labels(finding)`` gives the given and
+    suggested cells."""
+    from rich.text import Text
+
+    for warning in result.warnings:
+        print_note(console, warning.message)
+    if not top or not result.findings:
+        return
+    shown = result.findings[:top]
+    table = _findings_table(result, len(shown), what, caption)
+    for f in shown:
+        table.add_row(str(f.rank), str(f.line), *labels(f), f"{f.quality:.3f}", Text(shorten(printable(f.text), 240)),
+                      Text(f.reasons_text()))
+    console.print(table)
+
+
+def _findings_table(result, shown: int, what: str, caption: str):
+    """The audit's table of flagged rows, its columns made (``#``, line or row, given, suggested, quality, text,
+    why)."""
+    from rich.table import Table
+
+    table = Table(title=plural(shown, what), title_justify="left", show_lines=True, caption=caption)
+    table.add_column("#", justify="right")
+    table.add_column("line" if result.findings[0].file else "row", justify="right")
+    for name in ("given", "suggested"):
+        table.add_column(name)
+    table.add_column("quality", justify="right")
+    table.add_column("text", ratio=2)
+    table.add_column("why", ratio=1)
+    return table
+
+
+def render_audit(console, result, top: int) -> None:
+    """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    if getattr(result, "multi_label", False):
+        render_label_set_audit(console, result, top)
+        return
+    m = result.method
+    _headline(console, result, f"{len(result.labels)} classes", "label errors",
+              f"out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} stratified folds "
+              f"({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; out-of-fold accuracy "
+              f"{m['out_of_fold_accuracy']:.2%}; ranked by cleanlab")
+    _render_findings(console, result, top, "most likely label error",
+                     "quality: the out-of-fold probability of the given label · why: the words that pushed towards "
+                     "the suggested label (logit units)",
+                     lambda f: (Text(f.given, style=label_style(f.given, result.labels)),
+                                Text(f.suggested, style=label_style(f.suggested, result.labels))))
+
+
+def _headline(console, result, units: str, flagged: str, method: str) -> None:
+    """An audit's first two lines: where, its rows and ``units``, how many rows were flagged as likely ``flagged``
+    and the time; then ``method`` (markup, its values escaped), how the rows were scored, dimmed."""
+    from rich.markup import escape
+
+    s = result.summary
+    console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {units}  ·  [bold]{s['flagged']:,}[/] "
+                  f"flagged as likely {flagged}  ·  {result.seconds:.0f} s", highlight=False)
+    console.print(f"[dim]{method}[/]", highlight=False, soft_wrap=True)
+
+
+def render_audit_summary(console, result) -> None:
+    """An ``audit`` result's summary: the estimated label error rate per class and the most confused pairs."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    s = result.summary
+    if getattr(result, "multi_label", False):
+        _render_label_set_summary(console, result)
+        return
+    per = Table(title=f"estimated label errors: {s['estimated_error_rate']:.1%} of the rows (cleanlab's "
+                      "estimate_joint)", title_justify="left")
+    for col in ("class", "rows", "flagged", "est. error rate"):
+        per.add_column(col, justify="left" if col == "class" else "right")
+    for c in s["classes"]:
+        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['estimated_error_rate']:.1%}")
+    console.print(per)
+    if s["pairs"]:
+        pairs = Table(title="most confused: given label → likely true label", title_justify="left")
+        for col in ("given", "likely", "est. rows", "flagged"):
+            pairs.add_column(col, justify="right" if col in ("est. rows", "flagged") else "left")
+        for p in s["pairs"]:
+            pairs.add_row(escape(p["given"]), escape(p["likely"]), f"{p['estimated_rows']:,.0f}", f"{p['flagged']:,}")
+        console.print(pairs)
+    if result.output is not None:
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+    for note in result.method.get("notes", ()):
+        print_note(console, note)
+
+
+def render_label_set_audit(console, result, top: int) -> None:
+    """A multi-label ``audit`` result (``audit/label_sets.py``): what scored the rows, then the ``top`` most
+    likely label-set errors: given and suggested sets, the doubted labels with their probabilities."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    m = result.method
+    _headline(console, result, f"{len(result.labels)} labels (several per row)", "label-set errors",
+              f"out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} random folds "
+              f"({m['seconds']:.0f} s), a temperature per label (mean {m['temperature']:.3f}); out-of-fold subset "
+              f"accuracy {m['out_of_fold_accuracy']:.2%}, micro-F1 {m['out_of_fold_micro_f1']:.3f}; ranked by "
+              "cleanlab (multi-label)")
+    _render_findings(console, result, top, "most likely label-set error",
+                     "quality: cleanlab's multi-label label quality · why: the labels that look wrong, with their "
+                     "out-of-fold probabilities",
+                     lambda f: (Text(", ".join(f.given)), Text(", ".join(f.suggested) or "(none)")))
+
+
+def _render_label_set_summary(console, result) -> None:
+    """A multi-label ``audit`` result's summary: per label, its rows, the flags and the estimated error rate."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    s = result.summary
+    per = Table(title=f"estimated label errors: {s['estimated_error_rate']:.1%} of the (row, label) memberships "
+                      "(cleanlab's estimate_joint, one-vs-rest)", title_justify="left")
+    for col in ("label", "rows", "unlikely", "missing", "est. error rate"):
+        per.add_column(col, justify="left" if col == "label" else "right")
+    for c in s["classes"]:
+        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['missing']:,}",
+                    f"{c['estimated_error_rate']:.1%}")
+    console.print(per)
+    if result.output is not None:
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+    for note in result.method.get("notes", ()):
+        print_note(console, note)

@@ -11,7 +11,7 @@ import typer
 
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .progress import RichEvalCallbacks
-from .render import consoles, json_text, render_check
+from .render import consoles, json_text, printable, shorten
 
 
 class Half(str, Enum):
@@ -49,7 +49,8 @@ def check(
     """
     with handle_errors():
         from ..behaviour.run import check_checkpoint, suite_for
-        from ..outputs import TABLE_TYPES, check_output, write_table
+        from ..arrow_output import write_table
+        from ..outputs import TABLE_TYPES, check_output
         from ..runtime import resolve_device
 
         if output is not None:
@@ -83,3 +84,63 @@ def _progress(callbacks: RichEvalCallbacks):
         state["done"] = done
 
     return on_progress
+
+
+# ----------------------------------------------------------------------------- rendering: check's output
+
+def _rate(rate) -> str:
+    return "–" if rate is None else f"{rate:.1%}"
+
+
+def _rate_style(rate) -> str | None:
+    """Red from 20% failures, yellow from 5%, green below (a reading aid, not a threshold of the tool)."""
+    if rate is None:
+        return "dim"
+    return "red" if rate >= 0.2 else "yellow" if rate >= 0.05 else "green"
+
+
+def render_check(console, report: dict, output=None) -> None:
+    """``sentiment check``'s report: failure rates by capability, then by test with the failing examples."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    o = report["overall"]
+    half = "" if report["half"] == "all" else f" · {report['half']} half"
+    console.print(f"[bold]{escape(report['suite'])}[/]{half}: {o['tests']} tests · {o['cases']:,} cases · mean "
+                  f"failure rate over tests [bold]{_rate(o['mean_failure_rate'])}[/]", highlight=False)
+    caps = Table(title="by capability", title_justify="left")
+    for col in ("capability", "tests", "cases", "failure rate"):
+        caps.add_column(col, justify="left" if col == "capability" else "right")
+    for c in report["capabilities"]:
+        caps.add_row(escape(c["capability"]), str(c["tests"]), f"{c['cases']:,}",
+                     Text(_rate(c["failure_rate"]), style=_rate_style(c["failure_rate"]) or ""))
+    console.print(caps)
+    tests = Table(title="by test", title_justify="left")
+    for col in ("capability", "test", "type", "cases", "failure rate"):
+        tests.add_column(col, justify="right" if col in ("cases", "failure rate") else "left")
+    for t in report["tests"]:
+        tests.add_row(escape(t["capability"]), escape(t["name"]), t["type"], f"{t['cases']:,}",
+                      Text(_rate(t["failure_rate"]), style=_rate_style(t["failure_rate"]) or ""))
+    console.print(tests)
+    failing = [t for t in report["tests"] if t["examples"]]
+    if failing:
+        console.print("[bold]failing examples[/] (the most confidently wrong first)", highlight=False)
+    for t in failing:
+        console.print(f"  [bold]{escape(t['name'])}[/] ({t['type']}, {_rate(t['failure_rate'])})", highlight=False)
+        for e in t["examples"]:
+            console.print(Text("    " + _check_example(t["type"], e)), soft_wrap=True)
+    if output is not None:
+        console.print(f"[dim]every case: {escape(str(output))}[/]", highlight=False)
+
+
+def _check_example(kind: str, e: dict) -> str:
+    """One failing case in a line: the text and its label (and the perturbed copy's for INV and DIR)."""
+    text = printable(shorten(e["text"], 90))
+    if kind == "MFT":
+        return f"{text} → {e['label']} {e['probability']:.2f} (expected {e['expected']})"
+    changed = printable(shorten(e["perturbed"], 90))
+    if kind == "INV":
+        return f"{text} → {e['label']} {e['probability']:.2f}; {changed} → {e['perturbed_label']} " \
+               f"{e['perturbed_probability']:.2f}"
+    return f"p({e['label']}) {e['probability']:.2f} → {e['perturbed_probability']:.2f}: {changed}"

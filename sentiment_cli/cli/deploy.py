@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
-from .render import consoles, json_text, render_export
+from .render import consoles, json_text
 
 if TYPE_CHECKING:
     from ..serving.server import Listening
@@ -137,3 +137,28 @@ def export(
         if result.note:
             typer.echo(f"note: {result.note}", err=True)
 
+
+# ----------------------------------------------------------------------------- rendering: export's output
+def render_export(console, result) -> None:
+    """``sentiment export``'s result: the file, its parity check against PyTorch, int8 accuracy, how to use it."""
+    from rich.markup import escape
+
+    r = result.record
+    p, b = r["parity"], r["bytes"]
+    mib = 2**20
+    size = b.get("onnx_int8", b["onnx"])
+    console.print(f"wrote [bold]{escape(str(result.path))}[/] ({size / mib:.1f} MiB; PyTorch weights "
+                  f"{b['pytorch_weights'] / mib:.1f} MiB, float32 ONNX {b['onnx'] / mib:.1f} MiB; opset {r['opset']})",
+                  highlight=False, soft_wrap=True)
+    console.print(f"parity with PyTorch on {p['reviews']:,} held-out reviews: label agreement "
+                  f"[bold]{p['label_agreement']:.2%}[/] (needs ≥ {p['min_agreement']:.1%}), max logit difference "
+                  f"[bold]{p['max_logit_difference']:.1e}[/] (needs ≤ {p['max_allowed_difference']:.0e})  [green]passed[/]",
+                  highlight=False, soft_wrap=True)
+    if r.get("int8"):
+        q = r["int8"]
+        console.print(f"int8: test accuracy {q['accuracy_before']:.2%} → [bold]{q['accuracy_after']:.2%}[/] "
+                      f"({q['test_reviews']:,} reviews; {q['accuracy_after'] - q['accuracy_before']:+.2%}), "
+                      f"size {b['onnx'] / mib:.1f} → {b['onnx_int8'] / mib:.1f} MiB; agreement with PyTorch "
+                      f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
+    console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "
+                  f"sentiment serve --onnx --checkpoint {escape(str(result.path))}[/]", highlight=False, soft_wrap=True)

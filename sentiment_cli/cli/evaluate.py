@@ -10,11 +10,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import UsageError
+from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import LabelColumnsOption, column_options, label_columns as parse_label_columns
 from .progress import RichEvalCallbacks
-from .render import (consoles, json_text, render_calibration, render_errors, render_eval, render_label_set_errors,
-                     render_multilabel_eval)
+from .render import consoles, json_text, label_style, shorten
 
 
 class SplitName(str, Enum):
@@ -154,3 +154,158 @@ def _render(out, result: dict[str, Any], errors: int, plot: Optional[Path], reli
         from rich.markup import escape
         out.print(f"[dim]confusion matrix written to {escape(str(plot))}, reliability diagram to "
                   f"{escape(str(reliability_plot))}[/]", highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- rendering: eval's output
+
+def render_eval(console, r: dict) -> None:
+    """An ``eval`` result: the headline, per-class precision / recall / F1 with the macro and weighted
+    averages, and the N x N confusion matrix (rows true, columns predicted)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..data.labels import LABELS   # not at the top: numpy stays out of the CLI's start
+
+    labels = r.get("labels") or LABELS   # records written before label sets: IMDB's
+    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  {len(labels)} classes  ·  "
+                  f"accuracy [bold]{r['accuracy']:.2%}[/]  ·  macro F1 {r['f1']['macro']:.4f}"
+                  f"  ·  loss {r['loss']:.4f}  ·  {r['examples_per_second']:,.0f} reviews/s", highlight=False)
+    cm = r["confusion_matrix"]
+    support = r.get("support") or {name: sum(row) for name, row in zip(labels, cm)}
+    per = Table(title="per class", title_justify="left")
+    for col in ("class", "precision", "recall", "F1", "support"):
+        per.add_column(col, justify="right" if col != "class" else "left")
+    for name in labels:
+        per.add_row(escape(name), f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
+                    f"{support[name]:,}")
+    per.add_section()
+    for avg in ("macro", "weighted"):
+        if avg in r["precision"]:   # records written before weighted averages have only macro
+            per.add_row(f"{avg} avg", f"{r['precision'][avg]:.4f}", f"{r['recall'][avg]:.4f}", f"{r['f1'][avg]:.4f}",
+                        f"{r['num_examples']:,}", style="bold" if avg == "macro" else None)
+    console.print(per)
+    conf = Table(title="confusion matrix", title_justify="left",
+                 caption="rows: true label · columns: predicted · bold: correct")
+    conf.add_column("")
+    for name in labels:
+        conf.add_column(escape(name), justify="right")
+    for i, name in enumerate(labels):
+        conf.add_row(escape(name), *(f"[bold]{n:,}[/]" if i == j else f"{n:,}" for j, n in enumerate(cm[i])))
+    console.print(conf)
+
+
+def render_calibration(console, r: dict) -> None:
+    """An ``eval`` result's calibration: ECE before and after the temperature (one line)."""
+    if "ece" not in r:
+        return
+    t = r["temperature"]
+    if t == 1.0:
+        line = f"calibration: ECE [bold]{r['ece']:.2%}[/] (15 bins; no temperature fitted, T = 1)"
+    else:
+        line = (f"calibration: ECE [bold]{r['ece']:.2%}[/] with temperature {t:.3f}, "
+                f"{r['ece_uncalibrated']:.2%} without (15 bins)")
+    console.print(line, highlight=False)
+
+
+def render_multilabel_eval(console, metrics: dict) -> None:
+    """A multi-label ``eval`` result (``evaluation.multilabel.multilabel_metrics``' dict): the headline, a
+    summary (micro / macro / weighted precision, recall and F1; subset accuracy, Hamming loss, LRAP, mean
+    ECE) and the per-label table, most supported label first, with each label's threshold when the dict
+    has ``"thresholds"`` (``{name: threshold}``)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    m = metrics
+    where = f"[bold]{escape(str(m['split']))}[/]: " if m.get("split") else ""
+    console.print(f"{where}{m['examples']:,} texts  ·  {len(m['per_label'])} labels (multi-label)  ·  "
+                  f"micro F1 [bold]{m['micro']['f1']:.4f}[/]  ·  subset accuracy {m['subset_accuracy']:.2%}",
+                  highlight=False)
+    averages = Table(title="summary", title_justify="left")
+    for col in ("average", "precision", "recall", "F1"):
+        averages.add_column(col, justify="left" if col == "average" else "right")
+    for avg in ("micro", "macro", "weighted"):
+        a = m[avg]
+        averages.add_row(avg, f"{a['precision']:.4f}", f"{a['recall']:.4f}", f"{a['f1']:.4f}",
+                         style="bold" if avg == "micro" else None)
+    console.print(averages)
+    sets = Table(caption="subset accuracy: texts with every label right · Hamming loss: wrong (text, label) "
+                         "decisions · LRAP: label ranking average precision · ECE: mean over labels, 15 bins")
+    for col in ("subset accuracy", "Hamming loss", "LRAP", "ECE"):
+        sets.add_column(col, justify="right")
+    sets.add_row(f"{m['subset_accuracy']:.2%}", f"{m['hamming_loss']:.4f}", f"{m['lrap']:.4f}", f"{m['ece']:.2%}")
+    console.print(sets)
+    console.print(_per_label_table(m))
+
+
+def _per_label_table(m: dict):
+    """The per-label rows of :func:`render_multilabel_eval`, by support (most first; ties in label order)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    thresholds, ece = m.get("thresholds") or {}, m.get("ece_per_label") or {}
+    per = Table(title="per label", title_justify="left")
+    columns = ["label", "precision", "recall", "F1", "support"]
+    columns += ["threshold"] * bool(thresholds) + ["ECE"] * bool(ece)
+    for col in columns:
+        per.add_column(col, justify="left" if col == "label" else "right")
+    for name, r in sorted(m["per_label"].items(), key=lambda kv: -kv[1]["support"]):
+        cells = [escape(name), f"{r['precision']:.4f}", f"{r['recall']:.4f}", f"{r['f1']:.4f}", f"{r['support']:,}"]
+        if thresholds:
+            cells.append(f"{thresholds[name]:.2f}" if name in thresholds else "–")
+        if ece:
+            cells.append(f"{ece[name]:.2%}" if name in ece else "–")
+        per.add_row(*cells)
+    return per
+
+
+def render_label_set_errors(console, errors: list[dict], asked: int) -> None:
+    """A multi-label model's most confident mistakes (``eval --errors``): predicted and true label sets, the
+    labels decided wrongly, and the probability of the most confident wrong decision."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = plural(len(errors), "most confident mistake")
+    if len(errors) < asked:
+        title += f" (only {len(errors)} in the split)"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    for name, justify in (("#", "right"), ("index", "right"), ("predicted", "left"), ("true", "left"),
+                          ("wrong", "left")):
+        table.add_column(name, justify=justify)
+    table.add_column("text", ratio=1)
+    for i, e in enumerate(errors, 1):
+        table.add_row(str(i), str(e["index"]), ", ".join(e["labels"]) or "-", ", ".join(e["true_labels"]) or "-",
+                      Text(f"{', '.join(e['wrong'])} {e['probability']:.3f}", style="red"),
+                      Text(shorten(e["text"], 240)))
+    console.print(table)
+
+
+def render_errors(console, errors: list[dict], asked: int, labels) -> None:
+    """The most confident mistakes of an ``eval`` (``asked``: how many were asked for; ``labels``: the model's classes)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = plural(len(errors), "most confident mistake")
+    if len(errors) < asked:
+        title += f" (only {len(errors)} in the split)"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("index", justify="right")
+    table.add_column("predicted")
+    table.add_column("true")
+    audited = any("audit" in e for e in errors)
+    if audited:
+        table.add_column("audit")
+    table.add_column("review", ratio=1)
+    for i, e in enumerate(errors, 1):
+        color = label_style(e["label"], labels)
+        cells = [str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color), e["true_label"]]
+        if audited:
+            flag = e.get("audit")
+            cells.append(Text(f"likely mislabelled (#{flag['rank']}, suggests {flag['suggested']})", style="yellow")
+                         if flag else Text("-", style="dim"))
+        table.add_row(*cells, Text(shorten(e["text"], 240)))
+    console.print(table)
+    if audited:
+        n = sum(1 for e in errors if e.get("audit"))
+        console.print(f"[dim]{n} of these {len(errors)} mistakes are rows the audit flagged as likely mislabelled: "
+                      "the label may be wrong, not the model[/]", highlight=False)

@@ -11,8 +11,7 @@ import typer
 
 from ..errors import UsageError
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors, sigterm_as_interrupt
-from .render import (consoles, json_text, render_explanation, render_label_set_explanation, render_label_sets,
-                     render_predictions)
+from .render import consoles, json_text, label_style, printable
 
 
 class DecodeErrors(str, Enum):
@@ -257,3 +256,115 @@ def _render(predictor, stream, as_json: bool, explain: bool) -> None:
         render_label_sets(out, stream)
         return
     render_predictions(out, stream, predictor.labels)
+
+
+# ----------------------------------------------------------------------------- rendering: predict's output
+
+def render_predictions(console, predictions, labels) -> None:
+    """A table of :class:`~sentiment_cli.inference.predictor.Prediction` objects, numbered from 1 (``labels``: the model's classes)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("label", no_wrap=True)
+    table.add_column("probability", justify="right", no_wrap=True)
+    # what the other columns and the borders leave, so that a long review cannot squeeze them away
+    table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, console.width - 40)))
+    for i, p in enumerate(predictions, 1):
+        table.add_row(str(i), Text(printable(p.label), style=label_style(p.label, labels)), f"{p.probability:.3f}",
+                      Text(printable(p.text[:1000])))
+    console.print(table)
+
+
+_EXPLAIN_TOP = 5
+
+
+def _score_style(score: float, scale: float, unknown: bool, gradient: bool):
+    """Green (positive) or red (negative), stronger for larger |score|.
+
+    ``gradient``: a background tint blended by magnitude (256-colour and
+    truecolor terminals); else three steps that survive 16-colour terminals.
+    """
+    from rich.color import Color
+    from rich.style import Style
+
+    a = min(1.0, abs(score) / scale) if scale > 0 else 0.0
+    if a < 0.05:
+        return Style(underline=unknown)
+    hue = "green" if score > 0 else "red"
+    if not gradient:
+        step = "bold white on " + hue if a > 0.6 else f"black on {hue}" if a > 0.25 else hue
+        return Style.parse(step) + Style(underline=unknown)
+    a = 0.15 + 0.85 * a
+    top = (0, 150, 0) if score > 0 else (200, 0, 0)
+    rgb = tuple(round(255 + (c - 255) * a) for c in top)
+    return Style(bgcolor=Color.from_rgb(*rgb), color="white" if a > 0.55 else "black", underline=unknown)
+
+
+def render_label_sets(console, results) -> None:
+    """A table of a multi-label model's :class:`~sentiment_cli.inference.multilabel.LabelSet` objects, numbered
+    from 1: each text's labels with their probabilities, most probable first."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("labels", overflow="fold", max_width=40)
+    table.add_column("review", overflow="ellipsis", no_wrap=True, max_width=max(10, min(80, console.width - 50)))
+    for i, r in enumerate(results, 1):
+        shown = ", ".join(f"{printable(n)} {r.probabilities[n]:.2f}" for n in r.labels) or "(none)"
+        table.add_row(str(i), Text(shown, style="bold" if r.labels else "dim"), Text(printable(r.text[:1000])))
+    console.print(table)
+
+
+def render_label_set_explanation(console, number: int, e) -> None:
+    """A :class:`~sentiment_cli.inference.explain.LabelSetExplanation`: one panel per predicted label, each
+    splitting that label's own logit over the tokens."""
+    if not e.explanations:
+        console.print(f"{number} (no label reaches its threshold): {printable(e.text[:200])}")
+    for x in e.explanations:
+        render_explanation(console, number, x, own_logit=True)
+
+
+def render_explanation(console, number: int, e, own_logit: bool = False) -> None:
+    """One :class:`~sentiment_cli.inference.explain.Explanation`: the review coloured by token score, the top tokens
+    (``own_logit``: a multi-label model's, whose scores split the target label's own logit)."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    scale = max((abs(s) for s in e.scores), default=0.0)
+    gradient = console.color_system in ("256", "truecolor")
+    body = Text()
+    segments = e.segments()
+    for piece, kind, score in segments:
+        if kind == "omitted":
+            body.append(" […] " if piece.strip() else piece, style="dim")
+        elif kind == "space":
+            body.append(piece)
+        else:
+            body.append(piece, style=_score_style(score, scale, kind == "unknown", gradient))
+    body.append("\n")
+    labels = list(e.probabilities)
+    if own_logit:   # one label's own decision: + towards it, - away from it
+        towards, away = e.target, f"not {e.target}"
+    elif len(labels) == 2:   # the scores split logit(second) - logit(first): + towards the second label
+        towards, away = labels[1], labels[0]
+    else:
+        towards, away = e.target, "the others"
+    for positive, arrow, color in ((True, f"▲ {towards}", "green"), (False, f"▼ {away}", "red")):
+        top = e.top(_EXPLAIN_TOP, positive)
+        body.append(f"\n{arrow}: ", style=f"bold {color}")
+        if not top:
+            body.append("–", style="dim")
+        for j, (tok, score) in enumerate(top):
+            body.append((" · " if j else "") + tok, style=color)
+            body.append(f" {score:+.2f}", style="dim")
+    what = (f"logit({e.target})" if own_logit else f"logit({labels[1]}) - logit({labels[0]})" if len(labels) == 2
+            else f"logit({e.target}) - mean of the other {len(labels) - 1} logits")
+    body.append(f"\n{what} {e.margin:+.2f} = tokens {sum(e.scores):+.2f} + bias {e.bias:+.2f}", style="dim")
+    if any(kind == "unknown" for _, kind, _ in segments):
+        body.append("  ·  underlined: not in the vocabulary", style="dim")
+    color = label_style(e.label, labels) or ""
+    title = Text.assemble((f"{number} ", "bold"), (printable(e.label), f"bold {color}".strip()), f" {e.probability:.3f}")
+    console.print(Panel(body, title=title, title_align="left", expand=False))

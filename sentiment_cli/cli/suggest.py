@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..config import SEED_MAX
+from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import column_options
-from .render import consoles, json_text, print_note, render_suggestions
+from .render import consoles, json_text, label_style, print_note, printable, shorten
 
 if TYPE_CHECKING:
     from ..suggest.run import Suggestions
@@ -166,3 +167,54 @@ def _labelled_texts(path: str, text_column: str) -> list[str]:
         return load_unlabelled(path, text_column, strict=True).texts
     except (DataError, UsageError) as exc:
         raise type(exc)(str(exc).replace("--unlabelled", "--labelled", 1)) from None
+
+
+# ----------------------------------------------------------------------------- rendering: suggest's output
+
+def _predicted_text(pick) -> str:
+    """A pick's prediction with its probability: ``"joy 0.81"``; a multi-label model's set, ``"joy 0.81, love 0.40"``
+    (``"(none)"`` when it predicts no label)."""
+    names = pick.predicted_labels if pick.predicted_labels is not None else [pick.predicted]
+    return ", ".join(f"{printable(n)} {pick.probabilities[n]:.2f}" for n in names) or "(none)"
+
+
+def render_suggestions(console, result, where: str, output) -> None:
+    """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.suggest.run.Suggestions`), what was left out and
+    why, and where the CSV went."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..suggest.exclusions import LEFT_OUT
+
+    diverse = result.strategy == "diverse"
+    table = Table(title=f"{plural(len(result.picks), 'text')} to label next "
+                        f"({result.strategy}, {result.measure})", title_justify="left")
+    # the numbers keep their width (min_width); the text takes what is left
+    shown = {p.rank: _predicted_text(p) for p in result.picks}
+    width = min(40, max(len(t) for t in shown.values())) if result.picks else 9
+    table.add_column("#", justify="right", no_wrap=True, min_width=len(str(len(result.picks))))
+    table.add_column("index", justify="right", no_wrap=True, min_width=max(5, len(f"{result.read:,}")))
+    table.add_column(result.measure, justify="right", no_wrap=True, min_width=max(6, len(result.measure)))
+    table.add_column("predicted", no_wrap=True, min_width=width)
+    if diverse:
+        table.add_column("cluster", justify="right", no_wrap=True, min_width=7)
+    fixed = sum(c.min_width + 3 for c in table.columns) + 4     # the other columns, their padding and borders
+    table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=max(10, console.width - fixed))
+    for p in result.picks:
+        value = p.margin if result.measure == "margin" else p.entropy
+        style = None if p.predicted_labels is not None else label_style(p.predicted, result.labels)
+        cells = [str(p.rank), f"{p.index:,}", f"{value:.3f}", Text(shorten(shown[p.rank], 40), style=style)]
+        if diverse:
+            cells.append(str(p.cluster))
+        table.add_row(*cells, Text(printable(shorten(p.text, 400))))
+    console.print(table)
+    clusters = f"; {result.clusters} clusters of {result.space} vectors" if diverse else ""
+    console.print(f"read {result.read:,} texts from {escape(where)}; scored {result.scored:,} in "
+                  f"{result.seconds:.1f} s{clusters}", highlight=False, soft_wrap=True)
+    for reason, count in result.left_out.items():
+        console.print(f"left out {count:,} ({reason}): {LEFT_OUT[reason]}", highlight=False, soft_wrap=True)
+    column = "labels column (the label names joined by ',')" if getattr(result, "multi_label", False) \
+        else "label column"
+    console.print(f"wrote {escape(str(output))}: fill in its {column}, then `sentiment train --data "
+                  f"{escape(str(output))}`", highlight=False, soft_wrap=True)

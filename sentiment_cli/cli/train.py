@@ -11,10 +11,11 @@ import typer
 
 from ..config import PRESETS, SEED_MAX, build_config, given_keys, parse_duration
 from ..errors import UsageError
+from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .options import LabelColumnsOption, column_options, label_columns as parse_label_columns
 from .progress import RichPretrainCallbacks, RichTrainCallbacks
-from .render import consoles, json_text, render_pretrain_summary, render_report_note, render_train_summary
+from .render import consoles, json_text, print_note
 
 
 _CONFIG_HELP = "Preset (" + ", ".join(PRESETS) + ") or TOML file."
@@ -239,3 +240,120 @@ def _resume_folder(resume: str, output: Optional[Path]) -> Path:
         raise UsageError(f"--resume {resume} and --output {output} name different folders; "
                          "a resumed run writes where it started")
     return folder
+
+
+# ----------------------------------------------------------------------------- rendering: train, pretrain's output
+
+def render_train_summary(console, result) -> None:
+    """The per-epoch table of a finished training run (validation loss, accuracy and macro F1 when it was
+    validated) and where its best epoch was saved. A refitted run (``training/refit.py``) shows the held-out
+    run's table, which chose the epoch count, and says that the saved weights learned from every row."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    if result.metrics.get("search"):
+        render_search(console, result.metrics["search"])
+    first = result.metrics.get("held_out_run")
+    m = {**result.metrics, **first} if first else result.metrics
+    validated = m["best_validation_accuracy"] is not None
+    table = Table(title="training summary", title_justify="left",
+                  caption="val F1: macro F1 (the mean of the classes' F1)" if validated else None,
+                  caption_justify="left")
+    for col in ("epoch", "train loss", "train acc", *(("val loss", "val acc", "val F1") if validated else ()),
+                "ex/s", "seconds"):
+        table.add_column(col, justify="right")
+    for r in m["history"]:
+        style = "bold green" if r["epoch"] == m["best_epoch"] else None
+        val = (f"{r['validation_loss']:.4f}", f"{r['validation_accuracy']:.2%}",
+               _f1(r.get("validation_f1_macro"))) if validated else ()   # no F1 in a history from before it
+        if r.get("train_loss") is None:   # epoch 0: the n-gram score alone, no encoder epoch
+            table.add_row(str(r["epoch"]), "–", "–", *val, "–", "–", style=style)
+            continue
+        table.add_row(str(r["epoch"]), f"{r['train_loss']:.4f}", f"{r['train_accuracy']:.2%}", *val,
+                      f"{r['train_examples_per_second']:,.0f}", f"{r['train_seconds']:.1f}", style=style)
+    console.print(table)
+    f1 = m.get("best_validation_f1_macro")
+    kept = (f"best epoch {m['best_epoch']} (validation accuracy {m['best_validation_accuracy']:.2%}"
+            + (f", macro F1 {f1:.4f})" if f1 is not None else ")") if validated
+            else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
+    if first:
+        data, epochs = result.metrics["data"], m["best_epoch"]
+        negated = 2 * data.get("negation_augment", 0)
+        rows = f"{data['train_examples'] - negated:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
+        kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
+                "(the refit), "
+                f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
+    console.print(f"{kept} saved to {escape(str(result.checkpoint))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
+                  f"on {m['device']}"
+                  + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
+    cal = m.get("calibration") or {}
+    if "ece" in cal and cal.get("multi_label"):
+        shared = len(cal.get("shared_threshold_labels") or [])
+        rare = f" ({shared} rare labels share one threshold, {cal['shared_threshold']:.2f})" if shared else ""
+        console.print("a temperature and an F1 threshold per label fitted on the validation split" + rare
+                      + f": mean ECE over labels {cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)",
+                      highlight=False)
+    elif "ece" in cal:
+        console.print(f"temperature {cal['temperature']:.3f} fitted on the validation split: ECE "
+                      f"{cal['ece_uncalibrated']:.2%} → {cal['ece']:.2%} (15 bins)", highlight=False)
+    from ..card.text import encoder_missing
+
+    missing = encoder_missing(result.metrics.get("search") or {})
+    if missing:   # the last line: what the user got (issue 54)
+        print_note(console, missing)
+
+
+def render_search(console, search: dict) -> None:
+    """The default's search (``metrics.json``'s ``"search"``): a row per candidate with its validation accuracy,
+    log-loss and seconds, or what became of it; the chosen one in bold green."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..card.text import settings_phrase
+
+    table = Table(title=f"the search on the validation split ({search['seconds']:,.0f} s of a "
+                        f"{search['budget_seconds']:,.0f} s budget)", title_justify="left",
+                  caption=f"chosen by {search['metric']}", caption_justify="left")
+    for col, justify in (("candidate", "left"), ("val acc", "right"), ("log-loss", "right"),
+                         ("seconds", "right"), ("status", "left"), ("settings", "left")):
+        table.add_column(col, justify=justify)
+    for c in search["candidates"]:
+        done = c["status"] == "complete"
+        settings = settings_phrase(c["settings"]) if c["kind"] == "encoder" else ""
+        table.add_row(escape(c["name"]), f"{c['validation_accuracy']:.2%}" if done else "–",
+                      f"{c['validation_nll']:.4f}" if done and c["validation_nll"] is not None else "–",
+                      f"{c['seconds']:,.1f}", escape(c["status"] + (f": {c['ended']}" if c.get("ended") else "")),
+                      escape(settings),
+                      style="bold green" if c["name"] == search["chosen"] else None)
+    console.print(table)
+
+
+def _f1(value) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def render_report_note(console, report) -> None:
+    """Where the curves and the model card were written (or why there are no curves)."""
+    from rich.markup import escape
+
+    if report is None:
+        return
+    if report.curves is not None:
+        console.print(f"[dim]curves: {escape(str(report.curves))}  ·  model card: {escape(str(report.card))}[/]",
+                      highlight=False, soft_wrap=True)
+    else:
+        console.print(f"[dim]model card: {escape(str(report.card))}[/]", highlight=False, soft_wrap=True)
+        print_note(console, report.note)
+
+
+def render_pretrain_summary(console, result) -> None:
+    """Where the pretrained weights were saved, and how to fine-tune them."""
+    import shlex
+
+    from rich.markup import escape
+
+    m = result.metrics
+    console.print(f"pretrained {m['objective']} weights saved to {escape(str(result.checkpoint))}  ·  "
+                  f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  "
+                  f"{m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
+    console.print(f"fine-tune it: sentiment train --init {escape(shlex.quote(str(result.checkpoint)))}", highlight=False)

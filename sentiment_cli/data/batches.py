@@ -10,12 +10,12 @@ one batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UsageError
-from .columns import TEXT_COLUMNS, resolve_column
+from .columns import feature_type, find_text_column
 from .sources import SPLIT_FILES, load_source
 
 if TYPE_CHECKING:
@@ -77,23 +77,14 @@ class TableStream:
 def _record_batches(ds) -> Iterator["pa.RecordBatch"]:
     """``ds``'s record batches: from its cache files with plain reads (module docstring) when it is exactly
     those files, else from the table it holds in memory."""
-    import pyarrow as pa
+    from .arrow_cache import cache_files, file_batches, file_rows
 
-    files = [f["filename"] for f in ds.cache_files]
-    if files and ds._indices is None and sum(_file_rows(f) for f in files) == ds.num_rows:
+    files = cache_files(ds)
+    if files is not None and sum(file_rows(f) for f in files) == ds.num_rows:
         for name in files:
-            with pa.OSFile(name, "rb") as fh:
-                yield from pa.ipc.open_stream(fh)
+            yield from file_batches(name)
         return
     yield from ds.data.to_batches()
-
-
-def _file_rows(name: str) -> int:
-    """The rows of an Arrow stream file (``datasets``' cache format), counted batch by batch."""
-    import pyarrow as pa
-
-    with pa.OSFile(name, "rb") as fh:
-        return sum(len(b) for b in pa.ipc.open_stream(fh))
 
 
 def open_split(source: str, split: str | None = None, text_column: str = "") -> TableStream:
@@ -112,21 +103,31 @@ def open_split(source: str, split: str | None = None, text_column: str = "") -> 
         UsageError: a folder with several splits and no ``split``; ``text_column`` is not a column.
     """
     src = load_source(source)
-    names = sorted(src.splits)
+    split = choose_split(src.splits, split, source)
+    ds = src.splits[split]
+    where = src.where(split)
+    column = find_text_column(ds.column_names, text_column, where, lambda c: feature_type(ds.features[c]))
+    return TableStream(where, column, ds.num_rows, list(ds.column_names), ds, _dictionary_columns(where))
+
+
+def choose_split(names: Iterable[str], split: str | None, source: str) -> str | None:
+    """Which of a source's splits ``names`` to read: ``split`` under its canonical name (``dev`` is
+    ``validation``: ``SPLIT_FILES``), or with ``None`` the one split there is (``None`` when there is none). The
+    rule of ``predict --data``, with and without ``--ray``.
+
+    Raises:
+        UsageError: several splits and no ``split``.
+        DataError: no such split (the message names those there are).
+    """
+    names = sorted(names)
     if split is None:
         if len(names) > 1:
             raise UsageError(f"--data {source} has the splits {', '.join(names)}; choose one with --split NAME")
-        split = names[0]
-    split = SPLIT_FILES.get(split, split)
-    if split not in src.splits:
-        raise DataError(f"--data {source} has no split {split!r}; it has {', '.join(names)}")
-    ds = src.splits[split]
-    where = src.where(split)
-    column = resolve_column(ds.column_names, text_column, TEXT_COLUMNS, "text", where)
-    dtype = getattr(ds.features[column], "dtype", None)
-    if dtype not in ("string", "large_string"):
-        raise DataError(f"{where}: column {column!r} holds {dtype or ds.features[column]}, not text")
-    return TableStream(where, column, ds.num_rows, list(ds.column_names), ds, _dictionary_columns(where))
+        return names[0] if names else None
+    wanted = SPLIT_FILES.get(split, split)
+    if wanted not in names:
+        raise DataError(f"--data {source} has no split {split!r}; it has {', '.join(names) or 'no named split'}")
+    return wanted
 
 
 def _dictionary_columns(where: str) -> dict[str, Any] | None:

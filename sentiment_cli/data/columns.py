@@ -7,7 +7,8 @@ making a Python string per row: a null, empty or whitespace-only text is an erro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import DataError, UsageError
 from ..wording import plural
@@ -42,6 +43,37 @@ def resolve_column(columns: Sequence[str], wanted: str, usual: Sequence[str], ro
                     f"{flag}; columns: {found}")
 
 
+def find_text_column(columns: Sequence[str], wanted: str, where: str, type_of: Callable[[str], Any]) -> str:
+    """The text column among ``columns``: ``wanted``, or the one named like a text column (:data:`TEXT_COLUMNS`),
+    checked to hold strings (:func:`require_text` of ``type_of(column)``). What every reader of a split's texts
+    uses: ``predict --data`` (``data/batches.py``), its Ray path (``inference/ray_predict.py``).
+
+    Raises:
+        UsageError: ``wanted`` is not a column.
+        DataError: no column, or several, named like a text column; the column does not hold text.
+    """
+    column = resolve_column(list(columns), wanted, TEXT_COLUMNS, "text", where)
+    require_text(column, type_of(column), where)
+    return column
+
+
+def feature_type(feature: Any) -> Any:
+    """A ``datasets`` feature's type as :func:`require_text` reads it: a ``Value``'s dtype (``"string"``), else
+    the feature itself."""
+    return getattr(feature, "dtype", None) or feature
+
+
+def require_text(column: str, kind: Any, where: str) -> None:
+    """Refuse a column whose type ``kind`` (a ``datasets`` dtype or an Arrow type) is not ``string`` or
+    ``large_string``.
+
+    Raises:
+        DataError: ``{where}: column 'x' holds int64, not text``.
+    """
+    if str(kind) not in ("string", "large_string"):
+        raise DataError(f"{where}: column {column!r} holds {kind}, not text")
+
+
 def check_text_column(ds, column: str, where: str):
     """Check that a text column holds strings, none null or blank; return it as a ``datasets.Dataset`` column.
 
@@ -50,10 +82,7 @@ def check_text_column(ds, column: str, where: str):
     """
     import pyarrow.compute as pc
 
-    feature = ds.features[column]
-    dtype = getattr(feature, "dtype", None)
-    if dtype not in ("string", "large_string"):
-        raise DataError(f"{where}: column {column!r} holds {dtype or feature}, not text")
+    require_text(column, feature_type(ds.features[column]), where)
     col = ds.data.column(column)   # Arrow, memory-mapped: checked without making Python strings
     if col.null_count:
         row = pc.indices_nonzero(pc.is_null(col))[0].as_py()

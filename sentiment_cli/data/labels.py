@@ -22,11 +22,14 @@ from ..errors import ConfigError, DataError
 from ..wording import plural
 
 LABELS = ("negative", "positive")   # IMDB's label names, by id; also those of checkpoints that predate label sets
+# Two-class sentiment's labels, the one definition: LABELS, and the other names data gives them (IMDB's ClassLabel
+# "neg" / "pos"): what negation augmentation flips (training/augment.py) and the built-in behavioural suite expects.
+SENTIMENT_ALIASES = {"negative": ("neg",), "positive": ("pos",)}
 NUM_LABELS = len(LABELS)
 # Per-class metrics sit beside these averages in `eval --json` (precision: {"neg": .., "macro": ..}).
 RESERVED_LABELS = ("macro", "weighted")
 # A dataset's ClassLabel names -> the names this tool reports: IMDB keeps its output contract.
-CLASSLABEL_ALIASES = {("neg", "pos"): LABELS}
+CLASSLABEL_ALIASES = {tuple(SENTIMENT_ALIASES[name][0] for name in LABELS): LABELS}
 
 _INTEGER = r"^\s*[+-]?[0-9]+\s*$"
 IMBALANCE_RATIO = 5.0   # classes balanced (train's loss, the audit's fits) above this largest-to-smallest ratio

@@ -12,7 +12,6 @@ instead of a list of strings.
 
 from __future__ import annotations
 
-import mmap
 import os
 import weakref
 from collections.abc import Iterator, Sequence
@@ -20,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from .arrow_cache import cache_files, string_offsets
 
 CHUNK_ROWS = 4096   # texts read at a time when a column is iterated
 
@@ -178,13 +179,13 @@ def _locate(dataset: Any, name: str, chunks: list[pa.Array]) -> _Located | None:
     """Each row's place in ``dataset``'s cache files, when its column ``name`` is theirs as stored (memory-mapped,
     uncompressed, no index mapping, the same chunks, the same first and last text); ``None`` otherwise (the
     column is read from memory)."""
-    paths = [f["filename"] for f in getattr(dataset, "cache_files", None) or []]
-    if not paths or getattr(dataset, "_indices", None) is not None:
+    paths = cache_files(dataset)
+    if paths is None:
         return None
     parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
     for k, path in enumerate(paths):
         try:
-            found = _offsets(path, name)
+            found = string_offsets(path, name)
         except (OSError, ValueError, pa.ArrowException, BufferError):
             return None
         if found is None:
@@ -201,40 +202,3 @@ def _locate(dataset: Any, name: str, chunks: list[pa.Array]) -> _Located | None:
     if located.texts(np.array([0, last])) != [full[0][0].as_py(), full[-1][len(full[-1]) - 1].as_py()]:
         return None
     return located
-
-
-def _offsets(path: str, name: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
-    """Per chunk of column ``name`` in the Arrow stream file ``path``: each row's byte position in the file, its
-    byte length and whether it is null; ``None`` when the column is not a string column read in place from the
-    file's bytes (compressed, say). The file is mapped while its offsets are read, then closed."""
-    with open(path, "rb") as fh:
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        return _read_offsets(mapped, name)
-    finally:
-        try:
-            mapped.close()
-        except BufferError:   # an Arrow buffer still points into the map: it is closed when that is freed
-            pass
-
-
-def _read_offsets(mapped: mmap.mmap, name: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
-    whole = pa.py_buffer(mapped)
-    table = pa.ipc.open_stream(whole).read_all()
-    if name not in table.column_names:
-        return None
-    out = []
-    for chunk in table.column(name).chunks:
-        if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
-            return None
-        if not len(chunk):
-            continue
-        data = chunk.buffers()[2]
-        if not whole.address <= data.address <= whole.address + whole.size:
-            return None   # not read in place from the file: its bytes are elsewhere
-        wide = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=wide)[chunk.offset:chunk.offset + len(chunk) + 1]
-        offsets = offsets.astype(np.int64) + (data.address - whole.address)
-        null = chunk.is_null().to_numpy(zero_copy_only=False) if chunk.null_count else np.zeros(len(chunk), bool)
-        out.append((offsets[:-1], np.diff(offsets), null))
-    return out

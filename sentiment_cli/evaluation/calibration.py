@@ -151,14 +151,17 @@ def fit_temperature(logits: np.ndarray, labels: Sequence[int], tol: float = 1e-6
     return math.exp((a + b) / 2)
 
 
-def calibration_report(logits: np.ndarray, labels: Sequence[int], temperature: float = 1.0,
+def calibration_report(logits: np.ndarray, labels: Sequence[int], calibrated: np.ndarray, temperature: float = 1.0,
                        bins: int = ECE_BINS) -> dict:
     """ECE after and before the temperature, with both reliability diagrams' bins (``eval --json``'s keys).
 
     Args:
-        logits: ``(n, num_labels)``.
+        logits: ``(n, num_labels)``; before the temperature: ``softmax(logits)`` is the uncalibrated side.
         labels: ``n`` true class ids.
-        temperature: the checkpoint's ``T`` (1.0: none fitted; then both diagrams are the same).
+        calibrated: ``(n, num_labels)`` float64 probabilities after the temperature, as the predictor's
+            postprocess gives them (:meth:`~sentiment_cli.inference.predictor.Predictor.postprocess`).
+        temperature: the checkpoint's ``T`` that ``calibrated`` applied (1.0: none fitted; then both diagrams
+            are the same); recorded.
         bins: equal-width confidence bins.
 
     Returns:
@@ -168,7 +171,7 @@ def calibration_report(logits: np.ndarray, labels: Sequence[int], temperature: f
     Raises:
         ValueError: no examples.
     """
-    after = reliability(softmax(logits, temperature), labels, bins)
+    after = reliability(calibrated, labels, bins)
     before = reliability(softmax(logits), labels, bins)
     return {"ece": after.ece, "ece_uncalibrated": before.ece, "temperature": float(temperature),
             "reliability": {"calibrated": after.to_dict(), "uncalibrated": before.to_dict()}}

@@ -20,14 +20,14 @@ import torch
 
 from . import multilabel
 from .calibration import calibration_report
-from ..inference.multilabel import Decision, decide, sigmoid
+from ..inference.multilabel import binary_nll, decide, fit_thresholds, sigmoid
+from ..inference.predictor import Predictor
 from ..card.readme import write_card
-from ..checkpoint import Checkpoint, load_checkpoint, record_eval
+from ..checkpoint import record_eval
 from ..data.splits import Split, is_own_data, load_split, scoring_spec
 from ..data.labels import LABELS
 from ..model.classifier import SentimentClassifier
 from ..inference.torch_backend import batched_logits
-from ..data.tokenizer import encode_texts
 
 
 def classification_metrics(labels: Sequence[int], predictions: Sequence[int],
@@ -75,25 +75,35 @@ def classification_metrics(labels: Sequence[int], predictions: Sequence[int],
 def evaluate_ids(model: SentimentClassifier, ids: Sequence[Sequence[int]], labels: Sequence[int],
                  label_names: Sequence[str] = LABELS, *, batch_size: int, device: torch.device, bf16: bool = False,
                  on_batch: Callable[[int], None] | None = None, return_logits: bool = False) -> dict[str, Any]:
-    """Metrics (see :func:`classification_metrics`) plus ``loss`` and ``examples_per_second``.
+    """Metrics (see :func:`logits_metrics`) plus ``examples_per_second`` and ``seconds``: the model under
+    training scored on validation (:func:`~sentiment_cli.inference.torch_backend.batched_logits`).
 
     ``label_names`` names the model's ``num_labels`` outputs. With ``return_logits``, also
-    ``"logits"``: the ``(len(ids), num_labels)`` float32 CPU tensor the metrics were computed
-    from (for :func:`confident_errors`).
+    ``"logits"``: the ``(len(ids), num_labels)`` float32 CPU tensor the metrics were computed from.
     """
     start = time.perf_counter()
     logits = batched_logits(model, ids, batch_size=batch_size, device=device, bf16=bf16, on_batch=on_batch)
-    seconds = time.perf_counter() - start
-    if np.ndim(labels) == 2:
-        metrics = validation_metrics(logits.numpy(), np.asarray(labels), label_names)
-    else:
-        target = torch.as_tensor(list(labels), dtype=torch.long)
-        metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist(), label_names)
-        metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
-    metrics["examples_per_second"] = len(ids) / seconds if seconds > 0 else 0.0
+    return _timed(logits_metrics(logits, labels, label_names), logits, time.perf_counter() - start, return_logits)
+
+
+def _timed(metrics: dict[str, Any], logits: torch.Tensor, seconds: float, return_logits: bool) -> dict[str, Any]:
+    """``metrics`` with the speed of scoring ``len(logits)`` examples in ``seconds`` (and the logits if asked)."""
+    metrics["examples_per_second"] = len(logits) / seconds if seconds > 0 else 0.0
     metrics["seconds"] = seconds
     if return_logits:
         metrics["logits"] = logits
+    return metrics
+
+
+def logits_metrics(logits: torch.Tensor, labels: Sequence[int], label_names: Sequence[str]) -> dict[str, Any]:
+    """The metrics of ``(n, num_labels)`` float32 logits against ``labels``: :func:`classification_metrics` of
+    their argmax with ``loss`` (mean cross-entropy); with ``(n, num_labels)`` 0/1 labels (several per text)
+    :func:`validation_metrics`."""
+    if np.ndim(labels) == 2:
+        return validation_metrics(logits.numpy(), np.asarray(labels), label_names)
+    target = torch.as_tensor(list(labels), dtype=torch.long)
+    metrics = classification_metrics(target.tolist(), logits.argmax(1).tolist(), label_names)
+    metrics["loss"] = float(torch.nn.functional.cross_entropy(logits, target)) if len(target) else 0.0
     return metrics
 
 
@@ -103,35 +113,37 @@ def validation_metrics(logits: np.ndarray, y: np.ndarray, label_names: Sequence[
     thresholds that suit each label best on these same rows (what the post-fit thresholds will reach; the
     epoch with the best macro-F1 is kept), with :func:`~.multilabel.multilabel_metrics`' other figures."""
     probabilities = sigmoid(logits)
-    thresholds, _, _ = multilabel.fit_thresholds(probabilities, y)
+    thresholds, _, _ = fit_thresholds(probabilities, y)
     m = multilabel.multilabel_metrics(y, decide(probabilities, thresholds, 0), probabilities, label_names)
     return {**m, "num_examples": len(y), "accuracy": m["subset_accuracy"],
             "f1": {"macro": m["macro"]["f1"], "micro": m["micro"]["f1"]},
-            "loss": multilabel.binary_nll(logits, y)}
+            "loss": binary_nll(logits, y)}
 
 
-def confident_errors(logits: torch.Tensor, labels: Sequence[int], n: int,
+def confident_errors(probabilities: np.ndarray, labels: Sequence[int], n: int,
                      label_names: Sequence[str] = LABELS) -> list[dict[str, Any]]:
     """The ``n`` misclassified examples with the highest probability on the wrong label.
 
     Args:
-        logits: ``(num_examples, num_labels)`` logits.
+        probabilities: ``(num_examples, num_labels)``, as ``predict`` gives them (the predictor's postprocess:
+            :meth:`~sentiment_cli.inference.predictor.Predictor.postprocess`, the softmax after the temperature).
         labels: true label ids, same length.
         n: how many to return (fewer if there are fewer mistakes).
         label_names: the class names, by id.
 
     Returns:
-        Most confident first: ``{"index", "label", "probability", "true_label"}``
+        Most confident first (ties in split order): ``{"index", "label", "probability", "true_label"}``
         per example, where ``index`` is its position in the split, ``label``
-        the predicted label and ``probability`` the softmax probability given to it.
+        the predicted label and ``probability`` the probability given to it.
     """
     if n <= 0 or len(labels) == 0:
         return []
-    probs = torch.softmax(logits.float(), dim=-1)                      # (num_examples, num_labels)
-    confidence, predicted = probs.max(dim=1)                           # (num_examples,) each
-    target = torch.as_tensor(list(labels), dtype=torch.long)
-    wrong = torch.nonzero(predicted != target).flatten()
-    order = wrong[torch.argsort(confidence[wrong], descending=True, stable=True)][:n]
+    probs = np.asarray(probabilities)
+    predicted = probs.argmax(axis=1)                                   # (num_examples,)
+    confidence = probs[np.arange(len(probs)), predicted]               # (num_examples,)
+    target = np.asarray(list(labels), dtype=np.int64)
+    wrong = np.flatnonzero(predicted != target)
+    order = wrong[np.argsort(-confidence[wrong], kind="stable")][:n]
     return [{"index": int(i), "label": label_names[int(predicted[i])], "probability": float(confidence[i]),
              "true_label": label_names[int(target[i])]} for i in order]
 
@@ -205,93 +217,92 @@ def evaluate_checkpoint(directory: str | Path, split: str = "test", *, data: str
             of a run trained on a single file (it has none), or a named column is missing.
         DataError: the dataset cannot be loaded or is unusable, or holds a label the model never saw.
     """
-    cb, device = callbacks or EvalCallbacks(), torch.device(device)
-    ckpt, s, source = _load(directory, split, data, text_column, label_column, device, cb,   # preprocess
-                            label_columns)
-    result, logits = _score(ckpt, s, str(directory), device, batch_size, cb)                 # compute
+    cb = callbacks or EvalCallbacks()
+    predictor, s, source = _load(directory, split, data, text_column, label_column, device, batch_size, cb,
+                                 label_columns)
+    result, logits = _score(predictor, s, str(directory), cb)
     if record:
-        _keep(directory, result, source, is_own_data(ckpt.config, data), cb)
+        _keep(directory, result, source, is_own_data(predictor.config, data), cb)
     if errors:
-        result["errors"] = _listed_errors(ckpt, s, logits, errors, flags)
+        result["errors"] = _listed_errors(predictor, s, logits, errors, flags)
     return result
 
 
 def _load(directory: str | Path, split: str, data: str | None, text_column: str | None,
-          label_column: str | None, device: torch.device, cb: EvalCallbacks,
-          label_columns: tuple[str, ...] | None = None) -> tuple[Checkpoint, Split, str]:
-    """The checkpoint and the split to score: ``(checkpoint, split, the data's source)``; a multi-label model's
+          label_column: str | None, device: str | torch.device, batch_size: int | None, cb: EvalCallbacks,
+          label_columns: tuple[str, ...] | None = None) -> tuple[Predictor, Split, str]:
+    """The model and the split to score: ``(predictor, split, the data's source)``; a multi-label model's
     data is read as several labels per text, whatever the file looks like; raises as :func:`evaluate_checkpoint`."""
-    ckpt = load_checkpoint(directory, device)
-    spec = scoring_spec(ckpt.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT,
-                        label_columns=label_columns, multi_label=ckpt.multi_label or None)
+    predictor = Predictor(directory, device, batch_size=batch_size)
+    multi = predictor.multi_label
+    spec = scoring_spec(predictor.config, split, data, text_column, label_column, single_file_hint=_SINGLE_FILE_HINT,
+                        label_columns=label_columns, multi_label=multi or None)
     cb.on_stage(f"loading the {split} split")
-    return ckpt, load_split(spec, split, label_names=ckpt.labels), spec.source
+    return predictor, load_split(spec, split, label_names=predictor.labels), spec.source
 
 
-def _score(ckpt, s: Split, checkpoint: str, device: torch.device, batch_size: int | None,
-           cb: EvalCallbacks) -> tuple[dict[str, Any], torch.Tensor]:
-    """Tokenize and score a loaded split: ``(the eval --json object without errors, the logits)``."""
-    cfg = ckpt.config
-    ids = encode_texts(ckpt.tokenizer, s.texts, cfg.data)
+def _score(predictor: Predictor, s: Split, checkpoint: str, cb: EvalCallbacks) -> tuple[dict[str, Any], np.ndarray]:
+    """Score a loaded split through the predictor (preprocess -> forward; the split's texts were checked when
+    read): ``(the eval --json object without errors, the (n, num_labels) float32 logits)``."""
+    ids = predictor.preprocess(s.texts, check=False)
     cb.on_start(len(ids))
-    if ckpt.multi_label:
-        return _score_label_sets(ckpt, s, ids, checkpoint, device, batch_size, cb)
-    m = evaluate_ids(ckpt.model, ids, s.labels, ckpt.labels, device=device, bf16=cfg.training.autocast_bf16,
-                     batch_size=cfg.training.eval_batch_size if batch_size is None else batch_size,
-                     on_batch=cb.on_batch, return_logits=True)
+    start = time.perf_counter()
+    logits = predictor.forward(ids, on_batch=cb.on_batch)[0]
+    seconds = time.perf_counter() - start
+    if predictor.multi_label:
+        return _score_label_sets(predictor, s, logits, seconds, checkpoint), logits
+    labels = predictor.labels
+    m = _timed(logits_metrics(torch.from_numpy(logits), s.labels, labels), logits, seconds, False)
     result = {"split": s.name, "num_examples": m["num_examples"], "accuracy": m["accuracy"],
-              "labels": list(ckpt.labels), "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
+              "labels": list(labels), "precision": m["precision"], "recall": m["recall"], "f1": m["f1"],
               "support": m["support"], "confusion_matrix": m["confusion_matrix"], "loss": m["loss"],
               "examples_per_second": m["examples_per_second"], "checkpoint": checkpoint}
     if len(ids):
-        result.update(calibration_report(m["logits"].numpy(), s.labels, ckpt.temperature))
-    return result, m["logits"]
-
-
-def _score_label_sets(ckpt: Checkpoint, s: Split, ids: list[list[int]], checkpoint: str, device: torch.device,
-                      batch_size: int | None, cb: EvalCallbacks) -> tuple[dict[str, Any], torch.Tensor]:
-    """:func:`_score` of a multi-label model: its decision rule (the temperatures and thresholds fitted on
-    validation) applied to the split, and :func:`~.multilabel.multilabel_metrics`' figures, with ``labels``,
-    ``thresholds`` (by label), ``loss`` (mean binary cross-entropy), ``ece_uncalibrated``, the speed and
-    ``checkpoint``."""
-    cfg, rule = ckpt.config, Decision.from_json(ckpt.decision, len(ckpt.labels))
-    start = time.perf_counter()
-    logits = batched_logits(ckpt.model, ids, batch_size=cfg.training.eval_batch_size if batch_size is None
-                            else batch_size, device=device, bf16=cfg.training.autocast_bf16, on_batch=cb.on_batch)
-    seconds = time.perf_counter() - start
-    y, z = np.asarray(s.labels), logits.numpy().astype(np.float64)
-    probabilities = rule.probabilities(z)
-    m = multilabel.multilabel_metrics(y, rule.labels(probabilities), probabilities, ckpt.labels)
-    result = {"split": s.name, "num_examples": len(ids), **m, "labels": list(ckpt.labels),
-              "thresholds": dict(zip(ckpt.labels, rule.thresholds)), "min_labels": rule.min_labels,
-              "loss": multilabel.binary_nll(z, y),
-              "ece_uncalibrated": multilabel.mean_ece(sigmoid(z), y),
-              "examples_per_second": len(ids) / seconds if seconds > 0 else 0.0, "checkpoint": checkpoint}
+        calibrated = predictor.postprocess(logits, np.float64)
+        result.update(calibration_report(logits, s.labels, calibrated, predictor.temperature))
     return result, logits
 
 
-def _label_set_errors(ckpt: Checkpoint, s: Split, logits: torch.Tensor, n: int) -> list[dict[str, Any]]:
+def _score_label_sets(predictor: Predictor, s: Split, logits: np.ndarray, seconds: float,
+                      checkpoint: str) -> dict[str, Any]:
+    """:func:`_score`'s object for a multi-label model: its decision rule (the temperatures and thresholds fitted
+    on validation, the predictor's postprocess and decision) applied to the split's ``(n, num_labels)`` logits,
+    and :func:`~.multilabel.multilabel_metrics`' figures, with ``labels``, ``thresholds`` (by label), ``loss``
+    (mean binary cross-entropy), ``ece_uncalibrated``, the speed and ``checkpoint``."""
+    names, rule = predictor.labels, predictor.decision
+    y, z = np.asarray(s.labels), logits.astype(np.float64)
+    probabilities = predictor.postprocess(logits, np.float64)
+    m = multilabel.multilabel_metrics(y, predictor.decide(probabilities), probabilities, names)
+    n = len(logits)
+    return {"split": s.name, "num_examples": n, **m, "labels": list(names),
+            "thresholds": dict(zip(names, rule.thresholds)), "min_labels": rule.min_labels,
+            "loss": binary_nll(z, y),
+            "ece_uncalibrated": multilabel.mean_ece(sigmoid(z), y),
+            "examples_per_second": n / seconds if seconds > 0 else 0.0, "checkpoint": checkpoint}
+
+
+def _label_set_errors(predictor: Predictor, s: Split, logits: np.ndarray, n: int) -> list[dict[str, Any]]:
     """A multi-label model's ``n`` most confident mistakes: texts whose label set is wrong, ranked by the
     probability of their most confident wrong decision (a label given with probability p, or missed with 1 - p).
     Each: ``{"index", "labels", "true_labels", "probability", "wrong"}`` (``wrong``: the labels decided wrongly)."""
-    rule = Decision.from_json(ckpt.decision, len(ckpt.labels))
-    p = rule.probabilities(logits.numpy().astype(np.float64))
-    chosen, y = rule.labels(p), np.asarray(s.labels).astype(bool)
+    p = predictor.postprocess(logits, np.float64)
+    chosen, y = predictor.decide(p), np.asarray(s.labels).astype(bool)
     confidence = np.where(chosen != y, np.where(chosen, p, 1 - p), 0.0).max(axis=1)     # (n,)
     wrong = np.flatnonzero(confidence > 0)
     order = wrong[np.argsort(-confidence[wrong], kind="stable")][:max(0, n)]
-    names = ckpt.labels
+    names = predictor.labels
     return [{"index": int(i), "labels": [names[j] for j in np.flatnonzero(chosen[i])],
              "true_labels": [names[j] for j in np.flatnonzero(y[i])], "probability": float(confidence[i]),
              "wrong": [names[j] for j in np.flatnonzero(chosen[i] != y[i])]} for i in order]
 
 
-def _listed_errors(ckpt: Checkpoint, s: Split, logits: torch.Tensor, n: int,
+def _listed_errors(predictor: Predictor, s: Split, logits: np.ndarray, n: int,
                    flags: Mapping[str, dict[str, Any]] | None) -> list[dict[str, Any]]:
     """The ``n`` most confident mistakes (``logits``: ``(len(s.texts), num_labels)``), each with its ``text``,
-    and with ``flags``, its ``audit`` flag or ``None``."""
-    mistakes = _label_set_errors(ckpt, s, logits, n) if ckpt.multi_label else \
-        confident_errors(logits / ckpt.temperature, s.labels, n, ckpt.labels)   # as predict's
+    and with ``flags``, its ``audit`` flag or ``None``; the probabilities are ``predict``'s (the predictor's
+    postprocess)."""
+    mistakes = _label_set_errors(predictor, s, logits, n) if predictor.multi_label else \
+        confident_errors(predictor.postprocess(logits), s.labels, n, predictor.labels)
     listed = [{**e, "text": s.texts[e["index"]]} for e in mistakes]
     if flags is not None:
         for e in listed:

@@ -6,8 +6,8 @@ The classifier ends in a masked max-pool and a linear head (``model/classifier.p
     logits    = W @ pooled + b                W: (num_labels, d_model), b: (num_labels,)
 
 so the logits split exactly over the tokens that won the pool: token ``t``'s share
-of class ``c`` is ``sum_f [argmax[f] == t] * pooled[f] * W[c, f]``. A logit term
-(the n-gram score) adds each of its n-grams' weights to
+of class ``c`` is ``sum_f [argmax[f] == t] * pooled[f] * W[c, f]``. The n-gram
+score (``ngram/score.py``), when the model has one, adds each of its n-grams' weights to
 the token that ends it and its intercept to ``b``. The model's one forward pass
 returns these shares as ``token_logits`` ``(seq_len, num_labels)`` per review and
 the constant as ``bias`` (:class:`~sentiment_cli.model.classifier.ClassifierOutput`;
@@ -86,7 +86,8 @@ def contrast(values: np.ndarray, target: int) -> np.ndarray:
 
 def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                  token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
-                 temperature: float = 1.0, join_pieces: bool = False) -> list[Explanation]:
+                 temperature: float = 1.0, join_pieces: bool = False,
+                 probabilities: np.ndarray | None = None) -> list[Explanation]:
     """Each review's prediction and the score of every token the model saw.
 
     Args:
@@ -99,12 +100,14 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
         temperature: the probabilities are ``softmax(logits / temperature)`` (the scores explain the
             logits, which it does not change).
         join_pieces: the tokens are characters or subwords (:attr:`Explanation.join_pieces`).
+        probabilities: the probabilities, already computed (the predictor's postprocess; then
+            ``temperature`` is not used).
 
     Returns:
         One :class:`Explanation` per text, in input order; ``sum(scores) + bias`` is the margin.
     """
     out = []
-    for pred, (ids, spans, positions, n), t, k in zip(predictions(texts, logits, labels, temperature), rows,
+    for pred, (ids, spans, positions, n), t, k in zip(predictions(texts, logits, labels, temperature, probabilities), rows,
                                                      token_logits, target_classes(logits).tolist()):
         text = pred.text
         out.append(Explanation(text=text, label=pred.label, probability=pred.probability,
@@ -139,11 +142,13 @@ class LabelSetExplanation:
 
 def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                            token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
-                           decision: Decision, join_pieces: bool = False) -> list[LabelSetExplanation]:
+                           decision: Decision, join_pieces: bool = False,
+                           probabilities: np.ndarray | None = None) -> list[LabelSetExplanation]:
     """Each text's label set (:func:`~.multilabel.label_sets`) and, per predicted label ``j``, each token's share
     of logit ``j``: ``token_logits[t][:, j]``, with ``bias[j]`` (arguments as :func:`explanations`)."""
     out = []
-    for result, (ids, spans, positions, n), t in zip(label_sets(texts, logits, labels, decision), rows, token_logits):
+    sets = label_sets(texts, logits, labels, decision, probabilities)
+    for result, (ids, spans, positions, n), t in zip(sets, rows, token_logits):
         text, tokens = result.text, [result.text[a:b] or UNK_TOKEN for a, b in spans]
         per = [Explanation(text=text, label=name, probability=result.probabilities[name],
                            probabilities=result.probabilities, tokens=tokens,

@@ -15,7 +15,7 @@ the rest of ``config.json``. The figures go into the exported file, into
 The graph is :meth:`SentimentClassifier.forward <sentiment_cli.model.classifier.SentimentClassifier.forward>`
 itself, traced: word (+ hashed word-bigram) embeddings, sinusoidal positions,
 the encoder with its key-padding mask, the masked max-pool over real tokens
-only, the dense head, and any logit term; batch and sequence axes are dynamic
+only, the dense head, and the n-gram score if any; batch and sequence axes are dynamic
 (``seq_len`` up to ``max_length``). It also returns each token's share of every
 class's logit (``token_logits``), from which the predictor's ONNX backend
 forms the same explanation as the PyTorch one (:mod:`sentiment_cli.inference.explain`:

@@ -1,4 +1,4 @@
-"""Torch-free: how a multi-label model's logits become labels (several per text, or none).
+"""Torch-free: how a multi-label model's logits become labels (several per text, or none), and the rule's fit.
 
 Each label is its own binary decision (one-vs-rest): its probability is ``sigmoid(logit / T_j)`` with a
 temperature per label (Guo et al. 2017's temperature scaling, one per output), and the label is predicted
@@ -6,12 +6,17 @@ when that probability reaches the label's threshold, fitted on validation for th
 2007, "A study on threshold selection for multi-label classification"). With ``min_labels`` 1 a text
 whose probabilities reach no threshold still gets its most probable label.
 
+:func:`fit_decision` fits the rule on validation logits: :func:`fit_label_temperatures`, then
+:func:`fit_thresholds` on the scaled probabilities (labels with too few validation positives share one
+threshold). NumPy; SciPy's bounded scalar search, imported where it is used.
+
 The record lives in the checkpoint's ``config.json`` as ``"multi_label"``
 (``{"temperatures": [...], "thresholds": [...], "min_labels": 0 | 1}``), read as untrusted.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +25,19 @@ import numpy as np
 
 from ..untrusted import stored_decision
 
+MIN_SUPPORT = 5
+"""Validation positives a label needs for a threshold of its own. With ``k`` positives one example moves the
+label's recall by ``1 / k``; below 5 the F1-maximising threshold is set by one or two texts (it lands just
+under the probability of whichever positive happened to score lowest) and does not carry to new text. Such a
+label takes the shared threshold, which all labels' validation positives choose."""
+
+THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.01), 2)
+"""The thresholds tried: 0.05 to 0.95 by 0.01 (91 values). A fixed grid, not the distinct validation
+probabilities: the choice cannot fall on a value that one validation text's probability set to fifteen
+decimals, it costs ``91 x n`` comparisons a label whatever the split's size, and the ends keep a label from
+being predicted for nearly every text (below 0.05) or almost never (above 0.95)."""
+
+_LOG_T_BOUNDS = (math.log(0.05), math.log(20.0))   # as calibration.py: beyond these, a broken model, not a fit
 
 
 def sigmoid(logits: np.ndarray, temperatures: np.ndarray | float = 1.0, dtype=np.float64) -> np.ndarray:
@@ -137,12 +155,151 @@ class LabelSet:
         return {"text": self.text, "labels": self.labels, "probabilities": self.probabilities}
 
 
-def label_sets(texts: Sequence[str], logits: np.ndarray, names: Sequence[str], decision: Decision) -> list[LabelSet]:
-    """One :class:`LabelSet` per text from ``(len(texts), num_labels)`` logits."""
-    probs = decision.probabilities(logits)
+def label_sets(texts: Sequence[str], logits: np.ndarray, names: Sequence[str], decision: Decision,
+               probabilities: np.ndarray | None = None) -> list[LabelSet]:
+    """One :class:`LabelSet` per text from ``(len(texts), num_labels)`` logits (``probabilities``: their
+    ``decision.probabilities``, float64, when already computed: the predictor's postprocess)."""
+    probs = decision.probabilities(logits) if probabilities is None else probabilities
     chosen = decision.labels(probs)
     out = []
     for text, p, c in zip(texts, probs.tolist(), chosen):
         picked = sorted(np.flatnonzero(c).tolist(), key=lambda j: -p[j])
         out.append(LabelSet(text, [names[j] for j in picked], dict(zip(names, p))))
     return out
+
+
+# ----------------------------------------------------------------------------- the rule fitted on validation
+
+def _grid_counts(p: np.ndarray, y: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per label and threshold: true positives, predicted positives (both ``(L, G)``) and positives (``(L,)``).
+
+    ``p`` and ``y`` are ``(n, L)``, ``grid`` ``(G,)``; one label at a time, so memory is ``n x G`` bools.
+    """
+    tp = np.empty((p.shape[1], len(grid)), dtype=np.int64)
+    predicted = np.empty_like(tp)
+    for j in range(p.shape[1]):
+        on = p[:, j, None] >= grid[None, :]                  # (n, G)
+        tp[j] = (on & y[:, j, None]).sum(axis=0)
+        predicted[j] = on.sum(axis=0)
+    return tp, predicted, y.sum(axis=0)
+
+
+def _f1(tp: np.ndarray, predicted: np.ndarray, positives: np.ndarray) -> np.ndarray:
+    """F1 = 2 tp / (predicted + positives), 0 where both are 0 (``zero_division=0``)."""
+    denominator = predicted + positives
+    return np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0)
+
+
+def _best(scores: np.ndarray, grid: np.ndarray) -> float:
+    """The grid value of the highest score; of tied values the middle one (the middle of a plateau of F1
+    between two validation probabilities, rather than its edge next to one of them)."""
+    tied = np.flatnonzero(scores >= scores.max() - 1e-12)
+    return float(grid[tied[len(tied) // 2]])
+
+
+def fit_thresholds(probabilities: np.ndarray, y_true: np.ndarray, min_support: int = MIN_SUPPORT,
+                   grid: Sequence[float] | np.ndarray = THRESHOLD_GRID) -> tuple[np.ndarray, float, list[int]]:
+    """Per-label decision thresholds, each maximising its label's F1 on the validation split.
+
+    A label with at least ``min_support`` validation positives gets the grid value that maximises its own F1
+    (ties: the middle tied value). The others (``rare``) get ``shared``: the grid value that maximises the
+    micro-F1 over **all** labels, the one operating point that every label's validation positives inform.
+    Micro-F1 over the rare labels alone would rest on the few positives that made them rare (none at all, for
+    a label absent from validation), the very estimate ``min_support`` refuses for one label. See
+    :data:`MIN_SUPPORT` and :data:`THRESHOLD_GRID` for the defaults.
+
+    Args:
+        probabilities: ``(n, L)`` validation probabilities in [0, 1] (after the label temperatures).
+        y_true: ``(n, L)`` 0/1 validation labels.
+        min_support: positives a label needs for a threshold of its own (0: every label gets its own).
+        grid: the thresholds tried, each in [0, 1].
+
+    Returns:
+        ``(thresholds, shared, rare)``: ``(L,)`` float64 thresholds; the shared threshold; the ids of the
+        labels that took it, ascending.
+
+    Raises:
+        ValueError: no rows, shapes that differ, an empty grid or one outside [0, 1], ``min_support < 0``.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(y_true).astype(bool)
+    g = np.asarray(grid, dtype=np.float64).ravel()
+    if p.ndim != 2 or p.shape != y.shape or len(p) == 0:
+        raise ValueError(f"fit_thresholds: probabilities {p.shape} and y_true {y.shape} must be the same (n, L), n > 0")
+    if len(g) == 0 or not ((g >= 0) & (g <= 1)).all():
+        raise ValueError("fit_thresholds: the grid must hold at least one threshold, each in [0, 1]")
+    if min_support < 0:
+        raise ValueError(f"fit_thresholds: min_support must be >= 0, not {min_support}")
+    tp, predicted, positives = _grid_counts(p, y, g)
+    shared = _best(_f1(tp.sum(axis=0), predicted.sum(axis=0), positives.sum()), g)
+    per_label = _f1(tp, predicted, positives[:, None])             # (L, G)
+    thresholds = np.array([_best(per_label[j], g) for j in range(p.shape[1])], dtype=np.float64)
+    rare = [int(j) for j in np.flatnonzero(positives < min_support)]
+    thresholds[rare] = shared
+    return thresholds, shared, rare
+
+
+def binary_nll(logits: np.ndarray, truth: np.ndarray, temperature: float = 1.0) -> float:
+    """Mean binary negative log-likelihood (nats per text) of ``truth`` (``(n,)`` 0/1) under
+    ``sigmoid(logits / temperature)`` (``logits`` ``(n,)``), from the logits (no log of a rounded 0)."""
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    y = np.asarray(truth, dtype=np.float64)
+    return float(np.mean(np.logaddexp(0.0, z) - y * z))   # -[y log s(z) + (1 - y) log(1 - s(z))]
+
+
+def fit_label_temperatures(logits: np.ndarray, y_true: np.ndarray, tol: float = 1e-6) -> np.ndarray:
+    """Per-label temperatures ``T_j`` minimising each label's validation NLL of ``sigmoid(z_j / T_j)``.
+
+    Temperature scaling (Guo et al. 2017, section 4.2) for each sigmoid output on its own. Each label's NLL
+    is convex in ``1 / T`` (a logistic regression on the logit, without intercept), hence unimodal in
+    ``log T``, so a bounded scalar search (SciPy's ``minimize_scalar``, Brent's method) over ``log T`` in
+    [log 0.05, log 20] finds its minimum, as ``calibration.fit_temperature`` does for the softmax. ``T`` does
+    not move a label's probability across 0.5, but does move it across a threshold: fit the temperatures
+    first, then :func:`fit_thresholds` on the scaled probabilities. A label whose validation texts all carry
+    it, or none do, pushes ``T`` to a bound (the NLL keeps falling as the probabilities sharpen).
+
+    Args:
+        logits: ``(n, L)`` validation logits.
+        y_true: ``(n, L)`` 0/1 validation labels.
+        tol: the search's tolerance on ``log T``.
+
+    Returns:
+        ``(L,)`` float64 temperatures, each in [0.05, 20].
+
+    Raises:
+        ValueError: no rows, shapes that differ, or non-finite logits.
+    """
+    from scipy.optimize import minimize_scalar
+
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(y_true, dtype=np.float64)
+    if z.ndim != 2 or z.shape != y.shape or len(z) == 0:
+        raise ValueError(f"fit_label_temperatures: logits {z.shape} and y_true {y.shape} must be the same (n, L), "
+                         "n > 0")
+    if not np.isfinite(z).all():
+        raise ValueError("fit_label_temperatures: the logits are not all finite")
+    out = np.empty(z.shape[1], dtype=np.float64)
+    for j in range(z.shape[1]):
+        fit = minimize_scalar(lambda log_t: binary_nll(z[:, j], y[:, j], math.exp(log_t)),
+                              bounds=_LOG_T_BOUNDS, method="bounded", options={"xatol": tol})
+        out[j] = math.exp(fit.x)
+    return out
+
+
+def fit_decision(logits: np.ndarray, y_true: np.ndarray,
+                 min_labels: int = 0) -> tuple[Decision, np.ndarray, float, list[int]]:
+    """The decision rule fitted on validation ``(n, L)`` logits and 0/1 labels: a temperature per label
+    (:func:`fit_label_temperatures`), then a threshold per label on the scaled probabilities (:func:`fit_thresholds`).
+
+    Returns:
+        ``(decision, probabilities, shared, rare)``: the :class:`~sentiment_cli.inference.multilabel.Decision`,
+        the ``(n, L)`` calibrated probabilities, the shared threshold and the labels that take it.
+
+    Raises:
+        ValueError: as :func:`fit_label_temperatures`.
+    """
+    temperatures = fit_label_temperatures(logits, y_true)
+    probabilities = sigmoid(logits, temperatures)
+    thresholds, shared, rare = fit_thresholds(probabilities, y_true)
+    rule = Decision(tuple(map(float, temperatures)), tuple(map(float, thresholds)), min_labels)
+    return rule, probabilities, shared, rare

@@ -19,7 +19,7 @@ PyTorch model's to about 1e-6 (checked at export).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +131,12 @@ class OnnxBackend:
         self.card: dict[str, Any] = _card(meta, self.path)
         self.batch_size = self.config.training.eval_batch_size if batch_size is None else batch_size
 
-    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False
+    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False,
+                on_batch: Callable[[int], None] | None = None
                 ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]:
         """``(logits, token_logits, bias)`` for token-id rows, in input order, as
-        :meth:`TorchBackend.forward <sentiment_cli.inference.torch_backend.TorchBackend.forward>`.
+        :meth:`TorchBackend.forward <sentiment_cli.inference.torch_backend.TorchBackend.forward>`
+        (``on_batch``: called with each finished batch's size).
 
         Rows are run in batches of similar length (little padding); the padding mask makes
         each row's result independent of its batch.
@@ -151,6 +153,8 @@ class OnnxBackend:
                 logits[i] = out[0][j]
                 if token_logits:
                     shares[i] = out[1][j, :len(rows[i])]
+            if on_batch is not None:
+                on_batch(len(batch))
         return (logits, shares, self.bias) if token_logits else (logits, None, None)
 
 

@@ -39,7 +39,7 @@ class Prediction:
 
 
 def predictions(texts: Sequence[str], logits: np.ndarray, labels: Sequence[str],
-                temperature: float = 1.0) -> list[Prediction]:
+                temperature: float = 1.0, probabilities: np.ndarray | None = None) -> list[Prediction]:
     """One :class:`Prediction` per text from its ``(num_labels,)`` row of ``logits``: the label is the
     logits' argmax (the first of equals), the probabilities ``softmax(logits / temperature)``.
 
@@ -48,8 +48,12 @@ def predictions(texts: Sequence[str], logits: np.ndarray, labels: Sequence[str],
         logits: ``(len(texts), num_labels)`` float32.
         labels: the class names, by id.
         temperature: the checkpoint's temperature (> 0).
+        probabilities: ``(len(texts), num_labels)`` float32, already computed (the predictor's postprocess);
+            then ``temperature`` is not used.
     """
-    probs = softmax(logits, temperature, np.float32).tolist()                     # (n, num_labels)
+    if probabilities is None:
+        probabilities = softmax(logits, temperature, np.float32)
+    probs = probabilities.tolist()                                                # (n, num_labels)
     return [prediction(text, p, labels, k) for text, p, k in zip(texts, probs, logits.argmax(axis=1).tolist())]
 
 

@@ -18,7 +18,7 @@ This module does not import torch: the torch backend is imported only when asked
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,12 +48,13 @@ class Backend(Protocol):
         """The model card, as ``sentiment info --json`` prints it."""
         ...
 
-    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False
+    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False,
+                on_batch: Callable[[int], None] | None = None
                 ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]:
         """``(logits, token_logits, bias)`` for token-id rows (each at most ``max_length`` ids), in input
         order: ``(n, num_labels)`` float32 logits before the temperature; with ``token_logits``, per row
         ``(len(row), num_labels)`` token shares and ``(num_labels,)`` the part no token carries (the exact
-        explanation), else ``None`` for both."""
+        explanation), else ``None`` for both. ``on_batch``: called with each finished batch's size."""
         ...
 
 
@@ -136,6 +137,55 @@ class Predictor:
         d = self.backend.decision
         return None if d is None else Decision(tuple(d["temperatures"]), tuple(d["thresholds"]), d["min_labels"])
 
+    def preprocess(self, texts: Sequence[str], *, first: int = 1, check: bool = True) -> list[list[int]]:
+        """The first step: ``texts`` checked (with ``check``) and tokenized with the checkpoint's tokenizer and
+        truncation: one row of token ids per text (each 1 to ``max_length`` ids).
+
+        Args:
+            texts: the reviews.
+            first: number of ``texts[0]`` in error messages (for streams scored in chunks).
+            check: refuse empty or invalid texts (:func:`~.prediction.check_texts`); ``False`` for texts a data
+                reader already checked (``eval``) or a caller sets aside itself (``suggest``'s noise).
+
+        Raises:
+            UsageError: with ``check``, as :meth:`logits`.
+        """
+        if check:
+            texts = text_list(texts, first)
+            check_texts(texts, first)
+        return encode_texts(self.backend.tokenizer, texts, self.config.data)
+
+    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False,
+                on_batch: Callable[[int], None] | None = None
+                ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]:
+        """The second step: the backend's forward over token-id rows, ``(logits, token_logits, bias)`` as
+        :meth:`Backend.forward` (``(n, num_labels)`` float32 logits before the temperature, not yet checked
+        finite); ``on_batch`` is called with each finished batch's size (progress)."""
+        if on_batch is None:   # a backend of one's own may not take it
+            return self.backend.forward(rows, token_logits=token_logits)
+        return self.backend.forward(rows, token_logits=token_logits, on_batch=on_batch)
+
+    def postprocess(self, logits: np.ndarray, dtype=np.float32) -> np.ndarray:
+        """The third step, the one place a temperature or a decision rule's temperatures are applied:
+        ``(n, num_labels)`` probabilities of ``(n, num_labels)`` logits, columns in :attr:`labels` order.
+
+        Single-label: ``softmax(logits / T)`` computed in ``dtype`` (:func:`~.probabilities.softmax`; float32:
+        what :meth:`predict` reports; float64: the calibration metrics' and ``suggest``'s arithmetic). Multi-label:
+        each label's ``sigmoid(logit / T_label)`` (:meth:`~.multilabel.Decision.probabilities`, float64), cast to
+        ``dtype``.
+        """
+        if self.multi_label:
+            return self.decision.probabilities(logits).astype(dtype, copy=False)
+        return softmax(logits, self.temperature, dtype)
+
+    def decide(self, probabilities: np.ndarray) -> np.ndarray:
+        """What each text is given, from :meth:`postprocess`'s ``(n, num_labels)`` probabilities: a multi-label
+        model's ``(n, num_labels)`` bool label sets (:meth:`~.multilabel.Decision.labels`: a threshold per label,
+        ``min_labels``); a single-label model's ``(n,)`` label ids (the most probable, the lower id on a tie)."""
+        if self.multi_label:
+            return self.decision.labels(probabilities)
+        return np.asarray(probabilities).argmax(axis=1)
+
     def logits(self, texts: Sequence[str], *, first: int = 1) -> np.ndarray:
         """``(len(texts), num_labels)`` float32 logits, in input order (before the temperature).
 
@@ -148,27 +198,21 @@ class Predictor:
                 a generator, a NumPy array, a pandas Series); a text is empty or only whitespace, or is not valid Unicode
                 (an unpaired surrogate); the message gives its number.
         """
-        texts = text_list(texts, first)
-        check_texts(texts, first)
-        ids = encode_texts(self.backend.tokenizer, texts, self.config.data)
-        return finite_logits(self.backend.forward(ids)[0], first)
+        return finite_logits(self.forward(self.preprocess(texts, first=first))[0], first)
 
-    def predict_proba(self, texts: Sequence[str], *, first: int = 1) -> np.ndarray:
-        """``(len(texts), num_labels)`` float32 probabilities, columns in :attr:`labels` order: the softmax of
-        the logits over the checkpoint's temperature (rows sum to 1), or with a multi-label model each label's
-        ``sigmoid(logit / T_label)`` (independent; see :mod:`~.multilabel`). These are the numbers
-        :meth:`predict` reports.
+    def predict_proba(self, texts: Sequence[str], *, first: int = 1, dtype=np.float32) -> np.ndarray:
+        """``(len(texts), num_labels)`` probabilities of ``dtype``, columns in :attr:`labels` order: the softmax
+        of the logits over the checkpoint's temperature (rows sum to 1), or with a multi-label model each label's
+        ``sigmoid(logit / T_label)`` (independent; see :mod:`~.multilabel`): :meth:`postprocess` of
+        :meth:`logits`. In float32 these are the numbers :meth:`predict` reports.
 
         Raises:
             UsageError: as :meth:`logits`.
         """
         texts = text_list(texts, first)
         if not texts:
-            return np.zeros((0, len(self.labels)), np.float32)
-        logits = self.logits(texts, first=first)
-        if self.multi_label:
-            return self.decision.probabilities(logits).astype(np.float32)
-        return softmax(logits, self.temperature, np.float32)
+            return np.zeros((0, len(self.labels)), dtype)
+        return self.postprocess(self.logits(texts, first=first), dtype)
 
     def predict(self, texts: Sequence[str], *, first: int = 1) -> list[Prediction] | list[LabelSet]:
         """Label and probabilities for each text, in input order: a :class:`Prediction` each, or with a
@@ -181,9 +225,10 @@ class Predictor:
         if not texts:
             return []
         logits = self.logits(texts, first=first)
+        probabilities = self._postprocessed(logits)
         if self.multi_label:
-            return label_sets(texts, logits, self.labels, self.decision)
-        return predictions(texts, logits, self.labels, self.temperature)
+            return label_sets(texts, logits, self.labels, self.decision, probabilities)
+        return predictions(texts, logits, self.labels, probabilities=probabilities)
 
     def explain(self, texts: Sequence[str], *, first: int = 1) -> list[Explanation] | list[LabelSetExplanation]:
         """Prediction and per-token scores for each text, in input order (see :mod:`sentiment_cli.inference.explain`);
@@ -192,17 +237,34 @@ class Predictor:
         Raises:
             UsageError: as :meth:`logits`.
         """
+        return self.explain_scored(texts, first=first)[1]
+
+    def explain_scored(self, texts: Sequence[str], *, first: int = 1
+                       ) -> tuple[np.ndarray, list[Explanation] | list[LabelSetExplanation]]:
+        """``(logits, explanations)`` from ONE forward: the ``(len(texts), num_labels)`` float32 logits the
+        explanations were formed from (for :meth:`postprocess`: ``predict --explain --data``'s columns), and
+        :meth:`explain`'s list.
+
+        Raises:
+            UsageError: as :meth:`logits`.
+        """
         texts = text_list(texts, first)
         check_texts(texts, first)
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
-        logits, token_logits, bias = self.backend.forward([r[0] for r in rows], token_logits=True)
+        logits, token_logits, bias = self.forward([r[0] for r in rows], token_logits=True)
         finite_logits(logits, first)
         join = tokenizer_kind(self.backend.tokenizer) != "word"   # characters or subwords: pieces joined for display
+        probabilities = self._postprocessed(logits)
         if self.multi_label:
-            return label_set_explanations(texts, rows, logits, token_logits, bias, self.labels, self.decision,
-                                          join_pieces=join)
-        return explanations(texts, rows, logits, token_logits, bias, self.labels, self.temperature,
-                            join_pieces=join)
+            return logits, label_set_explanations(texts, rows, logits, token_logits, bias, self.labels,
+                                                  self.decision, join_pieces=join, probabilities=probabilities)
+        return logits, explanations(texts, rows, logits, token_logits, bias, self.labels, join_pieces=join,
+                                    probabilities=probabilities)
+
+    def _postprocessed(self, logits: np.ndarray) -> np.ndarray:
+        """:meth:`postprocess` in the precision :meth:`predict` reports: float32 (a softmax's), or float64 for a
+        multi-label model (its decision compares them with the thresholds)."""
+        return self.postprocess(logits, np.float64 if self.multi_label else np.float32)
 
     def predict_stream(self, texts: Iterable[str], chunk: int = 1024) -> Iterator[Prediction]:
         """Score an iterable lazily, ``chunk`` texts at a time: memory is bounded by ``chunk``, not the input.

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..data.columns import TEXT_COLUMNS, resolve_column
+from ..data.batches import choose_split
+from ..data.columns import find_text_column
 from ..data.sources import FILE_TYPES, FORMATS, SPLIT_FILES
 from ..errors import DataError, SentimentError, UsageError
 from .dataset import BATCH_ROWS, EXPLAIN_BATCH_ROWS
@@ -195,16 +196,8 @@ def _of_split(found: list, split: str | None, shown: str) -> list:
         name = m.group(1).lower() if m else None
         return {"valid": "validation", "unlabeled": "unsupervised"}.get(name, SPLIT_FILES.get(name, name))
 
-    names = sorted({s for s in map(split_of, found) if s})
-    if split is None:
-        if len(names) > 1:
-            raise UsageError(f"--data {shown} has the splits {', '.join(names)}; choose one with --split NAME")
-        return found
-    wanted = SPLIT_FILES.get(split, split)
-    chosen = [f for f in found if split_of(f) == wanted]
-    if not chosen:
-        raise DataError(f"--data {shown} has no split {split!r}; it has {', '.join(names) or 'no named split'}")
-    return chosen
+    wanted = choose_split({s for s in map(split_of, found) if s}, split, shown)   # predict --data's rule
+    return found if split is None else [f for f in found if split_of(f) == wanted]
 
 
 def _hidden(relative: str) -> bool:
@@ -386,13 +379,8 @@ def text_column_of(schema, wanted: str, where: str) -> str:
         UsageError: ``wanted`` is not a column.
         DataError: no column, or several, named like a text column; the column does not hold text.
     """
-    import pyarrow as pa
-
-    column = resolve_column(list(schema.names), wanted, TEXT_COLUMNS, "text", where)
-    kind = schema.types[schema.names.index(column)]
-    if not isinstance(kind, pa.DataType) or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        raise DataError(f"{where}: column {column!r} holds {kind}, not text")
-    return column
+    names = list(schema.names)
+    return find_text_column(names, wanted, where, lambda c: schema.types[names.index(c)])   # predict --data's check
 
 
 def worker_plan(ray, workers: int | None) -> tuple[int, float]:

@@ -102,9 +102,12 @@ def score_table(predictor: "Predictor", table: "pa.Table", column: str, *, expla
     texts = check_batch_texts(table, column, where, first)
     labels = list(predictor.labels)
     names = output_names(table.column_names, added_columns(labels, predictor.multi_label, explain))
-    columns = _prediction_columns(predictor, predictor.logits(texts, first=first))
-    if explain:
-        columns["top_tokens"] = _top_tokens(predictor.explain(texts, first=first), predictor.multi_label)
+    if explain:   # one forward: the logits the explanations were formed from
+        logits, found = predictor.explain_scored(texts, first=first)
+        columns = _prediction_columns(predictor, logits)
+        columns["top_tokens"] = _top_tokens(found, predictor.multi_label)
+    else:
+        columns = _prediction_columns(predictor, predictor.logits(texts, first=first))
     for name, values in columns.items():
         table = table.append_column(names[name], values)
     return table
@@ -112,20 +115,18 @@ def score_table(predictor: "Predictor", table: "pa.Table", column: str, *, expla
 
 def _prediction_columns(predictor: "Predictor", logits: np.ndarray) -> dict[str, Any]:
     """The decision's columns and the ``p_<label>`` ones for ``(rows, num_labels)`` logits, decided as
-    :meth:`~.predictor.Predictor.predict` decides (the argmax, or a multi-label model's rule)."""
+    :meth:`~.predictor.Predictor.predict` decides: the predictor's postprocess and decision (the argmax of the
+    logits, or a multi-label model's rule)."""
     import pyarrow as pa
-
-    from .probabilities import softmax
 
     labels = np.asarray(predictor.labels, dtype=object)
     if predictor.multi_label:
-        decision = predictor.decision
-        probs = decision.probabilities(logits)                                          # (rows, num_labels) f64
-        chosen = decision.labels(probs)
+        probs = predictor.postprocess(logits, np.float64)                               # (rows, num_labels)
+        chosen = predictor.decide(probs)
         sets = [labels[sorted(np.flatnonzero(c), key=lambda j, p=p: -p[j])].tolist() for c, p in zip(chosen, probs)]
         columns = {"labels": pa.array(sets, pa.list_(pa.string()))}
     else:
-        probs = softmax(logits, predictor.temperature, np.float32)                      # (rows, num_labels)
+        probs = predictor.postprocess(logits)                                           # (rows, num_labels) f32
         k = logits.argmax(axis=1)
         columns = {"label": pa.array(labels[k].tolist(), pa.string()),
                    "probability": pa.array(probs[np.arange(len(k)), k], pa.float32())}

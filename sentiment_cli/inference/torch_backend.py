@@ -85,7 +85,8 @@ def batched_pooled(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, 
 
 @torch.inference_mode()
 def batched_token_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]], *, batch_size: int,
-                         device: torch.device) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+                         device: torch.device, on_batch: Callable[[int], None] | None = None
+                         ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     """Logits and each token's share of them, for every example, in input order, in float32 without
     autocast (so that the shares add up to the logits to float rounding).
 
@@ -94,6 +95,7 @@ def batched_token_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]
         ids: token ids per example.
         batch_size: examples per forward pass.
         device: where the model lives.
+        on_batch: called with the size of each finished batch (progress).
 
     Returns:
         ``(len(ids), num_labels)`` float32 logits; per example, ``(len(ids[i]), num_labels)`` token
@@ -111,6 +113,8 @@ def batched_token_logits(model: SentimentClassifier, ids: Sequence[Sequence[int]
             token_logits = out.token_logits.float().cpu().numpy()               # (batch, seq_len, num_labels)
             shares.extend(token_logits[i, :len(row)] for i, row in enumerate(chunk))
             bias = out.bias.float().cpu().numpy()
+            if on_batch is not None:
+                on_batch(len(chunk))
     return (np.concatenate(logits) if logits else np.zeros((0, model.num_labels), np.float32)), shares, bias
 
 
@@ -148,14 +152,17 @@ class TorchBackend:
         """The model card (``sentiment info --json``), read from the folder."""
         return model_card(self.directory)
 
-    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False
+    def forward(self, rows: Sequence[Sequence[int]], *, token_logits: bool = False,
+                on_batch: Callable[[int], None] | None = None
                 ) -> tuple[np.ndarray, list[np.ndarray] | None, np.ndarray | None]:
         """``(logits, token_logits, bias)`` for token-id rows, in input order: ``(n, num_labels)``
         float32; with ``token_logits``, per row ``(len(row), num_labels)`` (else ``None``);
-        with ``token_logits``, ``(num_labels,)`` the part of the logits no token carries (else ``None``)."""
+        with ``token_logits``, ``(num_labels,)`` the part of the logits no token carries (else ``None``).
+        ``on_batch``: called with each finished batch's size (progress)."""
         model = self.checkpoint.model
         if token_logits:
-            return batched_token_logits(model, rows, batch_size=self.batch_size, device=self.device)
+            return batched_token_logits(model, rows, batch_size=self.batch_size, device=self.device,
+                                        on_batch=on_batch)
         logits = batched_logits(model, rows, batch_size=self.batch_size, device=self.device,
-                                bf16=self.config.training.autocast_bf16)
+                                bf16=self.config.training.autocast_bf16, on_batch=on_batch)
         return logits.numpy(), None, None

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ..data.tokenizer import encode_texts
 from ..errors import UsageError
 from .exclusions import Picker
 
@@ -31,7 +30,7 @@ def pooled_states(predictor: Any, texts: Sequence[str]) -> np.ndarray:
     backend = predictor.backend
     if not hasattr(backend, "checkpoint"):
         raise UsageError("the diverse strategy reads the model's encoder states; give a checkpoint folder, not ONNX")
-    ids = encode_texts(backend.tokenizer, texts, predictor.config.data)
+    ids = predictor.preprocess(texts, check=False)
     return batched_pooled(backend.checkpoint.model, ids, batch_size=backend.batch_size, device=backend.device)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..outputs import write_table
+from ..arrow_output import write_table
 from .run import Suggestions
 
 CSV_COLUMNS = ("text", "label", "rank", "uncertainty", "margin", "entropy", "predicted", "probability", "index",
@@ -17,7 +17,7 @@ LABEL_SEPARATOR = ","   # how GoEmotions joins its labels, which the data reader
 
 def write_picks(result: Suggestions, path: str | Path) -> Path:
     """Write the picks to a file that ``sentiment train --data`` reads once its ``label`` column is filled in:
-    CSV or JSON Lines by ``path``'s suffix (:func:`~sentiment_cli.outputs.write_table`, atomically).
+    CSV or JSON Lines by ``path``'s suffix (:func:`~sentiment_cli.arrow_output.write_table`, atomically).
 
     Columns: :data:`CSV_COLUMNS`: ``text``, an empty ``label``, then ``rank`` (1 = label first), ``uncertainty``,
     ``margin``, ``entropy``, ``predicted`` and its ``probability``, the text's ``index`` in the input and its

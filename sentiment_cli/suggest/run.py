@@ -34,9 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..config import SEED_MAX
-from ..data.tokenizer import encode_texts
 from ..errors import UsageError
-from ..inference.probabilities import softmax
 from .diverse import diverse
 from .exclusions import Picker, noise_reason, not_near_known, text_key, text_vectors
 from .uncertainty import MEASURES, entropies, label_entropies, label_margins, margins, uncertainty
@@ -129,15 +127,14 @@ def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: in
            on_progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """``(kept indices (m,), probabilities (m, num_labels), left out by reason)``: noise-like texts and exact
     duplicates (of each other or of ``known``) are left out before the model scores the rest, ``chunk`` at a time.
-    Probabilities: the softmax with the checkpoint's temperature, or a multi-label model's per-label sigmoids
-    (:meth:`~sentiment_cli.inference.multilabel.Decision.probabilities`)."""
+    Each chunk goes through the predictor's preprocess -> forward -> postprocess (float64): the softmax with the
+    checkpoint's temperature, or a multi-label model's per-label sigmoids."""
     seen = {text_key(t) for t in known}
     left: dict[str, int] = {}
     kept, probs = [], []
-    tokenizer, data = predictor.backend.tokenizer, predictor.config.data
     for lo in range(0, len(texts), chunk):
         part = texts[lo:lo + chunk]
-        ids = encode_texts(tokenizer, [t if t.strip() else " " for t in part], data)
+        ids = predictor.preprocess([t if t.strip() else " " for t in part], check=False)
         rows, where = [], []
         for i, (text, row) in enumerate(zip(part, ids)):
             reason = noise_reason(text, row)
@@ -151,10 +148,7 @@ def _score(predictor: Any, texts: Sequence[str], known: Sequence[str], chunk: in
             rows.append(row)
             where.append(lo + i)
         if rows:
-            logits = predictor.backend.forward(rows)[0]
-            decision = predictor.decision
-            probs.append(softmax(logits, predictor.temperature, np.float64) if decision is None
-                         else decision.probabilities(logits))
+            probs.append(predictor.postprocess(predictor.forward(rows)[0], np.float64))
             kept.extend(where)
         if on_progress is not None:
             on_progress(min(lo + chunk, len(texts)), len(texts))
@@ -209,7 +203,8 @@ def suggest(predictor: Any, texts: Sequence[str], n: int = 100, strategy: str = 
     left["near-duplicate"] = left.get("near-duplicate", 0) + picker.refused
     labels = tuple(predictor.labels)
     chosen = sorted(picker.picked, key=lambda j: -scores[cand[j]])
-    picks = _picks(chosen, cand, kept, texts, probs, scores, labels, clusters, decision)
+    picks = _picks(chosen, cand, kept, texts, probs, scores, labels, clusters,
+                   None if decision is None else predictor)
     k = int(clusters.max()) + 1 if clusters is not None and len(clusters) else 0
     return Suggestions(picks, strategy, measure, labels, len(texts), len(kept), {r: c for r, c in left.items() if c},
                        k, "" if clusters is None else space, time.perf_counter() - start, decision is not None)
@@ -253,15 +248,16 @@ def _candidates(scores: np.ndarray, texts: list[str], known: Sequence[str], want
 
 
 def _picks(chosen: list[int], cand: np.ndarray, kept: Sequence[int], texts: Sequence[str], probs: np.ndarray,
-           scores: np.ndarray, labels: tuple[str, ...], clusters: np.ndarray | None, decision=None) -> list[Pick]:
+           scores: np.ndarray, labels: tuple[str, ...], clusters: np.ndarray | None, multi=None) -> list[Pick]:
     """A :class:`Pick` per ``chosen`` candidate, ranked in that order; ``probs`` ``(m, num_labels)`` and
-    ``scores`` ``(m,)`` are over the scored texts ``kept`` (indices into ``texts``); ``decision``: a multi-label
-    model's :class:`~sentiment_cli.inference.multilabel.Decision` (per-label margin, entropy and label set)."""
-    if decision is None:
+    ``scores`` ``(m,)`` are over the scored texts ``kept`` (indices into ``texts``); ``multi``: a multi-label
+    model's predictor (per-label margin to its decision's thresholds, entropy, and the label set its
+    :meth:`~sentiment_cli.inference.predictor.Predictor.decide` gives)."""
+    if multi is None:
         m, e, sets = margins(probs), entropies(probs), None
     else:
-        m, e = label_margins(probs, np.asarray(decision.thresholds)), label_entropies(probs)
-        sets = decision.labels(probs)
+        m, e = label_margins(probs, np.asarray(multi.decision.thresholds)), label_entropies(probs)
+        sets = multi.decide(probs)
     picks = []
     for rank, j in enumerate(chosen, 1):
         r = int(cand[j])

@@ -28,10 +28,11 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from ..data.labels import LABELS, SENTIMENT_ALIASES
 from ..data.negation import is_negator
 from ..data.splits import Split
 
-NEGATIVE_NAMES, POSITIVE_NAMES = ("negative", "neg"), ("positive", "pos")
+NEGATIVE_NAMES, POSITIVE_NAMES = ((name, *SENTIMENT_ALIASES[name]) for name in LABELS)   # two-class sentiment
 CONTRAST = frozenset({"but", "although", "though", "however", "yet", "except", "despite", "while", "whereas",
                       "unless", "if", "whether", "than", "only", "even"})
 AUXILIARIES = frozenset({"is", "was", "are", "were", "am", "will", "would", "can", "could", "should", "must",

@@ -21,6 +21,7 @@ import torch
 
 from . import distributed
 from ..config import Config
+from ..data.labels import LABELS
 from ..data.splits import Split
 from ..errors import CheckpointError, DataError, UsageError
 from .context import RunContext
@@ -55,7 +56,7 @@ def check_same_data(saved: TrainerState, train_split: Split, val_split: Split, s
     if want != (len(train_split), len(val_split)):
         raise DataError(f"{source}: now {len(train_split)} training / {len(val_split)} validation reviews, "
                         f"but the saved run had {want[0]} / {want[1]}; the data changed since the run started")
-    labels = tuple(data.get("labels") or ("negative", "positive"))   # runs saved before label sets: IMDB's
+    labels = tuple(data.get("labels") or LABELS)   # runs saved before label sets: IMDB's
     if labels != train_split.label_names:
         raise DataError(f"{source}: now labels {', '.join(train_split.label_names)}, but the saved run had "
                         f"{', '.join(labels)}; the data changed since the run started")

@@ -1,0 +1,41 @@
+"""The benchmarks' fresh processes: a benchmark module's job (:func:`job`), and our row's ``sentiment train``
+then ``eval`` (:func:`train_and_eval`). ``bench/suite.py``, ``bench/multilabel.py`` and ``bench/budget.py`` run
+their systems through these, so neither of the first two imports the other's driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def job(*args: str, module: str = "bench.suite") -> dict:
+    """Run ``python -m MODULE --job ARGS`` (``bench.suite``'s jobs, or another benchmark's) in a fresh process and
+    return its JSON line; ``{"error": last line}`` when it fails."""
+    cmd = [sys.executable, "-m", module, "--job", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def train_and_eval(folder: str, out: Path, extra: list[str]) -> tuple[dict, float]:
+    """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json``: ``(eval's JSON, training
+    seconds)``; on failure, ``{"error": the exit code and the last line it printed}`` instead of the JSON."""
+    cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out), *extra]
+    print(f"· {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {proc.returncode}: {last}"}, seconds
+    ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
+                         "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
+    return json.loads(ev.stdout), seconds
