@@ -439,21 +439,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
     def fit(form: str, C: float, class_weight: str) -> Candidate:
-        if stop is not None and stop.requested:
-            raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
-                              "was: run the same command again", exit_code=stop.exit_code)
-        began = time.perf_counter()
-        weighting = fit_weighting(class_weight, train.labels)
-        fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(x, train.labels)
-        accuracy, nll = _scored(np.asarray(fitted.decision_function(xv), np.float64), y_val, k)
-        settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
-        if class_weight != config.training.class_weight:
-            settings["training.class_weight"] = class_weight
-        c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else
-                      ", classes balanced"), "ngram", settings, accuracy=accuracy, nll=nll,
-                      seconds=time.perf_counter() - began)
-        cb.on_note(_line(c))
-        return c
+        return _ngram_fit(config, (form, C, class_weight), (x, train.labels), (xv, y_val), k, cb, stop)
 
     out: list[Candidate] = []
     weighting = config.training.class_weight
@@ -466,6 +452,32 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             out.append(fit(form, C, "none"))
             weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
     return out
+
+
+def _ngram_fit(config: Config, setting: tuple[str, float, str], train: tuple[Any, Any], val: tuple[Any, np.ndarray],
+               k: int, cb: TrainCallbacks, stop: StopFlag | None) -> Candidate:
+    """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)``
+    and scored on ``val``; its line told through ``cb.on_note``.
+
+    Raises:
+        Interrupted: ``stop`` was set (a signal), checked before the fit.
+    """
+    form, C, class_weight = setting
+    if stop is not None and stop.requested:
+        raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
+                          "was: run the same command again", exit_code=stop.exit_code)
+    began = time.perf_counter()
+    weighting = fit_weighting(class_weight, train[1])
+    fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(*train)
+    accuracy, nll = _scored(np.asarray(fitted.decision_function(val[0]), np.float64), val[1], k)
+    settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
+    if class_weight != config.training.class_weight:
+        settings["training.class_weight"] = class_weight
+    c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else
+                  ", classes balanced"), "ngram", settings, accuracy=accuracy, nll=nll,
+                  seconds=time.perf_counter() - began)
+    cb.on_note(_line(c))
+    return c
 
 
 def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
