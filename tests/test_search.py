@@ -159,6 +159,10 @@ def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
     found = search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
                                     time.monotonic() - 1)
     assert len(found) == 1 and found[0].complete
+    # with the classes balanced by the rules, that one both ways: the weighting is the encoder's loss's too
+    found = search.ngram_candidates(_default(REVIEWS, class_weight="balanced"), RunData(str(REVIEWS)),
+                                    TrainCallbacks(), frozenset(), time.monotonic() - 1)
+    assert [c.settings.get("training.class_weight") for c in found] == [None, "none"]
 
 
 # ----------------------------------------------------------------------------- the orchestration

@@ -407,8 +407,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
     one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
     (as long as the longest so far) ends before ``end`` (one fit at least). When the imbalance rule balanced the
-    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, and the other
-    fits take whichever weighting scored better.
+    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past
+    ``end`` (the weighting is the encoder trials' loss's too: balanced weights can keep a short encoder schedule
+    on the rare class, docs/experiments.md), and the other fits take whichever weighting scored better.
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
     training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
@@ -447,9 +448,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
             return out
         out.append(fit(form, C, weighting))
-        if len(out) == 1 and _weighting_searched(config, given, train.multi_label) \
-                and time.monotonic() + out[0].seconds <= end:   # the first form and C unweighted: the rest take the better
-            out.append(fit(form, C, "none"))
+        if len(out) == 1 and _weighting_searched(config, given, train.multi_label):   # past the share too: the
+            out.append(fit(form, C, "none"))   # weighting is the encoder's loss's as well; the rest take the better
             weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
     return out
 
