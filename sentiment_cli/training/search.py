@@ -346,10 +346,10 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
 
 
 def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozenset[str]) -> Config:
-    """``config`` with the n-gram score's form and C pinned to the best n-gram candidate's (on validation), so that
-    each encoder trial fits the score once instead of choosing its form again by cross-validation on the same
-    rows; as it is when the command line pinned them, the score has no buckets, or the run is multi-label (its
-    rules pin the form)."""
+    """``config`` with the best n-gram candidate's settings (on validation) for every encoder trial: its form and C,
+    so that each trial fits the score once instead of choosing its form again by cross-validation on the same
+    rows (not when the command line or a multi-label run's rules pinned them), and its class weights when the
+    stage chose them (:func:`_weighting_searched`); ``config`` itself when there is no n-gram candidate."""
     ngram = [c for c in candidates if c.kind == "ngram" and c.complete]
     if not ngram:
         return config
