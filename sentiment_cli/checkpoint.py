@@ -5,7 +5,8 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
     config.json        all settings, the vocabulary size, labels, format_version, and the
                        ``temperature`` fitted on the validation split (1.0 = none; absent
                        in checkpoints written before it existed)
-    model.safetensors  the weights (never pickle)
+    model.safetensors  the weights (never pickle); a table whose rows are mostly zero (the n-gram score's
+                       hashed buckets) as its non-zero rows (``weights_file.py``, format_version 2)
     tokenizer.json     the ``tokenizers`` tokenizer
     metrics.json       per-epoch history, device, wall time, seed, versions
     eval_<split>.json  the last ``sentiment eval`` result per split, tagged with the
@@ -42,9 +43,10 @@ from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
 from .model.skeleton import tensor_specs, uninitialised_classifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
+from .weights_file import dense_specs, pack, packed_shapes, unpack
 from .untrusted import open_regular_file, read_regular_file, stored_decision, stored_temperature, stored_vocab_size
 
-CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 2   # 2: the weights file may hold packed tables (weights_file.py); 1 is read too
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
@@ -224,7 +226,8 @@ def write_checkpoint(directory: str | Path, record: CheckpointRecord) -> None:
     config_json = record.config_json()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / WEIGHTS_FILE, st_save(record.weights, metadata={"format": "pt"}))
+    tensors, packed = pack(record.weights)
+    atomic_write(directory / WEIGHTS_FILE, st_save(tensors, metadata={"format": "pt", **packed}))
     atomic_write(directory / TOKENIZER_FILE, record.tokenizer_json)
     write_json(directory / CONFIG_FILE, config_json)
     write_metrics(directory, record.metrics)
@@ -364,24 +367,52 @@ def check_tensor_specs(expected: dict[str, tuple[Any, tuple[int, ...]]], found: 
                                   f"{shape}, the model expects {want_dtype} {want_shape}"[:400])
 
 
-def safetensors_specs(data: bytes, path: str | Path) -> dict[str, tuple[Any, tuple[int, ...]]]:
-    """Each tensor's ``(dtype, shape)`` from a safetensors file's header, without touching its data.
+def safetensors_specs(data: bytes, path: str | Path) -> tuple[dict[str, tuple[Any, tuple[int, ...]]],
+                                                            dict[str, tuple[int, ...]]]:
+    """Each tensor's ``(dtype, shape)`` as the model will hold it, from a safetensors file's header, without touching
+    its data; and the shapes of the tables packed as their non-zero rows (:mod:`~sentiment_cli.weights_file`).
 
     The format: an 8-byte little-endian header length, then a JSON object mapping each tensor's name to
     its ``dtype``, ``shape`` and ``data_offsets`` (and an optional ``__metadata__``).
 
     Raises:
-        CheckpointError: the header is truncated or malformed.
+        CheckpointError: the header is truncated or malformed, or a packed table's entries do not fit its shape.
     """
     try:
         size = int.from_bytes(data[:8], "little")
         if len(data) < 8 or size > len(data) - 8:
             raise ValueError("the header is longer than the file")
         header = json.loads(data[8:8 + size])
-        return {name: (_SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(int(n) for n in entry["shape"]))
-                for name, entry in header.items() if name != "__metadata__"}
+        found = {name: (_SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(int(n) for n in entry["shape"]))
+                 for name, entry in header.items() if name != "__metadata__"}
+        packed = packed_shapes(header.get("__metadata__"))
+        return dense_specs(found, packed), packed
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: corrupt or truncated (its header: {str(exc)[:120]})") from None
+        raise CheckpointError(f"{path}: corrupt or truncated (its header: {str(exc)[:160]})") from None
+
+
+def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """The state dict a checkpoint's ``model.safetensors`` holds, its packed tables rebuilt whole (CPU tensors by
+    name); the file read within :data:`WEIGHTS_LIMIT` and checked as untrusted, against no model.
+
+    Raises:
+        CheckpointError: the file is missing, too large, corrupt, or a packed table does not fit its shape.
+    """
+    path = Path(path)
+    data = read_checkpoint_file(path, WEIGHTS_LIMIT)
+    return _tensors(data, safetensors_specs(data, path)[1], path)
+
+
+def _tensors(data: bytes, packed: dict[str, tuple[int, ...]], path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a weights file's bytes ``data``, the ``packed`` tables rebuilt whole.
+
+    Raises:
+        CheckpointError: corrupt data, or packed rows out of order or range.
+    """
+    try:
+        return unpack(st_load(data), packed)
+    except (SafetensorError, ValueError, OSError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: corrupt or truncated ({str(exc)[:120]})") from None
 
 
 def read_config(directory: str | Path) -> tuple[Config, int]:
@@ -477,11 +508,9 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
                               f"fine-tune it first: sentiment train --init {directory}")
     weights_path = directory / WEIGHTS_FILE
     data = read_checkpoint_file(weights_path, WEIGHTS_LIMIT)
-    model = _model_for(config, vocab_size, len(labels), safetensors_specs(data, weights_path), weights_path)
-    try:
-        state = st_load(data)
-    except (SafetensorError, ValueError, OSError) as exc:
-        raise CheckpointError(f"{weights_path}: corrupt or truncated ({str(exc)[:120]})") from None
+    specs, packed = safetensors_specs(data, weights_path)
+    model = _model_for(config, vocab_size, len(labels), specs, weights_path)
+    state = _tensors(data, packed, weights_path)
     del data
     load_weights(model, state, weights_path)
     model.to(device).eval()

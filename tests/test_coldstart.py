@@ -17,8 +17,8 @@ import threading
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 
+from sentiment_cli.checkpoint import read_weights
 from sentiment_cli import checkpoint as ck
 from sentiment_cli.errors import CheckpointError
 from sentiment_cli.model.classifier import SentimentClassifier
@@ -79,7 +79,7 @@ def test_the_loaded_model_is_an_initialised_one_with_the_weights_loaded(request,
     config, vocab_size, labels = ck.read_checkpoint_config(d)
     torch.manual_seed(0)
     reference = SentimentClassifier.from_config(config, vocab_size, len(labels))
-    reference.load_state_dict(load_file(d / ck.WEIGHTS_FILE), strict=True)
+    reference.load_state_dict(read_weights(d / ck.WEIGHTS_FILE), strict=True)
     reference.eval()
     ours, theirs = dict(loaded.named_buffers()), dict(reference.named_buffers())
     assert ours.keys() == theirs.keys() and "positional_encoding" in ours

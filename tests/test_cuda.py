@@ -15,8 +15,8 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 
+from sentiment_cli.checkpoint import read_weights
 from sentiment_cli.config import load_config
 from sentiment_cli.errors import Interrupted
 from sentiment_cli.inference.export import export_onnx
@@ -53,7 +53,7 @@ def test_each_preset_trains_on_the_gpu_and_its_checkpoint_loads_on_the_cpu(prese
     record = result.metrics["history"][-1]
     assert result.metrics["device"].startswith(DEVICE)
     assert np.isfinite(record["train_loss"]) and np.isfinite(record["validation_loss"])
-    weights = load_file(tmp_path / "ck" / "model.safetensors")
+    weights = read_weights(tmp_path / "ck" / "model.safetensors")
     assert all(t.device.type == "cpu" and torch.isfinite(t).all() for t in weights.values())
     predictor = Predictor(tmp_path / "ck")
     probs = np.array([p.probability for p in predictor.predict(TEXTS)])

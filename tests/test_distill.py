@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from safetensors.torch import load_file
 from typer.testing import CliRunner
 
+from sentiment_cli.checkpoint import read_weights
 from sentiment_cli.data.batching import collate
 from sentiment_cli.cli import app
 from sentiment_cli.data.splits import load_split
@@ -90,7 +90,7 @@ def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabell
         assert r["train_accuracy"] * 900 == pytest.approx(round(r["train_accuracy"] * 900), abs=1e-6)
     b = train(cfg, tmp_path / "b")
     assert _history(a.metrics) == _history(b.metrics)
-    wa, wb = load_file(a_folder / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    wa, wb = read_weights(a_folder / "model.safetensors"), read_weights(tmp_path / "b" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     plain = train(cfg.override("training", distill_reviews=0), tmp_path / "plain")
     assert plain.metrics["ngram_score"]["in_logits"] and "distillation" not in plain.metrics
@@ -108,7 +108,7 @@ def test_distillation_resumes_where_it_stopped(with_unlabelled, distilled, tmp_p
         train(cfg, tmp_path / "split", StopAfter(1, stop), stop=stop)
     resumed = resume(tmp_path / "split")
     assert _history(resumed.metrics) == _history(full.metrics)
-    wf, wr = load_file(full_folder / "model.safetensors"), load_file(tmp_path / "split" / "model.safetensors")
+    wf, wr = read_weights(full_folder / "model.safetensors"), read_weights(tmp_path / "split" / "model.safetensors")
     assert all(torch.equal(wf[k], wr[k]) for k in wf)
 
 

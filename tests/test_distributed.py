@@ -8,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from sentiment_cli.checkpoint import read_weights
 from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.config import ModelConfig
 from sentiment_cli.data.batching import collate
@@ -101,7 +102,7 @@ def test_two_process_run_resumes_exactly(ddp_runs):
     timing = {"train_seconds", "train_examples_per_second"}
     strip = [{k: v for k, v in h.items() if k not in timing} for h in straight["history"]]
     assert [{k: v for k, v in h.items() if k not in timing} for h in resumed["history"]] == strip
-    a, b = load_file(root / "straight" / "model.safetensors"), load_file(root / "split" / "model.safetensors")
+    a, b = read_weights(root / "straight" / "model.safetensors"), read_weights(root / "split" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -7,6 +7,7 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
+from sentiment_cli.checkpoint import read_weights
 from sentiment_cli.training import state as ts
 from sentiment_cli.cli import app
 from sentiment_cli.errors import CheckpointError, Interrupted
@@ -42,7 +43,7 @@ def _history(metrics):
 
 def _tensors(folder):
     state = json.loads((folder / "trainer_state" / "state.json").read_text())
-    return (load_file(folder / "model.safetensors"),
+    return (read_weights(folder / "model.safetensors"),
             load_file(folder / "trainer_state" / state["files"]["tensors"]["name"]))
 
 

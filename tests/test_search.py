@@ -88,8 +88,8 @@ def test_epochs_0_is_the_ngram_score_alone_exactly_and_explained(tmp_path):
     metrics = result.metrics
     assert metrics["best_epoch"] == 0 and metrics["ngram_score"]["C"] == 3.0 and metrics["ngram_score"]["form"] == "lr"
     assert metrics["history"][0]["train_loss"] is None and metrics["best_validation_accuracy"] > 0.5
-    from safetensors.torch import load_file
-    weights = load_file(str(tmp_path / "alone" / "model.safetensors"))
+    from sentiment_cli.checkpoint import read_weights
+    weights = read_weights(tmp_path / "alone" / "model.safetensors")
     assert torch.count_nonzero(weights["head.weight"]) == 0 and torch.count_nonzero(weights["head.bias"]) == 0
     predictor = Predictor(tmp_path / "alone")
     text = "A moving, beautifully acted film with a dull ending."

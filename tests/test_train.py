@@ -2,8 +2,8 @@ import json
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
+from sentiment_cli.checkpoint import read_weights
 from sentiment_cli.training.run import train
 
 from .conftest import small_config
@@ -23,7 +23,7 @@ def test_same_seed_same_metrics_and_weights(seeded, tmp_path):
     (a, a_folder), b = seeded, train(cfg, tmp_path / "b")
     keys = ("train_loss", "train_accuracy", "validation_loss", "validation_accuracy")
     assert [[r[k] for k in keys] for r in a.metrics["history"]] == [[r[k] for k in keys] for r in b.metrics["history"]]
-    wa, wb = load_file(a_folder / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    wa, wb = read_weights(a_folder / "model.safetensors"), read_weights(tmp_path / "b" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     other = train(cfg.override("training", seed=99), tmp_path / "c")
     assert other.metrics["history"][0]["train_loss"] != a.metrics["history"][0]["train_loss"]
@@ -153,7 +153,7 @@ def test_validation_fraction_0_trains_on_all_of_train_and_keeps_the_last_epoch(t
     assert (m["data"]["train_examples"], m["data"]["validation_examples"]) == (1000, 0)
     assert (m["best_epoch"], m["best_validation_accuracy"]) == (2, None)
     assert all(h["validation_accuracy"] is None and h["best"] for h in m["history"])
-    saved, last = load_file(out / "model.safetensors"), load_trainer_state(out).model   # the folder holds epoch 2
+    saved, last = read_weights(out / "model.safetensors"), load_trainer_state(out).model   # the folder holds epoch 2
     assert saved.keys() == last.keys() and all(torch.equal(saved[k], last[k]) for k in saved)
     card = (out / "README.md").read_text()
     assert "| validation reviews | none (validation_fraction 0: trained on all of train) |" in card
