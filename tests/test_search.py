@@ -373,6 +373,13 @@ def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeyp
     assert all("training.epochs" not in c["settings"] for c in record["candidates"])   # --epochs fixed it
     complete = [c for c in record["candidates"] if c["status"] == "complete"]
     best = max(complete, key=lambda c: (-c["validation_nll"], c["validation_accuracy"]))
+    encoder = max((c for c in complete if c["kind"] == "encoder"), key=lambda c: (-c["validation_nll"],
+                                                                                 c["validation_accuracy"]))
+    by = record["chosen_by"]
+    if by["rule"] == "one standard error":   # the encoder, within one standard error of a better n-gram score
+        assert best["kind"] == "ngram" and record["chosen"] == encoder["name"]
+        assert 0 <= by["nll_difference"] <= by["standard_error"] and by["why"] in " ".join(r.output.split())
+        best = encoder
     assert record["chosen"] == best["name"]
     data = metrics["data"]   # refitted on every row (and the rule-negated sentence pairs of two-class sentiment)
     assert data["negation_augment"] > 0 and data["train_examples"] == 600 + 2 * data["negation_augment"]

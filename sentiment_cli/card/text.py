@@ -77,9 +77,11 @@ def behaviour_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
-    """The search's record (``metrics.json``'s ``"search"``) as facts: the choice, the budget, the metric, then a
-    line per candidate (validation accuracy, log-loss, seconds, or what became of it)."""
-    facts = [("chosen", search.get("chosen", UNKNOWN)),
+    """The search's record (``metrics.json``'s ``"search"``) as facts: the choice (and why, when the one-standard-error
+    rule made it), the budget, the metric, then a line per candidate (validation accuracy, log-loss, seconds, or what became of it)."""
+    by = search.get("chosen_by") or {}
+    facts = [("chosen", str(search.get("chosen", UNKNOWN)) + (f" ({by['why']})" if by.get("rule") == "one standard "
+                                                             "error" and isinstance(by.get("why"), str) else "")),
              ("budget", f"{_num(search.get('budget_seconds'), ',.0f')} s; the search took "
                         f"{_num(search.get('seconds'), ',.0f')} s"),
              ("metric", str(search.get("metric", UNKNOWN)))]

@@ -39,11 +39,22 @@ def nll(logits: np.ndarray, labels: Sequence[int], temperature: float = 1.0) -> 
         logits: ``(n, num_labels)``.
         labels: ``n`` class ids.
     """
+    return float(row_nll(logits, labels, temperature).mean())
+
+
+def row_nll(logits: np.ndarray, labels: Sequence[int], temperature: float = 1.0) -> np.ndarray:
+    """``(n,)`` float64: each example's negative log-likelihood (nats) of its label under
+    ``softmax(logits / temperature)``; :func:`nll` is their mean.
+
+    Args:
+        logits: ``(n, num_labels)``.
+        labels: ``n`` class ids.
+    """
     z = np.asarray(logits, dtype=np.float64) / temperature
     z = z - z.max(axis=-1, keepdims=True)
     log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     y = np.asarray(labels, dtype=np.int64)
-    return float(-log_p[np.arange(len(y)), y].mean())
+    return -log_p[np.arange(len(y)), y]
 
 
 @dataclass(frozen=True)

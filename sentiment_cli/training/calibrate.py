@@ -39,10 +39,14 @@ class Calibration:
         report: ``metrics.json``'s ``calibration``: ``temperature``, and with validation ``bins`` and the
             validation ``ece`` / ``nll`` after and ``ece_uncalibrated`` / ``nll_uncalibrated`` before it;
             with a chosen weight also :func:`~.score_weight.fit`'s entries (``ngram_scale`` among them).
+        row_nll: ``(n_validation,)`` float64, each validation row's log-loss (nats) after the temperature, whose
+            mean is the report's ``nll``; one label per text only, else ``None`` (the search compares candidates
+            row by row with it).
     """
 
     temperature: float
     report: dict[str, Any] = field(default_factory=dict)
+    row_nll: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_report(cls, report: dict[str, Any]) -> "Calibration":
@@ -98,11 +102,12 @@ def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: l
     logits, fitted = score_weight.fit(kept, val_ids, labels, logits, training, device, on_stage)
     on_stage("fitting the temperature on the validation split")
     temperature = calibration.fit_temperature(logits, labels)
+    rows = calibration.row_nll(logits, labels, temperature)
     return Calibration(temperature, {
         **fitted, "temperature": temperature, "bins": calibration.ECE_BINS,
         "ece": calibration.expected_calibration_error(calibration.softmax(logits, temperature), labels),
         "ece_uncalibrated": calibration.expected_calibration_error(calibration.softmax(logits), labels),
-        "nll": calibration.nll(logits, labels, temperature), "nll_uncalibrated": calibration.nll(logits, labels)})
+        "nll": float(rows.mean()), "nll_uncalibrated": calibration.nll(logits, labels)}, rows)
 
 
 def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndarray, training: TrainingConfig,

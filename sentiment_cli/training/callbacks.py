@@ -90,6 +90,9 @@ class TrainResult:
         report: ``curves.png`` and ``README.md`` as written (rank 0), or ``None``.
         record: the checkpoint record written (:class:`~sentiment_cli.checkpoint.CheckpointRecord`: the weights
             in memory; training's rank 0), or ``None``.
+        validation_losses: ``(n_validation,)`` float64, each validation row's log-loss (nats) after the
+            temperature (one label per text, training's rank 0), or ``None``; the default's search compares
+            its candidates row by row with it.
     """
 
     checkpoint: Path
@@ -97,3 +100,4 @@ class TrainResult:
     is_main: bool = True
     report: TrainingReport | None = None
     record: CheckpointRecord | None = field(default=None, repr=False, compare=False)
+    validation_losses: Any = field(default=None, repr=False, compare=False)

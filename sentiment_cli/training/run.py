@@ -290,7 +290,8 @@ def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained:
         write_checkpoint(ctx.output, record)
     report = write_training_report(ctx.output) if ctx.info.is_main and ctx.report else None
     distributed.barrier(ctx.info)
-    return TrainResult(ctx.output, metrics, ctx.info.is_main, report, record)
+    return TrainResult(ctx.output, metrics, ctx.info.is_main, report, record,
+                       None if fitted is None else fitted.row_nll)
 
 
 def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:

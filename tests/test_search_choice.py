@@ -1,0 +1,83 @@
+"""The search's choice (issue 54): the best finished encoder trial over a better n-gram score alone when the two
+validation log-losses are within one paired standard error, and the score alone when it is better by more."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sentiment_cli.card.text import search_facts
+from sentiment_cli.evaluation import calibration
+from sentiment_cli.training.search import Candidate, choose
+
+
+def _candidate(name, kind, losses):
+    losses = np.asarray(losses, np.float64)
+    return Candidate(name, kind, {}, accuracy=0.9, nll=float(losses.mean()), losses=losses)
+
+
+def _pair(shift, noise=0.2, n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    ngram = rng.exponential(0.3, n)
+    return ngram, ngram + shift + rng.normal(0, noise, n)
+
+
+def test_a_tie_within_one_standard_error_keeps_the_encoder():
+    ngram, encoder = _pair(0.002)          # SE = 0.2 / sqrt(2000) = 0.0045: within it
+    winner, by = choose([_candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", encoder)])
+    assert winner.name == "encoder #0" and by["rule"] == "one standard error"
+    assert 0 < by["nll_difference"] < by["standard_error"] and "within 1 standard error" in by["why"]
+
+
+def test_an_encoder_worse_by_more_than_one_standard_error_loses():
+    ngram, encoder = _pair(0.02)
+    winner, by = choose([_candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", encoder)])
+    assert winner.name == "n-gram alone" and by["rule"] == "log-loss"
+
+
+def test_the_lowest_log_loss_wins_otherwise():
+    ngram, encoder = _pair(-0.01)
+    winner, by = choose([_candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", encoder)])
+    assert winner.name == "encoder #0" and by["rule"] == "log-loss"
+    # without row losses (several labels per text) there is nothing to pair: the lowest log-loss
+    a, b = _candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", ngram + 0.001)
+    b.losses = None
+    assert choose([a, b])[0] is a
+    assert choose([Candidate("x", "encoder", {}, status="stopped: the budget")]) == (None, {"rule": "log-loss", "why":
+                                                                                         "the lowest validation log-loss"})
+
+
+def test_the_card_says_why():
+    ngram, encoder = _pair(0.002)
+    _, by = choose([_candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", encoder)])
+    facts = dict(search_facts({"chosen": "encoder #0", "chosen_by": by, "candidates": []}))
+    assert facts["chosen"].startswith("encoder #0 (encoder #0's log-loss is within 1 standard error")
+
+
+def test_row_nll_is_the_mean_nll():
+    rng = np.random.default_rng(1)
+    logits, y = rng.normal(size=(50, 4)), rng.integers(0, 4, 50)
+    rows = calibration.row_nll(logits, y, 1.7)
+    assert rows.shape == (50,) and (rows > 0).all() and calibration.nll(logits, y, 1.7) == pytest.approx(rows.mean())
+
+
+def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
+    """The encoder trial's losses and the n-gram candidates' are the same validation rows in the same order: a run
+    that is the n-gram score alone (``epochs = 0``, LR C 3) gives back the n-gram stage's LR C 3 losses row by row."""
+    import time
+
+    from sentiment_cli.training import search
+    from sentiment_cli.training.callbacks import TrainCallbacks
+    from sentiment_cli.training.run import train
+    from sentiment_cli.training.run_data import RunData
+
+    from .test_search import REVIEWS, _default
+
+    cfg = _default(REVIEWS, refit=False, fit_ngram_scale=False).override("model", ngram_fit="lr", ngram_c=3.0)
+    stage = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
+                                    frozenset({"model.ngram_fit", "model.ngram_c"}), time.monotonic() + 60)
+    (ngram,) = [c for c in stage if c.settings["model.ngram_c"] == 3.0]
+    result = train(cfg.override("training", epochs=0, time_budget=0.0), tmp_path / "alone")
+    assert result.validation_losses.shape == ngram.losses.shape == (58,)   # 542 + 58 rows
+    assert np.corrcoef(result.validation_losses, ngram.losses)[0, 1] > 0.999
+    assert result.validation_losses == pytest.approx(ngram.losses, rel=1e-3, abs=1e-4)
