@@ -8,7 +8,7 @@ them as ``(rows, values)`` keeps the checkpoint the size of what the data used, 
 the one written, bit for bit.
 
 In ``model.safetensors`` a packed tensor ``NAME`` of shape ``(n, *rest)`` is two tensors, ``NAME@rows`` ``(k,)``
-int64 (the non-zero rows, strictly ascending, each below ``n``) and ``NAME@values`` ``(k, *rest)`` in ``NAME``'s
+int32 (the non-zero rows, strictly ascending, each below ``n``) and ``NAME@values`` ``(k, *rest)`` in ``NAME``'s
 dtype, and the file's metadata ``"packed_rows"`` maps ``NAME`` to ``[n, *rest]`` (checkpoint ``format_version`` 2;
 every tensor of a version-1 file is whole). Reading treats the file as untrusted: the shapes are checked against
 the header before anything is allocated, and the row indices before they are used.
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 PACK_MIN_ROWS = 1 << 16     # smaller tables are stored whole: the index would save too little to be worth a format
-PACK_MAX_SHARE = 0.5        # packed when at most this share of the rows is non-zero (int64 rows cost 8 bytes each)
+PACK_MAX_SHARE = 0.9        # packed when its rows and their int32 indices take at most this share of the table
 ROWS, VALUES = "@rows", "@values"
 METADATA_KEY = "packed_rows"
 
@@ -33,10 +33,18 @@ def _nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(flat.ne(0).any(dim=1), as_tuple=False).flatten()
 
 
+def _worth_packing(tensor: torch.Tensor, rows: int) -> bool:
+    """Whether ``rows`` non-zero rows of ``tensor`` ``(n, ...)``, with an int32 index each, take at most
+    :data:`PACK_MAX_SHARE` of its bytes (for a two-class n-gram score's 4-byte rows: 45% of them non-zero; for a
+    64-wide embedding's: 88%)."""
+    row_bytes = tensor[0].numel() * tensor.element_size()
+    return rows * (row_bytes + 4) <= PACK_MAX_SHARE * tensor.shape[0] * row_bytes
+
+
 def pack(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors and metadata to save for ``weights``: each floating-point table of at least
-    :data:`PACK_MIN_ROWS` rows whose non-zero rows are at most :data:`PACK_MAX_SHARE` of them, as ``NAME@rows``
-    and ``NAME@values``; every other tensor as it is.
+    :data:`PACK_MIN_ROWS` rows whose non-zero rows and their index take at most :data:`PACK_MAX_SHARE` of its
+    bytes, as ``NAME@rows`` and ``NAME@values``; every other tensor as it is.
 
     Args:
         weights: a state dict, CPU tensors by name (none named with ``@``).
@@ -49,8 +57,8 @@ def pack(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dic
     for name, tensor in weights.items():
         if tensor.is_floating_point() and tensor.dim() >= 1 and tensor.shape[0] >= PACK_MIN_ROWS:
             rows = _nonzero_rows(tensor)
-            if rows.numel() <= PACK_MAX_SHARE * tensor.shape[0]:
-                tensors[name + ROWS] = rows.contiguous()
+            if _worth_packing(tensor, rows.numel()):
+                tensors[name + ROWS] = rows.to(torch.int32).contiguous()
                 tensors[name + VALUES] = tensor.index_select(0, rows).contiguous()
                 shapes[name] = list(tensor.shape)
                 continue
@@ -92,7 +100,7 @@ def dense_specs(found: dict[str, tuple[Any, tuple[int, ...]]],
         if rows is None or values is None:
             raise ValueError(f"the packed table {name} has no {ROWS[1:]} or {VALUES[1:]}")
         k = rows[1][0] if len(rows[1]) == 1 else -1
-        if rows[0] != torch.int64 or not 0 <= k <= shape[0] or tuple(values[1]) != (k, *shape[1:]):
+        if rows[0] != torch.int32 or not 0 <= k <= shape[0] or tuple(values[1]) != (k, *shape[1:]):
             raise ValueError(f"the packed table {name} has rows {rows[0]} {rows[1]} and values {values[1]} "
                              f"for a shape {list(shape)}")
         specs[name] = (values[0], tuple(shape))
@@ -115,6 +123,6 @@ def unpack(state: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]]) -
         if rows.numel() and (int(rows[0]) < 0 or int(rows[-1]) >= shape[0] or bool((rows[1:] <= rows[:-1]).any())):
             raise ValueError(f"the packed table {name}'s rows are not ascending within its {shape[0]} rows")
         dense = torch.zeros(shape, dtype=values.dtype)
-        dense.index_copy_(0, rows, values)
+        dense.index_copy_(0, rows.long(), values)
         out[name] = dense
     return out
