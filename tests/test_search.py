@@ -110,24 +110,25 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     cfg = _default(REVIEWS)
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
     assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found] == \
-        search.fit_order(search.FIT_GRID, "binary")
+        search.fit_order(search.SEARCH_GRID, "binary")
     assert sorted(c.name for c in found) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
-                                                   (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 10, 30))) for C in Cs)
+                                                   (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 3, 10, 30))) for C in Cs)
     assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
     pinned = cfg.override("model", ngram_fit="lr")
     found = search.ngram_candidates(pinned, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_fit"}),
                                     time.monotonic() + 60)
-    assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 3
+    assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 4
 
 
 def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():
     """Cut short after three fits, the stage has both forms, each at its grid's middle C; over TF-IDF rows plain
     LR (the standard TF-IDF + LR) comes first, over binary features NB-LR."""
-    assert search.fit_order(search.FIT_GRID, "binary")[:3] == [("nb-lr", 0.3), ("lr", 10.0), ("nb-lr", 1.0)]
-    assert search.fit_order(search.FIT_GRID, "tfidf")[:3] == [("lr", 10.0), ("nb-lr", 0.3), ("lr", 30.0)]
-    assert sorted(search.fit_order(search.FIT_GRID, "tfidf")) == sorted(
-        (form, C) for form, Cs in search.FIT_GRID.items() for C in Cs)
+    assert search.fit_order(search.SEARCH_GRID, "binary")[:3] == [("nb-lr", 0.3), ("lr", 3.0), ("nb-lr", 1.0)]
+    assert search.fit_order(search.SEARCH_GRID, "tfidf")[:4] == [("lr", 3.0), ("nb-lr", 0.3), ("lr", 10.0),
+                                                                 ("nb-lr", 1.0)]
+    assert sorted(search.fit_order(search.SEARCH_GRID, "tfidf")) == sorted(
+        (form, C) for form, Cs in search.SEARCH_GRID.items() for C in Cs)
 
 
 def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
@@ -136,23 +137,23 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
     weighting; the winner's weighting is what every encoder trial then uses."""
     cfg = _default(REVIEWS, class_weight="balanced")
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
-    assert len(found) == 7 and "training.class_weight" not in found[0].settings
+    assert len(found) == 8 and "training.class_weight" not in found[0].settings
     first, unweighted = found[0], found[1]
     assert unweighted.settings == {**first.settings, "training.class_weight": "none"}
     assert first.name.endswith("classes balanced") and not unweighted.name.endswith("classes balanced")
     better = "none" if unweighted.rank_key() > first.rank_key() else "balanced"
     assert all(c.settings.get("training.class_weight", "balanced") == better for c in found[2:])
     assert sorted((c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found[1:]) == \
-        sorted(search.fit_order(search.FIT_GRID, "binary"))
+        sorted(search.fit_order(search.SEARCH_GRID, "binary"))
     winner = search._with_ngram_fit(cfg, [unweighted], frozenset())
     assert winner.training.class_weight == "none" and winner.model.ngram_fit == first.settings["model.ngram_fit"]
     assert search._with_ngram_fit(cfg, [first], frozenset()).training.class_weight == "balanced"
     # pinned on the command line, or not balanced by the rules: no extra fit
     pinned = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
                                      frozenset({"training.class_weight"}), time.monotonic() + 60)
-    assert len(pinned) == 6
+    assert len(pinned) == 7
     assert len(search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
-                                       time.monotonic() + 60)) == 6
+                                       time.monotonic() + 60)) == 7
 
 
 def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
@@ -369,7 +370,7 @@ def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeyp
     record = metrics["search"]
     assert record["budget_seconds"] == 60.0 and record["seconds"] < 60 + 30   # + the refit of the winner
     kinds = [c["kind"] for c in record["candidates"]]
-    assert kinds[:6] == ["ngram"] * 6 and "encoder" in kinds
+    assert kinds[:7] == ["ngram"] * 7 and "encoder" in kinds
     assert all("training.epochs" not in c["settings"] for c in record["candidates"])   # --epochs fixed it
     complete = [c for c in record["candidates"] if c["status"] == "complete"]
     best = max(complete, key=lambda c: (-c["validation_nll"], c["validation_accuracy"]))

@@ -2,7 +2,7 @@
 
 ``sentiment train`` with the default preset runs, with ``[training] time_budget`` > 0 (``--time-budget``):
 
-1. **The n-gram score alone**, each form at each C of :data:`~sentiment_cli.ngram.selection.FIT_GRID`
+1. **The n-gram score alone**, each form at each C of :data:`~sentiment_cli.ngram.selection.SEARCH_GRID`
    (NB-LR and logistic regression over hashed token 1-3-grams), fitted on the training split and scored on
    the validation split: seconds. It is the floor: a model that reads the text no better than a linear one.
 2. **The encoder with the n-gram score**, in the settings Optuna's TPE sampler proposes (Bergstra et al.
@@ -17,7 +17,8 @@
    confidence, where accuracy moves by whole rows: on a few hundred rows two candidates a row apart in
    accuracy are a coin's throw, and the log-loss still tells them apart (docs/experiments.md, "The search on
    the validation split"). The n-gram score alone is a candidate, so on the validation split the choice's
-   log-loss is never above its. The winner is then made the checkpoint as the refit rule says (``refit.py``:
+   log-loss is never above its by more than noise: the best finished encoder trial is kept over a better n-gram
+   score alone within one paired standard error (:func:`choose`). The winner is then made the checkpoint as the refit rule says (``refit.py``:
    trained again on every row when the validation rows were held out of train), and calibrated. The n-gram
    score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
 
@@ -55,7 +56,7 @@ from ..ngram.fit import fit_weighting
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import idf_weights, ngram_features, tfidf_rows
 from ..ngram.memory import fit_limit
-from ..ngram.selection import FIT_GRID
+from ..ngram.selection import SEARCH_GRID
 from .callbacks import TrainCallbacks, TrainResult
 from .interrupts import StopFlag
 from .run_data import RunData
@@ -445,7 +446,7 @@ def _budget_hint(candidates: list[Candidate], record_seconds: float, budget: flo
 
 def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
                      end: float, stop: StopFlag | None = None) -> list[Candidate]:
-    """The n-gram score alone, each form at each C of ``FIT_GRID`` (a form or C the command line pinned: that
+    """The n-gram score alone, each form at each C of ``SEARCH_GRID`` (a form or C the command line pinned: that
     one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
     (as long as the longest so far) ends before ``end`` (one fit at least). When the imbalance rule balanced the
     classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past
@@ -476,7 +477,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         idf = idf_weights(x)
         x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
     k, y_val = len(train.label_names), np.asarray(val.labels)
-    grid = {form: Cs for form, Cs in FIT_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
+    grid = {form: Cs for form, Cs in SEARCH_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
@@ -531,7 +532,7 @@ def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[
     [('nb-lr', 0.3), ('lr', 10.0), ('nb-lr', 1.0), ('lr', 30.0), ('nb-lr', 0.1), ('lr', 1.0)]
     """
     def middle_out(Cs: tuple[float, ...]) -> list[float]:
-        mid = len(Cs) // 2
+        mid = (len(Cs) - 1) // 2   # the lower middle of an even grid: LR's 3 of (1, 3, 10, 30)
         return sorted(Cs, key=lambda C: (abs(Cs.index(C) - mid), -Cs.index(C)))
 
     forms = sorted(grid, key=lambda form: (form == "nb-lr") == (weighting == "tfidf"))
