@@ -81,3 +81,33 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     assert result.validation_losses.shape == ngram.losses.shape == (58,)   # 542 + 58 rows
     assert np.corrcoef(result.validation_losses, ngram.losses)[0, 1] > 0.999
     assert result.validation_losses == pytest.approx(ngram.losses, rel=1e-3, abs=1e-4)
+
+
+def test_the_trials_take_the_ngram_stage_s_fit_instead_of_fitting_again(tmp_path, monkeypatch):
+    """Work done once (issue 54): the n-gram stage leaves its best fit in the run's data, and a run on the same rows
+    and settings (a trial) takes it: no second fit, the same weights."""
+    import time
+
+    from sentiment_cli.ngram.estimator import NgramEstimator
+    from sentiment_cli.training import search
+    from sentiment_cli.training.callbacks import TrainCallbacks
+    from sentiment_cli.training.interrupts import StopFlag
+    from sentiment_cli.training.run import _run
+    from sentiment_cli.training.run_data import RunData
+
+    from .test_search import REVIEWS, _default
+
+    cfg = _default(REVIEWS, refit=False).override("model", ngram_fit="lr", ngram_c=3.0)
+    data = RunData(str(REVIEWS))
+    search.ngram_candidates(cfg, data, TrainCallbacks(), frozenset({"model.ngram_fit", "model.ngram_c"}),
+                            time.monotonic() + 60)
+    fits = []
+    real = NgramEstimator.fit
+    monkeypatch.setattr(NgramEstimator, "fit", lambda self, x, y: fits.append(x.shape) or real(self, x, y))
+    result = _run(cfg.override("training", epochs=0, time_budget=0.0), tmp_path / "trial", TrainCallbacks(),
+                  StopFlag(), data, saved=None, report=False, refit_after=False)
+    assert fits == [] and result.metrics["ngram_score"]["C"] == 3.0
+    # another C is another fit
+    _run(cfg.override("model", ngram_c=10.0).override("training", epochs=0, time_budget=0.0), tmp_path / "other",
+         TrainCallbacks(), StopFlag(), data, saved=None, report=False, refit_after=False)
+    assert len(fits) == 1

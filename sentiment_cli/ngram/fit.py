@@ -11,6 +11,7 @@ ngram_residual`` the fit also gives each training text's cross-fitted logits (``
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from .memory import fit_limit
 from .score import NgramScore
 
 STANDALONE_BUCKETS = 1 << 22   # buckets of a score that distillation alone reads ([model] ngram_buckets 0)
+# ``cache(key, make)``: the estimator a fit of ``key`` (:func:`fit_key`) made earlier in the run, else ``make()``
+FitCache = Callable[[str, Callable[[], NgramEstimator]], NgramEstimator]
 
 
 @dataclass
@@ -72,9 +75,21 @@ def check_fit_size(config: Config, num_labels: int) -> None:
         limit.check(config.model.ngram_buckets or STANDALONE_BUCKETS, num_labels)
 
 
+def fit_key(x, labels, form: str, C: float | None, class_weight: str | None) -> str:
+    """What a fit depends on, as a SHA-256 digest: the binarised n-gram rows ``x`` (scipy CSR, before any TF-IDF
+    weighting; their shape names the buckets), the labels, the form, C and class weighting. Two fits with the same
+    key give the same estimator (the fits are deterministic), so the search's n-gram stage hands its winner's fit
+    to the encoder trials that read the same rows (issue 54: work done once)."""
+    h = hashlib.sha256(repr((x.shape, form, C, class_weight)).encode())
+    for part in (x.indptr, x.indices, np.asarray(labels)):
+        h.update(np.ascontiguousarray(part).tobytes())
+    return h.hexdigest()
+
+
 def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],
                     train_labels: Sequence[int], val_ids: Sequence[Sequence[int]], val_labels: Sequence[int],
-                    on_stage: Callable[[str], None] = lambda message: None) -> FittedScore | None:
+                    on_stage: Callable[[str], None] = lambda message: None,
+                    cache: FitCache | None = None) -> FittedScore | None:
     """Fit the n-gram score on the training split: ``score`` (the model's own) when given, else a stand-alone
     one of :data:`STANDALONE_BUCKETS` buckets when the run distils.
 
@@ -90,6 +105,7 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
         train_ids, train_labels: the training texts' token ids (as the model reads them) and label ids.
         val_ids, val_labels: the validation texts', for the report's ``validation_accuracy`` (may be empty).
         on_stage: called with a line naming each stage (fit, cross-fit) before it starts.
+        cache: the run's fits by :func:`fit_key` (``None``: fit anew).
 
     Returns:
         The :class:`FittedScore`, or ``None`` when the run has neither an n-gram score nor distillation.
@@ -112,11 +128,16 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     weighting = fit_weighting(t.class_weight, train_labels)
     limit = fit_limit(config, num_labels)
     x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
+    pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
+    key = fit_key(x, train_labels, form, pinned_c, weighting) if cache else ""
     idf = idf_weights(x) if score.weighting == "tfidf" else None
     if idf is not None:
         x = tfidf_rows(x, idf)
-    pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
-    fitted = NgramEstimator(num_labels, form, pinned_c, class_weight=weighting, limit=limit).fit(x, train_labels)
+
+    def make() -> NgramEstimator:
+        return NgramEstimator(num_labels, form, pinned_c, class_weight=weighting, limit=limit).fit(x, train_labels)
+
+    fitted = cache(key, make) if cache else make()
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
     report = _report(config, score, fitted)
     if len(val_ids):

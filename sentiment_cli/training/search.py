@@ -52,7 +52,7 @@ from ..errors import Interrupted, SentimentError
 from ..evaluation import calibration, multilabel
 from ..evaluation.training_report import write_training_report
 from ..ngram.crossfit import full_logits
-from ..ngram.fit import fit_weighting
+from ..ngram.fit import fit_key, fit_weighting
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import idf_weights, ngram_features, tfidf_rows
 from ..ngram.memory import fit_limit
@@ -128,6 +128,8 @@ class Candidate:
     needs: float | None = None      # seconds its whole planned schedule would have taken at that rate
     losses: np.ndarray | None = field(default=None, repr=False)   # (n_validation,) each row's log-loss, one
                                                                   # label per text; the paired comparison's
+    fit: tuple[str, Any] | None = field(default=None, repr=False)  # an n-gram candidate's (fit_key, estimator),
+                                                                   # while the stage runs
 
     @property
     def complete(self) -> bool:
@@ -473,6 +475,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
     x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
     xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
+    binary = x   # the fits' keys (fit_key) read the binarised rows
     if m.ngram_weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
         idf = idf_weights(x)
         x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
@@ -482,24 +485,42 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
     def fit(form: str, C: float, class_weight: str) -> Candidate:
-        return _ngram_fit(config, (form, C, class_weight), (x, train.labels), (xv, y_val), k, cb, stop)
+        key = fit_key(binary, train.labels, form, C, fit_weighting(class_weight, train.labels))
+        return _ngram_fit(config, (form, C, class_weight), (x, train.labels), (xv, y_val), k, cb, stop, key)
 
     out: list[Candidate] = []
     weighting = config.training.class_weight
     for form, C in fit_order(grid, m.ngram_weighting):
         if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
-            return out
+            break
         out.append(fit(form, C, weighting))
+        _keep_best_fit(out)
         if len(out) == 1 and _weighting_searched(config, given, train.multi_label):   # past the share too: the
             out.append(fit(form, C, "none"))   # weighting is the encoder's loss's as well; the rest take the better
+            _keep_best_fit(out)
             weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
+    best = max(out, key=Candidate.rank_key, default=None)
+    if best is not None and best.fit is not None:   # the trials' fit, made once (issue 54): RunData keeps it
+        key, estimator = best.fit
+        data.ngram_fit(key, lambda: estimator)
+        best.fit = None
     return out
 
 
+def _keep_best_fit(candidates: list[Candidate]) -> None:
+    """Drop every n-gram candidate's estimator but the best one's (on GoEmotions each holds 2,097,153 x 28
+    weights)."""
+    best = max(candidates, key=Candidate.rank_key)
+    for c in candidates:
+        if c is not best:
+            c.fit = None
+
+
 def _ngram_fit(config: Config, setting: tuple[str, float, str], train: tuple[Any, Any], val: tuple[Any, np.ndarray],
-               k: int, cb: TrainCallbacks, stop: StopFlag | None) -> Candidate:
+               k: int, cb: TrainCallbacks, stop: StopFlag | None, key: str = "") -> Candidate:
     """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)``
-    and scored on ``val``; its line told through ``cb.on_note``.
+    and scored on ``val``; its line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)``
+    (``key``: :func:`~sentiment_cli.ngram.fit.fit_key` of the fit).
 
     Raises:
         Interrupted: ``stop`` was set (a signal), checked before the fit.
@@ -517,7 +538,7 @@ def _ngram_fit(config: Config, setting: tuple[str, float, str], train: tuple[Any
         settings["training.class_weight"] = class_weight
     c = Candidate(f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else
                   ", classes balanced"), "ngram", settings, accuracy=accuracy, nll=nll,
-                  seconds=time.perf_counter() - began, losses=losses)
+                  seconds=time.perf_counter() - began, losses=losses, fit=(key, fitted))
     cb.on_note(_line(c))
     return c
 

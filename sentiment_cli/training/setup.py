@@ -274,7 +274,8 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
 
     def fit() -> tuple[FittedScore | None, dict[str, Any] | None]:
         fitted = fit_ngram_score(c, model.ngram_score, len(data.labels), data.train_ids[:reviews],
-                                 data.train.labels[:reviews], data.val_ids, data.validation.labels, ctx.cb.on_stage)
+                                 data.train.labels[:reviews], data.val_ids, data.validation.labels, ctx.cb.on_stage,
+                                 cache=run_data.ngram_fit)   # the search's n-gram stage may have made it
         if fitted is None or fitted.score is not model.ngram_score:   # none, or a stand-alone teacher: kept whole
             return fitted, None
         return fitted, {"score": copy.deepcopy(fitted.score)}   # weights, idf, intercepts, form, as fitted
