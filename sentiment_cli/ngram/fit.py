@@ -125,19 +125,7 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     how = "choosing its form by cross-validation" if form == "auto" else form.upper() + (
         f", C {config.model.ngram_c:g}" if config.model.ngram_c else "")
     on_stage(f"fitting the n-gram score (token 1-{score.max_n}-grams, {how}) on {len(train_ids):,} training reviews")
-    weighting = fit_weighting(t.class_weight, train_labels)
-    limit = fit_limit(config, num_labels)
-    x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
-    pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
-    key = fit_key(x, train_labels, form, pinned_c, weighting) if cache else ""
-    idf = idf_weights(x) if score.weighting == "tfidf" else None
-    if idf is not None:
-        x = tfidf_rows(x, idf)
-
-    def make() -> NgramEstimator:
-        return NgramEstimator(num_labels, form, pinned_c, class_weight=weighting, limit=limit).fit(x, train_labels)
-
-    fitted = cache(key, make) if cache else make()
+    fitted, x, idf = _fitted(config, score, num_labels, train_ids, train_labels, cache)
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
     report = _report(config, score, fitted)
     if len(val_ids):
@@ -145,11 +133,36 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     cross_fitted = None
     if t.ngram_residual:
         on_stage(f"cross-fitting the n-gram score over {RESIDUAL_FOLDS} folds")
-        cross_fitted = torch.from_numpy(residual_logits(x, train_labels, num_labels, t.seed, form=fitted.form_,
-                                                        C=fitted.C_, class_weight=weighting, limit=limit))
+        cross_fitted = torch.from_numpy(residual_logits(
+            x, train_labels, num_labels, t.seed, form=fitted.form_, C=fitted.C_,
+            class_weight=fit_weighting(t.class_weight, train_labels), limit=fit_limit(config, num_labels)))
         report["cross_fitted_folds"] = RESIDUAL_FOLDS
     report["seconds"] = time.perf_counter() - start
     return FittedScore(score, report, cross_fitted)
+
+
+def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Sequence[Sequence[int]],
+            train_labels: Sequence[int], cache: FitCache | None) -> tuple[NgramEstimator, Any, np.ndarray | None]:
+    """``(estimator, x, idf)``: the fit of ``score``'s features of the training texts (``x``, TF-IDF rows when
+    ``score`` is so weighted, with their ``idf``; else binarised and ``None``), taken from ``cache`` when a fit with
+    the same :func:`fit_key` was made earlier in the run.
+
+    Raises:
+        DataError: as :func:`fit_ngram_score`.
+    """
+    weighting = fit_weighting(config.training.class_weight, train_labels)
+    x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
+    pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
+    key = fit_key(x, train_labels, config.model.ngram_fit, pinned_c, weighting) if cache else ""
+    idf = idf_weights(x) if score.weighting == "tfidf" else None
+    if idf is not None:
+        x = tfidf_rows(x, idf)
+
+    def make() -> NgramEstimator:
+        return NgramEstimator(num_labels, config.model.ngram_fit, pinned_c, class_weight=weighting,
+                              limit=fit_limit(config, num_labels)).fit(x, train_labels)
+
+    return (cache(key, make) if cache else make()), x, idf
 
 
 def fit_weighting(class_weight: str, labels) -> str | None:
