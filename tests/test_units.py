@@ -129,13 +129,17 @@ def test_characters_join_into_pieces_with_offsets():
     assert len(words.pieces()) == len(spans)
 
 
-def test_the_builtin_suite_refuses_a_model_that_reads_characters():
+def test_the_builtin_suite_refuses_a_model_that_does_not_read_english():
     texts = _texts(THAI / "train.csv", "text")[:100]
     char = build_tokenizer(texts, DataConfig(tokenizer="char"))
-    with pytest.raises(SuiteError, match="English") as info:
+    with pytest.raises(SuiteError, match="English sentences, but this model reads characters") as info:
         refuse_builtin(builtin_suite(), char)
     assert "\n" not in str(info.value)
-    refuse_builtin(builtin_suite(), build_tokenizer(texts, DataConfig(tokenizer="word")))   # words: no refusal
+    # words, but of another language: its vocabulary knows almost none of the suite's words
+    with pytest.raises(SuiteError, match=r"vocabulary knows \d+% of its words"):
+        refuse_builtin(builtin_suite(), build_tokenizer(texts, DataConfig(tokenizer="word")))
+    english = _texts(DATA / "reviews_small" / "reviews.csv", "review")
+    refuse_builtin(builtin_suite(), build_tokenizer(english, DataConfig(tokenizer="word")))   # English words: runs
 
 
 def test_tfidf_weighting_in_the_model_is_the_fit_s_rows():

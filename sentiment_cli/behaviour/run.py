@@ -82,34 +82,52 @@ def check_checkpoint(checkpoint: str | Path | Any, suite: Suite, half: str = "al
     return {"checkpoint": str(checkpoint), **report}, rows
 
 
+MIN_KNOWN_WORDS = 0.5   # the built-in suite runs on a word-level model that knows at least this share of its words
+
+
 def refuse_builtin(suite: Suite, tokenizer) -> None:
-    """Refuse the built-in suite, English sentences, on a model whose tokenizer reads characters or subwords
-    (``[data] tokenizer`` char, unigram, bpe: chosen for text written without spaces, Thai or Chinese): its
-    failure rates would measure English, a language it was not trained on.
+    """Refuse the built-in suite, English sentences, on a model that does not read English: its failure rates
+    would measure a language it was not trained on (:func:`builtin_refusal`).
 
     Raises:
-        SuiteError: in one line, naming the model's units and what to do (a suite of one's own, ``--suite``).
+        SuiteError: in one line, naming why and what to do (a suite of one's own, ``--suite``).
     """
-    from ..data.tokenizer import tokenizer_kind
-
-    kind = tokenizer_kind(tokenizer)
-    if suite.source == BUILTIN_SOURCE and kind != "word":
-        units = "characters" if kind == "char" else f"{kind} subwords"
-        raise SuiteError(f"the built-in suite is English sentences, but this model reads {units} (a tokenizer "
-                         "chosen for text written without spaces between words); write a suite in the model's "
+    why = builtin_refusal(tokenizer) if suite.source == BUILTIN_SOURCE else None
+    if why:
+        raise SuiteError(f"the built-in suite is English sentences, but {why}; write a suite in the model's "
                          "language and pass it with --suite FILE (docs/check.md)")
 
 
-def builtin_applies(labels: Sequence[str], tokenizer: str = "word") -> bool:
-    """Whether the built-in suite fits a model with these labels and ``[data] tokenizer`` (its card then gets the
-    suite's summary): two-class sentiment read as words."""
-    if tokenizer != "word":
-        return False
+def builtin_refusal(tokenizer) -> str | None:
+    """Why the built-in (English) suite does not fit a model with this tokenizer, in a phrase, or ``None``: the model
+    reads characters or subwords (``[data] tokenizer`` char, unigram, bpe: chosen for text written without spaces,
+    Thai or Chinese), or reads words and knows under :data:`MIN_KNOWN_WORDS` of the suite's (a vocabulary of
+    another language: Arabic, say). An English model trained on the committed 1,000 reviews knows most of them;
+    a vocabulary of Thai or Arabic almost none."""
+    from ..data.tokenizer import UNK_ID, tokenizer_kind
+    from .cases import test_cases
+
+    kind = tokenizer_kind(tokenizer)
+    if kind != "word":
+        units = "characters" if kind == "char" else f"{kind} subwords"
+        return f"this model reads {units} (a tokenizer chosen for text written without spaces between words)"
+    suite = builtin_suite()
+    texts = [case.texts[0] for test in suite.tests for case in test_cases(suite, test)]
+    ids = [i for encoding in tokenizer.encode_batch(texts) for i in encoding.ids]
+    known = 1.0 - ids.count(UNK_ID) / max(1, len(ids))
+    if known < MIN_KNOWN_WORDS:
+        return f"this model's vocabulary knows {known:.0%} of its words (it was trained on another language)"
+    return None
+
+
+def builtin_applies(labels: Sequence[str], tokenizer) -> bool:
+    """Whether the built-in suite fits a model with these labels and this tokenizer (its card then gets the suite's
+    summary): two-class sentiment read as English words (:func:`builtin_refusal`)."""
     try:
         resolve_labels(builtin_suite(), labels)
     except LabelMismatch:
         return False
-    return True
+    return builtin_refusal(tokenizer) is None
 
 
 def builtin_record(checkpoint: str | Path | Any, device: Any = "cpu") -> dict[str, Any]:

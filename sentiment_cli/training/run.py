@@ -128,13 +128,13 @@ def _inputs(config: Config) -> list[tuple[str, str]]:
 
 def _with_behaviour(record: CheckpointRecord, ctx: RunContext) -> CheckpointRecord:
     """``record`` (the run's final one, rank 0) with the built-in behavioural suite's test half (``behaviour/``)
-    run on its model in memory, when the labels are two-class sentiment's and the model reads words: kept in
+    run on its model in memory, when the labels are two-class sentiment's and the model reads English words: kept in
     ``metrics.json`` as ``"behaviour"`` (and so in the model card); ``record`` itself otherwise."""
     from ..behaviour.run import builtin_applies, builtin_record
-    from ..data.tokenizer import tokenizer_from_str, tokenizer_kind
+    from ..data.tokenizer import tokenizer_from_str
 
-    kind = tokenizer_kind(tokenizer_from_str(record.tokenizer_json, ctx.output))
-    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), kind):
+    tokenizer = tokenizer_from_str(record.tokenizer_json, ctx.output)
+    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), tokenizer):
         return record   # another label set: no model is built for it
     ctx.cb.on_stage("behavioural tests (the built-in suite's test half)")
     record.metrics["behaviour"] = builtin_record(record.loaded(ctx.output))
