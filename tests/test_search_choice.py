@@ -43,8 +43,8 @@ def test_the_lowest_log_loss_wins_otherwise():
     a, b = _candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", ngram + 0.001)
     b.losses = None
     assert choose([a, b])[0] is a
-    assert choose([Candidate("x", "encoder", {}, status="stopped: the budget")]) == (None, {"rule": "log-loss", "why":
-                                                                                         "the lowest validation log-loss"})
+    stopped = Candidate("x", "encoder", {}, status="stopped: the budget")
+    assert choose([stopped]) == (None, {"rule": "log-loss", "why": "the lowest validation log-loss"})
 
 
 def test_the_card_says_why():

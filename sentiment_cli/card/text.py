@@ -78,7 +78,8 @@ def behaviour_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
     """The search's record (``metrics.json``'s ``"search"``) as facts: the choice (and why, when the one-standard-error
-    rule made it), the budget, the metric, then a line per candidate (validation accuracy, log-loss, seconds, or what became of it)."""
+    rule made it), the budget, the metric, then a line per candidate (validation accuracy, log-loss, seconds, or
+    what became of it)."""
     by = search.get("chosen_by") or {}
     facts = [("chosen", str(search.get("chosen", UNKNOWN)) + (f" ({by['why']})" if by.get("rule") == "one standard "
                                                              "error" and isinstance(by.get("why"), str) else "")),

@@ -18,8 +18,9 @@
    accuracy are a coin's throw, and the log-loss still tells them apart (docs/experiments.md, "The search on
    the validation split"). The n-gram score alone is a candidate, so on the validation split the choice's
    log-loss is never above its by more than noise: the best finished encoder trial is kept over a better n-gram
-   score alone within one paired standard error (:func:`choose`). The winner is then made the checkpoint as the refit rule says (``refit.py``:
-   trained again on every row when the validation rows were held out of train), and calibrated. The n-gram
+   score alone within one paired standard error (:func:`choose`). The winner is then made the checkpoint as the
+   refit rule says (``refit.py``: trained again on every row when the validation rows were held out of train),
+   and calibrated. The n-gram
    score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
 
 Keys set on the command line (``--set``, ``--epochs``, ...) are fixed: they are not searched. Every candidate,
