@@ -20,8 +20,7 @@
    log-loss is never above its by more than noise: the best finished encoder trial is kept over a better n-gram
    score alone within one paired standard error (:func:`choose`). The winner is then made the checkpoint as the
    refit rule says (``refit.py``: trained again on every row when the validation rows were held out of train),
-   and calibrated. The n-gram
-   score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
+   and calibrated. The n-gram score alone becomes a run of ``epochs = 0`` (the dense head zero; ``loop.py``).
 
 Keys set on the command line (``--set``, ``--epochs``, ...) are fixed: they are not searched. Every candidate,
 its settings, scores, seconds and fate are printed as a table, kept in ``metrics.json`` (``"search"``) and
