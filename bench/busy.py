@@ -56,8 +56,9 @@ def train_once(folder: str, out: Path, budget: str | None, n: int) -> dict:
         end(others)
     seconds = time.perf_counter() - start
     row = {"competitors": n, "load_before": round(load, 2), "train_seconds": round(seconds, 1)}
-    if proc.returncode != 0:
-        return {**row, "error": (proc.stderr.strip().splitlines() or ["(no output)"])[-1]}
+    if proc.returncode != 0:   # the last line in the table, the traceback's last 40 lines in busy.json
+        lines = proc.stderr.strip().splitlines() or ["(no output)"]
+        return {**row, "error": lines[-1], "stderr_tail": lines[-40:]}
     ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
                          "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
     metrics = json.loads((out / "metrics.json").read_text())

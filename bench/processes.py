@@ -33,9 +33,9 @@ def train_and_eval(folder: str, out: Path, extra: list[str]) -> tuple[dict, floa
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"error": f"exit {proc.returncode}: {last}"}, seconds
+    if proc.returncode != 0:   # the last line in the table, the traceback's last 40 lines in the record
+        lines = proc.stderr.strip().splitlines() or ["(no output)"]
+        return {"error": f"exit {proc.returncode}: {lines[-1]}", "stderr_tail": lines[-40:]}, seconds
     ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
                          "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
     return json.loads(ev.stdout), seconds
