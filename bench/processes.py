@@ -27,7 +27,8 @@ def job(*args: str, module: str = "bench.suite") -> dict:
 
 def train_and_eval(folder: str, out: Path, extra: list[str]) -> tuple[dict, float]:
     """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json``: ``(eval's JSON, training
-    seconds)``; on failure, ``{"error": the exit code and the last line it printed}`` instead of the JSON."""
+    seconds)``; on failure, ``{"error": the exit code and the last line it printed, "stderr_tail": its last 40 lines}``
+    instead of the JSON."""
     cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out), *extra]
     print(f"· {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     start = time.perf_counter()
