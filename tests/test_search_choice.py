@@ -111,3 +111,24 @@ def test_the_trials_take_the_ngram_stage_s_fit_instead_of_fitting_again(tmp_path
     _run(cfg.override("model", ngram_c=10.0).override("training", epochs=0, time_budget=0.0), tmp_path / "other",
          TrainCallbacks(), StopFlag(), data, saved=None, report=False, refit_after=False)
     assert len(fits) == 1
+
+
+def test_the_progress_line_says_whether_the_fit_was_made_or_taken():
+    from sentiment_cli.ngram.fit import _fitted
+    from sentiment_cli.ngram.score import NgramScore
+
+    from .test_search import _default, REVIEWS
+
+    cfg = _default(REVIEWS).override("model", ngram_fit="lr", ngram_c=3.0, ngram_buckets=1 << 12)
+    ids = [[2, 3, 4], [5, 6], [2, 7], [8, 9, 3]] * 5
+    labels = [0, 1, 0, 1] * 5
+    said, store = [], {}
+
+    def cache(key, make):
+        if key not in store:
+            store[key] = make()
+        return store[key]
+
+    for _ in range(2):
+        _fitted(cfg, NgramScore(1 << 12), 2, ids, labels, cache, said.append)
+    assert said == [True, False]

@@ -124,8 +124,9 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     form = config.model.ngram_fit
     how = "choosing its form by cross-validation" if form == "auto" else form.upper() + (
         f", C {config.model.ngram_c:g}" if config.model.ngram_c else "")
-    on_stage(f"fitting the n-gram score (token 1-{score.max_n}-grams, {how}) on {len(train_ids):,} training reviews")
-    fitted, x, idf = _fitted(config, score, num_labels, train_ids, train_labels, cache)
+    what = f"the n-gram score (token 1-{score.max_n}-grams, {how}) on {len(train_ids):,} training reviews"
+    fitted, x, idf = _fitted(config, score, num_labels, train_ids, train_labels, cache,
+                             lambda made: on_stage(("fitting " if made else "the search's fit of ") + what))
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
     report = _report(config, score, fitted)
     if len(val_ids):
@@ -142,10 +143,12 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
 
 
 def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Sequence[Sequence[int]],
-            train_labels: Sequence[int], cache: FitCache | None) -> tuple[NgramEstimator, Any, np.ndarray | None]:
+            train_labels: Sequence[int], cache: FitCache | None,
+            say: Callable[[bool], None]) -> tuple[NgramEstimator, Any, np.ndarray | None]:
     """``(estimator, x, idf)``: the fit of ``score``'s features of the training texts (``x``, TF-IDF rows when
     ``score`` is so weighted, with their ``idf``; else binarised and ``None``), taken from ``cache`` when a fit with
-    the same :func:`fit_key` was made earlier in the run.
+    the same :func:`fit_key` was made earlier in the run. ``say(True)`` is called before a fit, ``say(False)``
+    when the earlier one is taken.
 
     Raises:
         DataError: as :func:`fit_ngram_score`.
@@ -158,11 +161,18 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
     if idf is not None:
         x = tfidf_rows(x, idf)
 
+    made = []
+
     def make() -> NgramEstimator:
+        made.append(True)
+        say(True)
         return NgramEstimator(num_labels, config.model.ngram_fit, pinned_c, class_weight=weighting,
                               limit=fit_limit(config, num_labels)).fit(x, train_labels)
 
-    return (cache(key, make) if cache else make()), x, idf
+    fitted = cache(key, make) if cache else make()
+    if not made:
+        say(False)
+    return fitted, x, idf
 
 
 def fit_weighting(class_weight: str, labels) -> str | None:
