@@ -63,7 +63,7 @@ def test_a_record_read_back_writes_the_same_files(trained_checkpoint, tmp_path):
 def test_one_train_result_for_the_api_the_cli_and_training():
     assert sentiment_cli.TrainResult is callbacks.TrainResult
     assert {f for f in callbacks.TrainResult.__dataclass_fields__} == {"checkpoint", "metrics", "is_main", "report",
-                                                                       "record"}
+                                                                       "record", "validation_losses"}
 
 
 TOY = '''

@@ -368,7 +368,9 @@ def test_train_searches_within_its_budget_and_saves_the_winner(tmp_path, monkeyp
     out = tmp_path / "checkpoints" / "default"
     metrics = json.loads((out / "metrics.json").read_text())
     record = metrics["search"]
-    assert record["budget_seconds"] == 60.0 and record["seconds"] < 60 + 30   # + the refit of the winner
+    # + the refit of the winner, started only when its held-out run's time says it ends within the budget (an
+    # encoder's refit may overrun that on a loaded machine: 125 s once, beside two other trainings)
+    assert record["budget_seconds"] == 60.0 and record["seconds"] < 60 + 90
     kinds = [c["kind"] for c in record["candidates"]]
     assert kinds[:7] == ["ngram"] * 7 and "encoder" in kinds
     assert all("training.epochs" not in c["settings"] for c in record["candidates"])   # --epochs fixed it
