@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -396,11 +397,17 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     name); the file read within :data:`WEIGHTS_LIMIT` and checked as untrusted, against no model.
 
     Raises:
-        CheckpointError: the file is missing, too large, corrupt, or a packed table does not fit its shape.
+        CheckpointError: the file is missing, too large, corrupt, or a packed table does not fit its shape or
+            would take over 4 x :data:`WEIGHTS_LIMIT` bytes whole.
     """
     path = Path(path)
     data = read_checkpoint_file(path, WEIGHTS_LIMIT)
-    return _tensors(data, safetensors_specs(data, path)[1], path)
+    specs, packed = safetensors_specs(data, path)
+    dense = sum(math.prod(shape) for _, shape in specs.values()) * 8   # at most 8 bytes a value
+    if dense > 4 * WEIGHTS_LIMIT:   # no model bounds the packed tables here: the file's own size does
+        raise CheckpointError(f"{path}: its packed tables would take {dense / 2**30:,.1f} GB whole, above "
+                              f"{4 * WEIGHTS_LIMIT / 2**30:,.0f} GB")
+    return _tensors(data, packed, path)
 
 
 def _tensors(data: bytes, packed: dict[str, tuple[int, ...]], path: Path) -> dict[str, torch.Tensor]:

@@ -83,3 +83,12 @@ def test_dense_specs_refuse_a_table_stored_both_ways():
     f32 = torch.float32
     with pytest.raises(ValueError, match="both whole and packed"):
         dense_specs({"t": (f32, (5, 2)), "t@rows": (torch.int64, (1,)), "t@values": (f32, (1, 2))}, {"t": (5, 2)})
+
+
+def test_read_weights_bounds_a_packed_table_by_the_file_s_limit(multilabel_checkpoint, tmp_path):
+    import shutil
+    d = tmp_path / "c"
+    shutil.copytree(multilabel_checkpoint, d)
+    _rewrite(d / ck.WEIGHTS_FILE, lambda t, m: (t, {**m, "packed_rows": json.dumps({"ngram_weight": [10**12, 28]})}))
+    with pytest.raises(CheckpointError, match="would take"):
+        ck.read_weights(d / ck.WEIGHTS_FILE)
