@@ -75,15 +75,21 @@ def check_fit_size(config: Config, num_labels: int) -> None:
         limit.check(config.model.ngram_buckets or STANDALONE_BUCKETS, num_labels)
 
 
-def fit_key(x, labels, form: str, C: float | None, class_weight: str | None) -> str:
-    """What a fit depends on, as a SHA-256 digest: the binarised n-gram rows ``x`` (scipy CSR, before any TF-IDF
-    weighting; their shape names the buckets), the labels, the form, C and class weighting. Two fits with the same
-    key give the same estimator (the fits are deterministic), so the search's n-gram stage hands its winner's fit
-    to the encoder trials that read the same rows (issue 54: work done once)."""
-    h = hashlib.sha256(repr((x.shape, form, C, class_weight)).encode())
+def rows_digest(x, labels) -> str:
+    """A SHA-256 digest of the binarised n-gram rows ``x`` (scipy CSR, before any TF-IDF weighting; their shape
+    names the buckets) and their labels: computed once per set of rows, and joined with each fit's settings by
+    :func:`fit_key`."""
+    h = hashlib.sha256(repr(x.shape).encode())
     for part in (x.indptr, x.indices, np.asarray(labels)):
         h.update(np.ascontiguousarray(part).tobytes())
     return h.hexdigest()
+
+
+def fit_key(rows: str, form: str, C: float | None, class_weight: str | None) -> str:
+    """What a fit depends on: the rows and labels (``rows``, :func:`rows_digest`), the form, C and class weighting.
+    Two fits with the same key give the same estimator (the fits are deterministic), so the search's n-gram stage
+    hands its winner's fit to the encoder trials that read the same rows (issue 54: work done once)."""
+    return hashlib.sha256(repr((rows, form, C, class_weight)).encode()).hexdigest()
 
 
 def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],
@@ -156,7 +162,7 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
     weighting = fit_weighting(config.training.class_weight, train_labels)
     x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
     pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
-    key = fit_key(x, train_labels, config.model.ngram_fit, pinned_c, weighting) if cache else ""
+    key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting) if cache else ""
     idf = idf_weights(x) if score.weighting == "tfidf" else None
     if idf is not None:
         x = tfidf_rows(x, idf)

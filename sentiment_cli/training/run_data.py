@@ -54,8 +54,9 @@ class RunData:
 
     def ngram_fit(self, key: str, make: Callable[[], Any]) -> Any:
         """The n-gram estimator fitted earlier in the run on the same rows and settings (``key``:
-        :func:`~sentiment_cli.ngram.fit.fit_key`, a digest of the rows, labels and settings), else ``make()``, kept:
-        the search's n-gram stage leaves its winner's fit here for the encoder trials (:meth:`shared`)."""
+        :func:`~sentiment_cli.ngram.fit.fit_key`: the rows' and labels' digest joined with the settings), else
+        ``make()``, kept: the search's n-gram stage leaves its winner's fit here for the encoder trials
+        (:meth:`shared`)."""
         return self.shared(("ngram estimator", key), make)
 
     def has_shared(self, key: Any) -> bool:

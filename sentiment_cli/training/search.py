@@ -52,7 +52,7 @@ from ..errors import Interrupted, SentimentError
 from ..evaluation import calibration, multilabel
 from ..evaluation.training_report import write_training_report
 from ..ngram.crossfit import full_logits
-from ..ngram.fit import fit_key, fit_weighting
+from ..ngram.fit import fit_key, fit_weighting, rows_digest
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import idf_weights, ngram_features, tfidf_rows
 from ..ngram.memory import fit_limit
@@ -477,7 +477,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
     x = ngram_features(data.ids(tokenizer, train.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
     xv = ngram_features(data.ids(tokenizer, val.texts, config.data), m.ngram_buckets, max_n=m.ngram_max_n)
-    binary = x   # the fits' keys (fit_key) read the binarised rows
+    rows = rows_digest(x, train.labels)   # the fits' keys (fit_key) read the binarised rows, once
     if m.ngram_weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
         idf = idf_weights(x)
         x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
@@ -487,7 +487,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
     def fit(form: str, C: float, class_weight: str) -> Candidate:
-        key = fit_key(binary, train.labels, form, C, fit_weighting(class_weight, train.labels))
+        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels))
         return _ngram_fit(config, (form, C, class_weight), (x, train.labels), (xv, y_val), k, cb, stop, key)
 
     out: list[Candidate] = []
