@@ -324,13 +324,17 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: s
 
     Raises:
         CheckpointError: a tensor is missing, extra, of another shape or dtype, or
-            not finite; the message names ``path``, the tensor, and ``against`` (what
-            the model was built from).
+            not finite, or the n-gram score's word pieces index outside its buckets; the message names
+            ``path``, the tensor, and ``against`` (what the model was built from).
     """
     check_tensor_specs(_specs(model.state_dict()), _specs(state), path, against)
     for name, tensor in state.items():
         if tensor.is_floating_point() and not all_finite(tensor):
             raise CheckpointError(f"{path}: tensor {name} holds NaN or infinite values")
+    score = getattr(model, "ngram_score", None)
+    problem = score.pieces_problem(state["ngram_pieces"]) if score is not None and "ngram_pieces" in state else None
+    if problem:
+        raise CheckpointError(f"{path}: {problem}")
     model.load_state_dict(state, strict=True)
 
 

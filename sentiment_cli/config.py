@@ -93,6 +93,11 @@ class ModelConfig:
                              help="the longest token n-gram the n-gram score reads (1 to ngram_max_n); with "
                                   "[data] tokenizer = \"char\" its n-grams are character n-grams within and across "
                                   "words (the default's data rule sets 4 there)")
+    ngram_word_chars: int = _spec(0, lo=0, hi=8,
+                                  help="with 2 or more, the n-gram score also reads each vocabulary word's "
+                                       "character 2-ngram_word_chars-grams within spaces (fastText's subword "
+                                       "n-grams; scikit-learn's char_wb); the default's search tries 5 beside "
+                                       "words alone; 0: none")
     ngram_weighting: str = _spec("binary", choices=("binary", "tfidf"),
                                  help="what each distinct n-gram of a text counts in the n-gram score: binary (1), "
                                       "or tfidf: its idf on the training texts, the text's n-grams L2-normalised "
@@ -447,6 +452,9 @@ def _check_cross(cfg: Config, origin: str) -> None:
     if m.ngram_c and m.ngram_fit == "auto":
         raise ConfigError(f"{origin}: [model] ngram_c pins the C of a pinned form; set ngram_fit to nb-lr or lr, "
                           "or ngram_c = 0")
+    if m.ngram_word_chars == 1:
+        raise ConfigError(f"{origin}: [model] ngram_word_chars reads character 2-n-grams within words: set it to 2 "
+                          "or more, or 0 for none")
     if cfg.data.validation_fraction == 0 and cfg.training.patience:
         raise ConfigError(f"{origin}: [training] patience ({cfg.training.patience}) stops on validation accuracy, "
                           "but [data] validation_fraction is 0 (no validation); set patience = 0")

@@ -364,6 +364,14 @@ def marked_ids(tok: Tokenizer, ids: Sequence[int], config: DataConfig) -> Sequen
     return mark_scope(ids, token_roles(tok), config.negation_scope)
 
 
+def vocabulary(tok: Tokenizer) -> list[str]:
+    """The tokenizer's tokens by id: ``vocabulary(tok)[i]`` is id ``i``'s (``get_vocab()`` is a dict)."""
+    words = [""] * tok.get_vocab_size()
+    for token, i in tok.get_vocab().items():
+        words[i] = token
+    return words
+
+
 def tokens(tok: Tokenizer, text: str, config: DataConfig) -> list[str]:
     """The surface tokens the model sees for ``text`` (after truncation), for display."""
     ids = encode_texts(tok, [text], config)[0]

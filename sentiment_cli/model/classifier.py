@@ -226,7 +226,7 @@ class SentimentClassifier(nn.Module):
         self.encoder = encoder_stack(config)
         self.head_dropout = nn.Dropout(config.head_dropout)
         self.head = nn.Linear(d, num_labels)
-        self.ngram_score = NgramScore.from_config(config, num_labels)
+        self.ngram_score = NgramScore.from_config(config, num_labels, vocab_size)
         if self.ngram_score is not None:
             self.register_load_state_dict_pre_hook(self.ngram_score.load_hook)
 

@@ -10,26 +10,68 @@ Shapes use ``batch``, ``seq_len`` and ``max_n`` (the longest n-gram, ``[model] n
 tokens, as every checkpoint before it; more for character tokens, whose n-grams are character n-grams
 within and across words, as scikit-learn's ``analyzer="char"``). Token id 0 is ``<pad>`` and 1 is
 ``<unk>``. scipy is imported inside :func:`ngram_features`, so inference never pays for it.
+
+With ``[model] ngram_word_chars`` the score also reads each word's character n-grams (:func:`word_pieces`: the
+n-grams of the word within spaces, fastText's subword units, Bojanowski et al. 2017, "Enriching Word Vectors
+with Subword Information", 3.2; scikit-learn's ``analyzer="char_wb"``), looked up from a table over the
+vocabulary, so the model's one input stays its token ids. ``P`` is :data:`PIECES_PER_WORD`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..data.negation import SCOPE_OFFSET
 from ..data.tokenizer import UNK_ID
 
 HASH_MULTIPLIER = 1_000_003   # as the bigram embedding's hash: a prime larger than any vocabulary here
 MAX_N = 3                     # the score reads token 1-3-grams unless [model] ngram_max_n says otherwise
 WORD_IDS = (1 << 31) - 2      # word_ids' range above <unk>: a hashed word id is in [2, 2**31)
 _POSITION_BASE = 1 << 32      # more entries than any review has n-grams
+PIECE_MIN_N = 2               # a word's shortest character n-gram (word_pieces), as char_wb 2-5 on Subj's dev
+PIECES_PER_WORD = 40          # a word's pieces kept, shortest n first: all of 2-5 for a word of 10 letters
 
 
-def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N) -> Tensor:
+def word_pieces(tokens: Sequence[str], buckets: int, max_chars: int) -> np.ndarray:
+    """Each vocabulary word's hashed character n-grams, n from :data:`PIECE_MIN_N` to ``max_chars``, of the word
+    within spaces (``" good "``: ``" g"``, ``"go"``, ..., ``"od "``; fastText's subword n-grams with its ``<``
+    ``>`` as spaces, Bojanowski et al. 2017, 3.2), each distinct piece once, the shorter n first, at most
+    :data:`PIECES_PER_WORD`. A piece's bucket is its CRC-32 (stable across runs and machines) mod ``buckets``,
+    plus 1; 0 pads a row. ``<pad>`` and ``<unk>`` (ids 0, 1) have none.
+
+    Args:
+        tokens: the vocabulary's tokens by id (``tokens[i]`` is id ``i``'s).
+        buckets: the n-gram score's hashed buckets (word n-grams and pieces share them).
+        max_chars: the longest piece (``[model] ngram_word_chars``), at least :data:`PIECE_MIN_N`.
+
+    Returns:
+        ``(len(tokens), PIECES_PER_WORD)`` int32 in ``[0, buckets]``.
+
+    Raises:
+        ValueError: ``max_chars`` is below :data:`PIECE_MIN_N`.
+    """
+    if max_chars < PIECE_MIN_N:
+        raise ValueError(f"word pieces need max_chars of at least {PIECE_MIN_N}, got {max_chars}")
+    table = np.zeros((len(tokens), PIECES_PER_WORD), np.int32)
+    for i, token in enumerate(tokens):
+        if i <= UNK_ID or not token:
+            continue
+        word = f" {token} "
+        pieces = dict.fromkeys(word[j:j + n] for n in range(PIECE_MIN_N, max_chars + 1)
+                               for j in range(len(word) - n + 1))                 # distinct, in order
+        hashed = [zlib.crc32(p.encode("utf-8", "surrogatepass")) % buckets + 1 for p in pieces]
+        row = list(dict.fromkeys(hashed))[:PIECES_PER_WORD]
+        table[i, :len(row)] = row
+    return table
+
+
+def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N, pieces: Tensor | None = None) -> Tensor:
     """The hashed bucket of each word n-gram ending at each token, for n = 1 .. ``max_n``.
 
     The hashing trick of fastText (Joulin et al. 2017, 2.2), one order at a time:
@@ -41,9 +83,12 @@ def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N) -> Tensor
         input_ids: ``(batch, seq_len)`` int64 token ids.
         buckets: number of hashed buckets, at least 1.
         max_n: longest n-gram.
+        pieces: ``(vocab_size, P)`` :func:`word_pieces` table, or ``None``: each token's pieces follow its
+            n-grams (a word marked in a negator's scope, ``data/negation.py``, has its plain word's pieces).
 
     Returns:
-        ``(batch, seq_len, max_n)`` int64 in ``[0, buckets]``; ``[..., n - 1]`` holds the n-grams.
+        ``(batch, seq_len, max_n)`` int64 in ``[0, buckets]``; ``[..., n - 1]`` holds the n-grams; with
+        ``pieces``, ``(batch, seq_len, max_n + P)``, ``[..., max_n:]`` the token's pieces.
     """
     token_real = input_ids > UNK_ID                                           # (batch, seq_len)
     hashed, real = input_ids % buckets, token_real                            # the unigrams
@@ -52,7 +97,11 @@ def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N) -> Tensor
         hashed = (nn.functional.pad(hashed[:, :-1], (1, 0)) * HASH_MULTIPLIER + input_ids) % buckets
         real = nn.functional.pad(real[:, :-1], (1, 0), value=False) & token_real
         orders.append(torch.where(real, hashed + 1, torch.zeros_like(hashed)))
-    return torch.stack(orders, dim=-1)                                       # (batch, seq_len, max_n)
+    out = torch.stack(orders, dim=-1)                                        # (batch, seq_len, max_n)
+    if pieces is None:
+        return out
+    words = input_ids % SCOPE_OFFSET                                         # a word marked in a negator's scope
+    return torch.cat([out, pieces[words].long()], dim=-1)                    # (batch, seq_len, max_n + P)
 
 
 def first_occurrences(buckets: Tensor) -> Tensor:
@@ -79,7 +128,8 @@ def first_occurrences(buckets: Tensor) -> Tensor:
     return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
 
 
-def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int = 256, max_n: int = MAX_N):
+def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int = 256, max_n: int = MAX_N,
+                   pieces: Tensor | None = None):
     """Binarised hashed token 1-``max_n``-grams, exactly as :meth:`~.score.NgramScore.token_logits` reads them.
 
     Args:
@@ -87,6 +137,7 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
         buckets: number of hashed buckets.
         batch_size: texts hashed at a time (memory only; the result does not depend on it).
         max_n: the longest n-gram (``[model] ngram_max_n``).
+        pieces: the words' character n-grams (:func:`word_pieces`, as a tensor), or ``None``.
 
     Returns:
         ``(len(ids), buckets + 1)`` float32 scipy CSR matrix of 0/1; column 0 ("no n-gram") is empty.
@@ -98,7 +149,7 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
     blocks = []
     for lo in range(0, len(ids), batch_size):
         input_ids, _ = collate([row if len(row) else [0] for row in ids[lo:lo + batch_size]])   # <pad>: none
-        flat = ngram_buckets(input_ids, buckets, max_n).flatten(1)              # (batch, seq_len * max_n)
+        flat = ngram_buckets(input_ids, buckets, max_n, pieces).flatten(1)      # (batch, seq_len * (max_n + P))
         rows = torch.arange(flat.shape[0]).unsqueeze(1).expand_as(flat)
         keep = flat > 0
         x = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep].numpy(), flat[keep].numpy())),

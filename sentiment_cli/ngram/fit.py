@@ -130,7 +130,8 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     form = config.model.ngram_fit
     how = "choosing its form by cross-validation" if form == "auto" else form.upper() + (
         f", C {config.model.ngram_c:g}" if config.model.ngram_c else "")
-    what = f"the n-gram score (token 1-{score.max_n}-grams, {how}) on {len(train_ids):,} training reviews"
+    what = (f"the n-gram score (token 1-{score.max_n}-grams{score.pieces_phrase()}, {how}) on {len(train_ids):,} "
+            "training reviews")
     fitted, x, idf = _fitted(config, score, num_labels, train_ids, train_labels, cache,
                              lambda made: on_stage(("fitting " if made else "the search's fit of ") + what))
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
@@ -160,7 +161,7 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
         DataError: as :func:`fit_ngram_score`.
     """
     weighting = fit_weighting(config.training.class_weight, train_labels)
-    x = ngram_features(train_ids, score.buckets, max_n=score.max_n)
+    x = ngram_features(train_ids, score.buckets, max_n=score.max_n, pieces=score.pieces)
     pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
     key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting) if cache else ""
     idf = idf_weights(x) if score.weighting == "tfidf" else None
@@ -207,7 +208,7 @@ def _report(config: Config, score: NgramScore, fitted: NgramEstimator) -> dict[s
     source = "" if fitted.form_ == "lr" else " (Wang & Manning 2012)"
     balanced = ", classes balanced" if fitted.class_weight else ""
     return {"model": f"{form_phrase(fitted.form_, score.num_labels, fitted.multi_label_)} over hashed token "
-                     f"1-{score.max_n}-grams"
+                     f"1-{score.max_n}-grams{score.pieces_phrase()}"
                      f"{balanced}{source}",
             "buckets": score.buckets, "in_logits": bool(config.model.ngram_buckets),
             "class_weight": config.training.class_weight, **fitted.report()}

@@ -17,10 +17,11 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .features import MAX_N, first_occurrences, ngram_buckets, ngram_features
+from .features import MAX_N, PIECES_PER_WORD, first_occurrences, ngram_buckets, ngram_features, word_pieces
 from .forms import form_phrase
 
-_STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias", "idf": "ngram_idf"}   # the names in a checkpoint's weights
+# the names in a checkpoint's weights
+_STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias", "idf": "ngram_idf", "pieces": "ngram_pieces"}
 
 
 class NgramScore(nn.Module):
@@ -40,6 +41,10 @@ class NgramScore(nn.Module):
         weighting: ``"binary"`` (each distinct n-gram counts 1, every checkpoint before ``[model]
             ngram_weighting``) or ``"tfidf"``: each counts its idf and the text's n-grams are L2-normalised
             (:func:`~.features.tfidf_rows`); its ``idf`` buffer ``(buckets + 1,)`` is saved as ``ngram_idf``.
+        word_chars: ``[model] ngram_word_chars``: with 2 or more, each token also counts its character
+            2-``word_chars``-grams (:func:`~.features.word_pieces`), from a ``pieces`` buffer ``(vocab_size,
+            P)`` int32 saved as ``ngram_pieces`` and filled by :meth:`set_vocabulary`; 0: none.
+        vocab_size: the tokenizer's vocabulary size (the rows of ``pieces``).
 
     Attributes:
         form: as the argument; :meth:`load_fit` sets it to the fit's.
@@ -50,12 +55,12 @@ class NgramScore(nn.Module):
     """
 
     def __init__(self, buckets: int, scale: float = 1.0, num_labels: int = 2, form: str | None = None,
-                 max_n: int = MAX_N, weighting: str = "binary"):
+                 max_n: int = MAX_N, weighting: str = "binary", word_chars: int = 0, vocab_size: int = 0):
         super().__init__()
         if num_labels < 2:
             raise ValueError(f"the n-gram score needs at least two classes, got num_labels {num_labels}")
         self.buckets, self.scale, self.num_labels, self.form = buckets, scale, num_labels, form
-        self.max_n, self.weighting = max_n, weighting
+        self.max_n, self.weighting, self.word_chars = max_n, weighting, word_chars
         # Buffers, not parameters: fitted by scikit-learn, never by the optimizer, yet saved with the
         # weights. Row 0 (no n-gram) stays zero.
         shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
@@ -63,15 +68,19 @@ class NgramScore(nn.Module):
         self.register_buffer("bias", torch.zeros(shape[1:]))
         if weighting == "tfidf":   # the weights hold w * idf; the norm reads idf itself
             self.register_buffer("idf", torch.zeros(buckets + 1))
+        if word_chars:   # each token's character n-grams' buckets; derived from the vocabulary, saved with it
+            self.register_buffer("pieces", torch.zeros((vocab_size, PIECES_PER_WORD), dtype=torch.int32))
+        else:
+            self.pieces: Tensor | None = None
         self.intercept: np.ndarray | None = None
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
         # before the score was a module of its own); the parent reads them back with load_hook.
         self.register_state_dict_post_hook(_flat_names)
 
     @classmethod
-    def from_config(cls, config: ModelConfig, num_labels: int) -> "NgramScore | None":
+    def from_config(cls, config: ModelConfig, num_labels: int, vocab_size: int = 0) -> "NgramScore | None":
         """The score ``[model]`` asks for (its form known when ``ngram_fit`` pins it), or ``None`` with
-        ``ngram_buckets`` 0.
+        ``ngram_buckets`` 0; ``vocab_size``: the rows of its word pieces' table (``[model] ngram_word_chars``).
 
         Raises:
             ValueError: ``num_labels`` is below 2.
@@ -80,7 +89,29 @@ class NgramScore(nn.Module):
             return None
         pinned = None if config.ngram_fit == "auto" else config.ngram_fit
         return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned, config.ngram_max_n,
-                   config.ngram_weighting)
+                   config.ngram_weighting, config.ngram_word_chars, vocab_size)
+
+    def set_vocabulary(self, tokens: Sequence[str]) -> None:
+        """Fill the word pieces' table from the tokenizer's vocabulary (``tokens[i]`` is id ``i``'s;
+        :func:`~.features.word_pieces`); nothing without ``word_chars``.
+
+        Raises:
+            ValueError: ``tokens`` is not one per row of the table.
+        """
+        if self.pieces is None:
+            return
+        if len(tokens) != self.pieces.shape[0]:
+            raise ValueError(f"a vocabulary of {len(tokens):,} tokens for a word pieces' table of "
+                             f"{self.pieces.shape[0]:,} rows")
+        with torch.no_grad():
+            self.pieces.copy_(torch.from_numpy(word_pieces(tokens, self.buckets, self.word_chars)))
+
+    def pieces_problem(self, table: Tensor) -> str | None:
+        """Why a checkpoint's ``ngram_pieces`` ``table`` cannot be this score's (a bucket outside ``[0,
+        buckets]``: an untrusted folder's out-of-range index), or ``None``."""
+        if table.numel() and (int(table.min()) < 0 or int(table.max()) > self.buckets):
+            return f"tensor ngram_pieces holds buckets outside 0..{self.buckets:,}"
+        return None
 
     def description(self, form: str | None = None, multi_label: bool = False) -> str:
         """What the score is, in a phrase (the model card's architecture line), in ``form`` when given (a
@@ -89,8 +120,12 @@ class NgramScore(nn.Module):
         source = "" if form == "lr" else ", Wang & Manning 2012"
         tfidf = "TF-IDF of " if self.weighting == "tfidf" else ""
         return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over {tfidf}"
-                f"token 1-{self.max_n}-grams "
+                f"token 1-{self.max_n}-grams{self.pieces_phrase()} "
                 f"hashed into {self.buckets:,} buckets{source})")
+
+    def pieces_phrase(self) -> str:
+        """`` and character 2-5-grams within words`` with word pieces, else ``""``."""
+        return f" and character 2-{self.word_chars}-grams within words" if self.word_chars else ""
 
     def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None,
                  idf: np.ndarray | None = None) -> None:
@@ -163,7 +198,7 @@ class NgramScore(nn.Module):
     def _features(self, ids: Sequence[Sequence[int]]):
         """The rows :meth:`margins` reads: binarised n-grams, or with ``"tfidf"`` their norms divided out (the
         weights hold ``w * idf``)."""
-        x = ngram_features(ids, self.buckets, max_n=self.max_n)
+        x = ngram_features(ids, self.buckets, max_n=self.max_n, pieces=self.pieces)
         if self.weighting != "tfidf":
             return x
         import scipy.sparse as sp
@@ -197,9 +232,10 @@ class NgramScore(nn.Module):
             ``(batch, seq_len, num_labels)``; with two classes, 0 for the first class and the share of
             the second.
         """
-        buckets = ngram_buckets(input_ids, self.buckets, self.max_n)        # (batch, seq_len, max_n)
-        flat = buckets.flatten(1)                                           # (batch, seq_len * max_n)
-        present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * max_n)
+        # (batch, seq_len, n): n is max_n, plus P with word pieces
+        buckets = ngram_buckets(input_ids, self.buckets, self.max_n, self.pieces)
+        flat = buckets.flatten(1)                                           # (batch, seq_len * n)
+        present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * n)
         if self.weighting == "tfidf":   # each text's n-grams over the L2 norm of their idfs (tfidf_rows)
             norm = ((self.idf[flat] * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
             present = present / norm.clamp_min(1e-12)
@@ -207,7 +243,7 @@ class NgramScore(nn.Module):
             share = (self.weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
             share = share * self.scale
             return torch.stack([torch.zeros_like(share), share], dim=-1)    # (batch, seq_len, 2)
-        rows = self.weight[flat] * present.unsqueeze(-1)                    # (batch, seq_len * max_n, num_labels)
+        rows = self.weight[flat] * present.unsqueeze(-1)                    # (batch, seq_len * n, num_labels)
         return rows.view(*buckets.shape, self.num_labels).sum(2) * self.scale   # (batch, seq_len, num_labels)
 
     def logit_bias(self) -> Tensor:

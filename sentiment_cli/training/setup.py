@@ -28,7 +28,7 @@ from ..checkpoint import Checkpoint, CheckpointRecord, load_weights, read_record
 from ..config import Config
 from ..data.splits import DataSpec, Split
 from ..data.token_ids import TokenIds
-from ..data.tokenizer import build_tokenizer, save_tokenizer, tokenizer_from_str
+from ..data.tokenizer import build_tokenizer, save_tokenizer, tokenizer_from_str, vocabulary
 from ..model.classifier import SentimentClassifier
 from ..ngram.fit import FittedScore, check_fit_size, fit_ngram_score
 from ..ngram.report import REPORT_KEY
@@ -254,8 +254,11 @@ def _build_model(ctx: RunContext, data: Reviews, saved: TrainerState | None,
     model = SentimentClassifier.from_config(ctx.config, data.tokenizer.get_vocab_size(), len(data.labels))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(ctx.output), against="state.json's config")
-    elif pretrained is not None:
+        return model
+    if pretrained is not None:
         model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
+    if model.ngram_score is not None:   # its word pieces, with [model] ngram_word_chars
+        model.ngram_score.set_vocabulary(vocabulary(data.tokenizer))
     return model
 
 
@@ -282,7 +285,8 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
 
     # computed once per run for the same rows and settings (the search's trials share it: issue 54)
     key = ("ngram fit", data.tokenizer_json, len(data.labels), reviews, data.train.fingerprint(), len(data.validation),
-           c.model.ngram_buckets, c.model.ngram_fit, c.model.ngram_c, t.class_weight, t.ngram_residual, t.seed,
+           c.model.ngram_buckets, c.model.ngram_fit, c.model.ngram_c, c.model.ngram_max_n, c.model.ngram_weighting,
+           c.model.ngram_word_chars, t.class_weight, t.ngram_residual, t.seed,
            bool(t.distill_reviews), c.data.max_length, c.data.truncation, c.data.head_fraction, c.data.negation_scope)
     earlier = run_data.has_shared(key)
     fitted, weights = run_data.shared(key, fit)
