@@ -76,12 +76,11 @@ REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-o
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
 NGRAM_SHARE = 0.3        # the n-gram score alone's fits start within this share of the budget (one at least)
-# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): the stage fits its
-# PIECE_FITS best settings on words again with character 2-PIECE_CHARS-grams within each word. On the validation
+# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): the stage fits each
+# form's best setting on words again with character 2-PIECE_CHARS-grams within each word. On the validation
 # splits, TF-IDF + LR over word 1-3-grams with char_wb 2-5-grams against words alone: Subj 93.71% against 91.81%,
 # Arabic tweets (ASTD) 70.49% against 69.18%, TREC-6 87.89% against 88.44% (docs/experiments.md, fourth session).
 PIECE_CHARS = 5
-PIECE_FITS = 2
 # Pretraining (word2vec on IMDB: five epochs of ~50 s on a quiet 2-core machine, ~230 s each at a load of 10)
 # starts no epoch it would end past this share of the budget: on a busy machine the encoder keeps its time
 PRETRAIN_SHARE = 0.25
@@ -505,7 +504,10 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             _keep_best_fit(out)
             weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
     if _tries_pieces(config, given, train.multi_label, tokenizer):
-        for form, C, class_weight in _piece_settings(out, config, features, end):
+        settings = _piece_settings(out, config, features, end)
+        if settings:
+            cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
+        for form, C, class_weight in settings:
             out.append(fit(form, C, class_weight, PIECE_CHARS))
             _keep_best_fit(out)
     best = max(out, key=Candidate.rank_key, default=None)
@@ -563,14 +565,17 @@ def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, toke
 
 def _piece_settings(out: list[Candidate], config: Config, features: _StageFeatures,
                     end: float) -> list[tuple[str, float, str]]:
-    """The settings ``(form, C, class_weight)`` of the :data:`PIECE_FITS` best fits on words alone, best first, each
-    kept while its fit with word pieces (its time on words times :meth:`_StageFeatures.size_ratio`) ends before
-    ``end``."""
-    done = sorted((c for c in out if c.complete), key=Candidate.rank_key, reverse=True)[:PIECE_FITS]
-    if not done or time.monotonic() > end:
+    """The settings ``(form, C, class_weight)`` to fit again with word pieces: each form's best on words alone, the
+    better form first, each kept while its fit with pieces (its time on words times
+    :meth:`_StageFeatures.size_ratio`) ends before ``end``. With pieces the better form can change: on Arabic tweets
+    (ASTD) binary LR led on words alone and NB-LR with pieces (docs/experiments.md, fourth session)."""
+    best: dict[str, Candidate] = {}   # each form's best, the better form first
+    for c in sorted((c for c in out if c.complete), key=Candidate.rank_key, reverse=True):
+        best.setdefault(c.settings["model.ngram_fit"], c)
+    if not best or time.monotonic() > end:
         return []
     ratio, spent, kept = features.size_ratio(PIECE_CHARS), time.monotonic(), []
-    for c in done:
+    for c in best.values():
         spent += c.seconds * ratio
         if spent > end:
             break
