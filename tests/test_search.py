@@ -109,16 +109,27 @@ def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     cfg = _default(REVIEWS)
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
-    assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found] == \
+    words = [c for c in found if "model.ngram_word_chars" not in c.settings]
+    assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in words] == \
         search.fit_order(search.SEARCH_GRID, "binary")
-    assert sorted(c.name for c in found) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
+    assert sorted(c.name for c in words) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
                                                    (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 3, 10, 30))) for C in Cs)
+    # then with each word's character n-grams: TF-IDF + LR at C 3 and 10, NB-LR at its best C on words alone
+    best_nb = max((c for c in words if c.settings["model.ngram_fit"] == "nb-lr"), key=search.Candidate.rank_key)
+    assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"], c.settings.get("model.ngram_weighting"))
+            for c in found[len(words):]] == [("lr", 3.0, "tfidf"), ("nb-lr", best_nb.settings["model.ngram_c"], None),
+                                              ("lr", 10.0, "tfidf")]
+    assert all(c.settings["model.ngram_word_chars"] == search.PIECE_CHARS for c in found[len(words):])
     assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
     pinned = cfg.override("model", ngram_fit="lr")
     found = search.ngram_candidates(pinned, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_fit"}),
                                     time.monotonic() + 60)
-    assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 4
+    assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 6
+    # a pinned ngram_word_chars (or a character tokenizer) is not searched
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_word_chars"}),
+                                    time.monotonic() + 60)
+    assert len(found) == 7 and not any("model.ngram_word_chars" in c.settings for c in found)
 
 
 def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():
@@ -136,7 +147,8 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
     and C fitted unweighted too, second (a stage its share cuts short has both), the rest with the better
     weighting; the winner's weighting is what every encoder trial then uses."""
     cfg = _default(REVIEWS, class_weight="balanced")
-    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
+    words = frozenset({"model.ngram_word_chars"})   # words alone: the fits with their characters come last
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), words, time.monotonic() + 60)
     assert len(found) == 8 and "training.class_weight" not in found[0].settings
     first, unweighted = found[0], found[1]
     assert unweighted.settings == {**first.settings, "training.class_weight": "none"}
@@ -150,9 +162,9 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
     assert search._with_ngram_fit(cfg, [first], frozenset()).training.class_weight == "balanced"
     # pinned on the command line, or not balanced by the rules: no extra fit
     pinned = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
-                                     frozenset({"training.class_weight"}), time.monotonic() + 60)
+                                     words | {"training.class_weight"}, time.monotonic() + 60)
     assert len(pinned) == 7
-    assert len(search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), frozenset(),
+    assert len(search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), words,
                                        time.monotonic() + 60)) == 7
 
 

@@ -78,14 +78,15 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
                                     frozenset({"model.ngram_fit", "model.ngram_c"}), time.monotonic() + 60)
     (ngram,) = [c for c in stage if "model.ngram_word_chars" not in c.settings]
     (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == search.PIECE_CHARS]
-    assert pieces.settings["model.ngram_c"] == 3.0 and "characters 2-5 within words" in pieces.name
+    assert pieces.settings == {"model.ngram_fit": "lr", "model.ngram_c": 3.0, "model.ngram_word_chars": 5,
+                               "model.ngram_weighting": "tfidf"}   # LR C 10 left out: C 3 was given
+    assert pieces.name == "n-gram alone, LR C 3, TF-IDF, characters 2-5 within words"
     result = train(cfg.override("training", epochs=0, time_budget=0.0), tmp_path / "alone")
     assert result.validation_losses.shape == ngram.losses.shape == (58,)   # 542 + 58 rows
     assert np.corrcoef(result.validation_losses, ngram.losses)[0, 1] > 0.999
     assert result.validation_losses == pytest.approx(ngram.losses, rel=1e-3, abs=1e-4)
     # with the words' character n-grams, the run reads what the stage read: the same vocabulary's pieces
-    chars = train(cfg.override("training", epochs=0, time_budget=0.0).override("model", ngram_word_chars=5),
-                  tmp_path / "pieces")
+    chars = train(cfg.override("training", epochs=0, time_budget=0.0).with_keys(pieces.settings), tmp_path / "pieces")
     assert chars.validation_losses == pytest.approx(pieces.losses, rel=1e-3, abs=1e-4)
     assert np.abs(chars.validation_losses - result.validation_losses).max() > 1e-3   # and not the words' alone
 

@@ -85,11 +85,12 @@ def rows_digest(x, labels) -> str:
     return h.hexdigest()
 
 
-def fit_key(rows: str, form: str, C: float | None, class_weight: str | None) -> str:
-    """What a fit depends on: the rows and labels (``rows``, :func:`rows_digest`), the form, C and class weighting.
+def fit_key(rows: str, form: str, C: float | None, class_weight: str | None, weighting: str = "binary") -> str:
+    """What a fit depends on: the rows and labels (``rows``, :func:`rows_digest`), the form, C, class weighting and
+    the rows' weighting (``[model] ngram_weighting``: binarised or TF-IDF).
     Two fits with the same key give the same estimator (the fits are deterministic), so the search's n-gram stage
     hands its winner's fit to the encoder trials that read the same rows (issue 54: work done once)."""
-    return hashlib.sha256(repr((rows, form, C, class_weight)).encode()).hexdigest()
+    return hashlib.sha256(repr((rows, form, C, class_weight, weighting)).encode()).hexdigest()
 
 
 def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],
@@ -163,7 +164,8 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
     weighting = fit_weighting(config.training.class_weight, train_labels)
     x = ngram_features(train_ids, score.buckets, max_n=score.max_n, pieces=score.pieces)
     pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
-    key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting) if cache else ""
+    key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting,
+                  score.weighting) if cache else ""
     idf = idf_weights(x) if score.weighting == "tfidf" else None
     if idf is not None:
         x = tfidf_rows(x, idf)

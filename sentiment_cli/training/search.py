@@ -76,11 +76,14 @@ REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-o
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
 NGRAM_SHARE = 0.3        # the n-gram score alone's fits start within this share of the budget (one at least)
-# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): the stage fits each
-# form's best setting on words again with character 2-PIECE_CHARS-grams within each word. On the validation
-# splits, TF-IDF + LR over word 1-3-grams with char_wb 2-5-grams against words alone: Subj 93.71% against 91.81%,
-# Arabic tweets (ASTD) 70.49% against 69.18%, TREC-6 87.89% against 88.44% (docs/experiments.md, fourth session).
+# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): with a word
+# tokenizer the stage then fits PIECE_FITS with character 2-PIECE_CHARS-grams within each word, as TF-IDF rows for
+# LR and binarised for NB-LR at its best C on words ("best"). On the validation splits, a linear model over word
+# 1-3-grams with char_wb 2-5-grams against words alone (TF-IDF + LR, then NB-LR): Subj 93.71% / 93.31% against
+# 91.81% / 91.21%, Arabic tweets (ASTD) 70.49% / 69.88% against 69.18% / 68.08%, TREC-6 86.24% / 87.89% against
+# 88.44% (binary LR) / 87.89%; binary LR gained least with them (docs/experiments.md, fourth session).
 PIECE_CHARS = 5
+PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", "binary"), ("lr", 10.0, "tfidf"))
 # Pretraining (word2vec on IMDB: five epochs of ~50 s on a quiet 2-core machine, ~230 s each at a load of 10)
 # starts no epoch it would end past this share of the budget: on a busy machine the encoder keeps its time
 PRETRAIN_SHARE = 0.25
@@ -487,10 +490,10 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
-    def fit(form: str, C: float, class_weight: str, chars: int = 0) -> Candidate:
-        x, xv, rows = features.of(chars)
-        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels))
-        return _ngram_fit(config, (form, C, class_weight, chars), (x, train.labels), (xv, y_val), k, cb, stop, key)
+    def fit(form: str, C: float, class_weight: str, reading: tuple[int, str] = (0, m.ngram_weighting)) -> Candidate:
+        x, xv, rows = features.of(*reading)
+        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading[1])
+        return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
 
     out: list[Candidate] = []
     weighting = config.training.class_weight
@@ -504,11 +507,11 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             _keep_best_fit(out)
             weighting = "none" if out[1].rank_key() > out[0].rank_key() else weighting
     if _tries_pieces(config, given, train.multi_label, tokenizer):
-        settings = _piece_settings(out, config, features, end)
-        if settings:
+        fits = _piece_fits(out, grid, features, end)
+        if fits:
             cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
-        for form, C, class_weight in settings:
-            out.append(fit(form, C, class_weight, PIECE_CHARS))
+        for form, C, reading in fits:
+            out.append(fit(form, C, weighting, reading))
             _keep_best_fit(out)
     best = max(out, key=Candidate.rank_key, default=None)
     if best is not None and best.fit is not None:   # the trials' fit, made once (issue 54): RunData keeps it
@@ -519,16 +522,17 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
 
 
 class _StageFeatures:
-    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each reading: words
-    alone (``chars`` 0), or with their character 2-``chars``-grams (:func:`~sentiment_cli.ngram.features.word_pieces`),
-    each as the model's score reads them (TF-IDF rows when ``[model] ngram_weighting`` says so)."""
+    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each reading ``(chars,
+    weighting)``: words alone (``chars`` 0) or with their character 2-``chars``-grams
+    (:func:`~sentiment_cli.ngram.features.word_pieces`), binarised or as TF-IDF rows, as the model's score reads them
+    (``[model] ngram_word_chars``, ``ngram_weighting``)."""
 
     def __init__(self, config: Config, data: RunData, tokenizer: Any, train: Any, val: Any):
         self.config, self.tokenizer = config, tokenizer
         self.train_ids = data.ids(tokenizer, train.texts, config.data)
         self.val_ids = data.ids(tokenizer, val.texts, config.data)
         self.labels = train.labels
-        self.made: dict[int, tuple[Any, Any, str]] = {}
+        self.made: dict[tuple[int, str], tuple[Any, Any, str]] = {}
 
     def pieces(self, chars: int) -> torch.Tensor | None:
         """The vocabulary's pieces table for ``chars`` (``None`` for 0)."""
@@ -536,17 +540,18 @@ class _StageFeatures:
             return None
         return torch.from_numpy(word_pieces(vocabulary(self.tokenizer), self.config.model.ngram_buckets, chars))
 
-    def of(self, chars: int) -> tuple[Any, Any, str]:
-        if chars not in self.made:
+    def of(self, chars: int, weighting: str) -> tuple[Any, Any, str]:
+        """``(x, x_validation, rows_digest)`` of a reading; the digest is of the binarised rows (:func:`fit_key`)."""
+        if (chars, weighting) not in self.made:
             m, pieces = self.config.model, self.pieces(chars)
             x = ngram_features(self.train_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
             xv = ngram_features(self.val_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
-            rows = rows_digest(x, self.labels)   # the fits' keys (fit_key) read the binarised rows, once
-            if m.ngram_weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
+            rows = rows_digest(x, self.labels)
+            if weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
                 idf = idf_weights(x)
                 x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
-            self.made[chars] = (x, xv, rows)
-        return self.made[chars]
+            self.made[(chars, weighting)] = (x, xv, rows)
+        return self.made[(chars, weighting)]
 
     def size_ratio(self, chars: int, sample: int = 500) -> float:
         """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured on
@@ -563,24 +568,27 @@ def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, toke
             and tokenizer_kind(tokenizer) == "word")
 
 
-def _piece_settings(out: list[Candidate], config: Config, features: _StageFeatures,
-                    end: float) -> list[tuple[str, float, str]]:
-    """The settings ``(form, C, class_weight)`` to fit again with word pieces: each form's best on words alone, the
-    better form first, each kept while its fit with pieces (its time on words times
-    :meth:`_StageFeatures.size_ratio`) ends before ``end``. With pieces the better form can change: on Arabic tweets
-    (ASTD) binary LR led on words alone and NB-LR with pieces (docs/experiments.md, fourth session)."""
-    best: dict[str, Candidate] = {}   # each form's best, the better form first
-    for c in sorted((c for c in out if c.complete), key=Candidate.rank_key, reverse=True):
-        best.setdefault(c.settings["model.ngram_fit"], c)
-    if not best or time.monotonic() > end:
+def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
+                end: float) -> list[tuple[str, float, tuple[int, str]]]:
+    """The fits ``(form, C, (chars, weighting))`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
+    (NB-LR at its best C on words alone), each kept while the fits' time (the slowest fit on words, times
+    :meth:`_StageFeatures.size_ratio`) ends before ``end``."""
+    done = [c for c in out if c.complete]
+    if not done or time.monotonic() > end:
         return []
-    ratio, spent, kept = features.size_ratio(PIECE_CHARS), time.monotonic(), []
-    for c in best.values():
-        spent += c.seconds * ratio
+    best = {}
+    for c in sorted(done, key=Candidate.rank_key, reverse=True):
+        best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
+    each = max(c.seconds for c in done) * features.size_ratio(PIECE_CHARS)
+    kept, spent = [], time.monotonic()
+    for form, C, weighting in PIECE_FITS:
+        C = best.get(form) if C == "best" else C
+        if C not in grid.get(form, ()):   # a form or C the command line left out
+            continue
+        spent += each
         if spent > end:
             break
-        kept.append((c.settings["model.ngram_fit"], c.settings["model.ngram_c"],
-                     c.settings.get("training.class_weight", config.training.class_weight)))
+        kept.append((form, C, (PIECE_CHARS, weighting)))
     return kept
 
 
@@ -593,17 +601,18 @@ def _keep_best_fit(candidates: list[Candidate]) -> None:
             c.fit = None
 
 
-def _ngram_fit(config: Config, setting: tuple[str, float, str, int], train: tuple[Any, Any],
+def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: tuple[int, str], train: tuple[Any, Any],
                val: tuple[Any, np.ndarray], k: int, cb: TrainCallbacks, stop: StopFlag | None,
                key: str = "") -> Candidate:
-    """One n-gram candidate: ``setting`` ``(form, C, class_weight, chars)`` (``chars``: its word pieces' longest,
-    0 for none) fitted on ``train`` ``(features, labels)`` and scored on ``val``; its line told through
-    ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``: :func:`~sentiment_cli.ngram.fit.fit_key`).
+    """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)`` of
+    ``reading`` ``(chars, weighting)`` (``chars``: its word pieces' longest, 0 for none) and scored on ``val``; its
+    line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``:
+    :func:`~sentiment_cli.ngram.fit.fit_key`).
 
     Raises:
         Interrupted: ``stop`` was set (a signal), checked before the fit.
     """
-    form, C, class_weight, chars = setting
+    (form, C, class_weight), (chars, reading_weighting) = setting, reading
     if stop is not None and stop.requested:
         raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
                           "was: run the same command again", exit_code=stop.exit_code)
@@ -616,8 +625,12 @@ def _ngram_fit(config: Config, setting: tuple[str, float, str, int], train: tupl
         settings["training.class_weight"] = class_weight
     if chars:
         settings["model.ngram_word_chars"] = chars
+    if reading_weighting != config.model.ngram_weighting:
+        settings["model.ngram_weighting"] = reading_weighting
     name = f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else ", classes balanced")
-    c = Candidate(name + (f", characters 2-{chars} within words" if chars else ""), "ngram", settings,
+    name += (f", {'TF-IDF, ' if 'model.ngram_weighting' in settings else ''}characters 2-{chars} within words"
+             if chars else "")
+    c = Candidate(name, "ngram", settings,
                   accuracy=accuracy, nll=nll,
                   seconds=time.perf_counter() - began, losses=losses, fit=(key, fitted))
     cb.on_note(_line(c))
