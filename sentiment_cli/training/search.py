@@ -510,8 +510,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         fits = _piece_fits(out, grid, features, end)
         if fits:
             cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
-        for form, C, reading in fits:
-            out.append(fit(form, C, weighting, reading))
+        for form, C, (chars, tf) in fits:   # a weighting given on the command line stays
+            out.append(fit(form, C, weighting, (chars, m.ngram_weighting if "model.ngram_weighting" in given else tf)))
             _keep_best_fit(out)
     best = max(out, key=Candidate.rank_key, default=None)
     if best is not None and best.fit is not None:   # the trials' fit, made once (issue 54): RunData keeps it
