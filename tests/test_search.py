@@ -160,6 +160,15 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
     winner = search._with_ngram_fit(cfg, [unweighted], frozenset())
     assert winner.training.class_weight == "none" and winner.model.ngram_fit == first.settings["model.ngram_fit"]
     assert search._with_ngram_fit(cfg, [first], frozenset()).training.class_weight == "balanced"
+    # each word's character n-grams are other features: their first fit tests the weighting again, both ways
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
+    pieces = [c for c in found if "model.ngram_word_chars" in c.settings]
+    assert len(found) == 8 + 4 and len(pieces) == 4
+    a, b = pieces[0].settings, pieces[1].settings
+    assert {k: v for k, v in a.items() if k != "training.class_weight"} == \
+        {k: v for k, v in b.items() if k != "training.class_weight"}
+    assert {a.get("training.class_weight", "balanced"), b.get("training.class_weight", "balanced")} == \
+        {"balanced", "none"}
     # pinned on the command line, or not balanced by the rules: no extra fit
     pinned = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
                                      words | {"training.class_weight"}, time.monotonic() + 60)
