@@ -47,6 +47,26 @@ def test_the_lowest_log_loss_wins_otherwise():
     assert choose([stopped]) == (None, {"rule": "log-loss", "why": "the lowest validation log-loss"})
 
 
+def test_the_trials_read_words_alone_unless_word_pieces_are_better_by_more_than_one_standard_error():
+    """The encoder trials take the n-gram stage's best on words alone when a better fit with each word's character
+    n-grams is within one paired standard error of it, and the one with them when it is better by more."""
+    from sentiment_cli.training.search import _trials_ngram
+
+    def ngram(name, losses, pieces):
+        c = _candidate(name, "ngram", losses)
+        c.settings = {"model.ngram_fit": "nb-lr", "model.ngram_c": 1.0, **({"model.ngram_word_chars": 5} if pieces
+                                                                            else {})}
+        return c
+
+    for shift, wanted in ((0.002, "words"), (0.02, "pieces")):
+        words, pieces = _pair(shift)                 # pieces' losses are words' + shift: words lower by shift
+        both = [ngram("words", pieces, False), ngram("pieces", words, True)]
+        assert _trials_ngram(both).name == wanted
+    better_words = [ngram("words", _pair(0)[0], False), ngram("pieces", _pair(0.05)[1], True)]
+    assert _trials_ngram(better_words).name == "words"
+    assert _trials_ngram([ngram("pieces", _pair(0)[0], True)]).name == "pieces"   # nothing else to read
+
+
 def test_the_card_says_why():
     ngram, encoder = _pair(0.002)
     _, by = choose([_candidate("n-gram alone", "ngram", ngram), _candidate("encoder #0", "encoder", encoder)])
