@@ -13,7 +13,8 @@ from sentiment_cli.data.negation import SCOPE_OFFSET
 from sentiment_cli.model.classifier import SentimentClassifier
 from sentiment_cli.ngram.features import PIECES_PER_WORD, ngram_buckets, ngram_features, word_pieces
 
-VOCAB = ["<pad>", "<unk>", "good", "goods", "not", "a", "unbelievably", "ไม่ดี"] + [f"w{i}" for i in range(52)]
+VOCAB = ["<pad>", "<unk>", "good", "goods", "not", "a", "unbelievably", "ไม่ดี"]
+VOCAB += [f"w{i}" for i in range(52)]
 
 
 def _buckets(pieces, buckets):
