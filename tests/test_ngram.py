@@ -167,13 +167,18 @@ def test_a_five_class_score_keeps_its_flat_names_and_loads_back():
 
 @pytest.mark.slow   # a torch.onnx export (seconds)
 def test_a_five_class_score_exports_to_onnx_exactly(tmp_path):
+    assert_exports_exactly(_five_class_model(), [[5, 6, 7, 5, 6, 7], [9, 9, 9], list(range(2, 40)), [8, 1, 8]],
+                           tmp_path)
+
+
+def assert_exports_exactly(model, reviews, tmp_path):
+    """The model's ONNX export (as ``sentiment export`` traces it) gives its logits and token logits on ``reviews``
+    to 1e-5."""
     import onnxruntime as ort
 
     from sentiment_cli.inference.export import _trace
 
-    model = _five_class_model()
     _trace(model, tmp_path / "m.onnx")
-    reviews = [[5, 6, 7, 5, 6, 7], [9, 9, 9], list(range(2, 40)), [8, 1, 8]]
     ids, mask = collate(reviews)
     with torch.no_grad():
         out = model(ids, mask, token_logits=True)

@@ -101,20 +101,11 @@ def test_the_table_is_saved_and_a_checkpoint_whose_table_leaves_the_buckets_is_r
         fresh.ngram_score.set_vocabulary(VOCAB[:3])
 
 
+@pytest.mark.slow   # a torch.onnx export (seconds)
 def test_a_score_with_pieces_exports_to_onnx_exactly(tmp_path):
-    import onnxruntime as ort
+    from .test_ngram import assert_exports_exactly
 
-    from sentiment_cli.inference.export import _trace
-
-    model = _model()
-    _trace(model, tmp_path / "m.onnx")
-    ids, mask = collate([[2, 3, 2], [6, 1, 7, 4, 5]])
-    with torch.no_grad():
-        out = model(ids, mask, token_logits=True)
-    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
-    logits, token_logits = session.run(None, {"input_ids": ids.numpy(), "padding_mask": mask.numpy()})
-    np.testing.assert_allclose(logits, out.logits.numpy(), atol=1e-5, rtol=0)
-    np.testing.assert_allclose(token_logits, out.token_logits.numpy(), atol=1e-5, rtol=0)
+    assert_exports_exactly(_model(), [[2, 3, 2], [6, 1, 7, 4, 5]], tmp_path)
 
 
 def test_ngram_word_chars_of_1_is_refused_in_one_line():

@@ -512,42 +512,50 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
-    def fit(form: str, C: float, class_weight: str, reading: tuple[int, str] = (0, m.ngram_weighting)) -> Candidate:
+    def fit(form: str, C: float, class_weight: str, reading: tuple[int, str]) -> Candidate:
         x, xv, rows = features.of(*reading)
         key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading[1])
         return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
 
-    out: list[Candidate] = []
-    weighting, searched = config.training.class_weight, _weighting_searched(config, given, train.multi_label)
-
-    def add(form: str, C: float, reading: tuple[int, str], first: bool) -> None:
-        """One fit; the first of each reading both ways when the weighting is searched (past the share too: it is
-        the encoder's loss's as well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.5
-        points of accuracy to the balanced weights NB-LR on words alone chose)."""
-        nonlocal weighting
-        out.append(fit(form, C, weighting, reading))
-        if first and searched:
-            other = "none" if weighting == "balanced" else "balanced"
-            out.append(fit(form, C, other, reading))
-            weighting = other if out[-1].rank_key() > out[-2].rank_key() else weighting
-        _keep_best_fit(out)
-
+    fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
+    out = fits.out
     for i, (form, C) in enumerate(fit_order(grid, m.ngram_weighting)):
         if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
             break
-        add(form, C, (0, m.ngram_weighting), i == 0)
+        fits.add(form, C, (0, m.ngram_weighting), i == 0)
     if _tries_pieces(config, given, train.multi_label, tokenizer):
-        fits = _piece_fits(out, grid, features, end)
-        if fits:
+        pieces = _piece_fits(out, grid, features, end)
+        if pieces:
             cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
-        for i, (form, C, (chars, tf)) in enumerate(fits):   # a weighting given on the command line stays
-            add(form, C, (chars, m.ngram_weighting if "model.ngram_weighting" in given else tf), i == 0)
+        for i, (form, C, (chars, tf)) in enumerate(pieces):   # a weighting given on the command line stays
+            fits.add(form, C, (chars, m.ngram_weighting if "model.ngram_weighting" in given else tf), i == 0)
     for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
         if c.fit is not None:
             key, estimator = c.fit
             data.ngram_fit(key, lambda e=estimator: e)
             c.fit = None
     return out
+
+
+class _Fits:
+    """The n-gram stage's candidates, fitted one at a time by ``fit(form, C, class_weight, reading)``, each in the
+    class weighting found better so far (``weighting``; ``searched``: :func:`_weighting_searched`)."""
+
+    def __init__(self, fit: Callable[..., Candidate], weighting: str, searched: bool):
+        self.fit, self.weighting, self.searched = fit, weighting, searched
+        self.out: list[Candidate] = []
+
+    def add(self, form: str, C: float, reading: tuple[int, str], first: bool) -> None:
+        """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
+        the encoder's loss's as well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.3
+        points of accuracy to the balanced weights NB-LR on words alone chose)."""
+        self.out.append(self.fit(form, C, self.weighting, reading))
+        if first and self.searched:
+            other = "none" if self.weighting == "balanced" else "balanced"
+            self.out.append(self.fit(form, C, other, reading))
+            if self.out[-1].rank_key() > self.out[-2].rank_key():
+                self.weighting = other
+        _keep_best_fit(self.out)
 
 
 class _StageFeatures:
