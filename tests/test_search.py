@@ -20,7 +20,7 @@ from sentiment_cli.cli import app
 from sentiment_cli.config import load_config, parse_duration
 from sentiment_cli.errors import ConfigError, DataError, Interrupted, SentimentError, UsageError
 from sentiment_cli.inference.predictor import Predictor
-from sentiment_cli.training import search
+from sentiment_cli.training import ngram_stage, search
 from sentiment_cli.training.callbacks import TrainCallbacks, TrainResult
 from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.run import train
@@ -111,7 +111,7 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
     words = [c for c in found if "model.ngram_word_chars" not in c.settings]
     assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in words] == \
-        search.fit_order(search.SEARCH_GRID, "binary")
+        ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "binary")
     assert sorted(c.name for c in words) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
                                                    (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 3, 10, 30))) for C in Cs)
     # then with each word's character n-grams: TF-IDF + LR at C 3 and 10, NB-LR at its best C on words alone
@@ -119,7 +119,7 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"], c.settings.get("model.ngram_weighting"))
             for c in found[len(words):]] == [("lr", 3.0, "tfidf"), ("nb-lr", best_nb.settings["model.ngram_c"], None),
                                               ("lr", 10.0, "tfidf")]
-    assert all(c.settings["model.ngram_word_chars"] == search.PIECE_CHARS for c in found[len(words):])
+    assert all(c.settings["model.ngram_word_chars"] == ngram_stage.PIECE_CHARS for c in found[len(words):])
     assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
     pinned = cfg.override("model", ngram_fit="lr")
@@ -135,11 +135,11 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
 def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():
     """Cut short after three fits, the stage has both forms, each at its grid's middle C; over TF-IDF rows plain
     LR (the standard TF-IDF + LR) comes first, over binary features NB-LR."""
-    assert search.fit_order(search.SEARCH_GRID, "binary")[:3] == [("nb-lr", 0.3), ("lr", 3.0), ("nb-lr", 1.0)]
-    assert search.fit_order(search.SEARCH_GRID, "tfidf")[:4] == [("lr", 3.0), ("nb-lr", 0.3), ("lr", 10.0),
+    assert ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "binary")[:3] == [("nb-lr", 0.3), ("lr", 3.0), ("nb-lr", 1.0)]
+    assert ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "tfidf")[:4] == [("lr", 3.0), ("nb-lr", 0.3), ("lr", 10.0),
                                                                  ("nb-lr", 1.0)]
-    assert sorted(search.fit_order(search.SEARCH_GRID, "tfidf")) == sorted(
-        (form, C) for form, Cs in search.SEARCH_GRID.items() for C in Cs)
+    assert sorted(ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "tfidf")) == sorted(
+        (form, C) for form, Cs in ngram_stage.SEARCH_GRID.items() for C in Cs)
 
 
 def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
@@ -156,7 +156,7 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
     better = "none" if unweighted.rank_key() > first.rank_key() else "balanced"
     assert all(c.settings.get("training.class_weight", "balanced") == better for c in found[2:])
     assert sorted((c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found[1:]) == \
-        sorted(search.fit_order(search.SEARCH_GRID, "binary"))
+        sorted(ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "binary"))
     winner = search._with_ngram_fit(cfg, [unweighted], frozenset())
     assert winner.training.class_weight == "none" and winner.model.ngram_fit == first.settings["model.ngram_fit"]
     assert search._with_ngram_fit(cfg, [first], frozenset()).training.class_weight == "balanced"

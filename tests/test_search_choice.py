@@ -86,7 +86,7 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     that is the n-gram score alone (``epochs = 0``, LR C 3) gives back the n-gram stage's LR C 3 losses row by row."""
     import time
 
-    from sentiment_cli.training import search
+    from sentiment_cli.training import ngram_stage, search
     from sentiment_cli.training.callbacks import TrainCallbacks
     from sentiment_cli.training.run import train
     from sentiment_cli.training.run_data import RunData
@@ -97,7 +97,7 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     stage = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
                                     frozenset({"model.ngram_fit", "model.ngram_c"}), time.monotonic() + 60)
     (ngram,) = [c for c in stage if "model.ngram_word_chars" not in c.settings]
-    (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == search.PIECE_CHARS]
+    (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == ngram_stage.PIECE_CHARS]
     assert pieces.settings == {"model.ngram_fit": "lr", "model.ngram_c": 3.0, "model.ngram_word_chars": 5,
                                "model.ngram_weighting": "tfidf"}   # LR C 10 left out: C 3 was given
     assert pieces.name == "n-gram alone, LR C 3, TF-IDF, characters 2-5 within words"

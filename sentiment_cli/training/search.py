@@ -37,29 +37,20 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 from ..card.text import encoder_missing, settings_phrase
 from ..checkpoint import write_metrics
 from ..config import Config
 from ..data.splits import DataSpec
-from ..data.tokenizer import build_tokenizer, tokenizer_kind, vocabulary
 from ..errors import Interrupted, SentimentError
-from ..evaluation import calibration, multilabel
 from ..evaluation.training_report import write_training_report
-from ..ngram.crossfit import full_logits
-from ..ngram.fit import fit_key, fit_weighting, rows_digest
-from ..ngram.estimator import NgramEstimator
-from ..ngram.features import idf_weights, ngram_features, tfidf_rows, word_pieces
-from ..ngram.memory import fit_limit
-from ..ngram.selection import SEARCH_GRID
 from .callbacks import TrainCallbacks, TrainResult
+from .candidate import Candidate, result_line
 from .interrupts import StopFlag
+from .ngram_stage import ngram_candidates
 from .run_data import RunData
 
 METRIC = ("validation log-loss after the temperature; ties: the higher validation accuracy; the best encoder trial "
@@ -76,19 +67,11 @@ REFIT_FACTOR = 1.15      # a refit on every row takes this many times its held-o
 FIRST_TRIAL_SHARE = 0.5  # with a refit to come, the first encoder trial must end within this share of the budget
 NGRAM_FINAL_FITS = 2     # the n-gram score alone as the checkpoint: its fit, and its refit on every row
 NGRAM_SHARE = 0.3        # the n-gram score alone's fits start within this share of the budget (one at least)
-# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): with a word
-# tokenizer the stage then fits PIECE_FITS with character 2-PIECE_CHARS-grams within each word, as TF-IDF rows for
-# LR and binarised for NB-LR at its best C on words ("best"). Validation log-loss, the best on words alone against
-# the best with them: Arabic tweets (ASTD) 0.8653 against 0.8243 (TF-IDF + LR C 3), Subj 0.2005 against 0.1768
-# (NB-LR C 1), TREC-6 0.3867 against 0.3798, IMDB 0.2516 against 0.2681 (docs/experiments.md, fourth session).
-PIECE_CHARS = 5
-PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", "binary"), ("lr", 10.0, "tfidf"))
 # Pretraining (word2vec on IMDB: five epochs of ~50 s on a quiet 2-core machine, ~230 s each at a load of 10)
 # starts no epoch it would end past this share of the budget: on a busy machine the encoder keeps its time
 PRETRAIN_SHARE = 0.25
 MAX_TRIALS = 16          # encoder trials at most: a budget is an upper bound, and more trials on a few hundred
                          # validation rows fit their noise more than the data
-FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 PROJECT_AFTER = 30       # steps of a trial's first epoch: its timing run, whose rate sizes the trial's schedule;
 TIMING_STEPS, TIMING_SECONDS = 10, 5.0   # or fewer steps (10 at least) once they took 5 s (a slow machine)
 SIZE_MARGIN = 0.85       # a trial's steps are sized to fill this share of its time left (slower steps, saving)
@@ -108,56 +91,6 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "training.token_dropout": (0.1, 0.2, 0.3),
     "training.ngram_scale_min": (0.0, 0.5, 1.0),
 }
-
-
-@dataclass
-class Candidate:
-    """One setting measured on the validation split.
-
-    Attributes:
-        name: how the table names it (``n-gram alone, NB-LR C 1``, ``encoder #0 (data rules)``).
-        kind: ``"ngram"`` or ``"encoder"``.
-        settings: the ``section.key`` values it sets over the data rules' config.
-        accuracy, nll: validation accuracy, and log-loss (nats per row) after its own temperature; ``None``
-            when it did not finish.
-        seconds: wall time it took.
-        status: ``complete``, ``pruned at epoch N``, ``stopped: the budget`` or ``failed: ...``.
-        folder: an encoder trial's folder while the search runs.
-    """
-
-    name: str
-    kind: str
-    settings: dict[str, Any]
-    accuracy: float | None = None
-    nll: float | None = None
-    seconds: float = 0.0
-    status: str = "complete"
-    folder: Path | None = field(default=None, repr=False)
-    ended: str = ""                 # why a trial with scores ended: its schedule, sized to the budget, cut short
-    rate: float | None = None       # an encoder trial's training examples a second in its timing run
-    needs: float | None = None      # seconds its whole planned schedule would have taken at that rate
-    losses: np.ndarray | None = field(default=None, repr=False)   # (n_validation,) each row's log-loss, one
-                                                                  # label per text; the paired comparison's
-    fit: tuple[str, Any] | None = field(default=None, repr=False)  # an n-gram candidate's (fit_key, estimator),
-                                                                   # while the stage runs
-
-    @property
-    def complete(self) -> bool:
-        """Whether it has scores to compare (a trial sized to or cut short by the budget too: ``ended``)."""
-        return self.status == "complete" and self.accuracy is not None
-
-    def rank_key(self) -> tuple[float, float]:
-        """Higher is better: the lower log-loss, then the higher accuracy."""
-        return (-(self.nll if self.nll is not None else math.inf), self.accuracy or 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Its ``metrics.json`` record."""
-        out = {"name": self.name, "kind": self.kind, "settings": self.settings, "validation_accuracy": self.accuracy,
-               "validation_nll": self.nll, "seconds": round(self.seconds, 2), "status": self.status}
-        if self.kind == "encoder":
-            out.update({"ended": self.ended or None, "examples_per_second": None if self.rate is None else
-                        round(self.rate, 1), "needs_seconds": None if self.needs is None else round(self.needs, 1)})
-        return out
 
 
 @dataclass(frozen=True)
@@ -410,7 +343,8 @@ def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozense
     """``config`` with the best n-gram candidate's settings (on validation) for every encoder trial: its form and C,
     so that each trial fits the score once instead of choosing its form again by cross-validation on the same
     rows (not when the command line or a multi-label run's rules pinned them), and its class weights when the
-    stage chose them (:func:`_weighting_searched`); ``config`` itself when there is no n-gram candidate."""
+    stage chose them (:func:`~.ngram_stage._weighting_searched`); ``config`` itself when there is no n-gram
+    candidate."""
     ngram = [c for c in candidates if c.kind == "ngram" and c.complete]
     if not ngram:
         return config
@@ -477,252 +411,6 @@ def _budget_hint(candidates: list[Candidate], record_seconds: float, budget: flo
     return f"{math.ceil(seconds / 60)}m"
 
 
-def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
-                     end: float, stop: StopFlag | None = None) -> list[Candidate]:
-    """The n-gram score alone, each form at each C of ``SEARCH_GRID`` (a form or C the command line pinned: that
-    one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
-    (as long as the longest so far) ends before ``end`` (one fit at least). When the imbalance rule balanced the
-    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past
-    ``end`` (the weighting is the encoder trials' loss's too: balanced weights can keep a short encoder schedule
-    on the rare class, docs/experiments.md), and the other fits take whichever weighting scored better. With a
-    word tokenizer, :data:`PIECE_FITS` follow with each word's character n-grams (:func:`_piece_fits`), the
-    first of them both ways again when the weighting is searched.
-
-    The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
-    training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
-
-    Returns:
-        One :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and ``model.ngram_c``; none
-        without an n-gram score (``[model] ngram_buckets = 0``).
-
-    Raises:
-        DataError: as the fit (too few classes, a fit above ``[training] ngram_fit_gb``).
-        Interrupted: ``stop`` was set (a signal), checked before each fit.
-    """
-    m = config.model
-    if not m.ngram_buckets:
-        return []
-    spec = DataSpec.from_config(config)
-    train, val = data.splits(spec)
-    cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
-    tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
-    features = _StageFeatures(config, data, tokenizer, train, val)
-    k, y_val = len(train.label_names), np.asarray(val.labels)
-    grid = {form: Cs for form, Cs in SEARCH_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
-    if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
-        grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
-
-    def fit(form: str, C: float, class_weight: str, reading: tuple[int, str]) -> Candidate:
-        x, xv, rows = features.of(*reading)
-        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading[1])
-        return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
-
-    fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
-    out = fits.out
-    for i, (form, C) in enumerate(fit_order(grid, m.ngram_weighting)):
-        if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
-            break
-        fits.add(form, C, (0, m.ngram_weighting), i == 0)
-    if _tries_pieces(config, given, train.multi_label, tokenizer):
-        pieces = _piece_fits(out, grid, features, end)
-        if pieces:
-            cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
-        for i, (form, C, (chars, tf)) in enumerate(pieces):   # a weighting given on the command line stays
-            fits.add(form, C, (chars, m.ngram_weighting if "model.ngram_weighting" in given else tf), i == 0)
-    for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
-        if c.fit is not None:
-            key, estimator = c.fit
-            data.ngram_fit(key, lambda e=estimator: e)
-            c.fit = None
-    return out
-
-
-class _Fits:
-    """The n-gram stage's candidates, fitted one at a time by ``fit(form, C, class_weight, reading)``, each in the
-    class weighting found better so far (``weighting``; ``searched``: :func:`_weighting_searched`)."""
-
-    def __init__(self, fit: Callable[..., Candidate], weighting: str, searched: bool):
-        self.fit, self.weighting, self.searched = fit, weighting, searched
-        self.out: list[Candidate] = []
-
-    def add(self, form: str, C: float, reading: tuple[int, str], first: bool) -> None:
-        """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
-        the encoder's loss's as well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.3
-        points of accuracy to the balanced weights NB-LR on words alone chose)."""
-        self.out.append(self.fit(form, C, self.weighting, reading))
-        if first and self.searched:
-            other = "none" if self.weighting == "balanced" else "balanced"
-            self.out.append(self.fit(form, C, other, reading))
-            if self.out[-1].rank_key() > self.out[-2].rank_key():
-                self.weighting = other
-        _keep_best_fit(self.out)
-
-
-class _StageFeatures:
-    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each reading ``(chars,
-    weighting)``: words alone (``chars`` 0) or with their character 2-``chars``-grams
-    (:func:`~sentiment_cli.ngram.features.word_pieces`), binarised or as TF-IDF rows, as the model's score reads them
-    (``[model] ngram_word_chars``, ``ngram_weighting``)."""
-
-    def __init__(self, config: Config, data: RunData, tokenizer: Any, train: Any, val: Any):
-        self.config, self.tokenizer = config, tokenizer
-        self.train_ids = data.ids(tokenizer, train.texts, config.data)
-        self.val_ids = data.ids(tokenizer, val.texts, config.data)
-        self.labels = train.labels
-        self.made: dict[tuple[int, str], tuple[Any, Any, str]] = {}
-
-    def pieces(self, chars: int) -> torch.Tensor | None:
-        """The vocabulary's pieces table for ``chars`` (``None`` for 0)."""
-        if not chars:
-            return None
-        return torch.from_numpy(word_pieces(vocabulary(self.tokenizer), self.config.model.ngram_buckets, chars))
-
-    def of(self, chars: int, weighting: str) -> tuple[Any, Any, str]:
-        """``(x, x_validation, rows_digest)`` of a reading; the digest is of the binarised rows (:func:`fit_key`)."""
-        if (chars, weighting) not in self.made:
-            m, pieces = self.config.model, self.pieces(chars)
-            x = ngram_features(self.train_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
-            xv = ngram_features(self.val_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
-            rows = rows_digest(x, self.labels)
-            if weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
-                idf = idf_weights(x)
-                x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
-            self.made[(chars, weighting)] = (x, xv, rows)
-        return self.made[(chars, weighting)]
-
-    def size_ratio(self, chars: int, sample: int = 500) -> float:
-        """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured on
-        its first ``sample`` texts (a fit's time grows with them)."""
-        m, ids = self.config.model, self.train_ids[:sample]
-        alone = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n).nnz
-        return ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=self.pieces(chars)).nnz / max(1, alone)
-
-
-def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, tokenizer: Any) -> bool:
-    """Whether the stage also fits words with their character n-grams: a word tokenizer, one label per text (a
-    multi-label run's rules pin its form), and ``[model] ngram_word_chars`` neither set nor given."""
-    return (not config.model.ngram_word_chars and "model.ngram_word_chars" not in given and not multi_label
-            and tokenizer_kind(tokenizer) == "word")
-
-
-def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
-                end: float) -> list[tuple[str, float, tuple[int, str]]]:
-    """The fits ``(form, C, (chars, weighting))`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
-    (NB-LR at its best C on words alone), each kept while the fits' time (the slowest fit on words, times
-    :meth:`_StageFeatures.size_ratio`) ends before ``end``."""
-    done = [c for c in out if c.complete]
-    if not done or time.monotonic() > end:
-        return []
-    best = {}
-    for c in sorted(done, key=Candidate.rank_key, reverse=True):
-        best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
-    each = max(c.seconds for c in done) * features.size_ratio(PIECE_CHARS)
-    kept, spent = [], time.monotonic()
-    for form, C, weighting in PIECE_FITS:
-        C = best.get(form) if C == "best" else C
-        if C not in grid.get(form, ()):   # a form or C the command line left out
-            continue
-        spent += each
-        if spent > end:
-            break
-        kept.append((form, C, (PIECE_CHARS, weighting)))
-    return kept
-
-
-def _keep_best_fit(candidates: list[Candidate]) -> None:
-    """Drop every n-gram candidate's estimator but the best one's of each reading, words alone and with word pieces
-    (on GoEmotions each holds 2,097,153 x 28 weights): the encoder trials take one of the two
-    (:func:`_trials_ngram`)."""
-    for pieces in (False, True):
-        reading = [c for c in candidates if ("model.ngram_word_chars" in c.settings) == pieces]
-        best = max(reading, key=Candidate.rank_key, default=None)
-        for c in reading:
-            if c is not best:
-                c.fit = None
-
-
-def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: tuple[int, str], train: tuple[Any, Any],
-               val: tuple[Any, np.ndarray], k: int, cb: TrainCallbacks, stop: StopFlag | None,
-               key: str = "") -> Candidate:
-    """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)`` of
-    ``reading`` ``(chars, weighting)`` (``chars``: its word pieces' longest, 0 for none) and scored on ``val``; its
-    line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``:
-    :func:`~sentiment_cli.ngram.fit.fit_key`).
-
-    Raises:
-        Interrupted: ``stop`` was set (a signal), checked before the fit.
-    """
-    (form, C, class_weight), (chars, reading_weighting) = setting, reading
-    if stop is not None and stop.requested:
-        raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
-                          "was: run the same command again", exit_code=stop.exit_code)
-    began = time.perf_counter()
-    weighting = fit_weighting(class_weight, train[1])
-    fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(*train)
-    accuracy, nll, losses = _scored(np.asarray(fitted.decision_function(val[0]), np.float64), val[1], k)
-    settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
-    if class_weight != config.training.class_weight:
-        settings["training.class_weight"] = class_weight
-    if chars:
-        settings["model.ngram_word_chars"] = chars
-    if reading_weighting != config.model.ngram_weighting:
-        settings["model.ngram_weighting"] = reading_weighting
-    name = f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else ", classes balanced")
-    name += (f", {'TF-IDF, ' if 'model.ngram_weighting' in settings else ''}characters 2-{chars} within words"
-             if chars else "")
-    c = Candidate(name, "ngram", settings,
-                  accuracy=accuracy, nll=nll,
-                  seconds=time.perf_counter() - began, losses=losses, fit=(key, fitted))
-    cb.on_note(_line(c))
-    return c
-
-
-def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
-    """The n-gram stage's fits in the order it makes them, so that a stage its time share cuts short has measured
-    each form near its usual best first: each form's C from the middle of its grid outward, the forms
-    interleaved, plain LR first over TF-IDF rows (the standard TF-IDF + LR; NB-LR's log-count ratios are defined on
-    binary or count features, Wang & Manning 2012) and NB-LR first otherwise.
-
-    >>> fit_order({"nb-lr": (0.1, 0.3, 1.0), "lr": (1.0, 10.0, 30.0)}, "binary")
-    [('nb-lr', 0.3), ('lr', 10.0), ('nb-lr', 1.0), ('lr', 30.0), ('nb-lr', 0.1), ('lr', 1.0)]
-    """
-    def middle_out(Cs: tuple[float, ...]) -> list[float]:
-        mid = (len(Cs) - 1) // 2   # the lower middle of an even grid: LR's 3 of (1, 3, 10, 30)
-        return sorted(Cs, key=lambda C: (abs(Cs.index(C) - mid), -Cs.index(C)))
-
-    forms = sorted(grid, key=lambda form: (form == "nb-lr") == (weighting == "tfidf"))
-    ladders = {form: middle_out(grid[form]) for form in forms}
-    return [(form, ladders[form][i]) for i in range(max(map(len, ladders.values()), default=0))
-            for form in forms if i < len(ladders[form])]
-
-
-def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool) -> bool:
-    """Whether the n-gram stage also fits unweighted: when the data rules balanced the
-    classes (``training.class_weight``, the imbalance rule) and the command line did not pin it. Balanced
-    weights help where the validation split's classes are spread unlike the training split's (SST-5's phrases
-    and sentences) and cost accuracy where they are spread alike (Wisesight: 0.8 point of dev accuracy); the
-    validation split says which (docs/experiments.md, "Class weights chosen on validation"). Single-label runs
-    only: a multi-label run's weights are each label's positives'."""
-    return (config.training.class_weight == "balanced" and "training.class_weight" not in given
-            and not multi_label)
-
-
-def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float, np.ndarray | None]:
-    """``(accuracy, nll, losses)`` of the n-gram score alone on validation, as a trial's run records them: accuracy
-    and the log-loss after the temperature, and each row's (``(n_validation,)``); with several labels per text
-    (``y_val`` a 0/1 matrix) the subset accuracy at each label's F1 threshold, the binary log-loss after a
-    temperature per label, and ``None``."""
-    if y_val.ndim == 2:
-        rule, p, _, _ = multilabel.fit_decision(scores, y_val)
-        chosen = rule.labels(p)
-        return float((chosen == y_val.astype(bool)).all(1).mean()), \
-            multilabel.binary_nll(scores, y_val, np.asarray(rule.temperatures)), None
-    logits = full_logits(scores, k)
-    temperature = calibration.fit_temperature(logits, y_val)
-    losses = calibration.row_nll(logits, y_val, temperature)
-    return float((logits.argmax(1) == y_val).mean()), float(losses.mean()), losses
-
-
 def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: frozenset[str], runner: Runner,
                     workdir: Path, end: float, refits: bool, val_rows: int) -> list[Candidate]:
     """The encoder's trials, proposed by Optuna's TPE sampler (the data rules' settings first), each a run in
@@ -762,7 +450,7 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
         else:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED if c.status.startswith("pruned")
                        else optuna.trial.TrialState.FAIL)
-        cb.on_note(_line(c))
+        cb.on_note(result_line(c))
         if c.status.startswith("stopped"):   # too slow for its time: each level halves the cost, about
             over = (c.needs or 0.0) / max(1.0, deadline - now)
             level = min(MAX_LEVEL, level + max(1, math.ceil(math.log2(over)) if over > 1 else 1))
@@ -930,9 +618,3 @@ def _choices(key: str, values: tuple[Any, ...], config: Config) -> tuple[Any, ..
     return tuple(sorted({*values, _value(config, key)}))
 
 
-def _line(c: Candidate) -> str:
-    """A candidate's result in one line (``on_note``)."""
-    if not c.complete:
-        return f"{c.name}: {c.status} after {c.seconds:.0f} s"
-    ended = f" ({c.ended})" if c.ended and c.ended != "its schedule" else ""
-    return f"{c.name}: validation accuracy {c.accuracy:.2%}, log-loss {c.nll:.4f}, {c.seconds:.1f} s{ended}"

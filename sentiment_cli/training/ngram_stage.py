@@ -1,0 +1,288 @@
+"""The search's first stage: the n-gram score alone, each form and C fitted on the training split and scored on the
+validation split (``search.py`` runs it first, then the encoder trials).
+
+Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word tokenizer and one label
+per text) each word's character n-grams beside them (:data:`PIECE_FITS`); it leaves each reading's best fit in the
+run's data, so that an encoder trial reading the same rows takes it instead of fitting again (issue 54).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config import Config
+from ..data.splits import DataSpec
+from ..data.tokenizer import build_tokenizer, tokenizer_kind, vocabulary
+from ..errors import Interrupted
+from ..evaluation import calibration, multilabel
+from ..ngram.crossfit import full_logits
+from ..ngram.estimator import NgramEstimator
+from ..ngram.features import idf_weights, ngram_features, tfidf_rows, word_pieces
+from ..ngram.fit import fit_key, fit_weighting, rows_digest
+from ..ngram.memory import fit_limit
+from ..ngram.selection import SEARCH_GRID
+from .callbacks import TrainCallbacks
+from .candidate import Candidate, result_line
+from .interrupts import StopFlag
+from .run_data import RunData
+
+# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): with a word
+# tokenizer the stage then fits PIECE_FITS with character 2-PIECE_CHARS-grams within each word, as TF-IDF rows for
+# LR and binarised for NB-LR at its best C on words ("best"). Validation log-loss, the best on words alone against
+# the best with them: Arabic tweets (ASTD) 0.8653 against 0.8243 (TF-IDF + LR C 3), Subj 0.2005 against 0.1768
+# (NB-LR C 1), TREC-6 0.3867 against 0.3798, IMDB 0.2516 against 0.2681 (docs/experiments.md, fourth session).
+PIECE_CHARS = 5
+PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", "binary"), ("lr", 10.0, "tfidf"))
+
+FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
+
+
+def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
+                     end: float, stop: StopFlag | None = None) -> list[Candidate]:
+    """The n-gram score alone, each form at each C of ``SEARCH_GRID`` (a form or C the command line pinned: that
+    one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
+    (as long as the longest so far) ends before ``end`` (one fit at least). When the imbalance rule balanced the
+    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past
+    ``end`` (the weighting is the encoder trials' loss's too: balanced weights can keep a short encoder schedule
+    on the rare class, docs/experiments.md), and the other fits take whichever weighting scored better. With a
+    word tokenizer, :data:`PIECE_FITS` follow with each word's character n-grams (:func:`_piece_fits`), the
+    first of them both ways again when the weighting is searched.
+
+    The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
+    training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
+
+    Returns:
+        One :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and ``model.ngram_c``; none
+        without an n-gram score (``[model] ngram_buckets = 0``).
+
+    Raises:
+        DataError: as the fit (too few classes, a fit above ``[training] ngram_fit_gb``).
+        Interrupted: ``stop`` was set (a signal), checked before each fit.
+    """
+    m = config.model
+    if not m.ngram_buckets:
+        return []
+    spec = DataSpec.from_config(config)
+    train, val = data.splits(spec)
+    cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
+    tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
+    features = _StageFeatures(config, data, tokenizer, train, val)
+    k, y_val = len(train.label_names), np.asarray(val.labels)
+    grid = {form: Cs for form, Cs in SEARCH_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
+    if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
+        grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
+
+    def fit(form: str, C: float, class_weight: str, reading: tuple[int, str]) -> Candidate:
+        x, xv, rows = features.of(*reading)
+        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading[1])
+        return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
+
+    fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
+    out = fits.out
+    for i, (form, C) in enumerate(fit_order(grid, m.ngram_weighting)):
+        if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
+            break
+        fits.add(form, C, (0, m.ngram_weighting), i == 0)
+    if _tries_pieces(config, given, train.multi_label, tokenizer):
+        pieces = _piece_fits(out, grid, features, end)
+        if pieces:
+            cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
+        for i, (form, C, (chars, tf)) in enumerate(pieces):   # a weighting given on the command line stays
+            fits.add(form, C, (chars, m.ngram_weighting if "model.ngram_weighting" in given else tf), i == 0)
+    for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
+        if c.fit is not None:
+            key, estimator = c.fit
+            data.ngram_fit(key, lambda e=estimator: e)
+            c.fit = None
+    return out
+
+
+class _Fits:
+    """The n-gram stage's candidates, fitted one at a time by ``fit(form, C, class_weight, reading)``, each in the
+    class weighting found better so far (``weighting``; ``searched``: :func:`_weighting_searched`)."""
+
+    def __init__(self, fit: Callable[..., Candidate], weighting: str, searched: bool):
+        self.fit, self.weighting, self.searched = fit, weighting, searched
+        self.out: list[Candidate] = []
+
+    def add(self, form: str, C: float, reading: tuple[int, str], first: bool) -> None:
+        """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
+        the encoder's loss's as well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.3
+        points of accuracy to the balanced weights NB-LR on words alone chose)."""
+        self.out.append(self.fit(form, C, self.weighting, reading))
+        if first and self.searched:
+            other = "none" if self.weighting == "balanced" else "balanced"
+            self.out.append(self.fit(form, C, other, reading))
+            if self.out[-1].rank_key() > self.out[-2].rank_key():
+                self.weighting = other
+        _keep_best_fit(self.out)
+
+
+class _StageFeatures:
+    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each reading ``(chars,
+    weighting)``: words alone (``chars`` 0) or with their character 2-``chars``-grams
+    (:func:`~sentiment_cli.ngram.features.word_pieces`), binarised or as TF-IDF rows, as the model's score reads them
+    (``[model] ngram_word_chars``, ``ngram_weighting``)."""
+
+    def __init__(self, config: Config, data: RunData, tokenizer: Any, train: Any, val: Any):
+        self.config, self.tokenizer = config, tokenizer
+        self.train_ids = data.ids(tokenizer, train.texts, config.data)
+        self.val_ids = data.ids(tokenizer, val.texts, config.data)
+        self.labels = train.labels
+        self.made: dict[tuple[int, str], tuple[Any, Any, str]] = {}
+
+    def pieces(self, chars: int) -> torch.Tensor | None:
+        """The vocabulary's pieces table for ``chars`` (``None`` for 0)."""
+        if not chars:
+            return None
+        return torch.from_numpy(word_pieces(vocabulary(self.tokenizer), self.config.model.ngram_buckets, chars))
+
+    def of(self, chars: int, weighting: str) -> tuple[Any, Any, str]:
+        """``(x, x_validation, rows_digest)`` of a reading; the digest is of the binarised rows (:func:`fit_key`)."""
+        if (chars, weighting) not in self.made:
+            m, pieces = self.config.model, self.pieces(chars)
+            x = ngram_features(self.train_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
+            xv = ngram_features(self.val_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
+            rows = rows_digest(x, self.labels)
+            if weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
+                idf = idf_weights(x)
+                x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
+            self.made[(chars, weighting)] = (x, xv, rows)
+        return self.made[(chars, weighting)]
+
+    def size_ratio(self, chars: int, sample: int = 500) -> float:
+        """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured on
+        its first ``sample`` texts (a fit's time grows with them)."""
+        m, ids = self.config.model, self.train_ids[:sample]
+        alone = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n).nnz
+        return ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=self.pieces(chars)).nnz / max(1, alone)
+
+
+def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, tokenizer: Any) -> bool:
+    """Whether the stage also fits words with their character n-grams: a word tokenizer, one label per text (a
+    multi-label run's rules pin its form), and ``[model] ngram_word_chars`` neither set nor given."""
+    return (not config.model.ngram_word_chars and "model.ngram_word_chars" not in given and not multi_label
+            and tokenizer_kind(tokenizer) == "word")
+
+
+def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
+                end: float) -> list[tuple[str, float, tuple[int, str]]]:
+    """The fits ``(form, C, (chars, weighting))`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
+    (NB-LR at its best C on words alone), each kept while the fits' time (the slowest fit on words, times
+    :meth:`_StageFeatures.size_ratio`) ends before ``end``."""
+    done = [c for c in out if c.complete]
+    if not done or time.monotonic() > end:
+        return []
+    best = {}
+    for c in sorted(done, key=Candidate.rank_key, reverse=True):
+        best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
+    each = max(c.seconds for c in done) * features.size_ratio(PIECE_CHARS)
+    kept, spent = [], time.monotonic()
+    for form, C, weighting in PIECE_FITS:
+        C = best.get(form) if C == "best" else C
+        if C not in grid.get(form, ()):   # a form or C the command line left out
+            continue
+        spent += each
+        if spent > end:
+            break
+        kept.append((form, C, (PIECE_CHARS, weighting)))
+    return kept
+
+
+def _keep_best_fit(candidates: list[Candidate]) -> None:
+    """Drop every n-gram candidate's estimator but the best one's of each reading, words alone and with word pieces
+    (on GoEmotions each holds 2,097,153 x 28 weights): the encoder trials take one of the two
+    (:func:`_trials_ngram`)."""
+    for pieces in (False, True):
+        reading = [c for c in candidates if ("model.ngram_word_chars" in c.settings) == pieces]
+        best = max(reading, key=Candidate.rank_key, default=None)
+        for c in reading:
+            if c is not best:
+                c.fit = None
+
+
+def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: tuple[int, str], train: tuple[Any, Any],
+               val: tuple[Any, np.ndarray], k: int, cb: TrainCallbacks, stop: StopFlag | None,
+               key: str = "") -> Candidate:
+    """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)`` of
+    ``reading`` ``(chars, weighting)`` (``chars``: its word pieces' longest, 0 for none) and scored on ``val``; its
+    line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``:
+    :func:`~sentiment_cli.ngram.fit.fit_key`).
+
+    Raises:
+        Interrupted: ``stop`` was set (a signal), checked before the fit.
+    """
+    (form, C, class_weight), (chars, reading_weighting) = setting, reading
+    if stop is not None and stop.requested:
+        raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
+                          "was: run the same command again", exit_code=stop.exit_code)
+    began = time.perf_counter()
+    weighting = fit_weighting(class_weight, train[1])
+    fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(*train)
+    accuracy, nll, losses = _scored(np.asarray(fitted.decision_function(val[0]), np.float64), val[1], k)
+    settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
+    if class_weight != config.training.class_weight:
+        settings["training.class_weight"] = class_weight
+    if chars:
+        settings["model.ngram_word_chars"] = chars
+    if reading_weighting != config.model.ngram_weighting:
+        settings["model.ngram_weighting"] = reading_weighting
+    name = f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else ", classes balanced")
+    name += (f", {'TF-IDF, ' if 'model.ngram_weighting' in settings else ''}characters 2-{chars} within words"
+             if chars else "")
+    c = Candidate(name, "ngram", settings,
+                  accuracy=accuracy, nll=nll,
+                  seconds=time.perf_counter() - began, losses=losses, fit=(key, fitted))
+    cb.on_note(result_line(c))
+    return c
+
+
+def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
+    """The n-gram stage's fits in the order it makes them, so that a stage its time share cuts short has measured
+    each form near its usual best first: each form's C from the middle of its grid outward, the forms
+    interleaved, plain LR first over TF-IDF rows (the standard TF-IDF + LR; NB-LR's log-count ratios are defined on
+    binary or count features, Wang & Manning 2012) and NB-LR first otherwise.
+
+    >>> fit_order({"nb-lr": (0.1, 0.3, 1.0), "lr": (1.0, 10.0, 30.0)}, "binary")
+    [('nb-lr', 0.3), ('lr', 10.0), ('nb-lr', 1.0), ('lr', 30.0), ('nb-lr', 0.1), ('lr', 1.0)]
+    """
+    def middle_out(Cs: tuple[float, ...]) -> list[float]:
+        mid = (len(Cs) - 1) // 2   # the lower middle of an even grid: LR's 3 of (1, 3, 10, 30)
+        return sorted(Cs, key=lambda C: (abs(Cs.index(C) - mid), -Cs.index(C)))
+
+    forms = sorted(grid, key=lambda form: (form == "nb-lr") == (weighting == "tfidf"))
+    ladders = {form: middle_out(grid[form]) for form in forms}
+    return [(form, ladders[form][i]) for i in range(max(map(len, ladders.values()), default=0))
+            for form in forms if i < len(ladders[form])]
+
+
+def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool) -> bool:
+    """Whether the n-gram stage also fits unweighted: when the data rules balanced the
+    classes (``training.class_weight``, the imbalance rule) and the command line did not pin it. Balanced
+    weights help where the validation split's classes are spread unlike the training split's (SST-5's phrases
+    and sentences) and cost accuracy where they are spread alike (Wisesight: 0.8 point of dev accuracy); the
+    validation split says which (docs/experiments.md, "Class weights chosen on validation"). Single-label runs
+    only: a multi-label run's weights are each label's positives'."""
+    return (config.training.class_weight == "balanced" and "training.class_weight" not in given
+            and not multi_label)
+
+
+def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float, np.ndarray | None]:
+    """``(accuracy, nll, losses)`` of the n-gram score alone on validation, as a trial's run records them: accuracy
+    and the log-loss after the temperature, and each row's (``(n_validation,)``); with several labels per text
+    (``y_val`` a 0/1 matrix) the subset accuracy at each label's F1 threshold, the binary log-loss after a
+    temperature per label, and ``None``."""
+    if y_val.ndim == 2:
+        rule, p, _, _ = multilabel.fit_decision(scores, y_val)
+        chosen = rule.labels(p)
+        return float((chosen == y_val.astype(bool)).all(1).mean()), \
+            multilabel.binary_nll(scores, y_val, np.asarray(rule.temperatures)), None
+    logits = full_logits(scores, k)
+    temperature = calibration.fit_temperature(logits, y_val)
+    losses = calibration.row_nll(logits, y_val, temperature)
+    return float((logits.argmax(1) == y_val).mean()), float(losses.mean()), losses
