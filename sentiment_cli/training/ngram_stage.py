@@ -57,8 +57,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
 
     Returns:
-        One :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and ``model.ngram_c``; none
-        without an n-gram score (``[model] ngram_buckets = 0``).
+        One :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and ``model.ngram_c`` (and
+        ``model.ngram_word_chars``, ``model.ngram_weighting``, ``training.class_weight`` where the fit read or
+        weighed otherwise than the config); none without an n-gram score (``[model] ngram_buckets = 0``).
 
     Raises:
         DataError: as the fit (too few classes, a fit above ``[training] ngram_fit_gb``).
