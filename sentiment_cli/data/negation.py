@@ -137,6 +137,7 @@ def _mark_back(out: list[int], ids: Sequence[int], role_of_id: Sequence[int], st
             out[j] = token + SCOPE_OFFSET
 
 
-def vocabulary_id(token_id: int) -> int:
-    """The vocabulary id of a (possibly marked) id: ``token_id mod SCOPE_OFFSET``."""
+def vocabulary_id(token_id):
+    """The vocabulary id of a (possibly marked) id: ``token_id mod SCOPE_OFFSET``; elementwise on an array or tensor
+    of ids (``ngram/features.py``: a marked word's character n-grams are its plain word's)."""
     return token_id % SCOPE_OFFSET

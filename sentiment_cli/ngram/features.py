@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..data.negation import SCOPE_OFFSET
+from ..data.negation import vocabulary_id
 from ..data.tokenizer import UNK_ID
 
 HASH_MULTIPLIER = 1_000_003   # as the bigram embedding's hash: a prime larger than any vocabulary here
@@ -100,7 +100,7 @@ def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N, pieces: T
     out = torch.stack(orders, dim=-1)                                        # (batch, seq_len, max_n)
     if pieces is None:
         return out
-    words = input_ids % SCOPE_OFFSET                                         # a word marked in a negator's scope
+    words = vocabulary_id(input_ids)                                         # a word marked in a negator's scope
     return torch.cat([out, pieces[words].long()], dim=-1)                    # (batch, seq_len, max_n + P)
 
 

@@ -136,12 +136,17 @@ class _StageFeatures:
         self.val_ids = data.ids(tokenizer, val.texts, config.data)
         self.labels = train.labels
         self.made: dict[tuple[int, str], tuple[Any, Any, str]] = {}
+        self.tables: dict[int, torch.Tensor] = {}
 
     def pieces(self, chars: int) -> torch.Tensor | None:
-        """The vocabulary's pieces table for ``chars`` (``None`` for 0)."""
+        """The vocabulary's pieces table for ``chars`` (``None`` for 0), made once for both weightings and the
+        size estimate."""
         if not chars:
             return None
-        return torch.from_numpy(word_pieces(vocabulary(self.tokenizer), self.config.model.ngram_buckets, chars))
+        if chars not in self.tables:
+            self.tables[chars] = torch.from_numpy(word_pieces(vocabulary(self.tokenizer),
+                                                              self.config.model.ngram_buckets, chars))
+        return self.tables[chars]
 
     def of(self, chars: int, weighting: str) -> tuple[Any, Any, str]:
         """``(x, x_validation, rows_digest)`` of a reading; the digest is of the binarised rows (:func:`fit_key`)."""

@@ -76,7 +76,7 @@ from ..model.classifier import SentimentClassifier
 from .optim import decay_groups, lr_lambda, optimizer_step
 from ..runtime import autocast, device_name, resolve_device, seed_everything, versions
 from ..data.sources import absolute_source
-from ..data.tokenizer import build_tokenizer, encode_texts, save_tokenizer
+from ..data.tokenizer import build_tokenizer, encode_texts, save_tokenizer, vocabulary
 from .electra import ElectraObjective
 from .mlm import FIRST_WORD_ID, MaskedLMObjective
 from .run_data import RunData
@@ -306,7 +306,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     p, t = config.pretrain, config.training
     cb.on_stage(f"tokenizing {len(texts):,} reviews")
     vocab = tokenizer.get_vocab()
-    sentences, words = _word_lists(tokenizer, vocab, texts, check_stop)
+    sentences, words = _word_lists(tokenizer, texts, check_stop)
 
     class Epochs(CallbackAny2Vec):
         def __init__(self):
@@ -346,7 +346,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
         raise
 
 
-def _word_lists(tokenizer, vocab: dict[str, int], texts: list[str], check_stop) -> tuple[list[list[str]], list[str]]:
+def _word_lists(tokenizer, texts: list[str], check_stop) -> tuple[list[list[str]], list[str]]:
     """``(sentences, words)``: each review as its list of words, as gensim wants them, and the vocabulary's words
     in id order from :data:`~.mlm.FIRST_WORD_ID` (``get_vocab()``'s order changes from process to process).
 
@@ -354,9 +354,7 @@ def _word_lists(tokenizer, vocab: dict[str, int], texts: list[str], check_stop) 
     str, rather than every review's ``tokenizers.Encoding`` and a fresh str per token at once: over tens of
     thousands of reviews those would hold gigabytes that the word lists do not need.
     """
-    word_of = [""] * tokenizer.get_vocab_size()
-    for w, i in vocab.items():
-        word_of[i] = w
+    word_of = vocabulary(tokenizer)
     sentences = []
     for begin in range(0, len(texts), TOKENIZE_CHUNK):
         check_stop(0)
