@@ -1,4 +1,4 @@
-"""Multi-label metrics, thresholds, decisions and temperatures (evaluation/multilabel.py) against hand-computed
+"""Multi-label metrics (evaluation/multilabel.py), thresholds, decisions and temperatures (inference/multilabel.py) against hand-computed
 values and scikit-learn; their rendering (cli/evaluate.py)."""
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 from sklearn.metrics import (accuracy_score, f1_score, hamming_loss, label_ranking_average_precision_score,
                              precision_recall_fscore_support)
 
-from sentiment_cli.evaluation.multilabel import (THRESHOLD_GRID, binary_ece, decide, fit_label_temperatures,
-                                                 fit_thresholds, multilabel_metrics, sigmoid)
+from sentiment_cli.evaluation.multilabel import binary_ece, multilabel_metrics
+from sentiment_cli.inference.multilabel import THRESHOLD_GRID, decide, fit_label_temperatures, fit_thresholds, sigmoid
 
 NAMES = ["a", "b", "c"]
 Y = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 0]])

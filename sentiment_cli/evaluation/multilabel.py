@@ -22,10 +22,6 @@ from typing import Any
 import numpy as np
 
 from .calibration import ECE_BINS, bin_index
-# The decision rule and its fit live in inference/multilabel.py; imported here for the callers that name them
-# from evaluation (the training's post-fit and search, the audit).
-from ..inference.multilabel import (MIN_SUPPORT, THRESHOLD_GRID, Decision, binary_nll, decide,  # noqa: F401
-                                    fit_decision, fit_label_temperatures, fit_thresholds, sigmoid)
 
 def _check_matrices(y_true, y_pred, probabilities, label_names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The three ``(n, L)`` matrices as int64 0/1, bool and float64.
@@ -101,7 +97,7 @@ def multilabel_metrics(y_true: np.ndarray, y_pred: np.ndarray, probabilities: np
 
     Args:
         y_true: ``(n, L)`` 0/1, the true labels.
-        y_pred: ``(n, L)`` bool, the decided labels (:func:`decide`).
+        y_pred: ``(n, L)`` bool, the decided labels (:func:`~sentiment_cli.inference.multilabel.decide`).
         probabilities: ``(n, L)`` floats in [0, 1], each label's probability.
         label_names: the ``L`` label names, by column.
         bins: the ECE's bins.

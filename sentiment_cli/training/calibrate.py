@@ -24,7 +24,7 @@ import torch
 from ..checkpoint import CheckpointRecord
 from ..config import TrainingConfig
 from ..evaluation import calibration, multilabel
-from ..inference.multilabel import Decision, sigmoid
+from ..inference.multilabel import Decision, binary_nll, fit_decision, sigmoid
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 from . import score_weight
@@ -123,11 +123,11 @@ def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndar
                             bf16=training.autocast_bf16).numpy().astype(np.float64)
     logits, fitted = score_weight.fit(kept, val_ids, y, logits, training, device, on_stage)
     on_stage("fitting a temperature and a threshold per label on the validation split")
-    rule, probabilities, shared, rare = multilabel.fit_decision(logits, y, min_labels)
+    rule, probabilities, shared, rare = fit_decision(logits, y, min_labels)
     temperatures = np.asarray(rule.temperatures)
     return Calibration(1.0, {
         **fitted, "temperature": 1.0, "multi_label": True, "decision": rule.to_json(),
         "shared_threshold": float(shared), "shared_threshold_labels": [int(j) for j in rare],
         "bins": calibration.ECE_BINS, "ece": multilabel.mean_ece(probabilities, y),
         "ece_uncalibrated": multilabel.mean_ece(sigmoid(logits), y),
-        "nll": multilabel.binary_nll(logits, y, temperatures), "nll_uncalibrated": multilabel.binary_nll(logits, y)})
+        "nll": binary_nll(logits, y, temperatures), "nll_uncalibrated": binary_nll(logits, y)})

@@ -19,7 +19,8 @@ from ..config import Config
 from ..data.splits import DataSpec
 from ..data.tokenizer import build_tokenizer, tokenizer_kind, vocabulary
 from ..errors import Interrupted
-from ..evaluation import calibration, multilabel
+from ..evaluation import calibration
+from ..inference.multilabel import binary_nll, fit_decision
 from ..ngram.crossfit import full_logits
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import idf_weights, ngram_features, tfidf_rows, word_pieces
@@ -284,10 +285,10 @@ def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float
     (``y_val`` a 0/1 matrix) the subset accuracy at each label's F1 threshold, the binary log-loss after a
     temperature per label, and ``None``."""
     if y_val.ndim == 2:
-        rule, p, _, _ = multilabel.fit_decision(scores, y_val)
+        rule, p, _, _ = fit_decision(scores, y_val)
         chosen = rule.labels(p)
         return float((chosen == y_val.astype(bool)).all(1).mean()), \
-            multilabel.binary_nll(scores, y_val, np.asarray(rule.temperatures)), None
+            binary_nll(scores, y_val, np.asarray(rule.temperatures)), None
     logits = full_logits(scores, k)
     temperature = calibration.fit_temperature(logits, y_val)
     losses = calibration.row_nll(logits, y_val, temperature)

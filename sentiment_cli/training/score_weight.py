@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from ..config import Config, TrainingConfig
-from ..evaluation import calibration, multilabel
+from ..evaluation import calibration
+from ..inference.multilabel import binary_nll, fit_label_temperatures
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 
@@ -76,7 +77,7 @@ def _loss_after_temperature(z: np.ndarray, labels) -> float:
     labels per text (``labels`` a 0/1 matrix) the mean binary NLL with a temperature per label."""
     y = np.asarray(labels)
     if y.ndim == 2:
-        return multilabel.binary_nll(z, y, multilabel.fit_label_temperatures(z, y))
+        return binary_nll(z, y, fit_label_temperatures(z, y))
     return calibration.nll(z, labels, calibration.fit_temperature(z, labels))
 
 
