@@ -292,3 +292,18 @@ def test_pretraining_reads_unlabelled_text_given_beside_a_source_without_it(tmp_
     load_pretrained(tmp_path / "w2v", cfg)                                       # fits the config that made it
     with pytest.raises(ConfigError, match=r"\[data\] unlabelled is"):            # other unlabelled text: refit
         load_pretrained(tmp_path / "w2v", cfg.override("data", unlabelled=str(REVIEWS)))
+
+
+def test_negation_rules_are_for_two_class_sentiment_read_as_words():
+    """Negation scope and the augmentation's rules are English words' ("was good" -> "was not good"): two-class
+    sentiment read as characters (Chinese, Thai) gets neither."""
+    from sentiment_cli.data.units import Units
+
+    cfg = load_config("default")
+    words = auto.Profile(train_rows=6_000, class_counts=(2_000, 4_000), has_validation=True, unlabelled=0,
+                         length_quantile=200, tokens=800_000, labels=("negative", "positive"),
+                         units=Units("word", 0.02))
+    chars = auto.Profile(**{**words.__dict__, "units": Units("char", 0.95, ("Han",))})
+    keys = {c.key for c in auto.data_rules(words, cfg)}
+    assert {"data.negation_scope", "training.negation_augment"} <= keys
+    assert not {"data.negation_scope", "training.negation_augment"} & {c.key for c in auto.data_rules(chars, cfg)}

@@ -394,11 +394,14 @@ def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
 
 
 def _negation_rules(profile: Profile, config: Config) -> list[Choice]:
-    """Two-class sentiment (labels negative and positive) reads negation scope and learns from rule-negated
-    sentences (docs/experiments.md, "Behaviour: negation"): ``[data] negation_scope = "sentence"``, and
-    ``[training] negation_augment`` pairs, :data:`NEGATION_PAIRS` at most and :data:`NEGATION_SHARE` of the
-    training rows (IMDB's 25,000 reviews: 10,000). Other label sets keep the preset's (none)."""
-    if polar_labels(profile.labels) is None:
+    """Two-class sentiment (labels negative and positive) read as words reads negation scope and learns from
+    rule-negated sentences (docs/experiments.md, "Behaviour: negation"): ``[data] negation_scope = "sentence"``,
+    and ``[training] negation_augment`` pairs, :data:`NEGATION_PAIRS` at most and :data:`NEGATION_SHARE` of the
+    training rows (IMDB's 25,000 reviews: 10,000). Other label sets keep the preset's (none), and so does text
+    read as characters (Chinese, Thai): the scope runs over words after an English negator, and the augmentation's
+    rules rewrite English words ("was good" -> "was not good")."""
+    kind = profile.units.kind if profile.units else config.data.tokenizer
+    if polar_labels(profile.labels) is None or kind != "word":
         return []
     pairs = min(NEGATION_PAIRS, round(NEGATION_SHARE * profile.train_rows))
     return [Choice("data.negation_scope", "sentence", "two-class sentiment: words a negator governs are marked "
