@@ -106,9 +106,10 @@ def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held
     assert result.metrics["data"]["train_examples"] == 600 and result.metrics["held_out_run"]["best_epoch"] == 0
 
 
-def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
+def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypatch):
+    monkeypatch.setattr(ngram_stage, "EDGE_STEPS", 0)   # the grid alone (past its edges: the test below)
     cfg = _default(REVIEWS)
-    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 600)
     words = [c for c in found if "model.ngram_word_chars" not in c.settings]
     assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in words] == \
         ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "binary")
@@ -124,11 +125,11 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it():
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
     pinned = cfg.override("model", ngram_fit="lr")
     found = search.ngram_candidates(pinned, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_fit"}),
-                                    time.monotonic() + 60)
+                                    time.monotonic() + 600)
     assert [c.settings["model.ngram_fit"] for c in found] == ["lr"] * 6
     # a pinned ngram_word_chars (or a character tokenizer) is not searched
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_word_chars"}),
-                                    time.monotonic() + 60)
+                                    time.monotonic() + 600)
     assert len(found) == 7 and not any("model.ngram_word_chars" in c.settings for c in found)
 
 
@@ -142,13 +143,14 @@ def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():
         (form, C) for form, Cs in ngram_stage.SEARCH_GRID.items() for C in Cs)
 
 
-def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
+def test_balanced_classes_are_checked_on_validation_against_unweighted_ones(monkeypatch):
     """The imbalance rule's balanced weights are a choice the validation split confirms or not: the first form
     and C fitted unweighted too, second (a stage its share cuts short has both), the rest with the better
     weighting; the winner's weighting is what every encoder trial then uses."""
+    monkeypatch.setattr(ngram_stage, "EDGE_STEPS", 0)   # the grid alone
     cfg = _default(REVIEWS, class_weight="balanced")
     words = frozenset({"model.ngram_word_chars"})   # words alone: the fits with their characters come last
-    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), words, time.monotonic() + 60)
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), words, time.monotonic() + 600)
     assert len(found) == 8 and "training.class_weight" not in found[0].settings
     first, unweighted = found[0], found[1]
     assert unweighted.settings == {**first.settings, "training.class_weight": "none"}
@@ -161,7 +163,7 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
     assert winner.training.class_weight == "none" and winner.model.ngram_fit == first.settings["model.ngram_fit"]
     assert search._with_ngram_fit(cfg, [first], frozenset()).training.class_weight == "balanced"
     # each word's character n-grams are other features: their first fit tests the weighting again, both ways
-    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 60)
+    found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 600)
     pieces = [c for c in found if "model.ngram_word_chars" in c.settings]
     assert len(found) == 8 + 4 and len(pieces) == 4
     a, b = pieces[0].settings, pieces[1].settings
@@ -171,10 +173,42 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones():
         {"balanced", "none"}
     # pinned on the command line, or not balanced by the rules: no extra fit
     pinned = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
-                                     words | {"training.class_weight"}, time.monotonic() + 60)
+                                     words | {"training.class_weight"}, time.monotonic() + 600)
     assert len(pinned) == 7
     assert len(search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(), words,
-                                       time.monotonic() + 60)) == 7
+                                       time.monotonic() + 600)) == 7
+
+
+def _fitted(form: str, nll_by_C: dict[float, float]) -> list:
+    return [search.Candidate(f"n-gram alone, {form} C {C:g}", "ngram", {"model.ngram_fit": form, "model.ngram_c": C},
+                             accuracy=0.8, nll=nll) for C, nll in nll_by_C.items()]
+
+
+def test_the_ngram_stage_goes_past_a_grid_edge_where_the_best_C_is():
+    """A form whose best C is its grid's largest (or smallest) has its optimum beyond: the next C of the ladder,
+    EDGE_STEPS past the edge at most; not before the whole grid is fitted, nor for a grid of one C."""
+    lr = {1.0: 0.32, 3.0: 0.27, 10.0: 0.25, 30.0: 0.24}
+    grid = {"lr": (1.0, 3.0, 10.0, 30.0)}
+    assert ngram_stage.past_the_edge(_fitted("lr", lr), grid) == ("lr", 100.0)
+    assert ngram_stage.past_the_edge(_fitted("lr", lr | {100.0: 0.23}), grid) == ("lr", 300.0)
+    assert ngram_stage.past_the_edge(_fitted("lr", lr | {100.0: 0.23, 300.0: 0.22}), grid) is None   # two steps
+    assert ngram_stage.past_the_edge(_fitted("lr", lr | {100.0: 0.245}), grid) is None   # 30 stays the best
+    assert ngram_stage.past_the_edge(_fitted("lr", {**lr, 10.0: 0.2}), grid) is None     # the best inside
+    assert ngram_stage.past_the_edge(_fitted("lr", {1.0: 0.2, 3.0: 0.27, 10.0: 0.25, 30.0: 0.24}), grid) == \
+        ("lr", 0.3)
+    assert ngram_stage.past_the_edge(_fitted("lr", {3.0: 0.27, 10.0: 0.25, 30.0: 0.24}), grid) is None  # cut short
+    assert ngram_stage.past_the_edge(_fitted("lr", {30.0: 0.24}), {"lr": (30.0,)}) is None   # a pinned C
+    nb = _fitted("nb-lr", {0.1: 0.3, 0.3: 0.31, 1.0: 0.35})
+    assert ngram_stage.past_the_edge(nb + _fitted("lr", lr), {"nb-lr": (0.1, 0.3, 1.0), **grid}) == ("nb-lr", 0.03)
+    # the stage itself: after the grid, each fit past an edge follows a best C at that edge
+    found = search.ngram_candidates(_default(REVIEWS), RunData(str(REVIEWS)), TrainCallbacks(),
+                                    frozenset({"model.ngram_word_chars"}), time.monotonic() + 600)
+    order = ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "binary")
+    assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found[:len(order)]] == order
+    for i in range(len(order), len(found)):
+        edge = (found[i].settings["model.ngram_fit"], found[i].settings["model.ngram_c"])
+        assert edge == ngram_stage.past_the_edge(found[:i], ngram_stage.SEARCH_GRID)
+    assert ngram_stage.past_the_edge(found, ngram_stage.SEARCH_GRID) is None
 
 
 def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
