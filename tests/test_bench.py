@@ -195,14 +195,14 @@ def test_suite_data_folders_join_the_shared_sets_by_their_folder_name_and_bad_on
         assert str(e.value).startswith("error: --data") and says in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.slow   # 14 fits and the slice's datasets cache: seconds on a quiet machine, minutes on a loaded one
+@pytest.mark.slow   # 18 fits and the slice's datasets cache: seconds on a quiet machine, minutes on a loaded one
 def test_the_suite_has_a_character_ngram_peer_and_the_thai_set():
     """Issue 55: beside the word-level peers, TF-IDF over character 2-4-grams + LR with C chosen on dev, which needs no
     word boundaries; on the Thai slice it beats TF-IDF over space-split words on test."""
-    from bench.suite import LINEAR_PEERS, PEER_NAMES, SETS, job_linear
+    from bench.suite import C_GRID, LINEAR_PEERS, PEER_NAMES, SETS, job_linear
 
     assert "tfidf-char" in LINEAR_PEERS and "tfidf-char" in PEER_NAMES and "wisesight" in SETS
     thai = str(Path(__file__).resolve().parent / "data" / "wisesight_small")
     chars, words = job_linear("tfidf-char", thai), job_linear("tfidf", thai)
-    assert len(chars["dev"]) == 7 and 0 <= chars["test_accuracy"] <= 1   # C_GRID, each on dev
+    assert len(chars["dev"]) == len(C_GRID) and 0 <= chars["test_accuracy"] <= 1   # C_GRID, each on dev
     assert chars["dev_accuracy"] > words["dev_accuracy"]
