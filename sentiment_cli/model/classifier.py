@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
-from ..data.negation import SCOPE_OFFSET
+from ..data.negation import SCOPE_OFFSET, vocabulary_id
 from ..data.tokenizer import PAD_ID, UNK_ID
 from ..ngram.score import NgramScore
 
@@ -267,7 +267,7 @@ class SentimentClassifier(nn.Module):
         if self.scope_embedding is None:
             x = self.token_embedding(input_ids)                               # (batch, seq_len, d_model)
         else:
-            x = self.token_embedding(input_ids % SCOPE_OFFSET)                # (batch, seq_len, d_model)
+            x = self.token_embedding(vocabulary_id(input_ids))                # (batch, seq_len, d_model)
             x = x + self.scope_embedding((input_ids >= SCOPE_OFFSET).long())  # (batch, seq_len, d_model)
         if self.bigram_embedding is not None:
             x = x + self.bigram_embedding(bigram_buckets(input_ids, self.config.bigram_buckets))
