@@ -1,5 +1,5 @@
-"""Multi-label metrics (evaluation/multilabel.py), thresholds, decisions and temperatures (inference/multilabel.py) against hand-computed
-values and scikit-learn; their rendering (cli/evaluate.py)."""
+"""Multi-label metrics (evaluation/multilabel.py), and thresholds, decisions and temperatures
+(inference/multilabel.py), against hand-computed values and scikit-learn; their rendering (cli/evaluate.py)."""
 
 import numpy as np
 import pytest

@@ -93,12 +93,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
 
     fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
     out = fits.out
-    for i, (form, C) in enumerate(fit_order(grid, m.ngram_weighting)):
-        if out and time.monotonic() + max(c.seconds for c in out) > end:   # the next fit would end past it
-            break
-        fits.add(form, C, (0, m.ngram_weighting), i == 0)
-    while (edge := past_the_edge(out, grid)) and time.monotonic() + max(c.seconds for c in out) <= end:
-        fits.add(*edge, (0, m.ngram_weighting), False)
+    fits.words(grid, m.ngram_weighting, end)
     if _tries_pieces(config, given, train.multi_label, tokenizer):
         pieces = _piece_fits(out, grid, features, end)
         if pieces:
@@ -120,6 +115,19 @@ class _Fits:
     def __init__(self, fit: Callable[..., Candidate], weighting: str, searched: bool):
         self.fit, self.weighting, self.searched = fit, weighting, searched
         self.out: list[Candidate] = []
+
+    def words(self, grid: dict[str, tuple[float, ...]], weighting: str, end: float) -> None:
+        """Words alone: each form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest
+        so far) ends before ``end`` (one fit at least), then past a grid's edge (:func:`past_the_edge`)."""
+        def next_ends_past() -> bool:
+            return time.monotonic() + max(c.seconds for c in self.out) > end
+
+        for i, (form, C) in enumerate(fit_order(grid, weighting)):
+            if self.out and next_ends_past():
+                break
+            self.add(form, C, (0, weighting), i == 0)
+        while (edge := past_the_edge(self.out, grid)) and not next_ends_past():
+            self.add(*edge, (0, weighting), False)
 
     def add(self, form: str, C: float, reading: tuple[int, str], first: bool) -> None:
         """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
