@@ -127,6 +127,12 @@ def test_characters_join_into_pieces_with_offsets():
     assert joined.to_dict()["offsets"][0] == [0, 1]
     words = _explanation(text, spans, scores, False)   # a word-level model's tokens stay apart
     assert len(words.pieces()) == len(spans)
+    # punctuation stays apart, as spaces do: a Chinese clause is a piece, not the sentence
+    text = "房间太小了，隔音很差，不会再来"
+    spans = [(i, i + 1) for i in range(len(text))]
+    scores = [-1.0] * 14 + [0.5]
+    assert [t for t, _, _ in _explanation(text, spans, scores, True).pieces()] == \
+        ["房间太小了", "，", "隔音很差", "，", "不会再", "来"]
 
 
 def test_the_builtin_suite_refuses_a_model_that_does_not_read_english():

@@ -118,7 +118,7 @@ class Explanation:
         """The tokens joined for display: ``(text, score, (start, end))`` in order.
 
         Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
-        the next begins; a whitespace token joins nothing) whose scores do not differ in sign join into one piece,
+        the next begins; a whitespace or punctuation token joins nothing: a clause is not one piece) whose scores do not differ in sign join into one piece,
         whose score is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
         shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
         character it sits on, and tokens of one span (NFKC splits Thai "ำ" in two) are one piece.
@@ -130,7 +130,7 @@ class Explanation:
                 text, total, span = out.pop()
                 out.append((text, total + score, span))
             elif out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark) \
-                    and not self.text[start:end].isspace() and not out[-1][0].isspace():   # spaces stay apart
+                    and not _apart(self.text[start:end]) and not _apart(out[-1][0]):   # spaces, punctuation apart
                 _, total, (first, _) = out.pop()
                 out.append((self.text[first:end], total + score, (first, end)))
             else:
@@ -276,3 +276,10 @@ def check_texts(texts: Sequence[str], first: int = 1) -> None:
         except UnicodeEncodeError as exc:
             raise UsageError(f"review {i} is not valid Unicode text (unpaired surrogate at character "
                              f"{exc.start})") from None
+
+
+def _apart(text: str) -> bool:
+    """Whether a piece of text stays a piece of its own in :meth:`Explanation.pieces`: whitespace, or punctuation
+    alone (Unicode category P: ``，`` and ``。`` as ``,`` and ``.``)."""
+    return text.isspace() or bool(text) and all(unicodedata.category(c)[0] == "P" for c in text)
+
