@@ -118,10 +118,11 @@ class Explanation:
         """The tokens joined for display: ``(text, score, (start, end))`` in order.
 
         Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
-        the next begins; a whitespace or punctuation token joins nothing: a clause is not one piece) whose scores do not differ in sign join into one piece,
-        whose score is their sum and whose text is the input's span they cover: a Thai or Chinese word read as characters
-        shows as the word. A combining mark (Thai vowel signs and tone marks, Unicode category M) always joins the
-        character it sits on, and tokens of one span (NFKC splits Thai "ำ" in two) are one piece.
+        the next begins; a whitespace or punctuation token joins nothing: a clause is not one piece) whose scores do
+        not differ in sign join into one piece, whose score is their sum and whose text is the input's span they
+        cover: a Thai or Chinese word read as characters shows as the word. A combining mark (Thai vowel signs and
+        tone marks, Unicode category M) always joins the character it sits on, and tokens of one span (NFKC splits
+        Thai "ำ" in two) are one piece.
         """
         out: list[tuple[str, float, tuple[int, int]]] = []
         for (start, end), score in zip(self.spans, self.scores):
@@ -282,4 +283,3 @@ def _apart(text: str) -> bool:
     """Whether a piece of text stays a piece of its own in :meth:`Explanation.pieces`: whitespace, or punctuation
     alone (Unicode category P: ``，`` and ``。`` as ``,`` and ``.``)."""
     return text.isspace() or bool(text) and all(unicodedata.category(c)[0] == "P" for c in text)
-
