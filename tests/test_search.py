@@ -185,8 +185,9 @@ def _fitted(form: str, nll_by_C: dict[float, float]) -> list:
 
 
 def test_the_ngram_stage_goes_past_a_grid_edge_where_the_best_C_is():
-    """A form whose best C is its grid's largest (or smallest) has its optimum beyond: the next C of the ladder,
-    EDGE_STEPS past the edge at most; not before the whole grid is fitted, nor for a grid of one C."""
+    """A form whose best C is its grid's largest (or smallest), by more than one standard error over its neighbour,
+    has its optimum beyond: the next C of the ladder, EDGE_STEPS past the edge at most; not before the whole grid is
+    fitted, nor for a grid of one C."""
     lr = {1.0: 0.32, 3.0: 0.27, 10.0: 0.25, 30.0: 0.24}
     grid = {"lr": (1.0, 3.0, 10.0, 30.0)}
     assert ngram_stage.past_the_edge(_fitted("lr", lr), grid) == ("lr", 100.0)
@@ -198,6 +199,15 @@ def test_the_ngram_stage_goes_past_a_grid_edge_where_the_best_C_is():
         ("lr", 0.3)
     assert ngram_stage.past_the_edge(_fitted("lr", {3.0: 0.27, 10.0: 0.25, 30.0: 0.24}), grid) is None  # cut short
     assert ngram_stage.past_the_edge(_fitted("lr", {30.0: 0.24}), {"lr": (30.0,)}) is None   # a pinned C
+    # only when the best beats its neighbour inside by more than one paired standard error of its rows' losses
+    rows = np.random.default_rng(0).exponential(0.25, 400)
+    flat = _fitted("lr", lr)
+    for k, (c, shift) in enumerate(zip(flat, (0.05, 0.02, 0.001, 0.0))):   # C 30 beats C 10 by 0.001: within noise
+        c.losses = rows + shift + np.random.default_rng(k).normal(0, 0.05, 400)
+    assert ngram_stage.past_the_edge(flat, grid) is None
+    for k, (c, shift) in enumerate(zip(flat, (0.08, 0.05, 0.03, 0.0))):   # by 0.03 a row: beyond it
+        c.losses = rows + shift + np.random.default_rng(k).normal(0, 0.05, 400)
+    assert ngram_stage.past_the_edge(flat, grid) == ("lr", 100.0)
     nb = _fitted("nb-lr", {0.1: 0.3, 0.3: 0.31, 1.0: 0.35})
     assert ngram_stage.past_the_edge(nb + _fitted("lr", lr), {"nb-lr": (0.1, 0.3, 1.0), **grid}) == ("nb-lr", 0.03)
     # the stage itself: after the grid, each fit past an edge follows a best C at that edge

@@ -70,3 +70,17 @@ def result_line(c: Candidate) -> str:
         return f"{c.name}: {c.status} after {c.seconds:.0f} s"
     ended = f" ({c.ended})" if c.ended and c.ended != "its schedule" else ""
     return f"{c.name}: validation accuracy {c.accuracy:.2%}, log-loss {c.nll:.4f}, {c.seconds:.1f} s{ended}"
+
+
+def within_se(preferred: Candidate, best: Candidate, ses: float = 1.0) -> tuple[float, float] | None:
+    """``(mean difference, its standard error)`` of ``preferred``'s validation log-losses less ``best``'s, row by row,
+    when that mean is at most ``ses`` standard errors (the two tie within noise); ``None`` when it is more, or
+    without row-by-row losses on the same rows (two at least) to pair. The one-standard-error rule (Breiman et al.
+    1984; Hastie, Tibshirani & Friedman, "The Elements of Statistical Learning" 7.10), paired row by row."""
+    a, b = preferred.losses, best.losses
+    if a is None or b is None or len(a) != len(b) or len(a) < 2:
+        return None
+    d = a - b
+    se = float(d.std(ddof=1) / math.sqrt(len(d)))
+    return (float(d.mean()), se) if float(d.mean()) <= ses * se else None
+

@@ -48,7 +48,7 @@ from ..data.splits import DataSpec
 from ..errors import Interrupted, SentimentError
 from ..evaluation.training_report import write_training_report
 from .callbacks import TrainCallbacks, TrainResult
-from .candidate import Candidate, result_line
+from .candidate import Candidate, result_line, within_se
 from .interrupts import StopFlag
 from .ngram_stage import ngram_candidates
 from .run_data import RunData
@@ -328,15 +328,8 @@ def choose(candidates: list[Candidate]) -> tuple[Candidate | None, dict[str, Any
 
 
 def _within_se(preferred: Candidate, best: Candidate) -> tuple[float, float] | None:
-    """``(mean difference, its standard error)`` of ``preferred``'s validation log-losses less ``best``'s, row by row,
-    when that mean is at most :data:`ENCODER_SE` standard errors (the two tie within noise); ``None`` when it is
-    more, or without row-by-row losses on the same rows (two at least) to pair."""
-    a, b = preferred.losses, best.losses
-    if a is None or b is None or len(a) != len(b) or len(a) < 2:
-        return None
-    d = a - b
-    se = float(d.std(ddof=1) / math.sqrt(len(d)))
-    return (float(d.mean()), se) if float(d.mean()) <= ENCODER_SE * se else None
+    """:func:`~.candidate.within_se` at :data:`ENCODER_SE` standard errors."""
+    return within_se(preferred, best, ENCODER_SE)
 
 
 def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozenset[str]) -> Config:
