@@ -116,18 +116,19 @@ class _Fits:
         self.fit, self.weighting, self.searched = fit, weighting, searched
         self.out: list[Candidate] = []
 
-    def words(self, grid: dict[str, tuple[float, ...]], weighting: str, end: float) -> None:
-        """Words alone: each form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest
-        so far) ends before ``end`` (one fit at least), then past a grid's edge (:func:`past_the_edge`)."""
+    def words(self, grid: dict[str, tuple[float, ...]], tf: str, end: float) -> None:
+        """Words alone, their n-grams weighted ``tf`` (``[model] ngram_weighting``; not the class weighting): each
+        form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends before
+        ``end`` (one fit at least), then past a grid's edge (:func:`past_the_edge`)."""
         def next_ends_past() -> bool:
             return time.monotonic() + max(c.seconds for c in self.out) > end
 
-        for i, (form, C) in enumerate(fit_order(grid, weighting)):
+        for i, (form, C) in enumerate(fit_order(grid, tf)):
             if self.out and next_ends_past():
                 break
-            self.add(form, C, (0, weighting), i == 0)
+            self.add(form, C, (0, tf), i == 0)
         while (edge := past_the_edge(self.out, grid)) and not next_ends_past():
-            self.add(*edge, (0, weighting), False)
+            self.add(*edge, (0, tf), False)
 
     def add(self, form: str, C: float, reading: tuple[int, str], first: bool) -> None:
         """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
@@ -201,7 +202,8 @@ def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]]) -> t
         if len(Cs) < 2 or not set(Cs) <= set(tried) or not set(tried) <= set(C_LADDER):
             continue
         best = max(mine, key=Candidate.rank_key)
-        C, i = best.settings["model.ngram_c"], C_LADDER.index(best.settings["model.ngram_c"])
+        C = best.settings["model.ngram_c"]
+        i = C_LADDER.index(C)
         if C == tried[-1] and i + 1 < len(C_LADDER) and C_LADDER[i + 1] <= _ladder_step(max(Cs), EDGE_STEPS):
             step, inner = C_LADDER[i + 1], tried[-2]
         elif C == tried[0] and i > 0 and C_LADDER[i - 1] >= _ladder_step(min(Cs), -EDGE_STEPS):
