@@ -6,6 +6,7 @@ import torch
 
 from sentiment_cli.config import ModelConfig
 from sentiment_cli.data.batching import collate
+from sentiment_cli.model.dropout import ByteDropout
 from sentiment_cli.model.classifier import SentimentClassifier, bigram_buckets, masked_max_pool, sinusoidal_encoding
 
 
@@ -76,6 +77,28 @@ def test_each_dropout_rate_reaches_its_own_site():
         assert layer.self_attn.dropout == 0.2                         # attention probabilities
         assert layer.dropout.p == 0.3                                 # feed-forward hidden layer
     assert model.embedding_dropout.p == 0.1
+    sites = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert len(sites) == 3 * len(model.encoder.layers) + 2   # residual x 2, feed-forward; embeddings, head
+    assert all(isinstance(m, ByteDropout) for m in sites)    # every mask drawn as bytes
+
+
+def test_byte_dropout_drops_at_its_rate_and_keeps_the_expected_value():
+    drop = ByteDropout(0.1).train()
+    x = torch.ones(1000, 1000, requires_grad=True)
+    torch.manual_seed(0)
+    y = drop(x)
+    dropped = float((y == 0).float().mean())
+    assert abs(dropped - 26 / 256) < 0.002                          # p rounded to 26/256
+    assert torch.allclose(y[y != 0], torch.tensor(256 / 230))      # the kept scaled by the inverse kept share
+    assert abs(float(y.detach().mean()) - 1.0) < 0.005                     # expected value kept
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())                          # the gradient takes the same mask and scale
+    torch.manual_seed(0)
+    assert torch.equal(drop(torch.ones(1000, 1000)), y.detach())     # torch's seed fixes the mask
+    assert not torch.equal(drop(torch.ones(1000, 1000)), y.detach())
+    assert torch.equal(drop.eval()(x), x)                           # identity outside training
+    assert torch.equal(ByteDropout(0.0).train()(x), x)
+    assert drop.train()(torch.ones(0, 4)).shape == (0, 4)
 
 
 def test_bigram_buckets_follow_the_hash_and_skip_first_position_pad_and_unk():
