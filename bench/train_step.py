@@ -3,7 +3,7 @@
     python -m bench.train_step [--profile] [--rounds 5] [--seq-len 256] [--threads 2] [--variants ...]
 
 The model is the IMDB default's (``configs/default.toml``: d_model 64, one layer, d_ff 256, a 50,000-row token
-embedding and 131,073 hashed bigram rows, word dropout, adversarial training off unless asked), a batch of 64
+embedding and 131,073 hashed bigram rows, word dropout; its adversarial step with the ``adv`` lever), a batch of 64
 random reviews of ``--seq-len`` tokens. ``--profile`` prints ``torch.profiler``'s table of one step (CPU time by
 operator). Otherwise each variant (a lever, or several) runs ``--rounds`` rounds of ``--steps`` steps, the variants
 interleaved round by round so that the machine's other load falls on all of them alike, and the median step time
@@ -24,22 +24,30 @@ import torch
 from sentiment_cli.config import load_config
 from sentiment_cli.model.classifier import SentimentClassifier
 from sentiment_cli.runtime import autocast
+from sentiment_cli.training.loop import adversarial_perturbation
 from sentiment_cli.training.optim import make_optimizer, optimizer_step
 
 VARIANTS = ("baseline", "fused", "sparse", "bf16", "sparse+fused+bf16")
+# A variant is levers joined by "+": fused (AdamW), sparse (embedding gradients, lazy AdamW), bf16 (autocast),
+# adv (the adversarial step, on in the default), nodrop (every dropout rate 0), torchdrop (torch's own dropout
+# kernel instead of the byte masks of model/dropout.py); "@N" runs it with N threads.
 
 
-def build(variant: str, adversarial: bool = False):
-    """``(model, optimizer, config)`` of the IMDB default for ``variant``."""
+def build(variant: str):
+    """``(model, optimizer, config)`` of the IMDB default for ``variant`` (its levers, see :data:`VARIANTS`)."""
     cfg = load_config("default").override("model", ngram_buckets=0)
-    variant = variant.split("@")[0]
-    sparse, fused = "sparse" in variant, "fused" in variant
-    cfg = cfg.override("training", sparse_embeddings=sparse, fused_optimizer=fused,
-                       autocast_bf16="bf16" in variant)
-    if not adversarial:
-        cfg = cfg.override("training", adversarial_epsilon=0.0)
+    levers = set(variant.split("@")[0].split("+"))
+    cfg = cfg.override("training", sparse_embeddings="sparse" in levers, fused_optimizer="fused" in levers,
+                       autocast_bf16="bf16" in levers, adversarial_epsilon=2.0 if "adv" in levers else 0.0)
+    if "nodrop" in levers:
+        cfg = cfg.override("model", dropout=0.0, activation_dropout=0.0, head_dropout=0.0)
     torch.manual_seed(0)
     model = SentimentClassifier.from_config(cfg, 50_000, 2)
+    if "torchdrop" in levers:   # the kernel the byte masks replaced
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if isinstance(child, torch.nn.Dropout):
+                    setattr(module, name, torch.nn.Dropout(child.p))
     return model, make_optimizer(model, cfg), cfg
 
 
@@ -52,12 +60,19 @@ def batch(seq_len: int, size: int = 64):
 
 
 def step(model, optimizer, cfg, ids, mask, y) -> None:
-    """One step as ``loop.py`` takes it: forward (the encoder), cross-entropy, backward, clip, AdamW."""
+    """One step as ``loop.py`` takes it: forward (the encoder), cross-entropy, backward, with adversarial training
+    a second forward and backward on the perturbed embeddings, clip, AdamW."""
     t = cfg.training
+    delta = torch.zeros(*ids.shape, cfg.model.d_model, requires_grad=True) if t.adversarial_epsilon else None
     with autocast(torch.device("cpu"), t.autocast_bf16):
-        logits = model(ids, mask, encoder_only=True).logits
+        logits = model(ids, mask, delta, encoder_only=True).logits
     loss = torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=t.label_smoothing)
     loss.backward()
+    if delta is not None:
+        with autocast(torch.device("cpu"), t.autocast_bf16):
+            perturbed = adversarial_perturbation(delta.grad, t.adversarial_epsilon)
+            logits = model(ids, mask, perturbed, encoder_only=True).logits
+        torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=t.label_smoothing).backward()
     optimizer_step(optimizer, _NoSchedule(), model.parameters(), t.grad_clip)
 
 
