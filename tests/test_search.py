@@ -518,52 +518,6 @@ def test_a_trial_is_sized_from_its_timing_run_or_stopped_when_too_few_steps_fit(
     assert flag.projected and h.needs > 37 and flag.max_steps is None
 
 
-def test_a_trial_whose_schedule_does_not_fit_with_its_adversarial_step_leaves_it_out_and_is_timed_again(
-        monkeypatch):
-    clock = [1000.0]
-    monkeypatch.setattr(search.time, "monotonic", lambda: clock[0])
-    flag = search.Deadline(StopFlag(), 1030.0)   # 30 s left
-    h = search._TrialCallbacks(TrainCallbacks(), None, flag, epochs=4, batch=64, val_rows=640,
-                               can_drop_adversarial=True)
-    h.on_epoch_start(1, 4, 6400)   # 100 steps an epoch, 400 planned
-    for _ in range(search.PROJECT_AFTER):   # the timing run: 30 steps at 10 a second; 370 more need 37 s
-        clock[0] += 0.1
-        h.on_step(64, 0.5, 0.5, 640.0)
-    assert not flag.adversarial and h.dropped[0] == search.PROJECT_AFTER and h.retiming
-    assert flag.max_steps is None and not flag.projected   # not sized from the rate with the step
-    for _ in range(search.PROJECT_AFTER):   # timed again without it: 30 steps in 2.25 s
-        clock[0] += 0.075
-        h.on_step(64, 0.5, 0.5, 700.0)
-    assert h.rate == pytest.approx(64 / 0.075) and 2 * search.PROJECT_AFTER < flag.max_steps < 400
-    # a trial whose adversarial step the user set, or whose whole schedule fits, keeps it
-    for can, left in ((False, 30.0), (True, 1e6)):
-        flag = search.Deadline(StopFlag(), clock[0] + left)
-        h = search._TrialCallbacks(TrainCallbacks(), None, flag, epochs=4, batch=64, val_rows=640,
-                                   can_drop_adversarial=can)
-        h.on_epoch_start(1, 4, 6400)
-        h.first_epoch_start = clock[0]
-        for _ in range(search.PROJECT_AFTER):
-            clock[0] += 0.1
-            h.on_step(64, 0.5, 0.5, 640.0)
-        assert flag.adversarial and h.dropped is None and h.rate == pytest.approx(640.0)
-
-
-def test_the_loop_leaves_the_adversarial_step_out_when_its_stop_flag_says_so(tmp_path, monkeypatch):
-    from sentiment_cli.training import loop
-
-    calls = []
-    real = loop.adversarial_perturbation
-    monkeypatch.setattr(loop, "adversarial_perturbation", lambda *a: calls.append(1) or real(*a))
-    flag = search.Deadline(StopFlag(), time.monotonic() + 3600)
-    config = small_config(epochs=1).override("training", adversarial_epsilon=1.0)
-    train(config, tmp_path / "with", stop=flag)
-    assert calls
-    calls.clear()
-    flag.adversarial = False
-    train(config, tmp_path / "without", stop=flag)
-    assert not calls
-
-
 def test_training_threads_are_the_cores_other_processes_leave_free(monkeypatch):
     import os
 

@@ -68,7 +68,7 @@ def result_line(c: Candidate) -> str:
     """A candidate's result in one line (``on_note``)."""
     if not c.complete:
         return f"{c.name}: {c.status} after {c.seconds:.0f} s"
-    ended = f" ({c.ended.removeprefix('its schedule; ')})" if c.ended and c.ended != "its schedule" else ""
+    ended = f" ({c.ended})" if c.ended and c.ended != "its schedule" else ""
     return f"{c.name}: validation accuracy {c.accuracy:.2%}, log-loss {c.nll:.4f}, {c.seconds:.1f} s{ended}"
 
 

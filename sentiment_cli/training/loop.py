@@ -211,11 +211,9 @@ def _step(run: Fit, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     with_label = index < data.num_labelled
     target = data.train_labels[index[with_label]].to(device)
     input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
-    # With adversarial training (unless the search's trial left it out to fit its time), a zero perturbation
-    # whose gradient is the embeddings' gradient
-    adversarial = t.adversarial_epsilon > 0 and getattr(ctx.stop, "adversarial", True)
+    # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
     delta = torch.zeros(*input_ids.shape, ctx.config.model.d_model, device=device, requires_grad=True) \
-        if adversarial else None
+        if t.adversarial_epsilon > 0 else None
     offset = 0.0 if run.ngram is None else \
         run.ngram.residual_offset(index, data.num_labelled, ctx.config.model.ngram_scale, device)
     with autocast(device, t.autocast_bf16):

@@ -116,12 +116,11 @@ class Deadline:
     projection that the trial would end past it (``projected``). It answers as :class:`StopFlag` does, and carries
     the trial's step budget (``max_steps``): the loop ends the run after that many optimizer steps, its learning
     rate decayed to zero there, and a stop by the budget after a completed epoch ends the run with its best epoch
-    kept (``loop.py``); and whether the loop still takes the adversarial step (``adversarial``)."""
+    kept (``loop.py``)."""
 
     def __init__(self, outer: StopFlag, at: float) -> None:
         self.outer, self.at, self.projected = outer, at, False
         self.max_steps: int | None = None   # the trial's step budget, sized from its rate (the loop follows it)
-        self.adversarial = True             # False: the loop skips the adversarial step from its next step on
 
     @property
     def budget(self) -> bool:
@@ -155,13 +154,9 @@ class _TrialCallbacks(TrainCallbacks):
     rate of all its steps at each epoch's end."""
 
     def __init__(self, inner: TrainCallbacks, trial: Any, stop: Deadline, epochs: int, batch: int,
-                 val_rows: int, can_drop_adversarial: bool = False) -> None:
+                 val_rows: int) -> None:
         self.inner, self.trial, self.stop, self.epochs, self.batch, self.val_rows = \
             inner, trial, stop, epochs, batch, val_rows
-        self.can_drop_adversarial = can_drop_adversarial   # its adversarial step is on, and not the user's to keep
-        self.dropped: tuple[int, float] | None = None     # (steps, seconds) the whole schedule needed with it
-        self.timed_from: tuple[int, float] = (0, 0.0)     # (steps, monotonic time) the timing run counts from
-        self.retiming = False                              # timed again, after the adversarial step left
         self.epoch, self.steps, self.seen, self.per_epoch, self.first_epoch_start = 0, 0, 0, 0, 0.0
         self.total_steps, self.steps_per_epoch, self.began, self.val_began = 0, 1, time.monotonic(), 0.0
         self.val_total = 0.0                      # seconds of validation (and saving) so far
@@ -180,18 +175,16 @@ class _TrialCallbacks(TrainCallbacks):
         self.steps_per_epoch = max(1, math.ceil(num_examples / self.batch))
         if epoch == 1:
             self.first_epoch_start = time.monotonic()
-            self.timed_from = (0, self.first_epoch_start)
         self.inner.on_epoch_start(epoch, epochs, num_examples)
 
     def on_step(self, examples: int, loss: float, accuracy: float, examples_per_second: float) -> None:
         self.steps, self.seen, self.total_steps = self.steps + 1, self.seen + examples, self.total_steps + 1
-        now = time.monotonic()
-        steps, seconds = self.total_steps - self.timed_from[0], now - self.timed_from[1]
-        timed = steps >= PROJECT_AFTER or (steps >= TIMING_STEPS and seconds >= TIMING_SECONDS)
-        if (self.rate is None and self.epoch == 1 or self.retiming) and timed and seconds > 0:
-            self.retiming = False
-            self.rate = steps * self.batch / seconds
-            self._size(now, self.rate / self.batch, self.val_rows / VALIDATION_SPEEDUP / self.rate, first=True)
+        timed = self.steps >= PROJECT_AFTER or (self.steps >= TIMING_STEPS and
+                                                 time.monotonic() - self.first_epoch_start >= TIMING_SECONDS)
+        if self.epoch == 1 and self.rate is None and timed and examples_per_second > 0:
+            self.rate = examples_per_second
+            self._size(time.monotonic(), examples_per_second / self.batch, self.val_rows / VALIDATION_SPEEDUP /
+                       examples_per_second, first=True)
         self.inner.on_step(examples, loss, accuracy, examples_per_second)
 
     def on_validation_start(self, num_examples: int) -> None:
@@ -233,9 +226,6 @@ class _TrialCallbacks(TrainCallbacks):
         self.needs = (now - self.began) + (planned - self.total_steps) / steps_per_second + \
             validation_seconds * (self.epochs - self.epoch + 2)
         fit = self.total_steps + affordable
-        if first and fit < planned and self.can_drop_adversarial and self.stop.adversarial:
-            self._drop_adversarial(now)
-            return
         if first and affordable < min(MIN_STEPS, planned // 2):
             self.stop.projected = True   # the next trial is a cheaper setting (_encoder_trials)
             return
@@ -244,19 +234,6 @@ class _TrialCallbacks(TrainCallbacks):
         # once sized, the schedule stays a step budget (the loop's learning rate follows it), up to the whole one
         self.stop.max_steps = max(min(fit, planned), self.total_steps)
         self.sized = (self.stop.max_steps, planned) if self.stop.max_steps < planned else None
-
-
-    def _drop_adversarial(self, now: float) -> None:
-        """The whole schedule does not fit with the adversarial step: the loop leaves it out from its next step
-        (about half a step's time), and a new timing run sizes the trial from the rate without it. On IMDB, an
-        encoder trained its whole schedule without the step read negation better (the built-in suite's dev half:
-        18.9% failures) than one with it cut to a third of its schedule by a busy machine (23.5%), at the same
-        validation accuracy as the step's whole schedule (docs/experiments.md, 2026-11-29, sixth session)."""
-        self.stop.adversarial = False
-        self.dropped = (self.total_steps, self.needs or 0.0)
-        self.retiming, self.timed_from = True, (self.total_steps, now)
-        self.inner.on_note(f"the whole schedule with the adversarial step needs about {self.needs or 0:,.0f} s, more "
-                           "than the trial's time: the step is left out, and the trial is timed again")
 
 
 class _Pruned(Exception):
@@ -459,7 +436,7 @@ def _encoder_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, given: f
         trial = study.ask()
         settings = {key: trial.suggest_categorical(key, values) for key, values in space.items()}
         settings.update(_cheaper(config, given, level, settings))
-        c = _run_trial(config, settings, len(trials), trial, cb, stop, runner, workdir, deadline, val_rows, given)
+        c = _run_trial(config, settings, len(trials), trial, cb, stop, runner, workdir, deadline, val_rows)
         trials.append(c)
         if c.complete:
             study.tell(trial, c.accuracy)
@@ -516,11 +493,8 @@ def _cheaper(config: Config, given: frozenset[str], level: int, settings: dict[s
 
 
 def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any, cb: TrainCallbacks, stop: StopFlag,
-               runner: Runner, workdir: Path, deadline: float, val_rows: int = 0,
-               given: frozenset[str] = frozenset()) -> Candidate:
-    """Run one encoder trial into ``workdir/trial-N``; its :class:`Candidate`, ``ended`` saying why it ended, and
-    its settings what ran (without the adversarial step when :meth:`_TrialCallbacks._drop_adversarial` left it out;
-    ``given``: the keys the command line set, which stay as set).
+               runner: Runner, workdir: Path, deadline: float, val_rows: int = 0) -> Candidate:
+    """Run one encoder trial into ``workdir/trial-N``; its :class:`Candidate`, ``ended`` saying why it ended.
 
     Raises:
         Interrupted: a signal stopped it.
@@ -531,8 +505,7 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
     folder = workdir / f"trial-{number}"
     flag = Deadline(stop, deadline)
     t = trial_config.training
-    hooks = _TrialCallbacks(cb, trial, flag, t.epochs, t.batch_size, val_rows,
-                            can_drop_adversarial=t.adversarial_epsilon > 0 and "training.adversarial_epsilon" not in given)
+    hooks = _TrialCallbacks(cb, trial, flag, t.epochs, t.batch_size, val_rows)
     began = time.monotonic()
     c = Candidate(name, "encoder", settings, folder=folder)
     try:
@@ -557,9 +530,6 @@ def _run_trial(config: Config, settings: dict[str, Any], number: int, trial: Any
         c.losses = result.validation_losses
     c.seconds = time.monotonic() - began
     c.rate, c.needs = hooks.rate, hooks.needs
-    if hooks.dropped:   # the candidate is what ran: no adversarial step after its first timing run
-        c.settings = {**settings, "training.adversarial_epsilon": 0.0}
-        c.ended = c.ended and f"{c.ended}; {_LEFT_OUT.format(hooks.dropped[0])}"
     return c
 
 
@@ -571,9 +541,6 @@ def _stopped(hooks: _TrialCallbacks, flag: Deadline) -> str:
     if hooks.rate is None:
         return "stopped: the budget (before its first steps: the setup took the time)"
     return "stopped: the budget (before its first epoch ended)"
-
-
-_LEFT_OUT = "the adversarial step left out after its first {:,} steps (the whole schedule did not fit with it)"
 
 
 def _ended(metrics: dict[str, Any], hooks: _TrialCallbacks) -> str:
@@ -601,7 +568,7 @@ def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop
                                         "training.adversarial_epsilon": 0.0, "training.refit": True}, "the search")
         return runner.final(ngram_alone, cb, stop)
     chosen = config.with_keys(winner.settings, "the search")
-    if refits and not (winner.ended or "").startswith("its schedule"):   # its epochs do not say what a refit runs
+    if refits and winner.ended != "its schedule":   # its epochs do not say what a refit on every row would run
         cb.on_note(f"no refit on every row: {winner.name}'s schedule was {winner.ended}; the held-out run's weights "
                    "are kept")
         chosen = chosen.override("training", origin="the search", refit=False)
