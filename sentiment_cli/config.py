@@ -71,7 +71,8 @@ class ModelConfig:
     n_layers: int = _spec(1, lo=1, hi=64, help="Transformer encoder layers")
     d_ff: int = _spec(128, lo=1, hi=65536, help="hidden width of each layer's feed-forward block")
     dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
-                           help="dropout on embeddings and residual branches")
+                           help="dropout on embeddings and residual branches (on CPU, every dropout rate is rounded "
+                                "to a multiple of 1/256: model/dropout.py)")
     activation_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
                                       help="dropout on the feed-forward hidden layer (fairseq's activation_dropout)")
     attention_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
