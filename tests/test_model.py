@@ -6,8 +6,8 @@ import torch
 
 from sentiment_cli.config import ModelConfig
 from sentiment_cli.data.batching import collate
-from sentiment_cli.model.dropout import ByteDropout
 from sentiment_cli.model.classifier import SentimentClassifier, bigram_buckets, masked_max_pool, sinusoidal_encoding
+from sentiment_cli.model.dropout import ByteDropout
 
 
 def test_positional_encoding_equals_the_formula():
@@ -90,7 +90,7 @@ def test_byte_dropout_drops_at_its_rate_and_keeps_the_expected_value():
     dropped = float((y == 0).float().mean())
     assert abs(dropped - 26 / 256) < 0.002                          # p rounded to 26/256
     assert torch.allclose(y[y != 0], torch.tensor(256 / 230))      # the kept scaled by the inverse kept share
-    assert abs(float(y.detach().mean()) - 1.0) < 0.005                     # expected value kept
+    assert abs(float(y.detach().mean()) - 1.0) < 0.005              # expected value kept
     y.sum().backward()
     assert torch.equal(x.grad, y.detach())                          # the gradient takes the same mask and scale
     torch.manual_seed(0)

@@ -12,6 +12,8 @@ input, as with torch's dropout. On another device, or outside training, it is ``
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import Tensor, nn
@@ -51,8 +53,9 @@ def byte_mask(shape: torch.Size, cut: int) -> Tensor:
     Returns:
         ``shape`` bool tensor.
     """
-    if not int(np.prod(shape, dtype=np.int64)):
+    size = math.prod(shape)
+    if not size:
         return torch.ones(shape, dtype=torch.bool)
     seed = int(torch.randint(0, 2**62, (1,)).item())
-    draws = np.random.default_rng(seed).bytes(int(np.prod(shape, dtype=np.int64)))
+    draws = np.random.default_rng(seed).bytes(size)
     return torch.frombuffer(bytearray(draws), dtype=torch.uint8).view(shape) >= cut

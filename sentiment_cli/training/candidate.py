@@ -83,4 +83,3 @@ def within_se(preferred: Candidate, best: Candidate, ses: float = 1.0) -> tuple[
     d = a - b
     se = float(d.std(ddof=1) / math.sqrt(len(d)))
     return (float(d.mean()), se) if float(d.mean()) <= ses * se else None
-
