@@ -121,6 +121,14 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def pinned_threads() -> int | None:
+    """The thread count the user pinned with the ``OMP_NUM_THREADS`` environment variable (a positive integer),
+    or ``None`` where it is unset or not one. A pinned count makes a run's float sums, and so its results, the
+    same from run to run whatever else the machine is doing."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def free_threads(own: float) -> int:
     """Threads for this process's CPU math: the cores it may run on less the load the other processes put on them
     (the 1-minute load average less ``own``, the runnable threads this process itself contributed), rounded, at

@@ -17,9 +17,11 @@ GOEMOTIONS_SMALL = Path(__file__).resolve().parent / "data" / "goemotions_small"
 FULL_DATA = ROOT.parent / "shared" / "data" / "imdb"                 # the full set, beside the clone
 
 # The tiny test models gain nothing from several threads, and on a shared machine torch's busy-waiting
-# threads slow them down many times over. One thread in this process and in the subprocesses tests start.
+# threads slow them down many times over. One thread in this process and in the subprocesses tests start; training
+# keeps a pinned OMP_NUM_THREADS rather than follow the load, so a run's float sums repeat from run to run.
+os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
-SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 PYTHON = sys.executable
 
 

@@ -532,6 +532,19 @@ def test_training_threads_are_the_cores_other_processes_leave_free(monkeypatch):
     assert runtime.free_threads(own=2.0) == 2
 
 
+def test_a_pinned_omp_num_threads_is_kept_over_the_load(monkeypatch):
+    """OMP_NUM_THREADS set by the user fixes training's thread count, so float sums repeat whatever the load."""
+    from sentiment_cli import runtime
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert runtime.pinned_threads() == 3
+    for unset in ("", "0", "two", "-1"):
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert runtime.pinned_threads() is None
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert runtime.pinned_threads() is None
+
+
 def test_the_ngram_stage_leaves_the_encoder_most_of_the_budget(tmp_path, no_report, monkeypatch):
     seen = {}
     real = search.ngram_candidates

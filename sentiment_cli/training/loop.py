@@ -27,7 +27,7 @@ from ..data.batching import collate, make_batches
 from ..data.tokenizer import UNK_ID
 from ..errors import Interrupted, SentimentError
 from ..evaluation.evaluate import evaluate_ids
-from ..runtime import autocast, free_threads
+from ..runtime import autocast, free_threads, pinned_threads
 from .context import RunContext
 from .optim import lr_lambda, optimizer_step
 from .resume import rng_states
@@ -80,13 +80,14 @@ THREADS_EVERY = 100   # steps between two checks of the cores other processes le
 
 
 def _fit_threads(run: Fit, first: bool) -> None:
-    """On a CPU, one process (not torchrun), ``[training] threads = 0``: as many threads as the cores other
-    processes leave free (:func:`~sentiment_cli.runtime.free_threads`; this process counted as one runnable thread
-    at the start, then as its threads); a set ``threads`` is taken as it is."""
+    """On a CPU, one process (not torchrun), ``[training] threads = 0``: ``OMP_NUM_THREADS`` where the user set
+    it, else as many threads as the cores other processes leave free (:func:`~sentiment_cli.runtime.free_threads`;
+    this process counted as one runnable thread at the start, then as its threads); a set ``threads`` is taken as
+    it is."""
     t, ctx = run.ctx.config.training, run.ctx
     if ctx.device.type != "cpu" or ctx.info.enabled:
         return
-    wanted = t.threads or free_threads(1.0 if first else torch.get_num_threads())
+    wanted = t.threads or pinned_threads() or free_threads(1.0 if first else torch.get_num_threads())
     if wanted != torch.get_num_threads():
         torch.set_num_threads(wanted)
 
@@ -124,7 +125,7 @@ def _ngram_alone(run: Fit) -> None:
     """``[training] epochs = 0``: no encoder epoch. The dense head is zeroed, so the logits are the n-gram score's
     alone (its token shares exact in every explanation; the encoder's are 0), then validated and saved as epoch 0
     (no trainer state: there is nothing to resume)."""
-    ctx, state = run.ctx, run.state
+    ctx = run.ctx
     with torch.no_grad():
         run.model.head.weight.zero_()
         run.model.head.bias.zero_()
