@@ -172,13 +172,20 @@ def test_too_many_texts_still_names_the_count_and_the_limit():
 
 
 def test_the_validation_message_is_built_from_the_first_error_only():
-    body = json.dumps({"texts": [1] * 300_000}).encode()
-    start = time.perf_counter()
-    with pytest.raises(UsageError) as info:       # within the limit: every item reaches validation
-        parse_predict_request(body, max_texts=1_000_000)
-    took = time.perf_counter() - start
+    """300,000 bad items cost about what 300,000 good ones do (the best of three each, so that a loaded machine
+    slows both): the message is built from the first error, not from all of them."""
+    body, valid = (json.dumps({"texts": texts}).encode() for texts in ([1] * 300_000, ["x"] * 300_000))
+    bad, good = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        with pytest.raises(UsageError) as info:       # within the limit: every item reaches validation
+            parse_predict_request(body, max_texts=1_000_000)
+        bad.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        parse_predict_request(valid, max_texts=1_000_000)
+        good.append(time.perf_counter() - start)
     assert str(info.value) == "texts[0]: Input should be a valid string", str(info.value)
-    assert took < 1.5, f"{took:.2f} s"
+    assert min(bad) < 5 * min(good) + 0.1, f"{min(bad):.2f} s against {min(good):.2f} s"
 
 
 # ----------------------------------------------------------------------------- a header of megabytes
