@@ -99,10 +99,13 @@ class ModelConfig:
                                        "character 2-ngram_word_chars-grams within spaces (fastText's subword "
                                        "n-grams; scikit-learn's char_wb); the default's search tries 5 beside "
                                        "words alone; 0: none")
-    ngram_weighting: str = _spec("binary", choices=("binary", "tfidf"),
-                                 help="what each distinct n-gram of a text counts in the n-gram score: binary (1), "
-                                      "or tfidf: its idf on the training texts, the text's n-grams L2-normalised "
-                                      "(the default's data rule sets it with character tokens)")
+    ngram_weighting: str = _spec("binary", choices=("binary", "tfidf", "sublinear"),
+                                 help="what each distinct n-gram of a text counts in the n-gram score: binary (1); "
+                                      "tfidf: its idf on the training texts, the text's n-grams L2-normalised (the "
+                                      "default's data rule sets it with character tokens); or sublinear: as tfidf, "
+                                      "times 1 + ln(its count in the text)")
+    ngram_min_df: int = _spec(1, lo=1, help="with tfidf or sublinear weighting, an n-gram counts only when at least "
+                              "this many training texts hold it (its idf is 0 otherwise)")
     ngram_scale: float = _spec(1.0, lo=0.0, help="weight of the n-gram score in the logits (with [training] "
                                                  "fit_ngram_scale, chosen on validation after training)")
     ngram_fit: str = _spec("auto", choices=("auto", "nb-lr", "lr"),
@@ -453,6 +456,9 @@ def _check_cross(cfg: Config, origin: str) -> None:
     if m.ngram_c and m.ngram_fit == "auto":
         raise ConfigError(f"{origin}: [model] ngram_c pins the C of a pinned form; set ngram_fit to nb-lr or lr, "
                           "or ngram_c = 0")
+    if m.ngram_min_df > 1 and m.ngram_weighting == "binary":
+        raise ConfigError(f"{origin}: [model] ngram_min_df counts n-grams through their idf; set ngram_weighting to "
+                          "tfidf or sublinear, or ngram_min_df = 1")
     if m.ngram_word_chars == 1:
         raise ConfigError(f"{origin}: [model] ngram_word_chars reads character 2-n-grams within words: set it to 2 "
                           "or more, or 0 for none")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is part of the test extra; install .[test]")
 
@@ -171,6 +172,34 @@ def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_p
     model.ngram_score.weight.zero_()
     model.ngram_score.bias.zero_()
     assert float(np.abs(torch_p.logits(reviews[:50]) - with_score).max()) > 1e-2
+
+
+def test_sublinear_term_frequencies_of_bigrams_are_reproduced_exactly(reviews, tmp_path):
+    """Sublinear TF-IDF over 1-2-grams in 2+ texts (what a multi-label stage may choose): torch.export once could not
+    bound the bigrams' shifted axis (a traceback); now the export runs and matches, repeats counted."""
+    from sentiment_cli.training.run import train
+
+    cfg = small_config(epochs=1).override("model", ngram_buckets=65_537, ngram_fit="lr", ngram_c=10.0, ngram_max_n=2,
+                                          ngram_weighting="sublinear", ngram_min_df=2)
+    train(cfg, tmp_path / "ckpt")
+    result = export_onnx(tmp_path / "ckpt", tmp_path / "sublinear.onnx", parity_reviews=100)
+    _agree(tmp_path / "ckpt", result.path, reviews + ["great great great great film", "great film"])
+
+
+def test_a_model_torch_onnx_cannot_trace_is_one_line_and_writes_nothing(trained_checkpoint, tmp_path, monkeypatch):
+    import sentiment_cli.inference.export as export
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("a long report\n\n## Exception summary\n\nAssertionError: a guard failed\n\n(Refer to x)")
+
+    monkeypatch.setattr(torch.onnx, "export", fails)
+    folder = tmp_path / "ckpt"
+    shutil.copytree(trained_checkpoint, folder)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(export.TraceError, match=r"^torch.onnx could not export this model \(RuntimeError: "
+                                                 r"AssertionError: a guard failed\); nothing was written$"):
+        export_onnx(folder, tmp_path / "x.onnx", parity_reviews=10)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
 def test_a_failed_parity_check_writes_nothing(trained_checkpoint, tmp_path, monkeypatch):

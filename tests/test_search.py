@@ -26,7 +26,7 @@ from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.run import train
 from sentiment_cli.training.run_data import RunData
 
-from .conftest import SMALL_DATA, small_config
+from .conftest import GOEMOTIONS_SMALL, SMALL_DATA, small_config
 
 REVIEWS = SMALL_DATA.parent / "reviews_small" / "reviews.csv"   # 600 labelled reviews, no dev split
 NGRAM = {"ngram_buckets": 1 << 16}
@@ -104,6 +104,27 @@ def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held
         .override("data", source=str(REVIEWS), validation_fraction=0.1).override("training", epochs=0)
     result = train(cfg, tmp_path / "alone")
     assert result.metrics["data"]["train_examples"] == 600 and result.metrics["held_out_run"]["best_epoch"] == 0
+
+
+def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own():
+    """A multi-label run's stage fits the rules' binary LR at C 1, then sublinear TF-IDF 1-2-grams in 2+ texts at
+    C 100, 300, 30; the encoder trials take the best one's reading and C (the rules' pinned C only for theirs)."""
+    cfg = _default(GOEMOTIONS_SMALL).override("model", ngram_fit="lr", ngram_c=1.0)
+    found = search.ngram_candidates(cfg, RunData(str(GOEMOTIONS_SMALL)), TrainCallbacks(), frozenset(),
+                                    time.monotonic() + 600)
+    assert [c.settings.get("model.ngram_c") for c in found] == [1.0, 100.0, 300.0, 30.0]
+    assert found[0].settings == {"model.ngram_fit": "lr", "model.ngram_c": 1.0}
+    term = {"model.ngram_weighting": "sublinear", "model.ngram_max_n": 2, "model.ngram_min_df": 2}
+    assert all(c.settings.items() >= term.items() for c in found[1:])
+    assert found[1].name == "n-gram alone, LR C 100, sublinear TF-IDF 1-2-grams in 2+ texts"
+    assert len({round(c.nll, 6) for c in found}) == 4   # the readings and Cs differ on validation
+    for best in (found[0], found[3]):
+        trials = search._with_ngram_fit(cfg, [best], frozenset())
+        assert trials.model.ngram_c == best.settings["model.ngram_c"]
+        assert trials.model.ngram_weighting == best.settings.get("model.ngram_weighting", "binary")
+    given = search.ngram_candidates(cfg, RunData(str(GOEMOTIONS_SMALL)), TrainCallbacks(),
+                                    frozenset({"model.ngram_max_n"}), time.monotonic() + 600)
+    assert len(given) == 1   # a reading's setting given on the command line: no term reading
 
 
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypatch):

@@ -172,6 +172,36 @@ def test_tfidf_weighting_in_the_model_is_the_fit_s_rows():
         NgramScore(buckets, num_labels=3, weighting="tfidf").load_fit(w, np.zeros(3), "lr")
 
 
+def test_sublinear_weighting_counts_repeats_as_the_fit_s_rows_do():
+    """Sublinear tf: an n-gram seen c times in a text counts 1 + ln(c) before its idf, in the scipy rows the fit
+    reads, in the torch score, and in the checkpoint's margins; min_df gives an idf of 0 to rarer n-grams."""
+    import math
+
+    import numpy as np
+
+    from sentiment_cli.ngram.features import idf_weights, occurrence_counts, tfidf_rows
+
+    rows = [[5, 6, 5, 6, 5, 7], [2, 3, 4, 2], [5, 9, 9, 9, 40]]
+    buckets = 1 << 12
+    x = ngram_features(rows, buckets, max_n=2, tf="sublinear")
+    counts = [3, 2, 2, 2, 1, 1]   # 5; 6; "5 6"; "6 5"; 7; "5 7"
+    assert np.allclose(sorted(x[0].data), sorted(1 + math.log(c) for c in counts))
+    assert np.array_equal(occurrence_counts(torch.tensor([[4, 0, 4, 2, 4]])), torch.tensor([[3, 0, 0, 1, 0]]))
+    idf = idf_weights(x, min_df=2)
+    assert idf[0] == 0 and (idf > 0).sum() == 1   # only the unigram 5 is in two texts
+    w = np.random.default_rng(0).normal(size=(buckets + 1, 3)).astype(np.float32)
+    score = NgramScore(buckets, num_labels=3, max_n=2, weighting="sublinear")
+    score.load_fit(w, np.zeros(3), "lr", idf_weights(x))
+    expected = tfidf_rows(x, idf_weights(x)) @ w
+    assert np.allclose(score.margins(rows), expected, atol=1e-5)
+    assert np.allclose(score.token_logits(collate(rows)[0]).sum(1).numpy(), expected, atol=1e-5)
+    binary = NgramScore(buckets, num_labels=3, max_n=2, weighting="tfidf")
+    binary.load_fit(w, np.zeros(3), "lr", idf_weights(x))
+    assert not np.allclose(binary.margins(rows)[0], expected[0], atol=1e-3)   # the repeats changed the first row
+    with pytest.raises(ValueError, match="unknown term frequency"):
+        ngram_features(rows, buckets, tf="log")
+
+
 def test_a_character_model_pretrains_in_a_folder_of_its_own():
     from sentiment_cli.training.auto import pretrained_folder
     from sentiment_cli.training.pretrain import _TOKEN_KEYS

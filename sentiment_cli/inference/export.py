@@ -68,6 +68,10 @@ class ParityError(SentimentError):
     """The exported model disagrees with PyTorch beyond the tolerances; nothing was written (exit 1)."""
 
 
+class TraceError(SentimentError):
+    """torch.onnx could not trace the model (exit 1); nothing was written. The message is the exporter's summary."""
+
+
 class ExportUnavailable(SentimentError):
     """onnx / onnxruntime / onnxscript are not installed (exit 1); the message names the install command."""
 
@@ -131,6 +135,10 @@ def _trace(model: SentimentClassifier, path: Path) -> None:
                               dynamic_shapes={"input_ids": {0: batch, 1: seq_len},
                                               "padding_mask": {0: batch, 1: seq_len}},
                               verbose=False)
+    except Exception as exc:   # torch.onnx's own errors: a long report whose summary is its last line
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip() and "(Refer to" not in line]
+        raise TraceError(f"torch.onnx could not export this model ({type(exc).__name__}: "
+                         f"{lines[-1] if lines else 'no message'}); nothing was written") from None
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
@@ -241,6 +249,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         UsageError: ``quantize`` is not ``int8``, or ``output`` is unusable (:func:`check_export_output`);
             checked before any work.
         ParityError: the export disagrees with PyTorch (or int8 loses too much accuracy); nothing written.
+        TraceError: torch.onnx could not trace the model; nothing written.
     """
     stage = on_stage or (lambda _text: None)
     if quantize not in (None, "int8"):

@@ -1,8 +1,8 @@
-"""The n-gram score's features: hashed token 1-n-grams (torch) and their binarised sparse matrices (scipy).
+"""The n-gram score's features: hashed token 1-n-grams (torch) and their sparse matrices (scipy).
 
 Token ids are hashed one order at a time into ``buckets`` rows, as fastText does (Joulin et al. 2017,
 "Bag of Tricks for Efficient Text Classification", 2.2); the score reads each distinct n-gram of a text
-once (binarised counts, as NB-LR is fitted). The torch functions are what the model and its ONNX export
+once (binarised counts, as NB-LR is fitted; ``[model] ngram_weighting = "sublinear"``: ``1 + ln(count)``). The torch functions are what the model and its ONNX export
 run; :func:`ngram_features` builds the same features as a scipy matrix for the fits, and :func:`word_ids`
 gives token ids to words without a vocabulary (``sentiment suggest``'s near-duplicates).
 
@@ -36,6 +36,14 @@ WORD_IDS = (1 << 31) - 2      # word_ids' range above <unk>: a hashed word id is
 _POSITION_BASE = 1 << 32      # more entries than any review has n-grams
 PIECE_MIN_N = 2               # a word's shortest character n-gram (word_pieces), as char_wb 2-5 on Subj's dev
 PIECES_PER_WORD = 40          # a word's pieces kept, shortest n first: all of 2-5 for a word of 10 letters
+TERM_FREQUENCIES = ("binary", "sublinear")   # what a distinct n-gram of a text counts before its idf
+TFIDF = ("tfidf", "sublinear")               # the weightings ([model] ngram_weighting) with an idf
+
+
+def term_frequency(weighting: str) -> str:
+    """What a distinct n-gram of a text counts before its idf under ``[model] ngram_weighting``: ``"sublinear"``
+    (``1 + ln(count)``) with that weighting, else ``"binary"`` (1)."""
+    return "sublinear" if weighting == "sublinear" else "binary"
 
 
 def word_pieces(tokens: Sequence[str], buckets: int, max_chars: int) -> np.ndarray:
@@ -94,8 +102,8 @@ def ngram_buckets(input_ids: Tensor, buckets: int, max_n: int = MAX_N, pieces: T
     hashed, real = input_ids % buckets, token_real                            # the unigrams
     orders = [torch.where(real, hashed + 1, torch.zeros_like(hashed))]
     for _ in range(2, max_n + 1):
-        hashed = (nn.functional.pad(hashed[:, :-1], (1, 0)) * HASH_MULTIPLIER + input_ids) % buckets
-        real = nn.functional.pad(real[:, :-1], (1, 0), value=False) & token_real
+        hashed = (nn.functional.pad(hashed, (1, 0))[:, :-1] * HASH_MULTIPLIER + input_ids) % buckets
+        real = nn.functional.pad(real, (1, 0), value=False)[:, :-1] & token_real
         orders.append(torch.where(real, hashed + 1, torch.zeros_like(hashed)))
     out = torch.stack(orders, dim=-1)                                        # (batch, seq_len, max_n)
     if pieces is None:
@@ -116,21 +124,45 @@ def first_occurrences(buckets: Tensor) -> Tensor:
     Returns:
         ``(batch, k)`` bool.
     """
+    ordered, order, first = _runs(buckets)
+    first = first & (ordered > 0)
+    return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
+
+
+def occurrence_counts(buckets: Tensor) -> Tensor:
+    """How many times each row's bucket occurs in that row, at the bucket's first (leftmost) entry; 0 at every
+    other entry and at bucket 0: the term frequencies of :func:`first_occurrences`' entries.
+
+    Args:
+        buckets: ``(batch, k)`` int64, as :func:`first_occurrences` takes them.
+
+    Returns:
+        ``(batch, k)`` int64.
+    """
+    ordered, order, first = _runs(buckets)
+    run = first.long().cumsum(1) - 1                                         # (batch, k) each entry's run
+    lengths = torch.zeros_like(run).scatter_add(1, run, torch.ones_like(run))   # (batch, k) each run's length
+    counts = torch.where(first & (ordered > 0), lengths.gather(1, run), torch.zeros_like(run))
+    return torch.zeros_like(counts).scatter(1, order, counts)                # back to input order
+
+
+def _runs(buckets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(ordered, order, first)``, each ``(batch, k)``: each row's buckets ascending, the input position of each,
+    and whether each is the first of its bucket's run (its leftmost entry in the input)."""
     # Sorting (bucket, position) pairs, all distinct, puts each bucket's leftmost entry first without
     # a stable sort (which ONNX export lacks). The base is a constant, not k, so that an exported
     # graph does not freeze the traced length into it; buckets < 2**22 keep the key below 2**63.
     key = buckets * _POSITION_BASE + torch.arange(buckets.shape[1], device=buckets.device)   # (batch, k)
     ordered_key, order = torch.sort(key, dim=1)                              # (batch, k) each
     ordered = torch.div(ordered_key, _POSITION_BASE, rounding_mode="floor")  # (batch, k) buckets, ascending
-    first = torch.ones_like(ordered, dtype=torch.bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    first = first & (ordered > 0)
-    return torch.zeros_like(first).scatter(1, order, first)                  # back to input order
+    previous = nn.functional.pad(ordered, (1, 0), value=-1)[:, :-1]   # (batch, k): no (k - 1) axis, which
+    return ordered, order, ordered != previous                        # torch.export fails to bound at max_n 2
 
 
 def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int = 256, max_n: int = MAX_N,
-                   pieces: Tensor | None = None):
-    """Binarised hashed token 1-``max_n``-grams, exactly as :meth:`~.score.NgramScore.token_logits` reads them.
+                   pieces: Tensor | None = None, tf: str = "binary"):
+    """Hashed token 1-``max_n``-grams' term frequencies, exactly as :meth:`~.score.NgramScore.token_logits` reads
+    them.
 
     Args:
         ids: token ids per text (as the model gets them: encoded and truncated); an empty text has none.
@@ -138,10 +170,17 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
         batch_size: texts hashed at a time (memory only; the result does not depend on it).
         max_n: the longest n-gram (``[model] ngram_max_n``).
         pieces: the words' character n-grams (:func:`word_pieces`, as a tensor), or ``None``.
+        tf: ``"binary"`` (1 for each distinct n-gram) or ``"sublinear"`` (``1 + ln(count)``, scikit-learn's
+            ``sublinear_tf``; Manning, Raghavan & Schuetze 2008, "Introduction to Information Retrieval", 6.4.1).
 
     Returns:
-        ``(len(ids), buckets + 1)`` float32 scipy CSR matrix of 0/1; column 0 ("no n-gram") is empty.
+        ``(len(ids), buckets + 1)`` float32 scipy CSR matrix; column 0 ("no n-gram") is empty.
+
+    Raises:
+        ValueError: an unknown ``tf``.
     """
+    if tf not in TERM_FREQUENCIES:
+        raise ValueError(f"unknown term frequency {tf!r}; known: {', '.join(TERM_FREQUENCIES)}")
     import scipy.sparse as sp
 
     from ..data.batching import collate
@@ -155,35 +194,37 @@ def ngram_features(ids: Sequence[Sequence[int]], buckets: int, batch_size: int =
         x = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep].numpy(), flat[keep].numpy())),
                           shape=(flat.shape[0], buckets + 1))
         x.sum_duplicates()
-        x.data[:] = 1.0
+        x.data[:] = 1.0 if tf == "binary" else 1.0 + np.log(x.data)
         blocks.append(x)
     return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, buckets + 1), dtype=np.float32)
 
 
-def idf_weights(x) -> np.ndarray:
-    """Smoothed inverse document frequencies of the binarised n-gram columns ``x`` (the training texts'):
+def idf_weights(x, min_df: int = 1) -> np.ndarray:
+    """Smoothed inverse document frequencies of the n-gram columns ``x`` (the training texts'):
     ``idf = ln((1 + n) / (1 + df)) + 1`` (scikit-learn's ``TfidfVectorizer(smooth_idf=True)``; Sparck Jones
-    1972), and 0 for a column no training text fills, so that an n-gram never seen in training counts in
-    neither the score nor a text's norm (as an n-gram outside a vectorizer's vocabulary).
+    1972), and 0 for a column fewer than ``min_df`` training texts fill (at least one), so that such an n-gram
+    counts in neither the score nor a text's norm (as an n-gram outside a vectorizer's vocabulary, whose
+    ``min_df`` left it out).
 
     Args:
-        x: ``(n_texts, n_columns)`` scipy CSR of 0/1 (:func:`ngram_features`).
+        x: ``(n_texts, n_columns)`` scipy CSR (:func:`ngram_features`; only where its entries lie matters).
+        min_df: the fewest training texts an n-gram must be in to count (``[model] ngram_min_df``).
 
     Returns:
         ``(n_columns,)`` float32.
     """
     df = np.bincount(x.indices, minlength=x.shape[1])
     idf = np.log((1.0 + x.shape[0]) / (1.0 + df)) + 1.0
-    return np.where(df > 0, idf, 0.0).astype(np.float32)
+    return np.where(df >= max(1, min_df), idf, 0.0).astype(np.float32)
 
 
 def tfidf_rows(x, idf: np.ndarray):
-    """TF-IDF rows of binarised n-gram columns: each row ``x * idf`` over its L2 norm (binary tf; Salton &
-    Buckley 1988), as :meth:`~.score.NgramScore.token_logits` weighs them with ``[model] ngram_weighting =
-    "tfidf"``; a row with no seen n-gram stays zero.
+    """TF-IDF rows of n-gram columns: each row ``x * idf`` over its L2 norm (Salton & Buckley 1988), as
+    :meth:`~.score.NgramScore.token_logits` weighs them with ``[model] ngram_weighting = "tfidf"`` (binary tf)
+    or ``"sublinear"`` (``1 + ln(count)``); a row with no counted n-gram stays zero.
 
     Args:
-        x: ``(n_texts, n_columns)`` scipy CSR of 0/1.
+        x: ``(n_texts, n_columns)`` scipy CSR of term frequencies (:func:`ngram_features`).
         idf: ``(n_columns,)`` from :func:`idf_weights`.
 
     Returns:

@@ -23,7 +23,7 @@ import torch
 from ..config import Config
 from .crossfit import RESIDUAL_FOLDS, residual_logits
 from .estimator import NgramEstimator
-from .features import idf_weights, ngram_features, tfidf_rows
+from .features import TFIDF, idf_weights, ngram_features, tfidf_rows
 from .forms import form_phrase
 from .memory import fit_limit
 from .score import NgramScore
@@ -85,12 +85,14 @@ def rows_digest(x, labels) -> str:
     return h.hexdigest()
 
 
-def fit_key(rows: str, form: str, C: float | None, class_weight: str | None, weighting: str = "binary") -> str:
+def fit_key(rows: str, form: str, C: float | None, class_weight: str | None, weighting: str = "binary",
+            min_df: int = 1) -> str:
     """What a fit depends on: the rows and labels (``rows``, :func:`rows_digest`), the form, C, class weighting and
-    the rows' weighting (``[model] ngram_weighting``: binarised or TF-IDF).
+    the rows' weighting (``[model] ngram_weighting``: binarised or TF-IDF; ``ngram_min_df``).
     Two fits with the same key give the same estimator (the fits are deterministic), so the search's n-gram stage
     hands its winner's fit to the encoder trials that read the same rows (issue 54: work done once)."""
-    return hashlib.sha256(repr((rows, form, C, class_weight, weighting)).encode()).hexdigest()
+    reading = (weighting,) if min_df == 1 else (weighting, min_df)   # the keys of fits before ngram_min_df
+    return hashlib.sha256(repr((rows, form, C, class_weight, *reading)).encode()).hexdigest()
 
 
 def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],
@@ -162,11 +164,11 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
         DataError: as :func:`fit_ngram_score`.
     """
     weighting = fit_weighting(config.training.class_weight, train_labels)
-    x = ngram_features(train_ids, score.buckets, max_n=score.max_n, pieces=score.pieces)
-    pinned_c = config.model.ngram_c or None   # 0: the form's default C (a pinned form) or cross-validation's
+    x = ngram_features(train_ids, score.buckets, max_n=score.max_n, pieces=score.pieces, tf=score.term_frequency)
+    pinned_c, min_df = config.model.ngram_c or None, config.model.ngram_min_df   # ngram_c 0: default or CV's C
     key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting,
-                  score.weighting) if cache else ""
-    idf = idf_weights(x) if score.weighting == "tfidf" else None
+                  score.weighting, min_df) if cache else ""
+    idf = idf_weights(x, min_df) if score.weighting in TFIDF else None
     if idf is not None:
         x = tfidf_rows(x, idf)
 

@@ -2,7 +2,8 @@
 
 ``[model] ngram_buckets`` > 0 gives the classifier an :class:`NgramScore`: ``ngram_scale * (w . x + b)`` joins
 the logits (the positive class's with two classes, one score per class with more), where ``x`` are the text's
-binarised hashed token 1-n-grams (``features.py``; ``[model] ngram_max_n``, read from the model's own token ids) and ``w``, ``b`` the
+hashed token 1-n-grams, binarised or TF-IDF rows (``features.py``; ``[model] ngram_max_n``, ``ngram_weighting``,
+read from the model's own token ids) and ``w``, ``b`` the
 linear model that :class:`~.estimator.NgramEstimator` fits (``fit.py``: on the training split, by scikit-learn,
 seconds to a minute, rather than by gradient). Its weights are buffers that the optimizer never touches, saved
 with the model as ``ngram_weight`` and ``ngram_bias`` in the same shapes whatever the form.
@@ -17,7 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .features import MAX_N, PIECES_PER_WORD, first_occurrences, ngram_buckets, ngram_features, word_pieces
+from .features import (MAX_N, PIECES_PER_WORD, TFIDF, first_occurrences, ngram_buckets, ngram_features,
+                       occurrence_counts, term_frequency, word_pieces)
 from .forms import form_phrase
 
 # the names in a checkpoint's weights
@@ -39,8 +41,9 @@ class NgramScore(nn.Module):
             or a fit's); ``None`` while unknown.
         max_n: the longest token n-gram it reads (``[model] ngram_max_n``; 3 in every checkpoint before it).
         weighting: ``"binary"`` (each distinct n-gram counts 1, every checkpoint before ``[model]
-            ngram_weighting``) or ``"tfidf"``: each counts its idf and the text's n-grams are L2-normalised
-            (:func:`~.features.tfidf_rows`); its ``idf`` buffer ``(buckets + 1,)`` is saved as ``ngram_idf``.
+            ngram_weighting``), ``"tfidf"``: each counts its idf and the text's n-grams are L2-normalised
+            (:func:`~.features.tfidf_rows`), or ``"sublinear"``: as ``"tfidf"``, each counting ``1 + ln(count)``
+            times its idf; with an idf, its ``idf`` buffer ``(buckets + 1,)`` is saved as ``ngram_idf``.
         word_chars: ``[model] ngram_word_chars``: with 2 or more, each token also counts its character
             2-``word_chars``-grams (:func:`~.features.word_pieces`), from a ``pieces`` buffer ``(vocab_size,
             P)`` int32 saved as ``ngram_pieces`` and filled by :meth:`set_vocabulary`; 0: none.
@@ -66,7 +69,7 @@ class NgramScore(nn.Module):
         shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
         self.register_buffer("weight", torch.zeros(shape))
         self.register_buffer("bias", torch.zeros(shape[1:]))
-        if weighting == "tfidf":   # the weights hold w * idf; the norm reads idf itself
+        if weighting in TFIDF:   # the weights hold w * idf; the norm reads idf itself
             self.register_buffer("idf", torch.zeros(buckets + 1))
         if word_chars:   # each token's character n-grams' buckets; derived from the vocabulary, saved with it
             self.register_buffer("pieces", torch.zeros((vocab_size, PIECES_PER_WORD), dtype=torch.int32))
@@ -90,6 +93,12 @@ class NgramScore(nn.Module):
         pinned = None if config.ngram_fit == "auto" else config.ngram_fit
         return cls(config.ngram_buckets, config.ngram_scale, num_labels, pinned, config.ngram_max_n,
                    config.ngram_weighting, config.ngram_word_chars, vocab_size)
+
+    @property
+    def term_frequency(self) -> str:
+        """What a distinct n-gram of a text counts before its idf: ``"sublinear"`` (``1 + ln(count)``) with that
+        weighting, else ``"binary"``."""
+        return term_frequency(self.weighting)
 
     def set_vocabulary(self, tokens: Sequence[str]) -> None:
         """Fill the word pieces' table from the tokenizer's vocabulary (``tokens[i]`` is id ``i``'s;
@@ -118,7 +127,7 @@ class NgramScore(nn.Module):
         training run's report), else in :attr:`form`; ``multi_label``: one binary fit per label."""
         form = form or self.form
         source = "" if form == "lr" else ", Wang & Manning 2012"
-        tfidf = "TF-IDF of " if self.weighting == "tfidf" else ""
+        tfidf = {"tfidf": "TF-IDF of ", "sublinear": "TF-IDF (sublinear tf) of "}.get(self.weighting, "")
         return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over {tfidf}"
                 f"token 1-{self.max_n}-grams{self.pieces_phrase()} "
                 f"hashed into {self.buckets:,} buckets{source})")
@@ -138,15 +147,15 @@ class NgramScore(nn.Module):
             intercepts: ``(1,)`` or ``()`` with two classes, ``(num_labels,)`` with more (float64 kept as
                 :attr:`intercept`).
             form: the form they come from, when known.
-            idf: with ``weighting`` ``"tfidf"``, the ``(buckets + 1,)`` idf the weights were fitted on
+            idf: with an idf's ``weighting`` (:data:`TFIDF`), the ``(buckets + 1,)`` idf the weights were fitted on
                 (:func:`~.features.idf_weights`): folded into the weights and kept for the norm.
 
         Raises:
             ValueError: the shapes do not fit this score, or ``idf`` is missing (or given) for its weighting.
         """
-        if (idf is None) != (self.weighting != "tfidf"):
+        if (idf is None) == (self.weighting in TFIDF):
             raise ValueError(f"an n-gram score weighted {self.weighting!r} takes idf weights "
-                             f"{'with' if self.weighting == 'tfidf' else 'without'} its fit")
+                             f"{'with' if self.weighting in TFIDF else 'without'} its fit")
         weights = np.array(weights, dtype=np.float32).reshape(-1, *self.weight.shape[1:])
         if idf is not None:
             idf = np.asarray(idf, np.float32).reshape(-1)
@@ -196,15 +205,15 @@ class NgramScore(nn.Module):
         return np.concatenate(out).astype(np.float32) if out else empty
 
     def _features(self, ids: Sequence[Sequence[int]]):
-        """The rows :meth:`margins` reads: binarised n-grams, or with ``"tfidf"`` their norms divided out (the
-        weights hold ``w * idf``)."""
-        x = ngram_features(ids, self.buckets, max_n=self.max_n, pieces=self.pieces)
-        if self.weighting != "tfidf":
+        """The rows :meth:`margins` reads: binarised n-grams, or with an idf their term frequencies over their
+        norms (the weights hold ``w * idf``)."""
+        x = ngram_features(ids, self.buckets, max_n=self.max_n, pieces=self.pieces, tf=self.term_frequency)
+        if self.weighting not in TFIDF:
             return x
         import scipy.sparse as sp
 
         idf = self.idf.cpu().numpy()
-        norms = np.sqrt(np.asarray(x @ (idf * idf)).ravel())
+        norms = np.sqrt(np.asarray(x.multiply(x) @ (idf * idf)).ravel())
         return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ x
 
     def logits(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
@@ -223,7 +232,7 @@ class NgramScore(nn.Module):
 
     def token_logits(self, input_ids: Tensor) -> Tensor:
         """Each token's share of the score's logits: the scaled weights of the distinct n-grams that end
-        at it (a repeated n-gram counts at its first occurrence only).
+        at it (a repeated n-gram counts at its first occurrence only, its whole count with sublinear tf).
 
         Args:
             input_ids: ``(batch, seq_len)`` int64 token ids.
@@ -235,8 +244,12 @@ class NgramScore(nn.Module):
         # (batch, seq_len, n): n is max_n, plus P with word pieces
         buckets = ngram_buckets(input_ids, self.buckets, self.max_n, self.pieces)
         flat = buckets.flatten(1)                                           # (batch, seq_len * n)
-        present = first_occurrences(flat).to(self.weight.dtype)             # (batch, seq_len * n)
-        if self.weighting == "tfidf":   # each text's n-grams over the L2 norm of their idfs (tfidf_rows)
+        if self.term_frequency == "sublinear":   # 1 + ln(count) at each n-gram's first entry
+            counts = occurrence_counts(flat).to(self.weight.dtype)          # (batch, seq_len * n)
+            present = torch.where(counts > 0, 1 + torch.log(counts.clamp_min(1)), torch.zeros_like(counts))
+        else:
+            present = first_occurrences(flat).to(self.weight.dtype)         # (batch, seq_len * n)
+        if self.weighting in TFIDF:   # each text's n-grams over the L2 norm of their tf * idf (tfidf_rows)
             norm = ((self.idf[flat] * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
             present = present / norm.clamp_min(1e-12)
         if self.num_labels == 2:

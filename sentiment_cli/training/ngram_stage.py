@@ -2,15 +2,16 @@
 validation split (``search.py`` runs it first, then the encoder trials).
 
 Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word tokenizer and one label
-per text) each word's character n-grams beside them (:data:`PIECE_FITS`); it leaves each reading's best fit in the
-run's data, so that an encoder trial reading the same rows takes it instead of fitting again (issue 54).
+per text) each word's character n-grams beside them (:data:`PIECE_FITS`), or (several labels per text) term
+frequencies of the commoner n-grams (:data:`TERM_READING`); it leaves each reading's best fit in the run's data, so
+that an encoder trial reading the same rows takes it instead of fitting again (issue 54).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -23,7 +24,7 @@ from ..evaluation import calibration
 from ..inference.multilabel import binary_nll, fit_decision
 from ..ngram.crossfit import full_logits
 from ..ngram.estimator import NgramEstimator
-from ..ngram.features import idf_weights, ngram_features, tfidf_rows, word_pieces
+from ..ngram.features import TFIDF, idf_weights, ngram_features, term_frequency, tfidf_rows, word_pieces
 from ..ngram.fit import fit_key, fit_weighting, rows_digest
 from ..ngram.memory import fit_limit
 from ..ngram.selection import SEARCH_GRID
@@ -39,6 +40,34 @@ from .run_data import RunData
 # (NB-LR C 1), TREC-6 0.3867 against 0.3798, IMDB 0.2516 against 0.2681 (docs/experiments.md, fourth session).
 PIECE_CHARS = 5
 PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", "binary"), ("lr", 10.0, "tfidf"))
+
+
+class Reading(NamedTuple):
+    """How the n-gram score reads a text: ``chars``, its words' character 2-``chars``-grams (0: none; ``[model]
+    ngram_word_chars``), ``weighting``, ``max_n`` and ``min_df`` (``[model] ngram_weighting``, ``ngram_max_n``,
+    ``ngram_min_df``)."""
+
+    chars: int
+    weighting: str
+    max_n: int
+    min_df: int
+
+    @classmethod
+    def of(cls, config: Config, **changes: Any) -> "Reading":
+        """The config's reading, with ``changes``."""
+        m = config.model
+        return cls(m.ngram_word_chars, m.ngram_weighting, m.ngram_max_n, m.ngram_min_df)._replace(**changes)
+
+
+# Several labels per text (Reuters' topics): a story about wheat says "wheat" many times, and binary features cannot
+# tell; n-grams seen in one training text and trigrams take most of a long text's TF-IDF norm. With several labels
+# the stage also fits LR per label over sublinear TF-IDF 1-2-grams in 2 training texts or more, at TERM_CS (TF-IDF
+# rows put LR's best C far above binary rows' 1). Reuters' dev macro-F1 (thresholds fitted on dev): 0.4761 binary
+# 1-3-grams at C 1; 0.5768, 0.6354 at C 30, 100 (docs/experiments.md, seventh session).
+TERM_READING = {"weighting": "sublinear", "max_n": 2, "min_df": 2}
+READING_SETTINGS = {"chars": "model.ngram_word_chars", "weighting": "model.ngram_weighting",
+                    "max_n": "model.ngram_max_n", "min_df": "model.ngram_min_df"}
+TERM_CS = (30.0, 100.0, 300.0)
 
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 
@@ -86,20 +115,24 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
-    def fit(form: str, C: float, class_weight: str, reading: tuple[int, str]) -> Candidate:
-        x, xv, rows = features.of(*reading)
-        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading[1])
+    def fit(form: str, C: float, class_weight: str, reading: Reading) -> Candidate:
+        x, xv, rows = features.of(reading)
+        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df)
         return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
 
     fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
     out = fits.out
-    fits.words(grid, m.ngram_weighting, end)
+    fits.words(grid, Reading.of(config), end)
     if _tries_pieces(config, given, train.multi_label, tokenizer):
         pieces = _piece_fits(out, grid, features, end)
         if pieces:
             cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
         for i, (form, C, (chars, tf)) in enumerate(pieces):   # a weighting given on the command line stays
-            fits.add(form, C, (chars, m.ngram_weighting if "model.ngram_weighting" in given else tf), i == 0)
+            tf = m.ngram_weighting if "model.ngram_weighting" in given else tf
+            fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
+    if _tries_terms(config, given, train.multi_label):
+        cb.on_stage("the search: the n-gram score alone over sublinear TF-IDF 1-2-grams in 2 training texts or more")
+        fits.terms(Reading.of(config, **TERM_READING), end)
     for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
         if c.fit is not None:
             key, estimator = c.fit
@@ -116,21 +149,30 @@ class _Fits:
         self.fit, self.weighting, self.searched = fit, weighting, searched
         self.out: list[Candidate] = []
 
-    def words(self, grid: dict[str, tuple[float, ...]], tf: str, end: float) -> None:
-        """Words alone, their n-grams weighted ``tf`` (``[model] ngram_weighting``; not the class weighting): each
+    def next_ends_past(self, end: float) -> bool:
+        """Whether a fit as long as the longest so far would end past ``end``."""
+        return time.monotonic() + max(c.seconds for c in self.out) > end
+
+    def words(self, grid: dict[str, tuple[float, ...]], reading: Reading, end: float) -> None:
+        """Words alone as the config reads them (``reading``; its weighting is not the class weighting): each
         form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends before
         ``end`` (one fit at least), then past a grid's edge (:func:`past_the_edge`)."""
-        def next_ends_past() -> bool:
-            return time.monotonic() + max(c.seconds for c in self.out) > end
-
-        for i, (form, C) in enumerate(fit_order(grid, tf)):
-            if self.out and next_ends_past():
+        for i, (form, C) in enumerate(fit_order(grid, reading.weighting)):
+            if self.out and self.next_ends_past(end):
                 break
-            self.add(form, C, (0, tf), i == 0)
-        while (edge := past_the_edge(self.out, grid)) and not next_ends_past():
-            self.add(*edge, (0, tf), False)
+            self.add(form, C, reading, i == 0)
+        while (edge := past_the_edge(self.out, grid)) and not self.next_ends_past(end):
+            self.add(*edge, reading, False)
 
-    def add(self, form: str, C: float, reading: tuple[int, str], first: bool) -> None:
+    def terms(self, reading: Reading, end: float) -> None:
+        """LR per label over ``reading`` (:data:`TERM_READING`) at each C of :data:`TERM_CS`, from the middle out,
+        while the next fit ends before ``end``."""
+        for form, C in fit_order({"lr": TERM_CS}, reading.weighting):
+            if self.next_ends_past(end):
+                break
+            self.add(form, C, reading, False)
+
+    def add(self, form: str, C: float, reading: Reading, first: bool) -> None:
         """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
         the encoder's loss's as well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.3
         points of accuracy to the balanced weights NB-LR on words alone chose)."""
@@ -144,17 +186,17 @@ class _Fits:
 
 
 class _StageFeatures:
-    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each reading ``(chars,
-    weighting)``: words alone (``chars`` 0) or with their character 2-``chars``-grams
+    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each :class:`Reading`:
+    words alone (``chars`` 0) or with their character 2-``chars``-grams
     (:func:`~sentiment_cli.ngram.features.word_pieces`), binarised or as TF-IDF rows, as the model's score reads them
-    (``[model] ngram_word_chars``, ``ngram_weighting``)."""
+    (``[model] ngram_word_chars``, ``ngram_weighting``, ``ngram_max_n``, ``ngram_min_df``)."""
 
     def __init__(self, config: Config, data: RunData, tokenizer: Any, train: Any, val: Any):
         self.config, self.tokenizer = config, tokenizer
         self.train_ids = data.ids(tokenizer, train.texts, config.data)
         self.val_ids = data.ids(tokenizer, val.texts, config.data)
         self.labels = train.labels
-        self.made: dict[tuple[int, str], tuple[Any, Any, str]] = {}
+        self.made: dict[Reading, tuple[Any, Any, str]] = {}
         self.tables: dict[int, torch.Tensor] = {}
 
     def pieces(self, chars: int) -> torch.Tensor | None:
@@ -167,18 +209,20 @@ class _StageFeatures:
                                                               self.config.model.ngram_buckets, chars))
         return self.tables[chars]
 
-    def of(self, chars: int, weighting: str) -> tuple[Any, Any, str]:
-        """``(x, x_validation, rows_digest)`` of a reading; the digest is of the binarised rows (:func:`fit_key`)."""
-        if (chars, weighting) not in self.made:
-            m, pieces = self.config.model, self.pieces(chars)
-            x = ngram_features(self.train_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
-            xv = ngram_features(self.val_ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=pieces)
+    def of(self, reading: Reading) -> tuple[Any, Any, str]:
+        """``(x, x_validation, rows_digest)`` of a reading; the digest is of where the rows' entries lie
+        (:func:`fit_key`)."""
+        if reading not in self.made:
+            buckets, pieces = self.config.model.ngram_buckets, self.pieces(reading.chars)
+            tf, n = term_frequency(reading.weighting), reading.max_n
+            x = ngram_features(self.train_ids, buckets, max_n=n, pieces=pieces, tf=tf)
+            xv = ngram_features(self.val_ids, buckets, max_n=n, pieces=pieces, tf=tf)
             rows = rows_digest(x, self.labels)
-            if weighting == "tfidf":   # as the model's score weighs them (ngram/features.py)
-                idf = idf_weights(x)
+            if reading.weighting in TFIDF:   # as the model's score weighs them (ngram/features.py)
+                idf = idf_weights(x, reading.min_df)
                 x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
-            self.made[(chars, weighting)] = (x, xv, rows)
-        return self.made[(chars, weighting)]
+            self.made[reading] = (x, xv, rows)
+        return self.made[reading]
 
     def size_ratio(self, chars: int, sample: int = 500) -> float:
         """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured on
@@ -222,6 +266,15 @@ def _ladder_step(C: float, steps: int) -> float:
     return C_LADDER[i]
 
 
+def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bool:
+    """Whether the stage also fits :data:`TERM_READING`: several labels per text, plain LR (the multi-label rules'
+    form), and none of the reading's settings given on the command line or set otherwise than their defaults."""
+    m = config.model
+    return (multi_label and m.ngram_fit == "lr" and not m.ngram_word_chars and m.ngram_weighting == "binary"
+            and m.ngram_min_df == 1 and not given & {"model.ngram_weighting", "model.ngram_max_n",
+                                                     "model.ngram_min_df", "model.ngram_c", "model.ngram_fit"})
+
+
 def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, tokenizer: Any) -> bool:
     """Whether the stage also fits words with their character n-grams: a word tokenizer, one label per text (a
     multi-label run's rules pin its form), and ``[model] ngram_word_chars`` neither set nor given."""
@@ -256,29 +309,31 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
 
 
 def _keep_best_fit(candidates: list[Candidate]) -> None:
-    """Drop every n-gram candidate's estimator but the best one's of each reading, words alone and with word pieces
-    (on GoEmotions each holds 2,097,153 x 28 weights): the encoder trials take one of the two
+    """Drop every n-gram candidate's estimator but the best one's of each reading (words alone, with word pieces,
+    term frequencies; on GoEmotions each holds 2,097,153 x 28 weights): the encoder trials take one of them
     (:func:`_trials_ngram`)."""
-    for pieces in (False, True):
-        reading = [c for c in candidates if ("model.ngram_word_chars" in c.settings) == pieces]
-        best = max(reading, key=Candidate.rank_key, default=None)
+    readings: dict[tuple[bool, bool], list[Candidate]] = {}
+    for c in candidates:
+        readings.setdefault(("model.ngram_word_chars" in c.settings, "model.ngram_min_df" in c.settings), []).append(c)
+    for reading in readings.values():
+        best = max(reading, key=Candidate.rank_key)
         for c in reading:
             if c is not best:
                 c.fit = None
 
 
-def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: tuple[int, str], train: tuple[Any, Any],
+def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading, train: tuple[Any, Any],
                val: tuple[Any, np.ndarray], k: int, cb: TrainCallbacks, stop: StopFlag | None,
                key: str = "") -> Candidate:
     """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)`` of
-    ``reading`` ``(chars, weighting)`` (``chars``: its word pieces' longest, 0 for none) and scored on ``val``; its
+    ``reading`` (:class:`Reading`) and scored on ``val``; its
     line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``:
     :func:`~sentiment_cli.ngram.fit.fit_key`).
 
     Raises:
         Interrupted: ``stop`` was set (a signal), checked before the fit.
     """
-    (form, C, class_weight), (chars, reading_weighting) = setting, reading
+    form, C, class_weight = setting
     if stop is not None and stop.requested:
         raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
                           "was: run the same command again", exit_code=stop.exit_code)
@@ -289,18 +344,29 @@ def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: tuple[i
     settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
     if class_weight != config.training.class_weight:
         settings["training.class_weight"] = class_weight
-    if chars:
-        settings["model.ngram_word_chars"] = chars
-    if reading_weighting != config.model.ngram_weighting:
-        settings["model.ngram_weighting"] = reading_weighting
+    own = Reading.of(config)
+    settings.update({READING_SETTINGS[key]: value for key, value in reading._asdict().items()
+                     if value != getattr(own, key)})
     name = f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else ", classes balanced")
-    name += (f", {'TF-IDF, ' if 'model.ngram_weighting' in settings else ''}characters 2-{chars} within words"
-             if chars else "")
+    name += _reading_phrase(settings)
     c = Candidate(name, "ngram", settings,
                   accuracy=accuracy, nll=nll,
                   seconds=time.perf_counter() - began, losses=losses, fit=(key, fitted))
     cb.on_note(result_line(c))
     return c
+
+
+def _reading_phrase(settings: dict[str, Any]) -> str:
+    """How a candidate's reading differs from the config's, for its name: ``", TF-IDF, characters 2-5 within
+    words"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"``, or ``""``."""
+    weighting = {"tfidf": "TF-IDF", "sublinear": "sublinear TF-IDF"}.get(settings.get("model.ngram_weighting"))
+    if "model.ngram_word_chars" in settings:
+        return f", {weighting + ', ' if weighting else ''}characters 2-{settings['model.ngram_word_chars']} within words"
+    if weighting is None:
+        return ""
+    n = settings.get("model.ngram_max_n")
+    df = settings.get("model.ngram_min_df")
+    return f", {weighting}" + (f" 1-{n}-grams" if n else "") + (f" in {df}+ texts" if df else "")
 
 
 def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
@@ -316,7 +382,7 @@ def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[
         mid = (len(Cs) - 1) // 2   # the lower middle of an even grid: LR's 3 of (1, 3, 10, 30)
         return sorted(Cs, key=lambda C: (abs(Cs.index(C) - mid), -Cs.index(C)))
 
-    forms = sorted(grid, key=lambda form: (form == "nb-lr") == (weighting == "tfidf"))
+    forms = sorted(grid, key=lambda form: (form == "nb-lr") == (weighting in TFIDF))
     ladders = {form: middle_out(grid[form]) for form in forms}
     return [(form, ladders[form][i]) for i in range(max(map(len, ladders.values()), default=0))
             for form in forms if i < len(ladders[form])]

@@ -335,7 +335,8 @@ def _within_se(preferred: Candidate, best: Candidate) -> tuple[float, float] | N
 def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozenset[str]) -> Config:
     """``config`` with the best n-gram candidate's settings (on validation) for every encoder trial: its form and C,
     so that each trial fits the score once instead of choosing its form again by cross-validation on the same
-    rows (not when the command line or a multi-label run's rules pinned them), and its class weights when the
+    rows (not when the command line or a multi-label run's rules pinned them, unless it reads term frequencies:
+    :data:`~.ngram_stage.TERM_READING` has C's of its own), its reading, and its class weights when the
     stage chose them (:func:`~.ngram_stage._weighting_searched`); ``config`` itself when there is no n-gram
     candidate."""
     ngram = [c for c in candidates if c.kind == "ngram" and c.complete]
@@ -343,7 +344,8 @@ def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozense
         return config
     best = _trials_ngram(ngram)
     settings = dict(best.settings)
-    if config.model.ngram_fit != "auto" or given & {"model.ngram_fit", "model.ngram_c"}:
+    pinned = config.model.ngram_fit != "auto" and "model.ngram_min_df" not in settings   # a term reading has its C
+    if pinned or given & {"model.ngram_fit", "model.ngram_c"}:
         settings.pop("model.ngram_fit", None), settings.pop("model.ngram_c", None)
     return config.with_keys(settings, "the search: the best n-gram score alone's form and C, and its class "
                             "weights") if settings else config
