@@ -309,10 +309,18 @@ def main(argv=None) -> None:
     results = {**record.header(), "sets": {}}
     earlier = json.loads(Path(args.peers_from).read_text())["sets"] if args.peers_from else {}
     for name, folder in folders.items():
-        run = multilabel.run_set if name in MULTI_LABEL_SETS else run_set
+        run = multilabel.run_set if name in MULTI_LABEL_SETS or _multi_label(folder) else run_set
         results["sets"][name] = run(name, folder, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
         record.save(results, out)
     record.finish(results, out, markdown)
+
+
+def _multi_label(folder: str) -> bool:
+    """Whether a ``--data`` folder has several labels per text, as ``sentiment train`` reads it (Reuters' topics):
+    its peers and table are ``bench/multilabel.py``'s."""
+    from sentiment_cli.data.splits import load_split
+
+    return bool(load_split(folder, "train").multi_label)
 
 
 if __name__ == "__main__":
