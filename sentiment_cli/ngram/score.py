@@ -127,7 +127,7 @@ class NgramScore(nn.Module):
         training run's report), else in :attr:`form`; ``multi_label``: one binary fit per label."""
         form = form or self.form
         source = "" if form == "lr" else ", Wang & Manning 2012"
-        tfidf = {"tfidf": "TF-IDF of ", "sublinear": "TF-IDF (sublinear tf) of "}.get(self.weighting, "")
+        tfidf = {"tfidf": "TF-IDF of ", "sublinear": "sublinear TF-IDF of "}.get(self.weighting, "")
         return (f"{self.scale:g} x an n-gram score ({form_phrase(form, self.num_labels, multi_label)} over {tfidf}"
                 f"token 1-{self.max_n}-grams{self.pieces_phrase()} "
                 f"hashed into {self.buckets:,} buckets{source})")
