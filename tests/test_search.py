@@ -119,6 +119,8 @@ def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own
     assert all(c.settings.items() >= term.items() for c in found[:1] + found[2:])
     assert found[0].name == "n-gram alone, LR C 100, sublinear TF-IDF 1-2-grams in 2+ texts"
     assert len({round(c.nll, 6) for c in found}) == 4   # the readings and Cs differ on validation
+    for c in found:   # each text's loss, the mean over its labels: the one-standard-error rule pairs them
+        assert c.losses.ndim == 1 and c.losses.mean() == pytest.approx(c.nll, rel=1e-9)
     for best in found[:2]:
         trials = search._with_ngram_fit(cfg, [best], frozenset())
         assert trials.model.ngram_c == best.settings["model.ngram_c"]

@@ -247,6 +247,16 @@ def binary_nll(logits: np.ndarray, truth: np.ndarray, temperature: float = 1.0) 
     return float(np.mean(np.logaddexp(0.0, z) - y * z))   # -[y log s(z) + (1 - y) log(1 - s(z))]
 
 
+def row_binary_nll(logits: np.ndarray, truth: np.ndarray, temperatures: np.ndarray | float = 1.0) -> np.ndarray:
+    """Each text's binary negative log-likelihood (nats), the mean over its labels: ``(n,)`` float64 from ``(n, L)``
+    logits and 0/1 ``truth`` under ``sigmoid(logits / temperatures)`` (``temperatures``: ``(L,)`` or one). Its mean
+    is :func:`binary_nll`'s over the whole matrix; row by row it pairs two models' losses on the same texts (the
+    search's one-standard-error rule)."""
+    z = np.asarray(logits, dtype=np.float64) / np.asarray(temperatures, dtype=np.float64)
+    y = np.asarray(truth, dtype=np.float64)
+    return (np.logaddexp(0.0, z) - y * z).mean(axis=1)
+
+
 def fit_label_temperatures(logits: np.ndarray, y_true: np.ndarray, tol: float = 1e-6) -> np.ndarray:
     """Per-label temperatures ``T_j`` minimising each label's validation NLL of ``sigmoid(z_j / T_j)``.
 

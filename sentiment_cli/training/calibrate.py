@@ -24,7 +24,7 @@ import torch
 from ..checkpoint import CheckpointRecord
 from ..config import TrainingConfig
 from ..evaluation import calibration, multilabel
-from ..inference.multilabel import Decision, binary_nll, fit_decision, sigmoid
+from ..inference.multilabel import Decision, binary_nll, fit_decision, row_binary_nll, sigmoid
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 from . import score_weight
@@ -39,9 +39,9 @@ class Calibration:
         report: ``metrics.json``'s ``calibration``: ``temperature``, and with validation ``bins`` and the
             validation ``ece`` / ``nll`` after and ``ece_uncalibrated`` / ``nll_uncalibrated`` before it;
             with a chosen weight also :func:`~.score_weight.fit`'s entries (``ngram_scale`` among them).
-        row_nll: ``(n_validation,)`` float64, each validation row's log-loss (nats) after the temperature, whose
-            mean is the report's ``nll``; one label per text only, else ``None`` (the search compares candidates
-            row by row with it).
+        row_nll: ``(n_validation,)`` float64, each validation row's log-loss (nats) after the temperature (with
+            several labels per text, the mean of its labels' binary log-losses after theirs), whose mean is the
+            report's ``nll``; ``None`` without validation (the search compares candidates row by row with it).
     """
 
     temperature: float
@@ -130,4 +130,5 @@ def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndar
         "shared_threshold": float(shared), "shared_threshold_labels": [int(j) for j in rare],
         "bins": calibration.ECE_BINS, "ece": multilabel.mean_ece(probabilities, y),
         "ece_uncalibrated": multilabel.mean_ece(sigmoid(logits), y),
-        "nll": binary_nll(logits, y, temperatures), "nll_uncalibrated": binary_nll(logits, y)})
+        "nll": binary_nll(logits, y, temperatures), "nll_uncalibrated": binary_nll(logits, y)},
+        row_binary_nll(logits, y, temperatures))

@@ -21,7 +21,7 @@ from ..data.splits import DataSpec
 from ..data.tokenizer import build_tokenizer, tokenizer_kind, vocabulary
 from ..errors import Interrupted
 from ..evaluation import calibration
-from ..inference.multilabel import binary_nll, fit_decision
+from ..inference.multilabel import fit_decision, row_binary_nll
 from ..ngram.crossfit import full_logits
 from ..ngram.estimator import NgramEstimator
 from ..ngram.features import TFIDF, idf_weights, ngram_features, term_frequency, tfidf_rows, word_pieces
@@ -407,12 +407,12 @@ def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float
     """``(accuracy, nll, losses)`` of the n-gram score alone on validation, as a trial's run records them: accuracy
     and the log-loss after the temperature, and each row's (``(n_validation,)``); with several labels per text
     (``y_val`` a 0/1 matrix) the subset accuracy at each label's F1 threshold, the binary log-loss after a
-    temperature per label, and ``None``."""
+    temperature per label, and each row's (the mean over its labels)."""
     if y_val.ndim == 2:
         rule, p, _, _ = fit_decision(scores, y_val)
         chosen = rule.labels(p)
-        return float((chosen == y_val.astype(bool)).all(1).mean()), \
-            binary_nll(scores, y_val, np.asarray(rule.temperatures)), None
+        losses = row_binary_nll(scores, y_val, np.asarray(rule.temperatures))
+        return float((chosen == y_val.astype(bool)).all(1).mean()), float(losses.mean()), losses
     logits = full_logits(scores, k)
     temperature = calibration.fit_temperature(logits, y_val)
     losses = calibration.row_nll(logits, y_val, temperature)

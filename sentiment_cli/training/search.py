@@ -308,7 +308,8 @@ def choose(candidates: list[Candidate]) -> tuple[Candidate | None, dict[str, Any
     """The winner among the finished candidates, and why: the lowest validation log-loss (:meth:`Candidate.rank_key`),
     except that the best finished encoder trial wins over a better n-gram score alone unless the score alone's
     log-loss is lower by more than :data:`ENCODER_SE` standard errors of the mean of the two's row-by-row
-    differences (the same validation rows; one label per text: both ``losses`` known).
+    differences (the same validation rows, both ``losses`` known; with several labels per text each row's loss is
+    the mean of its labels' binary log-losses).
 
     Returns:
         ``(winner or None, {"rule": "log-loss" | "one standard error", "why": a phrase, and with the second rule
