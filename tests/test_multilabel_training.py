@@ -53,9 +53,12 @@ def test_a_multi_label_run_distils_and_keeps_a_decision_per_label(tmp_path):
         unlabelled=str(GOEMOTIONS_SMALL / "test.csv"))
     cfg = cfg.override("model", ngram_buckets=1 << 15).override(
         "training", epochs=1, batch_size=32, device="cpu", distill_reviews=100, class_weight="balanced")
-    train(cfg, tmp_path / "run")
+    result = train(cfg, tmp_path / "run")
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["data"]["multi_label"] is True and metrics["data"]["unlabelled_rows"] == 0
+    losses = result.validation_losses   # each validation text's loss, for the search's one-standard-error rule
+    assert losses.shape == (metrics["data"]["validation_examples"],)
+    assert losses.mean() == pytest.approx(metrics["calibration"]["nll"], rel=1e-9)
     assert metrics["distillation"]["reviews_per_epoch"] == 100
     assert len(metrics["class_weights"]) == 28
     ckpt = load_checkpoint(tmp_path / "run")
