@@ -2,9 +2,10 @@
 
 Token ids are hashed one order at a time into ``buckets`` rows, as fastText does (Joulin et al. 2017,
 "Bag of Tricks for Efficient Text Classification", 2.2); the score reads each distinct n-gram of a text
-once (binarised counts, as NB-LR is fitted; ``[model] ngram_weighting = "sublinear"``: ``1 + ln(count)``). The torch functions are what the model and its ONNX export
-run; :func:`ngram_features` builds the same features as a scipy matrix for the fits, and :func:`word_ids`
-gives token ids to words without a vocabulary (``sentiment suggest``'s near-duplicates).
+once (binarised counts, as NB-LR is fitted; ``[model] ngram_weighting = "sublinear"``: ``1 + ln(count)``).
+The torch functions are what the model and its ONNX export run; :func:`ngram_features` builds the same
+features as a scipy matrix for the fits, and :func:`word_ids` gives token ids to words without a vocabulary
+(``sentiment suggest``'s near-duplicates).
 
 Shapes use ``batch``, ``seq_len`` and ``max_n`` (the longest n-gram, ``[model] ngram_max_n``: 3 for word
 tokens, as every checkpoint before it; more for character tokens, whose n-grams are character n-grams

@@ -129,12 +129,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         fits.terms(terms, end, TERM_CS[1:2])
     fits.words(grid, Reading.of(config), end)
     if _tries_pieces(config, given, train.multi_label, tokenizer):
-        pieces = _piece_fits(out, grid, features, end)
-        if pieces:
-            cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
-        for i, (form, C, (chars, tf)) in enumerate(pieces):   # a weighting given on the command line stays
-            tf = m.ngram_weighting if "model.ngram_weighting" in given else tf
-            fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
+        _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
         fits.terms(terms, end, TERM_CS[2:] + TERM_CS[:1])
     for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
@@ -286,6 +281,18 @@ def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, toke
             and tokenizer_kind(tokenizer) == "word")
 
 
+def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
+                features: _StageFeatures, end: float, cb: TrainCallbacks) -> None:
+    """Fit :func:`_piece_fits`' fits with word pieces, the first of them both ways when the class weighting is
+    searched; a weighting given on the command line stays."""
+    pieces = _piece_fits(fits.out, grid, features, end)
+    if pieces:
+        cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
+    for i, (form, C, (chars, tf)) in enumerate(pieces):
+        tf = config.model.ngram_weighting if "model.ngram_weighting" in given else tf
+        fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
+
+
 def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
                 end: float) -> list[tuple[str, float, tuple[int, str]]]:
     """The fits ``(form, C, (chars, weighting))`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
@@ -365,7 +372,8 @@ def _reading_phrase(settings: dict[str, Any]) -> str:
     words"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"``, or ``""``."""
     weighting = {"tfidf": "TF-IDF", "sublinear": "sublinear TF-IDF"}.get(settings.get("model.ngram_weighting"))
     if "model.ngram_word_chars" in settings:
-        return f", {weighting + ', ' if weighting else ''}characters 2-{settings['model.ngram_word_chars']} within words"
+        chars = settings["model.ngram_word_chars"]
+        return f", {weighting + ', ' if weighting else ''}characters 2-{chars} within words"
     if weighting is None:
         return ""
     n = settings.get("model.ngram_max_n")
