@@ -203,8 +203,8 @@ class TrainingConfig:
     autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")
     sparse_embeddings: bool = _spec(False, help="the token and bigram embeddings get sparse gradients, and AdamW "
                                     "updates only the rows a batch used (lazy Adam; their weight decay too)")
-    threads: int = _spec(0, lo=0, help="CPU threads for training; 0: OMP_NUM_THREADS where it is set, else the cores other "
-                         "processes leave free (the load average), checked again every 100 steps")
+    threads: int = _spec(0, lo=0, help="CPU threads for training; 0: OMP_NUM_THREADS where it is set, else the "
+                         "cores other processes leave free (the load average), checked again every 100 steps")
     fused_optimizer: bool = _spec(False, help="AdamW's fused kernel (torch's fused=True): one pass over each "
                                   "parameter instead of one per operation")
     # Small: on a CPU a small batch's activations stay in cache (docs/experiments.md has the measurement);
