@@ -149,6 +149,14 @@ def test_validation_fraction_0_is_a_run_on_all_of_train():
         cfg.override("training", patience=3)
 
 
+def test_a_minimum_document_count_needs_an_idf():
+    """ngram_min_df counts n-grams through their idf: refused with binary weighting, taken with TF-IDF."""
+    with pytest.raises(ConfigError, match=r"command line: \[model\] ngram_min_df counts n-grams through their idf"):
+        Config().override("model", ngram_min_df=2)
+    cfg = Config().override("model", ngram_weighting="sublinear", ngram_min_df=2)
+    assert (cfg.model.ngram_weighting, cfg.model.ngram_min_df) == ("sublinear", 2)
+
+
 def test_overrides_are_validated():
     cfg = Config()
     assert cfg.override("training", epochs=3, lr=None).training.epochs == 3
