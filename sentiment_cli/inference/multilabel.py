@@ -242,9 +242,15 @@ def fit_thresholds(probabilities: np.ndarray, y_true: np.ndarray, min_support: i
 def binary_nll(logits: np.ndarray, truth: np.ndarray, temperature: float = 1.0) -> float:
     """Mean binary negative log-likelihood (nats per text) of ``truth`` (``(n,)`` 0/1) under
     ``sigmoid(logits / temperature)`` (``logits`` ``(n,)``), from the logits (no log of a rounded 0)."""
-    z = np.asarray(logits, dtype=np.float64) / temperature
+    return float(np.mean(_binary_nll_terms(logits, truth, temperature)))
+
+
+def _binary_nll_terms(logits: np.ndarray, truth: np.ndarray, temperatures: np.ndarray | float) -> np.ndarray:
+    """Each entry's binary negative log-likelihood (nats) of ``truth`` under ``sigmoid(logits / temperatures)``,
+    from the logits (no log of a rounded 0); the shape of ``logits``."""
+    z = np.asarray(logits, dtype=np.float64) / np.asarray(temperatures, dtype=np.float64)
     y = np.asarray(truth, dtype=np.float64)
-    return float(np.mean(np.logaddexp(0.0, z) - y * z))   # -[y log s(z) + (1 - y) log(1 - s(z))]
+    return np.logaddexp(0.0, z) - y * z   # -[y log s(z) + (1 - y) log(1 - s(z))]
 
 
 def row_binary_nll(logits: np.ndarray, truth: np.ndarray, temperatures: np.ndarray | float = 1.0) -> np.ndarray:
@@ -252,9 +258,7 @@ def row_binary_nll(logits: np.ndarray, truth: np.ndarray, temperatures: np.ndarr
     logits and 0/1 ``truth`` under ``sigmoid(logits / temperatures)`` (``temperatures``: ``(L,)`` or one). Its mean
     is :func:`binary_nll`'s over the whole matrix; row by row it pairs two models' losses on the same texts (the
     search's one-standard-error rule)."""
-    z = np.asarray(logits, dtype=np.float64) / np.asarray(temperatures, dtype=np.float64)
-    y = np.asarray(truth, dtype=np.float64)
-    return (np.logaddexp(0.0, z) - y * z).mean(axis=1)
+    return _binary_nll_terms(logits, truth, temperatures).mean(axis=1)
 
 
 def fit_label_temperatures(logits: np.ndarray, y_true: np.ndarray, tol: float = 1e-6) -> np.ndarray:

@@ -91,8 +91,7 @@ def fit_key(rows: str, form: str, C: float | None, class_weight: str | None, wei
     the rows' weighting (``[model] ngram_weighting``: binarised or TF-IDF; ``ngram_min_df``).
     Two fits with the same key give the same estimator (the fits are deterministic), so the search's n-gram stage
     hands its winner's fit to the encoder trials that read the same rows (issue 54: work done once)."""
-    reading = (weighting,) if min_df == 1 else (weighting, min_df)   # the keys of fits before ngram_min_df
-    return hashlib.sha256(repr((rows, form, C, class_weight, *reading)).encode()).hexdigest()
+    return hashlib.sha256(repr((rows, form, C, class_weight, weighting, min_df)).encode()).hexdigest()
 
 
 def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],

@@ -125,10 +125,10 @@ def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndar
     on_stage("fitting a temperature and a threshold per label on the validation split")
     rule, probabilities, shared, rare = fit_decision(logits, y, min_labels)
     temperatures = np.asarray(rule.temperatures)
+    rows = row_binary_nll(logits, y, temperatures)
     return Calibration(1.0, {
         **fitted, "temperature": 1.0, "multi_label": True, "decision": rule.to_json(),
         "shared_threshold": float(shared), "shared_threshold_labels": [int(j) for j in rare],
         "bins": calibration.ECE_BINS, "ece": multilabel.mean_ece(probabilities, y),
         "ece_uncalibrated": multilabel.mean_ece(sigmoid(logits), y),
-        "nll": binary_nll(logits, y, temperatures), "nll_uncalibrated": binary_nll(logits, y)},
-        row_binary_nll(logits, y, temperatures))
+        "nll": float(rows.mean()), "nll_uncalibrated": binary_nll(logits, y)}, rows)

@@ -62,13 +62,13 @@ class Reading(NamedTuple):
 # Several labels per text (Reuters' topics): a story about wheat says "wheat" many times, and binary features cannot
 # tell; n-grams seen in one training text and trigrams take most of a long text's TF-IDF norm. With several labels
 # the stage also fits LR per label over sublinear TF-IDF 1-2-grams in 2 training texts or more (TF-IDF rows put LR's
-# best C far above binary rows' 1): at C 100 first, then the rules' binary fit, then C 300 and 30. Validation
+# best C far above binary rows' 1): at TERM_CS's first C, then the rules' binary fit, then the others. Validation
 # log-loss, binary 1-3-grams at C 1 against this reading at C 30 / 100 / 300: Reuters 0.0239 against 0.0152 / 0.0149
 # / 0.0157; GoEmotions 0.1058 against 0.1121 / 0.1343 / - (docs/experiments.md, seventh session).
 TERM_READING = {"weighting": "sublinear", "max_n": 2, "min_df": 2}
 READING_SETTINGS = {"chars": "model.ngram_word_chars", "weighting": "model.ngram_weighting",
                     "max_n": "model.ngram_max_n", "min_df": "model.ngram_min_df"}
-TERM_CS = (30.0, 100.0, 300.0)
+TERM_CS = (100.0, 300.0, 30.0)   # in the order fitted
 
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 
@@ -126,12 +126,12 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     terms = Reading.of(config, **TERM_READING) if _tries_terms(config, given, train.multi_label) else None
     if terms:   # first: a short budget's share may hold one fit (Reuters' 300 s: 90 s, one fit of 68 s)
         cb.on_stage("the search: the n-gram score alone over sublinear TF-IDF 1-2-grams in 2 training texts or more")
-        fits.terms(terms, end, TERM_CS[1:2])
+        fits.terms(terms, end, TERM_CS[:1])
     fits.words(grid, Reading.of(config), end)
     if _tries_pieces(config, given, train.multi_label, tokenizer):
         _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
-        fits.terms(terms, end, TERM_CS[2:] + TERM_CS[:1])
+        fits.terms(terms, end, TERM_CS[1:])
     for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
         if c.fit is not None:
             key, estimator = c.fit
@@ -265,6 +265,11 @@ def _ladder_step(C: float, steps: int) -> float:
     return C_LADDER[i]
 
 
+def reads_terms(settings: dict[str, Any]) -> bool:
+    """Whether a candidate's ``settings`` are :data:`TERM_READING`'s (the only reading that sets ``min_df``)."""
+    return "model.ngram_min_df" in settings
+
+
 def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bool:
     """Whether the stage also fits :data:`TERM_READING`: several labels per text, plain LR (the multi-label rules'
     form), and none of the reading's settings given on the command line or set otherwise than their defaults."""
@@ -325,7 +330,7 @@ def _keep_best_fit(candidates: list[Candidate]) -> None:
     (:func:`_trials_ngram`)."""
     readings: dict[tuple[bool, bool], list[Candidate]] = {}
     for c in candidates:
-        readings.setdefault(("model.ngram_word_chars" in c.settings, "model.ngram_min_df" in c.settings), []).append(c)
+        readings.setdefault(("model.ngram_word_chars" in c.settings, reads_terms(c.settings)), []).append(c)
     for reading in readings.values():
         best = max(reading, key=Candidate.rank_key)
         for c in reading:

@@ -50,7 +50,7 @@ from ..evaluation.training_report import write_training_report
 from .callbacks import TrainCallbacks, TrainResult
 from .candidate import Candidate, result_line, within_se
 from .interrupts import StopFlag
-from .ngram_stage import ngram_candidates
+from .ngram_stage import ngram_candidates, reads_terms
 from .run_data import RunData
 
 METRIC = ("validation log-loss after the temperature; ties: the higher validation accuracy; the best encoder trial "
@@ -348,7 +348,7 @@ def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozense
         return config
     best = _trials_ngram(ngram)
     settings = dict(best.settings)
-    pinned = config.model.ngram_fit != "auto" and "model.ngram_min_df" not in settings   # a term reading has its C
+    pinned = config.model.ngram_fit != "auto" and not reads_terms(settings)   # a term reading has its own C
     if pinned or given & {"model.ngram_fit", "model.ngram_c"}:
         settings.pop("model.ngram_fit", None), settings.pop("model.ngram_c", None)
     return config.with_keys(settings, "the search: the best n-gram score alone's form and C, and its class "
