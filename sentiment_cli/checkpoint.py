@@ -6,7 +6,8 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
                        ``temperature`` fitted on the validation split (1.0 = none; absent
                        in checkpoints written before it existed)
     model.safetensors  the weights (never pickle); a table whose rows are mostly zero (the n-gram score's
-                       hashed buckets) as its non-zero rows (``weights_file.py``, format_version 2)
+                       hashed buckets) as its non-zero rows (``weights_file.py``, format_version 2), in
+                       float16 where that loses nothing (format_version 3)
     tokenizer.json     the ``tokenizers`` tokenizer
     metrics.json       per-epoch history, device, wall time, seed, versions
     eval_<split>.json  the last ``sentiment eval`` result per split, tagged with the
@@ -47,7 +48,8 @@ from .data.tokenizer import check_token_ids, tokenizer_from_str
 from .weights_file import dense_specs, pack, packed_shapes, unpack
 from .untrusted import open_regular_file, read_regular_file, stored_decision, stored_temperature, stored_vocab_size
 
-CHECKPOINT_FORMAT_VERSION = 2   # 2: the weights file may hold packed tables (weights_file.py); 1 is read too
+# 2: the weights file may hold packed tables; 3: a packed table's values may be float16 (weights_file.py). All read.
+CHECKPOINT_FORMAT_VERSION = 3
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"

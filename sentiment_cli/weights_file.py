@@ -5,11 +5,13 @@ The n-gram score's hashed tables are sized before the data is seen (``[model] ng
 logistic regression starting from zero never moves a weight whose feature is never non-zero); the hashed bigram
 embedding starts at zero and AdamW never moves a row no batch used. So most of those rows are zero, and storing
 them as ``(rows, values)`` keeps the checkpoint the size of what the data used, losslessly: the model read back is
-the one written, bit for bit.
+the one written, bit for bit. A packed float32 table whose values are all exact in float16 (the n-gram score's
+weights, which :meth:`~.ngram.score.NgramScore.load_fit` rounds to float16's precision) stores its values as float16
+and is read back as float32: half the bytes, still bit for bit (checkpoint ``format_version`` 3).
 
 In ``model.safetensors`` a packed tensor ``NAME`` of shape ``(n, *rest)`` is two tensors, ``NAME@rows`` ``(k,)``
 int32 (the non-zero rows, strictly ascending, each below ``n``) and ``NAME@values`` ``(k, *rest)`` in ``NAME``'s
-dtype, and the file's metadata ``"packed_rows"`` maps ``NAME`` to ``[n, *rest]`` (checkpoint ``format_version`` 2;
+dtype (float16 standing for float32, see above), and the file's metadata ``"packed_rows"`` maps ``NAME`` to ``[n, *rest]`` (checkpoint ``format_version`` 2;
 every tensor of a version-1 file is whole). Reading treats the file as untrusted: the shapes are checked against
 the header before anything is allocated, and the row indices before they are used.
 """
@@ -33,18 +35,30 @@ def _nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(flat.ne(0).any(dim=1), as_tuple=False).flatten()
 
 
-def _worth_packing(tensor: torch.Tensor, rows: int) -> bool:
-    """Whether ``rows`` non-zero rows of ``tensor`` ``(n, ...)``, with an int32 index each, take at most
-    :data:`PACK_MAX_SHARE` of its bytes (for a two-class n-gram score's 4-byte rows: 45% of them non-zero; for a
-    64-wide embedding's: 88%)."""
-    row_bytes = tensor[0].numel() * tensor.element_size()
-    return rows * (row_bytes + 4) <= PACK_MAX_SHARE * tensor.shape[0] * row_bytes
+def _stored_values(values: torch.Tensor) -> torch.Tensor:
+    """A packed table's ``values`` as stored: float16 when they are float32 and each is exact in float16 (so
+    :func:`unpack` gives them back bit for bit), else as they are."""
+    if values.dtype == torch.float32 and values.numel():
+        half = values.to(torch.float16)
+        if torch.equal(half.to(torch.float32), values):
+            return half
+    return values
+
+
+def _worth_packing(tensor: torch.Tensor, values: torch.Tensor) -> bool:
+    """Whether a table's non-zero rows ``values`` as stored, with an int32 index each, take at most
+    :data:`PACK_MAX_SHARE` of ``tensor``'s ``(n, ...)`` bytes (for a two-class n-gram score's float32 rows: 45% of
+    them non-zero, 60% stored as float16; for a 64-wide float32 embedding's: 88%; for float16 rows of four labels:
+    every row)."""
+    stored = values.numel() * values.element_size() + 4 * values.shape[0]
+    return stored <= PACK_MAX_SHARE * tensor.numel() * tensor.element_size()
 
 
 def pack(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors and metadata to save for ``weights``: each floating-point table of at least
     :data:`PACK_MIN_ROWS` rows whose non-zero rows and their index take at most :data:`PACK_MAX_SHARE` of its
-    bytes, as ``NAME@rows`` and ``NAME@values``; every other tensor as it is.
+    bytes, as ``NAME@rows`` and ``NAME@values`` (float16 when float32 loses nothing by it); every other tensor as
+    it is.
 
     Args:
         weights: a state dict, CPU tensors by name (none named with ``@``).
@@ -57,9 +71,10 @@ def pack(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dic
     for name, tensor in weights.items():
         if tensor.is_floating_point() and tensor.dim() >= 1 and tensor.shape[0] >= PACK_MIN_ROWS:
             rows = _nonzero_rows(tensor)
-            if _worth_packing(tensor, rows.numel()):
+            values = _stored_values(tensor.index_select(0, rows).contiguous())
+            if _worth_packing(tensor, values):
                 tensors[name + ROWS] = rows.to(torch.int32).contiguous()
-                tensors[name + VALUES] = tensor.index_select(0, rows).contiguous()
+                tensors[name + VALUES] = values
                 shapes[name] = list(tensor.shape)
                 continue
         tensors[name] = tensor
@@ -86,7 +101,7 @@ def packed_shapes(metadata: dict[str, Any] | None) -> dict[str, tuple[int, ...]]
 def dense_specs(found: dict[str, tuple[Any, tuple[int, ...]]],
                 shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[Any, tuple[int, ...]]]:
     """Each tensor's ``(dtype, shape)`` as the model will hold it: the header's ``found``, with each packed table's
-    two entries replaced by the table (its values' dtype, the metadata's shape).
+    two entries replaced by the table (its values' dtype, float32 for float16 values; the metadata's shape).
 
     Raises:
         ValueError: a packed table's rows or values are missing, of another dtype or shape, or more than its rows;
@@ -103,7 +118,7 @@ def dense_specs(found: dict[str, tuple[Any, tuple[int, ...]]],
         if rows[0] != torch.int32 or not 0 <= k <= shape[0] or tuple(values[1]) != (k, *shape[1:]):
             raise ValueError(f"the packed table {name} has rows {rows[0]} {rows[1]} and values {values[1]} "
                              f"for a shape {list(shape)}")
-        specs[name] = (values[0], tuple(shape))
+        specs[name] = (torch.float32 if values[0] == torch.float16 else values[0], tuple(shape))
     stray = sorted(n for n in found if (ROWS in n or VALUES in n) and n.rsplit("@", 1)[0] not in shapes)
     if stray:
         raise ValueError(f"the tensor {stray[0]} belongs to no packed table")
@@ -122,6 +137,7 @@ def unpack(state: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]]) -
         rows, values = state[name + ROWS], state[name + VALUES]
         if rows.numel() and (int(rows[0]) < 0 or int(rows[-1]) >= shape[0] or bool((rows[1:] <= rows[:-1]).any())):
             raise ValueError(f"the packed table {name}'s rows are not ascending within its {shape[0]} rows")
+        values = values.to(torch.float32) if values.dtype == torch.float16 else values
         dense = torch.zeros(shape, dtype=values.dtype)
         dense.index_copy_(0, rows.long(), values)
         out[name] = dense

@@ -30,6 +30,24 @@ def test_a_mostly_zero_table_is_packed_and_read_back_bit_for_bit():
     assert set(back) == set(weights) and all(torch.equal(back[k], weights[k]) for k in weights)
 
 
+def test_values_exact_in_float16_are_stored_as_float16_and_read_back_as_float32_bit_for_bit():
+    exact, inexact = _table(100).half().float(), _table(100)
+    tensors, metadata = pack({"exact": exact, "inexact": inexact})
+    assert tensors["exact@values"].dtype == torch.float16 and tensors["inexact@values"].dtype == torch.float32
+    back = unpack(tensors, packed_shapes(metadata))
+    assert back["exact"].dtype == torch.float32 and torch.equal(back["exact"], exact)
+    assert torch.equal(back["inexact"], inexact)
+    found = {name: (t.dtype, tuple(t.shape)) for name, t in tensors.items()}
+    assert dense_specs(found, packed_shapes(metadata))["exact"] == (torch.float32, tuple(exact.shape))
+
+
+def test_float16_values_pack_a_table_whose_float32_rows_would_stay_whole():
+    # 3 float16 a row (6 bytes) and a 4-byte index against 12 bytes a row whole: packed up to 0.9 * 12 / 10 = 108%
+    table = torch.randn(PACK_MIN_ROWS, 3).half().float()
+    tensors, _ = pack({"t": table})
+    assert set(tensors) == {"t@rows", "t@values"} and tensors["t@values"].dtype == torch.float16
+
+
 def test_a_table_stays_whole_unless_packing_saves_a_tenth_of_it():
     # 3 float32 a row (12 bytes) and a 4-byte index: packed up to 0.9 * 12 / 16 = 67.5% of the rows
     assert set(pack({"t": _table(int(0.67 * PACK_MIN_ROWS))})[0]) == {"t@rows", "t@values"}
@@ -48,7 +66,8 @@ def test_a_checkpoint_with_an_ngram_table_is_smaller_and_loads_the_same(multilab
     assert "ngram_weight" not in raw and raw["ngram_weight@values"].shape[0] == used < dense.shape[0] // 2
     back = ck.read_weights(tmp_path / "c" / ck.WEIGHTS_FILE)
     assert all(torch.equal(back[k], v) for k, v in record.weights.items()) and set(back) == set(record.weights)
-    assert json.loads((tmp_path / "c" / ck.CONFIG_FILE).read_text())["format_version"] == 2
+    assert raw["ngram_weight@values"].dtype == torch.float16   # the fit's weights are exact in float16
+    assert json.loads((tmp_path / "c" / ck.CONFIG_FILE).read_text())["format_version"] == 3
 
 
 def _rewrite(path, edit):
