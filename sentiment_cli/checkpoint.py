@@ -54,6 +54,7 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 METRICS_FILE = "metrics.json"
+STATE_DIR = "trainer_state"   # the last completed epoch, for `train --resume` (training/state.py)
 # The most a file of a checkpoint may hold, in bytes: a checkpoint is untrusted input, read only as regular
 # files inside its folder (untrusted.read_regular_file). Generous: the weights of a 4,000,000-word vocabulary at
 # d_model 256 are 4 GB; a 4,000,000-word tokenizer.json is about 120 MB.
@@ -407,7 +408,18 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
             would take over 4 x :data:`WEIGHTS_LIMIT` bytes whole.
     """
     path = Path(path)
-    data = read_checkpoint_file(path, WEIGHTS_LIMIT)
+    return tensors_from_bytes(read_checkpoint_file(path, WEIGHTS_LIMIT), path)
+
+
+def tensors_from_bytes(data: bytes, path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file's bytes ``data`` (named ``path`` in errors), its packed tables
+    (:mod:`~sentiment_cli.weights_file`) rebuilt whole; checked as untrusted, against no model.
+
+    Raises:
+        CheckpointError: corrupt or truncated data, or a packed table that does not fit its shape or would take
+            over 4 x :data:`WEIGHTS_LIMIT` bytes whole.
+    """
+    path = Path(path)
     specs, packed = safetensors_specs(data, path)
     dense = sum(math.prod(shape) for _, shape in specs.values()) * 8   # at most 8 bytes a value
     if dense > 4 * WEIGHTS_LIMIT:   # no model bounds the packed tables here: the file's own size does

@@ -111,3 +111,17 @@ def test_read_weights_bounds_a_packed_table_by_the_file_s_limit(multilabel_check
     _rewrite(d / ck.WEIGHTS_FILE, lambda t, m: (t, {**m, "packed_rows": json.dumps({"ngram_weight": [10**12, 28]})}))
     with pytest.raises(CheckpointError, match="would take"):
         ck.read_weights(d / ck.WEIGHTS_FILE)
+
+
+def test_the_trainer_state_packs_its_tables_too_and_reads_them_back_bit_for_bit(multilabel_checkpoint):
+    """``trainer_state/`` holds the last epoch's weights and AdamW moments for ``--resume``: its n-gram table is
+    stored as the checkpoint's is (used rows, float16), and loading gives the table the model holds."""
+    from sentiment_cli.training.state import STATE_DIR, load_trainer_state
+
+    state_file = next((multilabel_checkpoint / STATE_DIR).glob("epoch-*.safetensors"))
+    raw = load_file(state_file)
+    assert "model.ngram_weight" not in raw and raw["model.ngram_weight@values"].dtype == torch.float16
+    state = load_trainer_state(multilabel_checkpoint)
+    weights = ck.read_weights(multilabel_checkpoint / ck.WEIGHTS_FILE)
+    assert state.model["ngram_weight"].dtype == torch.float32
+    assert torch.equal(state.model["ngram_weight"], weights["ngram_weight"])   # the fit is the same every epoch

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import (read_checkpoint_config, read_evals, read_exports, read_metrics, read_temperature,
+from ..checkpoint import (STATE_DIR, read_checkpoint_config, read_evals, read_exports, read_metrics, read_temperature,
                           weights_digest)
 from ..model.classifier import SentimentClassifier
 from ..model.skeleton import no_init
@@ -70,6 +70,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "vocab_size": vocab_size,
         "tokenizer": _tokenizer_kind(directory, config),   # the units it reads: word, char, unigram, bpe
         "size_bytes": _size_bytes(directory),   # the checkpoint's files (weights, tokenizer, config, records)
+        "state_bytes": _size_bytes(directory / STATE_DIR),   # trainer_state/, kept for `train --resume`
         "parameters": model.num_parameters(),
         "ngram_score": model.ngram_score.description(fitted_form(metrics), bool(data.get("multi_label")))
         if model.ngram_score is not None else None,
@@ -107,7 +108,10 @@ def _tokenizer_kind(directory: Path, config) -> str:
 
 
 def _size_bytes(directory: Path) -> int:
-    """Bytes of the checkpoint's own files (not its resumable ``trainer_state/``, which a finished run removes)."""
+    """Bytes of the files directly in ``directory`` (for a checkpoint: not its ``trainer_state/``); 0 when it is
+    not a folder."""
+    if not directory.is_dir():
+        return 0
     return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
 
 

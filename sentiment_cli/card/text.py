@@ -151,7 +151,16 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
                           f"{m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
                           else "")),
         ("input", truncation),
-    ] + ([("size", f"{card['size_bytes'] / 2**20:,.1f} MiB on disk")] if card.get("size_bytes") else [])
+    ] + ([("size", _size(card))] if card.get("size_bytes") else [])
+
+
+def _size(card: dict[str, Any]) -> str:
+    """The size line: the checkpoint's files, and ``trainer_state/`` when there is one."""
+    line = f"{card['size_bytes'] / 2**20:,.1f} MiB on disk"
+    if card.get("state_bytes"):
+        line += (f"; trainer_state/ {card['state_bytes'] / 2**20:,.1f} MiB more, only for `sentiment train --resume` "
+                 "(leave it out when you ship the model)")
+    return line
 
 
 def _vocabulary(card: dict[str, Any], d: dict[str, Any]) -> str:

@@ -6,7 +6,9 @@ epoch, everything needed to continue exactly where it stopped::
 
     trainer_state/
       epoch-0003.safetensors   model weights ("model.*"), AdamW moments and step
-                               counts ("optimizer.*"), RNG states ("rng.rank0.cpu", ...)
+                               counts ("optimizer.*"), RNG states ("rng.rank0.cpu", ...); a table
+                               whose rows are mostly zero packed as the checkpoint's weights are
+                               (``weights_file.py``, format_version 2)
       tokenizer.json           the run's tokenizer
       state.json               format_version, epoch, config, loop progress (best so far,
                                epochs since best, metrics history), the optimizer's
@@ -29,16 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from ..checkpoint import TOKENIZER_FILE, _read_json, atomic_write, check_format_version, write_json
+from ..checkpoint import (STATE_DIR, TOKENIZER_FILE, _read_json, atomic_write, check_format_version,
+                          tensors_from_bytes, write_json)
 from ..config import Config, stored_config_from_dict
 from ..errors import CheckpointError, ConfigError
+from ..weights_file import pack
 
-TRAINER_STATE_FORMAT_VERSION = 1
-STATE_DIR = "trainer_state"
+TRAINER_STATE_FORMAT_VERSION = 2   # 2: packed tables in the tensors file (1 is read too)
 STATE_FILE = "state.json"
 # In a run's trainer state while its refit is in progress (refit.py): {"stage": "refit", "folder", "epochs", ...}
 REFIT_FILE = "refit.json"
@@ -203,7 +204,8 @@ def save_trainer_state(directory: str | Path, state: TrainerState) -> Path:
     optimizer = encode_state(state.optimizer, "optimizer", tensors)
     scheduler = encode_state(state.scheduler, "scheduler", tensors)
     tensors.update({f"rng.{k}": v.to("cpu").contiguous() for k, v in state.rng.items()})
-    blob = st_save(tensors, metadata={"format": "pt", "epoch": str(state.epoch)})
+    tensors, packed = pack(tensors)   # lossless: a resumed run is bit for bit an uninterrupted one
+    blob = st_save(tensors, metadata={"format": "pt", "epoch": str(state.epoch), **packed})
     tensors_name = f"epoch-{state.epoch:04d}.safetensors"
     atomic_write(folder / tensors_name, blob)
     tokenizer = state.tokenizer_json.encode("utf-8")
@@ -292,10 +294,7 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
             raise TypeError("epoch, world_size, vocab_size must be positive integers; progress and files objects")
         tensors_path, blob = _read_verified(folder, files.get("tensors"), path)
         _, tokenizer = _read_verified(folder, files.get("tokenizer"), path)
-        try:
-            tensors = st_load(blob)
-        except (SafetensorError, ValueError) as exc:
-            raise CheckpointError(f"{tensors_path}: corrupt ({str(exc)[:120]})") from None
+        tensors = tensors_from_bytes(blob, tensors_path)
         where = f"{path} / {tensors_path.name}"
         optimizer = decode_state(doc["optimizer"], tensors, where)
         scheduler = decode_state(doc["scheduler"], tensors, where)
