@@ -13,8 +13,8 @@ In ``model.safetensors`` a packed tensor ``NAME`` of shape ``(n, *rest)`` is two
 int32 (the non-zero rows, strictly ascending, each below ``n``) and ``NAME@values`` ``(k, *rest)`` in ``NAME``'s
 dtype (float16 standing for float32, see above), and the file's metadata ``"packed_rows"`` maps ``NAME`` to
 ``[n, *rest]`` (checkpoint ``format_version`` 2; every tensor of a version-1 file is whole). The trainer state's
-tensors file (``training/state.py``) packs its tables the same way. Reading treats the file as untrusted: the shapes are checked against
-the header before anything is allocated, and the row indices before they are used.
+tensors file (``training/state.py``) packs its tables the same way. Reading treats the file as untrusted: the
+shapes are checked against the header before anything is allocated, and the row indices before they are used.
 """
 
 from __future__ import annotations
