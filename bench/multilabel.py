@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-C_GRID = (1.0, 4.0, 16.0, 64.0)   # 64 since 2026-11-29: Reuters chose 16, the grid's edge, on (1, 4, 16)
+C_GRID = (1.0, 4.0, 16.0, 64.0, 256.0)   # 64 and 256 since 2026-11-29: Reuters chose 16, then 64, each the edge
 THRESHOLDS = tuple(round(0.05 + 0.025 * i, 3) for i in range(22))   # 0.05, 0.075, ..., 0.575
 FASTTEXT_GRID = [{"lr": lr, "epoch": ep} for lr in (0.1, 0.25, 0.5) for ep in (5, 10, 25)]
 # over bench.peers.FASTTEXT_SETTINGS' others. dim 100 (fastText's own default), not the suite's 10: on dev, lr 0.5,
