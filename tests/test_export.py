@@ -164,6 +164,11 @@ def test_the_ngram_score_is_reproduced_exactly(bigram_checkpoint, reviews, tmp_p
     assert float(model.ngram_score.weight.abs().sum()) > 0            # train fitted the score: it matters
     result = export_onnx(bigram_checkpoint, tmp_path / "ngram.onnx", parity_reviews=200)
     _, onnx_p = _agree(bigram_checkpoint, result.path, reviews)
+    # the graph holds the n-gram table as float16 (exact: the fit's weights are kept at float16's precision)
+    import onnx
+
+    tables = [t for t in onnx.load(str(result.path)).graph.initializer if t.dims[:1] == [65_538]]
+    assert [t.data_type for t in tables] == [onnx.TensorProto.FLOAT16]
     # its explanations add up as the checkpoint's do: token scores + bias = the logit margin
     logits = onnx_p.logits(reviews[:5])
     for e, row in zip(onnx_p.explain(reviews[:5]), logits):

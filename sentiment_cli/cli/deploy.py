@@ -147,9 +147,9 @@ def render_export(console, result) -> None:
     p, b = r["parity"], r["bytes"]
     mib = 2**20
     size = b.get("onnx_int8", b["onnx"])
+    before = f", {b['onnx'] / mib:.1f} MiB before int8" if "onnx_int8" in b else ""
     console.print(f"wrote [bold]{escape(str(result.path))}[/] ({size / mib:.1f} MiB; PyTorch weights "
-                  f"{b['pytorch_weights'] / mib:.1f} MiB, float32 ONNX {b['onnx'] / mib:.1f} MiB; opset {r['opset']})",
-                  highlight=False, soft_wrap=True)
+                  f"{b['pytorch_weights'] / mib:.1f} MiB{before}; opset {r['opset']})", highlight=False, soft_wrap=True)
     console.print(f"parity with PyTorch on {p['reviews']:,} held-out reviews: label agreement "
                   f"[bold]{p['label_agreement']:.2%}[/] (needs ≥ {p['min_agreement']:.1%}), max logit difference "
                   f"[bold]{p['max_logit_difference']:.1e}[/] (needs ≤ {p['max_allowed_difference']:.0e})  [green]passed[/]",

@@ -12,6 +12,7 @@ with the model as ``ngram_weight`` and ``ngram_bias`` in the same shapes whateve
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -251,24 +252,40 @@ class NgramScore(nn.Module):
         buckets = ngram_buckets(input_ids, self.buckets, self.max_n, self.pieces)
         flat = buckets.flatten(1)                                           # (batch, seq_len * n)
         if self.term_frequency == "sublinear":   # 1 + ln(count) at each n-gram's first entry
-            counts = occurrence_counts(flat).to(self.weight.dtype)          # (batch, seq_len * n)
+            counts = occurrence_counts(flat).to(self.bias.dtype)            # (batch, seq_len * n)
             present = torch.where(counts > 0, 1 + torch.log(counts.clamp_min(1)), torch.zeros_like(counts))
         else:
-            present = first_occurrences(flat).to(self.weight.dtype)         # (batch, seq_len * n)
+            present = first_occurrences(flat).to(self.bias.dtype)           # (batch, seq_len * n)
         if self.weighting in TFIDF:   # each text's n-grams over the L2 norm of their tf * idf (tfidf_rows)
             norm = ((self.idf[flat] * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
             present = present / norm.clamp_min(1e-12)
         if self.num_labels == 2:
-            share = (self.weight[flat] * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
+            share = (self.weight[flat].to(present.dtype) * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
             share = share * self.scale
             return torch.stack([torch.zeros_like(share), share], dim=-1)    # (batch, seq_len, 2)
-        rows = self.weight[flat] * present.unsqueeze(-1)                    # (batch, seq_len * n, num_labels)
+        rows = self.weight[flat].to(present.dtype) * present.unsqueeze(-1)  # (batch, seq_len * n, num_labels)
         return rows.view(*buckets.shape, self.num_labels).sum(2) * self.scale   # (batch, seq_len, num_labels)
 
     def logit_bias(self) -> Tensor:
         """``(num_labels,)``: the score's intercepts, scaled (with two classes, on the second class only)."""
         b = self.bias * self.scale
         return torch.stack([torch.zeros_like(b), b]) if self.num_labels == 2 else b
+
+    @contextmanager
+    def half_table(self):
+        """Within the block, ``weight`` is held in float16 when that loses nothing (:func:`half_precision`'s
+        weights always are), and read back as float32 after its gather: the same logits from half the bytes. For
+        the ONNX export, whose graph stores the table as traced."""
+        full = self.weight
+        half = full.to(torch.float16)
+        if not torch.equal(half.to(full.dtype), full):
+            yield
+            return
+        self.weight = half
+        try:
+            yield
+        finally:
+            self.weight = full
 
     def load_hook(self, parent, state_dict, prefix, *args) -> None:
         """A load-state-dict pre-hook for the module that holds this one: a checkpoint's flat
