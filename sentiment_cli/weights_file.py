@@ -6,8 +6,8 @@ logistic regression starting from zero never moves a weight whose feature is nev
 embedding starts at zero and AdamW never moves a row no batch used. So most of those rows are zero, and storing
 them as ``(rows, values)`` keeps the checkpoint the size of what the data used, losslessly: the model read back is
 the one written, bit for bit. A packed float32 table whose values are all exact in float16 (the n-gram score's
-weights, which :meth:`~.ngram.score.NgramScore.load_fit` rounds to float16's precision) stores its values as float16
-and is read back as float32: half the bytes, still bit for bit (checkpoint ``format_version`` 3).
+weights, which :meth:`~.ngram.score.NgramScore.keep_half_precision` rounds to float16's precision) stores its
+values as float16 and is read back as float32: half the bytes, still bit for bit (checkpoint ``format_version`` 3).
 
 In ``model.safetensors`` a packed tensor ``NAME`` of shape ``(n, *rest)`` is two tensors, ``NAME@rows`` ``(k,)``
 int32 (the non-zero rows, strictly ascending, each below ``n``) and ``NAME@values`` ``(k, *rest)`` in ``NAME``'s

@@ -222,14 +222,17 @@ def test_a_fit_made_elsewhere_loads_into_a_score_exactly_and_a_misshapen_one_is_
         NgramScore(1013, num_labels=num_labels).load_fit(w, b)
 
 
-def test_a_loaded_fit_keeps_float16_precision_unless_a_weight_is_beyond_its_range():
-    """The score's weights are the fit's rounded to float16 (what the checkpoint stores in two bytes, bit for
-    bit); a weight beyond float16's range keeps the whole table in float32."""
+def test_a_training_fit_keeps_float16_precision_unless_a_weight_is_beyond_its_range():
+    """A training run's score keeps the fit's weights rounded to float16 (``keep_half_precision``: what the
+    checkpoint stores in two bytes, bit for bit); a weight beyond float16's range keeps the table in float32.
+    ``load_fit`` alone (an audit's fold) keeps them as fitted."""
     from sentiment_cli.ngram.score import half_precision
 
     w = np.random.default_rng(0).normal(scale=3.0, size=(1010, 3)).astype(np.float32)
     score = NgramScore(1009, num_labels=3)
     score.load_fit(w, np.zeros(3))
+    assert np.array_equal(score.weight.numpy()[1:], w[1:])
+    score.keep_half_precision()
     kept = score.weight.numpy()
     assert np.array_equal(kept, kept.astype(np.float16).astype(np.float32)) and not np.array_equal(kept[1:], w[1:])
     assert np.abs(kept[1:] - w[1:]).max() <= np.abs(w).max() * 2.0 ** -11
@@ -245,7 +248,6 @@ def test_the_lr_fit_is_sklearns_logistic_regression_on_the_binarised_ngrams(num_
     from sklearn.linear_model import LogisticRegression
 
     from sentiment_cli.ngram.forms import LR_C
-    from sentiment_cli.ngram.score import half_precision
 
     texts, labels = _topic_texts(num_labels, 30)
     held_out, _ = _topic_texts(num_labels, 5, seed=1)
@@ -254,11 +256,9 @@ def test_the_lr_fit_is_sklearns_logistic_regression_on_the_binarised_ngrams(num_
     assert (fit.form_, fit.C_, fit.chosen_by_, fit.selection_) == ("lr", LR_C, "config", None)
     assert score.weight.shape == ((1010,) if num_labels == 2 else (1010, num_labels))
     reference = LogisticRegression(C=LR_C, max_iter=1000).fit(ngram_features(texts, 1009), labels)   # as the fit
-    coef = half_precision(reference.coef_.astype(np.float32))   # as the score keeps it
     for batch in (texts, held_out):
-        expected = ngram_features(batch, 1009) @ coef.T + reference.intercept_
-        np.testing.assert_allclose(score.margins(batch), expected.squeeze(-1) if num_labels == 2 else expected,
-                                   atol=1e-4, rtol=0)
+        expected = reference.decision_function(ngram_features(batch, 1009))
+        np.testing.assert_allclose(score.margins(batch), expected, atol=1e-4, rtol=0)
     unseen = np.setdiff1d(np.arange(1010), ngram_features(texts, 1009).indices)
     assert len(unseen) > 100 and float(score.weight[unseen].abs().sum()) == 0.0
     assert score.description().startswith("1 x an n-gram score (" + ("logistic regression" if num_labels == 2 else
@@ -354,8 +354,7 @@ def test_select_forms_keeps_each_forms_best_C_and_a_cross_fit_fits_each_as_the_s
 @pytest.mark.parametrize("num_labels", [2, 3])
 def test_residual_logits_are_each_folds_score_of_the_texts_it_held_out(num_labels):
     """Training's residual: on each of the seeded folds, a score fitted on the others in the full fit's form and
-    C gives the held-out texts' logits, as the model's score computes them (which keeps its weights at float16's
-    precision)."""
+    C gives the held-out texts' logits, bit for bit as the model's score computes them."""
     from sentiment_cli.ngram.crossfit import RESIDUAL_FOLDS, random_splits, residual_logits
 
     texts, labels = _topic_texts(num_labels, 20)
@@ -364,12 +363,11 @@ def test_residual_logits_are_each_folds_score_of_the_texts_it_held_out(num_label
     for inside, outside in random_splits(len(texts), RESIDUAL_FOLDS, 7):
         score = NgramScore(1009, num_labels=num_labels)
         _fit(score, [texts[i] for i in inside], [labels[i] for i in inside], "nb-lr", 0.3)
-        np.testing.assert_allclose(out[outside], score.logits([texts[i] for i in outside]), rtol=1e-3, atol=1e-3)
+        assert np.array_equal(out[outside], score.logits([texts[i] for i in outside]))
 
 
 def test_a_pinned_nb_lr_fit_is_the_nb_lr_of_before_and_its_card_text_is_unchanged():
     from sentiment_cli.ngram.forms import FIT_C, nb_lr_columns
-    from sentiment_cli.ngram.score import half_precision
 
     texts, labels = _topic_texts(2, 30)
     score = NgramScore.from_config(ModelConfig(ngram_buckets=1009, ngram_fit="nb-lr"), 2)
@@ -379,8 +377,7 @@ def test_a_pinned_nb_lr_fit_is_the_nb_lr_of_before_and_its_card_text_is_unchange
     assert (fit.form_, fit.C_, fit.chosen_by_, fit.selection_) == ("nb-lr", FIT_C, "config", None)
     weights, intercepts = nb_lr_columns(ngram_features(texts, 1009), np.asarray(labels), 2, FIT_C)
     weights[0] = 0.0
-    assert np.array_equal(score.weight.numpy(), half_precision(weights[:, 0].astype(np.float32)))
-    assert float(score.intercept[0]) == intercepts[0]
+    assert np.array_equal(score.weight.numpy(), weights[:, 0]) and float(score.intercept[0]) == intercepts[0]
     # a caller's C (a cross-fit's folds) is the caller's
     assert _fit(score, texts, labels, "lr", 3.0).report() == {"form": "lr", "C": 3.0, "chosen_by": "caller"}
 

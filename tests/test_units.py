@@ -25,8 +25,6 @@ from sentiment_cli.training.auto import CHAR_MAX_N, Profile, data_rules
 DATA = Path(__file__).resolve().parent / "data"
 THAI = DATA / "wisesight_small"
 
-HALF_TOL = 1e-3   # the score keeps its weights at float16 precision (NgramScore.load_fit): 11 significant bits
-
 
 def _texts(path: Path, column: str) -> list[str]:
     with open(path, encoding="utf-8", newline="") as f:
@@ -165,9 +163,9 @@ def test_tfidf_weighting_in_the_model_is_the_fit_s_rows():
     score = NgramScore(buckets, num_labels=3, max_n=4, weighting="tfidf")
     score.load_fit(w, np.zeros(3), "lr", idf)
     expected = tfidf_rows(x, idf) @ w
-    assert np.allclose(score.margins(rows), expected, atol=HALF_TOL)
+    assert np.allclose(score.margins(rows), expected, atol=1e-5)
     token_sum = score.token_logits(collate(rows)[0]).sum(1).numpy()
-    assert np.allclose(token_sum, expected, atol=HALF_TOL)
+    assert np.allclose(token_sum, expected, atol=1e-5)
     row = tfidf_rows(x, idf)[0]
     assert abs(float(row.multiply(row).sum()) - 1.0) < 1e-5
     with pytest.raises(ValueError, match="idf"):
@@ -195,8 +193,8 @@ def test_sublinear_weighting_counts_repeats_as_the_fit_s_rows_do():
     score = NgramScore(buckets, num_labels=3, max_n=2, weighting="sublinear")
     score.load_fit(w, np.zeros(3), "lr", idf_weights(x))
     expected = tfidf_rows(x, idf_weights(x)) @ w
-    assert np.allclose(score.margins(rows), expected, atol=HALF_TOL)
-    assert np.allclose(score.token_logits(collate(rows)[0]).sum(1).numpy(), expected, atol=HALF_TOL)
+    assert np.allclose(score.margins(rows), expected, atol=1e-5)
+    assert np.allclose(score.token_logits(collate(rows)[0]).sum(1).numpy(), expected, atol=1e-5)
     binary = NgramScore(buckets, num_labels=3, max_n=2, weighting="tfidf")
     binary.load_fit(w, np.zeros(3), "lr", idf_weights(x))
     assert not np.allclose(binary.margins(rows)[0], expected[0], atol=1e-3)   # the repeats changed the first row

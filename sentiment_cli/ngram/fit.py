@@ -137,6 +137,7 @@ def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, t
     fitted, x, idf = _fitted(config, score, num_labels, train_ids, train_labels, cache,
                              lambda made: on_stage(("fitting " if made else "the search's fit of ") + what))
     score.load_fit(fitted.coef_, fitted.intercept_, fitted.form_, idf)
+    score.keep_half_precision()   # what the checkpoint stores in two bytes a weight, bit for bit
     report = _report(config, score, fitted)
     if len(val_ids):
         report.update(_validation_report(score.logits(val_ids), np.asarray(val_labels)))

@@ -152,10 +152,6 @@ class NgramScore(nn.Module):
             idf: with an idf's ``weighting`` (:data:`TFIDF`), the ``(buckets + 1,)`` idf the weights were fitted on
                 (:func:`~.features.idf_weights`): folded into the weights and kept for the norm.
 
-        The weights (idf folded in) are kept at float16's precision (11 significant bits; float32 where one is
-        beyond float16's range), so the checkpoint stores them in half the bytes without a change
-        (``weights_file.py``); measured on validation, no metric moved (``docs/experiments.md``).
-
         Raises:
             ValueError: the shapes do not fit this score, or ``idf`` is missing (or given) for its weighting.
         """
@@ -171,13 +167,21 @@ class NgramScore(nn.Module):
             raise ValueError(f"n-gram weights of shape {weights.shape} do not fit a score of shape "
                              f"{tuple(self.weight.shape)}")
         weights[0] = 0.0   # "no n-gram" is never a feature
-        weights = half_precision(weights)
         self.intercept, self.form = intercepts, form
         with torch.no_grad():
             self.weight.copy_(torch.from_numpy(weights))
             self.bias.copy_(torch.from_numpy(intercepts).float().view(self.bias.shape))
             if idf is not None:
                 self.idf.copy_(torch.from_numpy(idf))
+
+    def keep_half_precision(self) -> None:
+        """Round ``weight`` (idf folded in) to float16's precision, 11 significant bits (:func:`half_precision`;
+        float32 kept where one is beyond float16's range), so that the checkpoint stores it in half the bytes
+        without a change (``weights_file.py``). A training run's fit does this once (``ngram/fit.py``); measured
+        on six checkpoints' validation and test splits, no metric moved (``docs/experiments.md``, "Half-precision
+        n-gram weights")."""
+        with torch.no_grad():
+            self.weight.copy_(torch.from_numpy(half_precision(self.weight.numpy())))
 
     def copy_fit(self, other: "NgramScore") -> None:
         """Take ``other``'s fit as it stands: its buffers (``weight``, ``bias``, and ``idf`` when TF-IDF weighted),
