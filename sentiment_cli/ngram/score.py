@@ -181,7 +181,7 @@ class NgramScore(nn.Module):
         on six checkpoints' validation and test splits, no metric moved (``docs/experiments.md``, "Half-precision
         n-gram weights")."""
         with torch.no_grad():
-            self.weight.copy_(torch.from_numpy(half_precision(self.weight.numpy())))
+            self.weight.copy_(half_precision(self.weight))
 
     def copy_fit(self, other: "NgramScore") -> None:
         """Take ``other``'s fit as it stands: its buffers (``weight``, ``bias``, and ``idf`` when TF-IDF weighted),
@@ -305,12 +305,12 @@ class NgramScore(nn.Module):
         return self.token_logits(input_ids), self.logit_bias()
 
 
-def half_precision(weights: np.ndarray) -> np.ndarray:
-    """``weights`` (float32, any shape) rounded to the nearest float16 and back, unless one is beyond float16's
-    range (then as they are): what a checkpoint can store in two bytes a weight, bit for bit."""
-    if weights.size and float(np.abs(weights).max()) > HALF_MAX:
+def half_precision(weights: Tensor) -> Tensor:
+    """``weights`` (float32, any shape, any device) rounded to the nearest float16 and back, unless one is beyond
+    float16's range (then as they are): what a checkpoint can store in two bytes a weight, bit for bit."""
+    if weights.numel() and float(weights.abs().max()) > HALF_MAX:
         return weights
-    return weights.astype(np.float16).astype(np.float32)
+    return weights.to(torch.float16).to(weights.dtype)
 
 
 def _outer(prefix: str) -> str:
