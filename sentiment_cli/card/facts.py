@@ -53,8 +53,6 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     config, vocab_size, labels = read_checkpoint_config(directory)
     metrics = read_metrics(directory)
-    with torch.device("meta"), no_init():  # shapes only: no allocation, no weights read, no torch._dynamo
-        model = SentimentClassifier.from_config(config, vocab_size, len(labels))
     data = metrics.get("data") or {}
     weights = weights_digest(directory)   # hashes the whole weights file: once for both kinds of record
     evals = read_evals(directory, weights)
@@ -71,9 +69,7 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "tokenizer": _tokenizer_kind(directory, config),   # the units it reads: word, char, unigram, bpe
         "size_bytes": _size_bytes(directory),   # the checkpoint's files (weights, tokenizer, config, records)
         "state_bytes": _size_bytes(directory / STATE_DIR),   # trainer_state/, kept for `train --resume`
-        "parameters": model.num_parameters(),
-        "ngram_score": model.ngram_score.description(fitted_form(metrics), bool(data.get("multi_label")))
-        if model.ngram_score is not None else None,
+        **_architecture(config, vocab_size, len(labels), metrics),   # "parameters", "ngram_score"
         "teacher": model_phrase(metrics),   # what distillation learned from, as training reported it
         "data": _data_record(data, config),
         "training": _training_record(metrics, config),
@@ -86,6 +82,18 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "versions": metrics.get("versions", {}),
         "files": _files(directory),
     }
+
+
+def _architecture(config, vocab_size: int, num_labels: int, metrics: dict[str, Any]) -> dict[str, Any]:
+    """The card's facts from the model the config describes, built on the meta device (shapes only: no
+    allocation, no weights read, no torch._dynamo): ``parameters`` (``model.num_parameters()``) and
+    ``ngram_score`` (its phrase in the fitted form, or ``None``)."""
+    with torch.device("meta"), no_init():
+        model = SentimentClassifier.from_config(config, vocab_size, num_labels)
+    multi_label = bool((metrics.get("data") or {}).get("multi_label"))
+    return {"parameters": model.num_parameters(),
+            "ngram_score": model.ngram_score.description(fitted_form(metrics), multi_label)
+            if model.ngram_score is not None else None}
 
 
 def _files(directory: Path) -> dict[str, str | None]:
