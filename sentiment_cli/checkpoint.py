@@ -230,8 +230,7 @@ def write_checkpoint(directory: str | Path, record: CheckpointRecord) -> None:
     config_json = record.config_json()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tensors, packed = pack(record.weights)
-    atomic_write(directory / WEIGHTS_FILE, st_save(tensors, metadata={"format": "pt", **packed}))
+    atomic_write(directory / WEIGHTS_FILE, tensors_to_bytes(record.weights))
     atomic_write(directory / TOKENIZER_FILE, record.tokenizer_json)
     write_json(directory / CONFIG_FILE, config_json)
     write_metrics(directory, record.metrics)
@@ -409,6 +408,14 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """
     path = Path(path)
     return tensors_from_bytes(read_checkpoint_file(path, WEIGHTS_LIMIT), path)
+
+
+def tensors_to_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """A safetensors file's bytes for ``tensors`` (CPU, contiguous), each mostly-zero table packed
+    (:func:`~sentiment_cli.weights_file.pack`), with ``metadata`` beside the packing's; read back by
+    :func:`tensors_from_bytes`. The model's weights file and the trainer state's tensors file."""
+    packed_tensors, packed = pack(tensors)
+    return st_save(packed_tensors, metadata={"format": "pt", **(metadata or {}), **packed})
 
 
 def tensors_from_bytes(data: bytes, path: str | Path) -> dict[str, torch.Tensor]:

@@ -36,14 +36,21 @@ def _nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(flat.ne(0).any(dim=1), as_tuple=False).flatten()
 
 
+def exact_half(values: torch.Tensor) -> torch.Tensor | None:
+    """``values`` as float16 when they are float32 and each is exact in float16 (read back as float32, bit for
+    bit), else ``None``. The one test of it: the weights file's packed values, and the ONNX export's n-gram table
+    (:meth:`~.ngram.score.NgramScore.half_table`)."""
+    if values.dtype != torch.float32 or not values.numel():
+        return None
+    half = values.to(torch.float16)
+    return half if torch.equal(half.to(torch.float32), values) else None
+
+
 def _stored_values(values: torch.Tensor) -> torch.Tensor:
-    """A packed table's ``values`` as stored: float16 when they are float32 and each is exact in float16 (so
-    :func:`unpack` gives them back bit for bit), else as they are."""
-    if values.dtype == torch.float32 and values.numel():
-        half = values.to(torch.float16)
-        if torch.equal(half.to(torch.float32), values):
-            return half
-    return values
+    """A packed table's ``values`` as stored: float16 when :func:`exact_half` allows (so :func:`unpack` gives them
+    back bit for bit), else as they are."""
+    half = exact_half(values)
+    return values if half is None else half
 
 
 def _worth_packing(tensor: torch.Tensor, values: torch.Tensor) -> bool:

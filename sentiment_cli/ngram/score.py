@@ -19,12 +19,13 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from ..weights_file import exact_half
 from .features import (MAX_N, PIECES_PER_WORD, TFIDF, first_occurrences, ngram_buckets, ngram_features,
                        occurrence_counts, term_frequency, word_pieces)
 from .forms import form_phrase
 
-# the names in a checkpoint's weights
 HALF_MAX = float(np.finfo(np.float16).max)   # 65,504
+# the names in a checkpoint's weights
 _STATE_NAMES = {"weight": "ngram_weight", "bias": "ngram_bias", "idf": "ngram_idf", "pieces": "ngram_pieces"}
 
 
@@ -280,9 +281,8 @@ class NgramScore(nn.Module):
         """Within the block, ``weight`` is held in float16 when that loses nothing (:func:`half_precision`'s
         weights always are), and read back as float32 after its gather: the same logits from half the bytes. For
         the ONNX export, whose graph stores the table as traced."""
-        full = self.weight
-        half = full.to(torch.float16)
-        if not torch.equal(half.to(full.dtype), full):
+        full, half = self.weight, exact_half(self.weight)
+        if half is None:
             yield
             return
         self.weight = half

@@ -31,13 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save as st_save
 
 from ..checkpoint import (STATE_DIR, TOKENIZER_FILE, _read_json, atomic_write, check_format_version,
-                          tensors_from_bytes, write_json)
+                          tensors_from_bytes, tensors_to_bytes, write_json)
 from ..config import Config, stored_config_from_dict
 from ..errors import CheckpointError, ConfigError
-from ..weights_file import pack
 
 TRAINER_STATE_FORMAT_VERSION = 2   # 2: packed tables in the tensors file (1 is read too)
 STATE_FILE = "state.json"
@@ -204,8 +202,7 @@ def save_trainer_state(directory: str | Path, state: TrainerState) -> Path:
     optimizer = encode_state(state.optimizer, "optimizer", tensors)
     scheduler = encode_state(state.scheduler, "scheduler", tensors)
     tensors.update({f"rng.{k}": v.to("cpu").contiguous() for k, v in state.rng.items()})
-    tensors, packed = pack(tensors)   # lossless: a resumed run is bit for bit an uninterrupted one
-    blob = st_save(tensors, metadata={"format": "pt", "epoch": str(state.epoch), **packed})
+    blob = tensors_to_bytes(tensors, {"epoch": str(state.epoch)})   # packing is lossless: a resume is bit for bit
     tensors_name = f"epoch-{state.epoch:04d}.safetensors"
     atomic_write(folder / tensors_name, blob)
     tokenizer = state.tokenizer_json.encode("utf-8")
