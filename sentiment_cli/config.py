@@ -220,6 +220,9 @@ class TrainingConfig:
     adversarial_epsilon: float = _spec(0.0, lo=0.0, help="adversarial training (Miyato et al. 2017): a second loss on "
                                                          "token embeddings moved by this L2 norm per review in the "
                                                          "direction that raises the loss; 0 = off; ~2x the step time")
+    adversarial_max_length: int = _spec(0, lo=0, help="the adversarial loss only on batches whose longest text has "
+                                                      "at most this many tokens (short sentences such as the "
+                                                      "negated ones); 0 = on every batch")
     negation_augment: int = _spec(0, lo=0, help="augmentation by rule (training/augment.py): up to this many "
                                                 "sentences of the training reviews, negated by rule ('was good' -> "
                                                 "'was not good'), join the training split with the label flipped, "

@@ -90,6 +90,11 @@ def test_adversarial_training_runs_and_changes_the_run(seeded, tmp_path):
     base = seeded[0].metrics["history"][0]
     adv = train(small_config(epochs=1, adversarial_epsilon=1.0), tmp_path / "b").metrics["history"][0]
     assert adv["train_loss"] != base["train_loss"] and 0 < adv["train_loss"] < 1.0
+    # adversarial_max_length: the second loss only on batches no longer than it (every batch here is longer than 1)
+    longer = train(small_config(epochs=1, adversarial_epsilon=1.0, adversarial_max_length=10**6), tmp_path / "c")
+    assert longer.metrics["history"][0]["train_loss"] == adv["train_loss"]
+    none = train(small_config(epochs=1, adversarial_epsilon=1.0, adversarial_max_length=1), tmp_path / "d")
+    assert none.metrics["history"][0]["train_loss"] == base["train_loss"]
 
 
 def test_device_name_asks_cuda_for_a_gpu_and_names_cpu_threads(monkeypatch):

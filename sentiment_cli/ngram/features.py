@@ -238,6 +238,26 @@ def tfidf_rows(x, idf: np.ndarray):
     return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ weighted
 
 
+def weighted_rows(x, weighting: str, min_df: int, *others) -> tuple[list, np.ndarray | None]:
+    """The rows the fits read under ``[model] ngram_weighting``: with an idf (:data:`TFIDF`), ``x`` and each of
+    ``others`` as :func:`tfidf_rows` with the idf of ``x`` (the training texts', :func:`idf_weights` with
+    ``min_df``); else all as they are and no idf.
+
+    Args:
+        x: ``(n_texts, n_columns)`` scipy CSR of the training texts' term frequencies (:func:`ngram_features`).
+        weighting: ``[model] ngram_weighting``.
+        min_df: ``[model] ngram_min_df``.
+        others: more CSR matrices of the same columns (e.g. the validation texts'), weighed by the same idf.
+
+    Returns:
+        ``([x, *others], idf)``: the weighted matrices, and ``(n_columns,)`` float32 or ``None``.
+    """
+    if weighting not in TFIDF:
+        return [x, *others], None
+    idf = idf_weights(x, min_df)
+    return [tfidf_rows(m, idf) for m in (x, *others)], idf
+
+
 def word_ids(words: Sequence[str]) -> list[int]:
     """Token ids for ``words`` without a vocabulary: each word's stable hash (BLAKE2b, 8 bytes) in
     ``[2, 2**31)``, above ``<pad>`` and ``<unk>``, so that every word counts in :func:`ngram_features`

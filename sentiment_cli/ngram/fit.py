@@ -23,7 +23,7 @@ import torch
 from ..config import Config
 from .crossfit import RESIDUAL_FOLDS, residual_logits
 from .estimator import NgramEstimator
-from .features import TFIDF, idf_weights, ngram_features, tfidf_rows
+from .features import ngram_features, weighted_rows
 from .forms import form_phrase
 from .memory import fit_limit
 from .score import NgramScore
@@ -168,9 +168,7 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
     pinned_c, min_df = config.model.ngram_c or None, config.model.ngram_min_df   # ngram_c 0: default or CV's C
     key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting,
                   score.weighting, min_df) if cache else ""
-    idf = idf_weights(x, min_df) if score.weighting in TFIDF else None
-    if idf is not None:
-        x = tfidf_rows(x, idf)
+    (x,), idf = weighted_rows(x, score.weighting, min_df)
 
     made = []
 

@@ -213,8 +213,10 @@ def _step(run: Fit, epoch: int, batch: np.ndarray) -> tuple[float, int, int]:
     target = data.train_labels[index[with_label]].to(device)
     input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
     # With adversarial training, a zero perturbation whose gradient is the embeddings' gradient
+    adversarial = t.adversarial_epsilon > 0 and (
+        t.adversarial_max_length == 0 or input_ids.shape[1] <= t.adversarial_max_length)
     delta = torch.zeros(*input_ids.shape, ctx.config.model.d_model, device=device, requires_grad=True) \
-        if t.adversarial_epsilon > 0 else None
+        if adversarial else None
     offset = 0.0 if run.ngram is None else \
         run.ngram.residual_offset(index, data.num_labelled, ctx.config.model.ngram_scale, device)
     with autocast(device, t.autocast_bf16):

@@ -24,7 +24,7 @@ from ..evaluation import calibration
 from ..inference.multilabel import fit_decision, row_binary_nll
 from ..ngram.crossfit import full_logits
 from ..ngram.estimator import NgramEstimator
-from ..ngram.features import TFIDF, idf_weights, ngram_features, term_frequency, tfidf_rows, word_pieces
+from ..ngram.features import TFIDF, ngram_features, term_frequency, weighted_rows, word_pieces
 from ..ngram.fit import fit_key, fit_weighting, rows_digest
 from ..ngram.memory import fit_limit
 from ..ngram.selection import SEARCH_GRID
@@ -217,9 +217,7 @@ class _StageFeatures:
             x = ngram_features(self.train_ids, buckets, max_n=n, pieces=pieces, tf=tf)
             xv = ngram_features(self.val_ids, buckets, max_n=n, pieces=pieces, tf=tf)
             rows = rows_digest(x, self.labels)
-            if reading.weighting in TFIDF:   # as the model's score weighs them (ngram/features.py)
-                idf = idf_weights(x, reading.min_df)
-                x, xv = tfidf_rows(x, idf), tfidf_rows(xv, idf)
+            (x, xv), _ = weighted_rows(x, reading.weighting, reading.min_df, xv)   # as the model's score weighs them
             self.made[reading] = (x, xv, rows)
         return self.made[reading]
 
