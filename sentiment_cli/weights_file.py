@@ -39,7 +39,7 @@ def _nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
 def exact_half(values: torch.Tensor) -> torch.Tensor | None:
     """``values`` as float16 when they are float32 and each is exact in float16 (read back as float32, bit for
     bit), else ``None``. The one test of it: the weights file's packed values, and the ONNX export's n-gram table
-    (:meth:`~.ngram.score.NgramScore.half_table`)."""
+    (:meth:`~.ngram.score.NgramScore.compact_table`)."""
     if values.dtype != torch.float32 or not values.numel():
         return None
     half = values.to(torch.float16)

@@ -65,6 +65,14 @@ def test_export_carries_the_decision_and_checks_each_label(exported):
     assert max(check["max_logit_difference_by_label"].values()) == check["max_logit_difference"] <= 1e-3
     assert check["label_agreement"] == 1.0            # the label sets are equal on every parity text
     assert json.loads((folder / "export_onnx.json").read_text())["parity"]["multi_label"] is True
+    # the graph holds the n-gram score's used rows only (float16), found through an int32 index of every bucket
+    import onnx
+
+    rows = json.loads((folder / "config.json").read_text())["model"]["ngram_buckets"] + 1
+    tables = {t.data_type: list(t.dims) for t in onnx.load(str(result.path)).graph.initializer
+              if t.dims[-1:] == [len(backend.labels)] or list(t.dims) == [rows]}
+    assert tables[onnx.TensorProto.INT32] == [rows]
+    assert 1 < tables[onnx.TensorProto.FLOAT16][0] < rows // 4
 
 
 @pytest.mark.slow

@@ -240,6 +240,37 @@ def test_a_training_fit_keeps_float16_precision_unless_a_weight_is_beyond_its_ra
     assert torch.equal(half_precision(torch.from_numpy(w)), torch.from_numpy(w))
 
 
+@pytest.mark.parametrize("weighting", ["binary", "tfidf"])
+def test_the_exports_compact_table_gives_the_same_logits_from_fewer_bytes(weighting):
+    """``compact_table`` (what the ONNX export traces): several labels' table shrinks to the rows some n-gram uses,
+    found through an int32 ``row_index``, with the same token logits; a bucket with a zero weight but an idf keeps
+    its row (it counts in a text's norm); afterwards the score is as it was. A two-class table is never smaller so."""
+    from sentiment_cli.ngram.score import compact_rows
+
+    rng = np.random.default_rng(0)
+    score = NgramScore(1009, num_labels=4, weighting=weighting)
+    w = np.zeros((1010, 4), np.float32)
+    w[rng.choice(np.arange(10, 1010), 60, replace=False)] = rng.normal(size=(60, 4)).astype(np.float16)
+    idf = None
+    if weighting == "tfidf":   # powers of two: the weights (w * idf) stay exact in float16
+        idf = np.where(w.any(1), 2.0, 0.0).astype(np.float32)
+        idf[7] = 4.0           # an n-gram of the training texts whose weights are all zero
+    score.load_fit(w, np.zeros(4), idf=idf)
+    ids = torch.randint(2, 400, (3, 30))
+    before = score.token_logits(ids)
+    assert float(before.abs().sum()) > 0          # some of the texts' n-grams are in the table
+    with score.compact_table():
+        assert score.row_index.dtype == torch.int32 and tuple(score.row_index.shape) == (1010,)
+        used = 60 + (weighting == "tfidf")
+        assert tuple(score.weight.shape) == (used + 1, 4) and score.weight.dtype == torch.float16
+        torch.testing.assert_close(score.token_logits(ids), before, rtol=0, atol=0)
+    assert score.row_index is None and score.weight.shape == (1010, 4) and score.weight.dtype == torch.float32
+    torch.testing.assert_close(score.token_logits(ids), before, rtol=0, atol=0)
+    two = torch.zeros(1010, dtype=torch.float16)
+    two[5] = 1.0
+    assert compact_rows(two, None)[0] is None      # 4 bytes of index a bucket: more than the 2 bytes of its row
+
+
 @pytest.mark.parametrize("num_labels", [2, 4])
 def test_the_lr_fit_is_sklearns_logistic_regression_on_the_binarised_ngrams(num_labels):
     """ngram_fit = "lr": the stored weights and bias give scikit-learn's decision_function of a plain L2

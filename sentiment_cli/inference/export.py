@@ -128,9 +128,9 @@ def _trace(model: SentimentClassifier, path: Path) -> None:
     seq_len = torch.export.Dim("seq_len", min=1, max=model.max_length)
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)   # the fused kernel has no ONNX form; the SDPA path does
-    half_table = model.ngram_score.half_table() if model.ngram_score is not None else contextlib.nullcontext()
+    table = model.ngram_score.compact_table() if model.ngram_score is not None else contextlib.nullcontext()
     try:
-        with _quiet(), torch.no_grad(), half_table:   # the n-gram table as float16 in the graph: half the bytes
+        with _quiet(), torch.no_grad(), table:   # the n-gram table as float16 in the graph, its used rows only
             torch.onnx.export(graph, (example_ids, example_mask), str(path), dynamo=True, external_data=False,
                               input_names=["input_ids", "padding_mask"], output_names=["logits", "token_logits"],
                               dynamic_shapes={"input_ids": {0: batch, 1: seq_len},

@@ -79,6 +79,8 @@ class NgramScore(nn.Module):
         else:
             self.pieces: Tensor | None = None
         self.intercept: np.ndarray | None = None
+        # Only while the ONNX export traces the score (compact_table): each bucket's row in a table of used rows
+        self.register_buffer("row_index", None, persistent=False)
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
         # before the score was a module of its own); the parent reads them back with load_hook.
         self.register_state_dict_post_hook(_flat_names)
@@ -256,6 +258,8 @@ class NgramScore(nn.Module):
         # (batch, seq_len, n): n is max_n, plus P with word pieces
         buckets = ngram_buckets(input_ids, self.buckets, self.max_n, self.pieces)
         flat = buckets.flatten(1)                                           # (batch, seq_len * n)
+        if self.row_index is not None:   # the ONNX export's table of used rows (compact_table)
+            flat = self.row_index[flat].long()                              # (batch, seq_len * n)
         if self.term_frequency == "sublinear":   # 1 + ln(count) at each n-gram's first entry
             counts = occurrence_counts(flat).to(self.bias.dtype)            # (batch, seq_len * n)
             present = torch.where(counts > 0, 1 + torch.log(counts.clamp_min(1)), torch.zeros_like(counts))
@@ -277,19 +281,23 @@ class NgramScore(nn.Module):
         return torch.stack([torch.zeros_like(b), b]) if self.num_labels == 2 else b
 
     @contextmanager
-    def half_table(self):
-        """Within the block, ``weight`` is held in float16 when that loses nothing (:func:`half_precision`'s
-        weights always are), and read back as float32 after its gather: the same logits from half the bytes. For
-        the ONNX export, whose graph stores the table as traced."""
-        full, half = self.weight, exact_half(self.weight)
-        if half is None:
-            yield
-            return
-        self.weight = half
+    def compact_table(self):
+        """Within the block, the score's tables take the fewest bytes that give the same logits, for the ONNX export,
+        whose graph stores them as traced: ``weight`` in float16 when that loses nothing (:func:`half_precision`'s
+        weights always are), read back as float32 after its gather; and, where it takes fewer bytes
+        (:func:`compact_rows`: several labels), only the rows an n-gram uses, found through ``row_index``."""
+        saved = {"weight": self.weight, "idf": getattr(self, "idf", None), "row_index": self.row_index}
+        half = exact_half(self.weight)
+        index, weight, idf = compact_rows(self.weight if half is None else half, saved["idf"])
+        self.weight, self.row_index = weight, index
+        if idf is not None:
+            self.idf = idf
         try:
             yield
         finally:
-            self.weight = full
+            for name, value in saved.items():
+                if value is not None or name == "row_index":
+                    setattr(self, name, value)
 
     def load_hook(self, parent, state_dict, prefix, *args) -> None:
         """A load-state-dict pre-hook for the module that holds this one: a checkpoint's flat
@@ -303,6 +311,34 @@ class NgramScore(nn.Module):
         """``(token_logits, bias)``: ``(batch, seq_len, num_labels)`` and ``(num_labels,)``; the score's
         logits are ``token_logits.sum(1) + bias``."""
         return self.token_logits(input_ids), self.logit_bias()
+
+
+def compact_rows(weight: Tensor, idf: Tensor | None) -> tuple[Tensor | None, Tensor, Tensor | None]:
+    """``(row_index, rows, idf_rows)``: the rows of an n-gram table that some n-gram uses (a non-zero weight, or a
+    non-zero idf, which counts in a text's norm), after a zero row 0, and each bucket's row among them (0 for an
+    unused bucket), when that index and the used rows take fewer bytes than the table; else ``(None, weight, idf)``.
+    A two-class score's table (2 bytes a bucket) is never smaller so; several labels' (2 bytes each) often are.
+
+    Args:
+        weight: ``(buckets + 1,)`` or ``(buckets + 1, num_labels)``, any float dtype; row 0 is no n-gram.
+        idf: ``(buckets + 1,)`` float32, or ``None``.
+
+    Returns:
+        ``row_index`` ``(buckets + 1,)`` int32, ``rows`` ``(used + 1, ...)`` and ``idf_rows`` ``(used + 1,)``; or the
+        inputs as they are, with ``None``.
+    """
+    used = weight.reshape(len(weight), -1).ne(0).any(1)
+    if idf is not None:
+        used |= idf.ne(0)
+    used[0] = False
+    rows = used.nonzero().squeeze(1)
+    row_bytes = weight[0].numel() * weight.element_size() + (idf.element_size() if idf is not None else 0)
+    if len(weight) * 4 + (len(rows) + 1) * row_bytes >= len(weight) * row_bytes:
+        return None, weight, idf
+    index = torch.zeros(len(weight), dtype=torch.int32, device=weight.device)
+    index[rows] = torch.arange(1, len(rows) + 1, dtype=torch.int32, device=weight.device)
+    keep = torch.cat([torch.zeros(1, dtype=rows.dtype), rows])
+    return index, weight[keep], None if idf is None else idf[keep]
 
 
 def half_precision(weights: Tensor) -> Tensor:
