@@ -337,7 +337,7 @@ def compact_rows(weight: Tensor, idf: Tensor | None) -> tuple[Tensor | None, Ten
         return None, weight, idf
     index = torch.zeros(len(weight), dtype=torch.int32, device=weight.device)
     index[rows] = torch.arange(1, len(rows) + 1, dtype=torch.int32, device=weight.device)
-    keep = torch.cat([torch.zeros(1, dtype=rows.dtype), rows])
+    keep = torch.cat([torch.zeros(1, dtype=rows.dtype, device=rows.device), rows])
     return index, weight[keep], None if idf is None else idf[keep]
 
 
