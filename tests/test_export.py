@@ -222,7 +222,10 @@ def test_a_failed_parity_check_writes_nothing(trained_checkpoint, tmp_path, monk
 
 def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     folder, _ = exported
-    result = export_onnx(folder, quantize="int8", parity_reviews=100)
+    # The slice's model is near chance (about 56%), so which of its 500 test reviews int8 flips depends on the CPU's
+    # int8 kernels: within 1 point on the hosts CI ran on, 3.8 points on another (2026-11-29, also before the
+    # change then tested); the gate is set to 5 points here, and the drop checked against it below.
+    result = export_onnx(folder, quantize="int8", parity_reviews=100, max_accuracy_drop=0.05)
     assert result.path == folder / "model.int8.onnx"
     q, b = result.record["int8"], result.record["bytes"]
     # the recorded accuracy is the int8 file's own on the test split, scored here independently
@@ -232,10 +235,9 @@ def test_int8_reports_accuracy_and_sizes_and_runs(exported, reviews):
     got = [p.label for p in Predictor(result.path, onnx=True).predict(test.texts)]
     assert q["test_reviews"] == len(test) == 500
     assert q["accuracy_after"] == pytest.approx(np.mean([g == test.label_names[y] for g, y in zip(got, test.labels)]))
-    # the gate's promise (signed: int8 may also score higher); a 500-review slice moves in steps of 0.2 point,
-    # and which reviews flip depends on the CPU's int8 kernels
-    assert round((q["accuracy_before"] - q["accuracy_after"]) * 500) <= 5   # in reviews: at most 1 point
-    assert abs(q["accuracy_before"] - q["accuracy_after"]) <= 0.02
+    # the gate's promise (signed: int8 may also score higher); a 500-review slice moves in steps of 0.2 point
+    assert round((q["accuracy_before"] - q["accuracy_after"]) * 500) <= 25   # in reviews: at most 5 points
+    assert abs(q["accuracy_before"] - q["accuracy_after"]) <= 0.06
     assert b["onnx_int8"] == result.path.stat().st_size < b["onnx"]
     preds = Predictor(result.path, onnx=True).predict(reviews[:10])
     assert all(p.label in ("negative", "positive") for p in preds)
