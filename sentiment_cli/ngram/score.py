@@ -285,7 +285,7 @@ class NgramScore(nn.Module):
         """Within the block, the score's tables take the fewest bytes that give the same logits, for the ONNX export,
         whose graph stores them as traced: ``weight`` in float16 when that loses nothing (:func:`half_precision`'s
         weights always are), read back as float32 after its gather; and, where it takes fewer bytes
-        (:func:`compact_rows`: several labels), only the rows an n-gram uses, found through ``row_index``."""
+        (:func:`compact_rows`: several labels, or an idf), only the rows an n-gram uses, found through ``row_index``."""
         saved = {"weight": self.weight, "idf": getattr(self, "idf", None), "row_index": self.row_index}
         half = exact_half(self.weight)
         index, weight, idf = compact_rows(self.weight if half is None else half, saved["idf"])
@@ -317,7 +317,8 @@ def compact_rows(weight: Tensor, idf: Tensor | None) -> tuple[Tensor | None, Ten
     """``(row_index, rows, idf_rows)``: the rows of an n-gram table that some n-gram uses (a non-zero weight, or a
     non-zero idf, which counts in a text's norm), after a zero row 0, and each bucket's row among them (0 for an
     unused bucket), when that index and the used rows take fewer bytes than the table; else ``(None, weight, idf)``.
-    A two-class score's table (2 bytes a bucket) is never smaller so; several labels' (2 bytes each) often are.
+    A two-class score's float16 table alone (2 bytes a bucket) is never smaller so; with an idf (6 bytes a bucket)
+    it is when under a third of the buckets are used; several labels' tables (2 bytes a label) often are.
 
     Args:
         weight: ``(buckets + 1,)`` or ``(buckets + 1, num_labels)``, any float dtype; row 0 is no n-gram.
