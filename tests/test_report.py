@@ -326,3 +326,19 @@ def test_card_names_the_ngram_scores_form_from_its_record_new_or_old(trained_che
     sections = dict(card_sections(card))
     assert card["ngram_score"] in dict(sections["Model"])["architecture"]
     assert "from a teacher, logistic regression over hashed token 1-3-grams, on 200" in str(sections["Training"])
+
+
+def test_the_cards_optimizer_line_names_where_the_adversarial_loss_ran():
+    """The model card's optimizer fact names the adversarial epsilon, and the batches it was kept to when
+    ``adversarial_max_length`` is set."""
+    from sentiment_cli.card.text import _fine_tuning_text
+
+    card = {"training": {"epochs": 4, "epochs_planned": 4, "best_epoch": 3, "stopped_early": False},
+            "config": {"data": {"validation_fraction": 0.1},
+                       "training": {"lr": 2e-3, "schedule": "cosine", "weight_decay": 0.05, "batch_size": 64,
+                                    "adversarial_epsilon": 2.0, "adversarial_max_length": 0}}}
+    _, everywhere = _fine_tuning_text(card)
+    assert everywhere.endswith("adversarial training (Miyato et al. 2017), epsilon 2")
+    card["config"]["training"]["adversarial_max_length"] = 64
+    _, short = _fine_tuning_text(card)
+    assert short.endswith("epsilon 2 (batches of at most 64 tokens)")

@@ -262,6 +262,8 @@ def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
     regularisation = [f"{name} {tr[key]:g}" for name, key in (
         ("word dropout", "token_dropout"), ("label smoothing", "label_smoothing"),
         ("adversarial training (Miyato et al. 2017), epsilon", "adversarial_epsilon")) if tr.get(key)]
+    if tr.get("adversarial_epsilon") and tr.get("adversarial_max_length"):
+        regularisation[-1] += f" (batches of at most {tr['adversarial_max_length']} tokens)"
     if tr.get("distill_reviews"):
         teacher = card.get("teacher") or "an n-gram model over hashed token 1-3-grams"
         regularisation.append(f"distillation (Hinton et al. 2015) from a teacher, {teacher}, on "
