@@ -30,8 +30,9 @@ ROWS, VALUES = "@rows", "@values"
 METADATA_KEY = "packed_rows"
 
 
-def _nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
-    """``(k,)`` int64: the rows of ``tensor`` ``(n, ...)`` that hold a non-zero value, ascending."""
+def nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
+    """``(k,)`` int64: the rows of ``tensor`` ``(n, ...)`` that hold a non-zero value, ascending (what :func:`pack`
+    keeps, and the ONNX export's table of used rows, :func:`~.ngram.score.compact_rows`)."""
     flat = tensor.reshape(tensor.shape[0], -1)
     return torch.nonzero(flat.ne(0).any(dim=1), as_tuple=False).flatten()
 
@@ -78,7 +79,7 @@ def pack(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dic
     shapes: dict[str, list[int]] = {}
     for name, tensor in weights.items():
         if tensor.is_floating_point() and tensor.dim() >= 1 and tensor.shape[0] >= PACK_MIN_ROWS:
-            rows = _nonzero_rows(tensor)
+            rows = nonzero_rows(tensor)
             values = _stored_values(tensor.index_select(0, rows).contiguous())
             if _worth_packing(tensor, values):
                 tensors[name + ROWS] = rows.to(torch.int32).contiguous()

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..weights_file import exact_half
+from ..weights_file import exact_half, nonzero_rows
 from .features import (MAX_N, PIECES_PER_WORD, TFIDF, first_occurrences, ngram_buckets, ngram_features,
                        occurrence_counts, term_frequency, word_pieces)
 from .forms import form_phrase
@@ -286,9 +286,11 @@ class NgramScore(nn.Module):
         whose graph stores them as traced: ``weight`` in float16 when that loses nothing (:func:`half_precision`'s
         weights always are), read back as float32 after its gather; and, where it takes fewer bytes
         (:func:`compact_rows`: several labels, or an idf), only the rows an n-gram uses, found through ``row_index``."""
-        saved = {"weight": self.weight, "idf": getattr(self, "idf", None), "row_index": self.row_index}
+        saved = {"weight": self.weight, "row_index": self.row_index}
+        if self.weighting in TFIDF:
+            saved["idf"] = self.idf
         half = exact_half(self.weight)
-        index, weight, idf = compact_rows(self.weight if half is None else half, saved["idf"])
+        index, weight, idf = compact_rows(self.weight if half is None else half, saved.get("idf"))
         self.weight, self.row_index = weight, index
         if idf is not None:
             self.idf = idf
@@ -296,8 +298,7 @@ class NgramScore(nn.Module):
             yield
         finally:
             for name, value in saved.items():
-                if value is not None or name == "row_index":
-                    setattr(self, name, value)
+                setattr(self, name, value)
 
     def load_hook(self, parent, state_dict, prefix, *args) -> None:
         """A load-state-dict pre-hook for the module that holds this one: a checkpoint's flat
@@ -328,11 +329,8 @@ def compact_rows(weight: Tensor, idf: Tensor | None) -> tuple[Tensor | None, Ten
         ``row_index`` ``(buckets + 1,)`` int32, ``rows`` ``(used + 1, ...)`` and ``idf_rows`` ``(used + 1,)``; or the
         inputs as they are, with ``None``.
     """
-    used = weight.reshape(len(weight), -1).ne(0).any(1)
-    if idf is not None:
-        used |= idf.ne(0)
-    used[0] = False
-    rows = used.nonzero().squeeze(1)
+    rows = nonzero_rows(weight) if idf is None else torch.cat([nonzero_rows(weight), nonzero_rows(idf)]).unique()
+    rows = rows[rows > 0]   # row 0 (no n-gram) is the zero row every unused bucket reads
     row_bytes = weight[0].numel() * weight.element_size() + (idf.element_size() if idf is not None else 0)
     if len(weight) * 4 + (len(rows) + 1) * row_bytes >= len(weight) * row_bytes:
         return None, weight, idf
