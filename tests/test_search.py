@@ -595,3 +595,29 @@ def test_pretraining_gets_its_share_of_the_budget(monkeypatch):
     cfg = load_config("default").override("training", init_from="somewhere")
     record = search._shared_work(cfg, TrainCallbacks(), StopFlag(), None, search.PRETRAIN_SHARE * 1800)
     assert seen["seconds"] == pytest.approx(450.0) and record["pretraining_seconds"] >= 0
+
+
+def test_the_trials_build_their_tokenizer_once_per_run():
+    """Work done once: trials on the same rows and ``[data]`` keys share the tokenizer (a Unigram trainer takes
+    minutes on Wisesight); another vocabulary size builds its own."""
+    from types import SimpleNamespace
+
+    from sentiment_cli.data.splits import DataSpec
+    from sentiment_cli.training.setup import _built_tokenizer
+
+    class Stages(TrainCallbacks):
+        def __init__(self):
+            self.stages = []
+
+        def on_stage(self, message):
+            self.stages.append(message)
+
+    cfg = _default(REVIEWS).override("data", tokenizer="unigram", vocab_size=400)
+    run_data, cb = RunData(str(REVIEWS)), Stages()
+    train_split, _ = run_data.splits(DataSpec.from_config(cfg))
+    first = _built_tokenizer(SimpleNamespace(config=cfg, cb=cb), run_data, train_split)
+    again = _built_tokenizer(SimpleNamespace(config=cfg, cb=cb), run_data, train_split)
+    assert again is first and sum("building the tokenizer" in s for s in cb.stages) == 1
+    other = _built_tokenizer(SimpleNamespace(config=cfg.override("data", vocab_size=300), cb=cb), run_data,
+                             train_split)
+    assert other != first and sum("building the tokenizer" in s for s in cb.stages) == 2

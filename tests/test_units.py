@@ -20,7 +20,7 @@ from sentiment_cli.data.units import choose_units
 from sentiment_cli.inference.prediction import Explanation
 from sentiment_cli.ngram.features import ngram_buckets, ngram_features
 from sentiment_cli.ngram.score import NgramScore
-from sentiment_cli.training.auto import CHAR_MAX_N, Profile, data_rules
+from sentiment_cli.training.auto import SUBWORD_VOCAB, Profile, data_rules
 
 DATA = Path(__file__).resolve().parent / "data"
 THAI = DATA / "wisesight_small"
@@ -31,26 +31,29 @@ def _texts(path: Path, column: str) -> list[str]:
         return [row[column] for row in csv.DictReader(f)]
 
 
-def test_the_rule_reads_thai_as_characters_and_english_as_words():
+def test_the_rule_reads_thai_as_subwords_and_english_as_words():
     thai = choose_units(_texts(THAI / "train.csv", "text"))
     english = choose_units(_texts(DATA / "sst5_small" / "train.csv", "sentence"))
-    assert thai.kind == "char" and thai.share > 0.8 and "THAI" in thai.scripts
+    assert thai.kind == "unigram" and thai.share > 0.8 and "THAI" in thai.scripts
+    assert "read as subwords" in thai.reason()
     assert english.kind == "word" and english.share < 0.2
     assert "without spaces" in thai.reason() and "%" in english.reason()
 
 
-def test_the_rule_reads_short_chinese_and_japanese_as_characters():
-    """Sets it was not tuned on: short texts, one short run each, are read by their script."""
+def test_the_rule_reads_chinese_as_characters_and_japanese_as_subwords():
+    """Short texts, one short run each, are read by their script: Han characters (Chinese) as characters, a text
+    mostly in kana (Japanese) as subwords."""
     chinese = ["太差了", "很好吃", "房间很大，床很舒服", "送餐很快"] * 5
     japanese = ["部屋が狭い", "とても良かった", "また泊まりたい"] * 5
-    assert choose_units(chinese).kind == "char" and choose_units(japanese).kind == "char"
+    assert choose_units(chinese).kind == "char" and "Han characters" in choose_units(chinese).reason()
+    assert choose_units(japanese).kind == "unigram" and "HIRAGANA" in choose_units(japanese).scripts
     assert choose_units(["Das Hotel war sehr schön und ruhig", "Mahtava hotelli, suosittelen"] * 5).kind == "word"
 
 
 def test_a_thai_sentence_is_one_word_but_many_characters():
     texts = _texts(THAI / "train.csv", "text")
     word = build_tokenizer(texts, DataConfig(tokenizer="word"))
-    char = build_tokenizer(texts, DataConfig(tokenizer="auto"))
+    char = build_tokenizer(texts, DataConfig(tokenizer="char"))
     sentence = "ร้านนี้อร่อยมาก บริการดี"
     assert len(word.encode(sentence).ids) == 2
     encoding = char.encode(sentence)
@@ -83,17 +86,29 @@ def test_the_default_preset_asks_the_data():
     assert load_config("seed").data.tokenizer == "word"
 
 
-def test_the_data_rule_says_characters_in_one_line_and_reads_4_grams():
+def test_the_data_rule_says_subwords_in_one_line_with_their_size_and_tfidf():
     units = choose_units(_texts(THAI / "train.csv", "text"))
     profile = Profile(train_rows=600, class_counts=(168, 319, 100, 13), has_validation=True, unlabelled=0,
                       length_quantile=200, tokens=40_000, labels=("neg", "neu", "pos", "q"), units=units)
     choices = {c.key: c for c in data_rules(profile, load_config("default"))}
-    assert choices["data.tokenizer"].value == "char" and "\n" not in choices["data.tokenizer"].line()
-    assert choices["model.ngram_max_n"].value == CHAR_MAX_N
+    assert choices["data.tokenizer"].value == "unigram" and "\n" not in choices["data.tokenizer"].line()
+    assert choices["data.vocab_size"].value == SUBWORD_VOCAB and choices["model.ngram_weighting"].value == "tfidf"
+    assert "model.ngram_max_n" not in choices   # subword 1-3-grams, as words
     english = Profile(train_rows=600, class_counts=(300, 300), has_validation=True, unlabelled=0,
                       length_quantile=50, tokens=40_000, labels=("neg", "pos"), units=choose_units(["a good film"]))
     rules = {c.key: c.value for c in data_rules(english, load_config("default"))}
-    assert rules["data.tokenizer"] == "word" and "model.ngram_max_n" not in rules
+    assert rules["data.tokenizer"] == "word" and "model.ngram_max_n" not in rules and "data.vocab_size" not in rules
+
+
+def test_a_subword_sample_is_counted_in_subwords_not_in_runs():
+    """Thai's space-split runs are whole phrases: max_length and the token count come from subwords."""
+    from sentiment_cli.training.auto import _token_counts
+
+    texts = _texts(THAI / "train.csv", "text")
+    config = load_config("default")
+    words, subwords = (_token_counts(texts, config, 0, kind) for kind in ("word", "unigram"))
+    chars = _token_counts(texts, config, 0, "char")
+    assert 3 * words.sum() < subwords.sum() < chars.sum()
 
 
 def test_character_4_grams_cross_words_and_match_the_fit_features():
@@ -209,6 +224,8 @@ def test_a_character_model_pretrains_in_a_folder_of_its_own():
     words = load_config("default").override("data", source=str(THAI), tokenizer="word")
     chars = words.override("data", tokenizer="char")
     assert pretrained_folder(words) != pretrained_folder(chars)
+    subwords = words.override("data", tokenizer="unigram", vocab_size=8000)
+    assert pretrained_folder(subwords) != pretrained_folder(subwords.override("data", vocab_size=16000))
     assert "tokenizer" in _TOKEN_KEYS   # a word-level pretrained folder is refused for a character model
 
 
@@ -242,7 +259,7 @@ test = ["{food}{good}เลย"]
 
 @pytest.mark.slow   # trains a model: seconds on a quiet machine
 def test_a_thai_model_through_every_command(tmp_path):
-    """The default's rules on the Thai slice read characters; explain's offsets map back to the text, the built-in
+    """The default's rules on the Thai slice read subwords; explain's offsets map back to the text, the built-in
     suite is refused in one line, a Thai suite runs, and export's parity gate passes."""
     from typer.testing import CliRunner
 
@@ -252,12 +269,12 @@ def test_a_thai_model_through_every_command(tmp_path):
     out = tmp_path / "thai"
     r = runner.invoke(app, ["train", "--data", str(THAI), "--output", str(out), "--time-budget", "0", "--epochs", "1"])
     assert r.exit_code == 0, r.output
-    assert "data.tokenizer = 'char'" in r.output and json.loads((out / "config.json").read_text())
+    assert "data.tokenizer = 'unigram'" in r.output and json.loads((out / "config.json").read_text())
     text = "ข้าวมันไก่ร้านนี้อร่อยมาก แนะนำเลย"
     r = runner.invoke(app, ["predict", "--checkpoint", str(out), "--explain", "--json", text])
     got = json.loads(r.stdout)
     assert [text[a:b] for a, b in got["offsets"]] == got["tokens"]
-    # every character is some token's span (NFKC splits "ำ" into two tokens of one span)
+    # every character is some token's span (with byte fallback, no character is left out)
     assert {i for a, b in got["offsets"] for i in range(a, b)} == set(range(len(text)))
     r = runner.invoke(app, ["check", "--checkpoint", str(out)])
     assert r.exit_code == 2 and "built-in suite is English" in r.output

@@ -27,7 +27,7 @@ import numpy as np
 from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..data.splits import DataSpec, held_out_count
-from ..data.tokenizer import SPACE_TOKEN, pre_tokenizer_for
+from ..data.tokenizer import SPACE_TOKEN, build_tokenizer, pre_tokenizer_for
 from ..data.units import Units, choose_units, distinct_char_ngrams
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
@@ -48,6 +48,9 @@ NEGATION_PAIRS = 10_000   # rule-negated sentence pairs, at most (IMDB: 16,757 c
 NEGATION_SHARE = 0.4      # ... and at most this share of the training rows
 SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's: 1,800, for IMDB's 30 minutes)
 CHAR_MAX_N = 4            # character tokens: the n-gram score reads character 1-4-grams (docs/experiments.md)
+SUBWORD_KINDS = ("unigram", "bpe")
+SUBWORD_VOCAB = 8000      # text without spaces: Unigram subwords, 8,000 (Wisesight's dev, docs/experiments.md)
+SUBWORD_SAMPLE = 2000     # texts a subword tokenizer is trained on to count a sample's tokens (_token_counts)
 
 
 @dataclass(frozen=True)
@@ -144,12 +147,19 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
 
 def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word") -> np.ndarray:
     """Token counts of up to :data:`LENGTH_SAMPLE` texts, a seeded draw: characters (a run of whitespace one)
-    with character tokens, else pre-tokenizer words (subwords: as many, at least)."""
-    pre = pre_tokenizer_for(config.data.pre_tokenizer)
+    with character tokens; subwords with a subword tokenizer, as one trained on the first
+    :data:`SUBWORD_SAMPLE` of them cuts them (a few seconds; a little finer than the run's, trained on every
+    training text); else pre-tokenizer words."""
     rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
-    cleaned = (re.sub(r"<br\s*/?>", " ", texts[i][:200_000]) for i in rows)
+    cleaned = [re.sub(r"<br\s*/?>", " ", texts[i][:200_000]) for i in rows]
     if kind == "char":
         return np.asarray([len(re.sub(r"\s+", SPACE_TOKEN, t.strip())) for t in cleaned])
+    if kind in SUBWORD_KINDS:
+        vocab = config.data.vocab_size if config.data.tokenizer == kind else SUBWORD_VOCAB
+        data = dataclasses.replace(config.data, tokenizer=kind, vocab_size=vocab)
+        tok = build_tokenizer(cleaned[:SUBWORD_SAMPLE], data)
+        return np.asarray([len(e.ids) for e in tok.encode_batch(cleaned)])
+    pre = pre_tokenizer_for(config.data.pre_tokenizer)
     return np.asarray([len(pre.pre_tokenize_str(t)) for t in cleaned])
 
 
@@ -165,21 +175,27 @@ def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozens
 
 
 def _tokenizer_rules(profile: Profile, config: Config) -> list[Choice]:
-    """``[data] tokenizer = "auto"``: characters where most letters are in long runs without spaces or in a script
-    written without them, else words (:func:`~sentiment_cli.data.units.choose_units`; chosen on Wisesight's Thai
-    and the English sets, docs/data.md). With characters the n-gram score reads character 1-:data:`CHAR_MAX_N`-grams
-    weighted by TF-IDF (Wisesight's dev split, docs/experiments.md)."""
+    """``[data] tokenizer = "auto"``: where most letters are in long runs without spaces or in a script written
+    without them, characters for Han text and otherwise subwords (:data:`SUBWORD_VOCAB` Unigram pieces learned
+    from the training texts); else words (:func:`~sentiment_cli.data.units.choose_units`; chosen on Wisesight's
+    Thai, Chinese hotel reviews and the English sets, docs/data.md). The n-gram score then weighs its n-grams by
+    TF-IDF, character 1-:data:`CHAR_MAX_N`-grams or subword 1-3-grams (dev splits, docs/experiments.md)."""
     if profile.units is None:
         return []
-    choices = [Choice("data.tokenizer", profile.units.kind, profile.units.reason())]
-    if profile.units.kind != "char" or not config.model.ngram_buckets:
+    kind = profile.units.kind
+    choices = [Choice("data.tokenizer", kind, profile.units.reason())]
+    if kind in SUBWORD_KINDS and config.data.vocab_size != SUBWORD_VOCAB:
+        choices.append(Choice("data.vocab_size", SUBWORD_VOCAB, f"text without spaces: {SUBWORD_VOCAB:,} subwords "
+                              "(Wisesight's dev: 8,000 Unigram pieces' 1-3-grams above 32,000's in a linear model)"))
+    if kind == "word" or not config.model.ngram_buckets:
         return choices
-    if config.model.ngram_max_n < CHAR_MAX_N:
+    if kind == "char" and config.model.ngram_max_n < CHAR_MAX_N:
         choices.append(Choice("model.ngram_max_n", CHAR_MAX_N, f"character tokens: the n-gram score reads "
                               f"character 1-{CHAR_MAX_N}-grams, within and across words"))
     if config.model.ngram_weighting != "tfidf":
-        choices.append(Choice("model.ngram_weighting", "tfidf", "character tokens: each character n-gram counts its "
-                              "idf, a text's n-grams L2-normalised (Wisesight's dev: LR 70.9% against 70.1% binary)"))
+        choices.append(Choice("model.ngram_weighting", "tfidf", "text without spaces: each n-gram counts its idf, a "
+                              "text's n-grams L2-normalised (Wisesight's dev, characters: LR 70.9% against 70.1% "
+                              "binary)"))
     return choices
 
 
@@ -460,12 +476,13 @@ def _many_short_texts(profile: Profile) -> bool:
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
     pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
-    that draws the hold-out it must not read, and a tokenizer other than words), so that runs on other data, with
-    another ``--seed`` or other units never meet in one folder (``checkpoints/pretrained-trec6-1a2b3c``)."""
+    that draws the hold-out it must not read, and a tokenizer other than words with its size), so that runs on
+    other data, with another ``--seed`` or other units never meet in one folder
+    (``checkpoints/pretrained-trec6-1a2b3c``)."""
     d = config.data
     key = "\n".join(f"{section}.{name}={value}" for section, name, value in pretraining_reads(config))
     if d.tokenizer != "word":   # another tokenizer's encoder gets a folder of its own (words keep their names)
-        key += f"\ndata.tokenizer={d.tokenizer}"
+        key += f"\ndata.tokenizer={d.tokenizer}\ndata.vocab_size={d.vocab_size}"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(d.source.rstrip("/\\")).name or "data").strip("-.") or "data"
     base = Path(config.training.init_from)
     return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")

@@ -204,9 +204,7 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
     elif pretrained is not None:
         tokenizer_json = pretrained.tokenizer.to_str()
     else:
-        ctx.cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
-        built = save_tokenizer(build_tokenizer(train_split.texts, config.data, length=len(train_split))) \
-            if info.is_main else ""
+        built = _built_tokenizer(ctx, run_data, train_split) if info.is_main else ""
         tokenizer_json = distributed.broadcast_bytes(info, built.encode(), ctx.device).decode()
     tokenizer = tokenizer_from_str(tokenizer_json, ctx.output / STATE_DIR / TOKENIZER_FILE)
     ctx.cb.on_stage("tokenizing")
@@ -215,6 +213,17 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
                  val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else
                  TokenIds.from_rows([]),
                  train_labels=train_targets(train_split), augmented=augmented)
+
+
+def _built_tokenizer(ctx: RunContext, run_data: RunData, train_split: Split) -> str:
+    """The tokenizer ``[data]`` names, built on the training split once per run (``tokenizer.json`` text): the
+    search's trials on the same rows share it (a Unigram trainer takes minutes on Wisesight's messages)."""
+    d = ctx.config.data
+    key = ("tokenizer", train_split.fingerprint(), d.tokenizer, d.vocab_size, d.min_frequency, d.pre_tokenizer,
+           d.max_length)
+    if not run_data.has_shared(key):
+        ctx.cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
+    return run_data.shared(key, lambda: save_tokenizer(build_tokenizer(train_split.texts, d, length=len(train_split))))
 
 
 def train_targets(split: Split) -> torch.Tensor:
