@@ -71,6 +71,9 @@ def test_a_small_set_gets_a_five_minute_budget_by_a_rule():
     assert rules["training.time_budget"] == auto.SMALL_SET_BUDGET == 300.0
     assert "training.time_budget" not in {c.key for c in auto.data_rules(large, load_config("default"))}
     assert "training.time_budget" not in {c.key for c in auto.data_rules(small, load_config("seed"))}
+    many_rows = auto.Profile(train_rows=21_641, class_counts=(11_000, 10_641), has_validation=True, unlabelled=0,
+                             length_quantile=240, tokens=575_000)   # Wisesight read as subwords
+    assert "training.time_budget" not in {c.key for c in auto.data_rules(many_rows, load_config("default"))}
 
 
 def test_epochs_0_needs_an_ngram_score_and_ngram_c_a_pinned_form():

@@ -400,13 +400,16 @@ def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
 def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
     """A small set's search takes at most :data:`SMALL_SET_BUDGET` seconds: one of its runs takes under a minute
     on 2 cores (TREC-6 78 s and Subj 117 s with the refit), so five minutes measure several settings and refit
-    the best; the preset's 30 minutes are IMDB's, whose one run takes about 25."""
-    if profile.tokens >= FEW_TOKENS or not 0 < SMALL_SET_BUDGET < config.training.time_budget \
+    the best; the preset's 30 minutes are IMDB's, whose one run takes about 25. Small: under :data:`FEW_TOKENS`
+    tokens and under :data:`LARGE_TRAIN` rows (an epoch's steps grow with the rows: Wisesight's 21,641 messages in
+    575,209 subword tokens, whose tokenizer, n-gram fits and one encoder run take over ten minutes)."""
+    if profile.tokens >= FEW_TOKENS or profile.train_rows >= LARGE_TRAIN \
+            or not 0 < SMALL_SET_BUDGET < config.training.time_budget \
             or _many_short_texts(profile):   # its own budget: _multi_label_rules
         return []
     return [Choice("training.time_budget", SMALL_SET_BUDGET, f"{profile.tokens:,} training tokens (under "
-                   f"{FEW_TOKENS:,}): a run takes about a minute; the search takes at most "
-                   f"{SMALL_SET_BUDGET / 60:g} minutes")]
+                   f"{FEW_TOKENS:,}) in {profile.train_rows:,} rows: a run takes about a minute; the search takes "
+                   f"at most {SMALL_SET_BUDGET / 60:g} minutes")]
 
 
 def _negation_rules(profile: Profile, config: Config) -> list[Choice]:
