@@ -296,3 +296,14 @@ def test_a_space_token_joins_no_piece():
     text = "ดี ดี"   # a character model reads the space as a token of its own
     joined = _explanation(text, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)], [0.5, 0.5, 0.0, 0.5, 0.5], True)
     assert [t for t, _, _ in joined.pieces()] == ["ดี", " ", "ดี"]
+
+
+def test_the_audit_reads_text_without_spaces_as_characters():
+    """The audit's linear score reads Thai as characters, where the default's encoder reads subwords."""
+    from sentiment_cli.audit.probabilities import encode
+
+    texts = _texts(THAI / "train.csv", "text")[:200]
+    tokenizer, ids = encode(texts)
+    assert tokenizer_kind(tokenizer) == "char" and len(ids) == 200
+    words, _ = encode(["a good film", "a bad film"] * 20)
+    assert tokenizer_kind(words) == "word"

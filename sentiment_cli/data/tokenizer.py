@@ -12,7 +12,7 @@ its units to ids; ``[data] tokenizer`` names the units:
 - ``unigram`` / ``bpe``: subwords learned from the training texts (Kudo 2018; Sennrich et al. 2016) after a
   Metaspace pre-tokenizer, with byte fallback: a character outside the vocabulary becomes its UTF-8 bytes'
   tokens (``<0x00>`` to ``<0xFF>``), never ``<unk>``;
-- ``auto``: ``char`` or ``word`` by :func:`~.units.choose_units` on the training texts.
+- ``auto``: ``word``, ``char`` or ``unigram`` by :func:`~.units.choose_units` on the training texts.
 
 No tokenizer is downloaded. This module owns the special tokens: ``<pad>`` is id 0 and ``<unk>`` id 1 in
 every vocabulary.
