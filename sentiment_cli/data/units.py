@@ -34,6 +34,7 @@ LONG_RUN = 12        # letters without whitespace: longer than nearly every word
 CHAR_SHARE = 0.5     # share of letters in such runs above which the text is not read as words
 HAN_SHARE = 0.5      # share of those letters that are Han characters above which the text is read as characters
 SUBWORD_UNITS = "unigram"   # what other text without spaces is read as ([data] tokenizer)
+SCRIPT_NAMES = {"CJK": "Han", "KATAKANA-HIRAGANA": "Kana"}   # how a reason names a script (else its title case)
 SAMPLE = 2000        # texts the rule reads, a seeded draw
 SAMPLE_CHARS = 1000  # characters of each text it reads
 
@@ -57,7 +58,8 @@ class Units:
         measured = f"{self.share:.0%} of the training texts' letters are in runs of {LONG_RUN} or more without a " \
                    "space or in a script written without spaces"
         if self.kind != "word":
-            scripts = f" ({' and '.join(s.title() for s in self.scripts)} script)" if self.scripts else ""
+            names = " and ".join(SCRIPT_NAMES.get(s, s.title()) for s in self.scripts)
+            scripts = f" ({names} script)" if names else ""
             if self.kind == "char":
                 return f"{measured}{scripts}: text written without spaces, mostly in Han characters (each a " \
                        "morpheme), is read as characters"
