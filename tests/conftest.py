@@ -21,7 +21,9 @@ FULL_DATA = ROOT.parent / "shared" / "data" / "imdb"                 # the full 
 # keeps a pinned OMP_NUM_THREADS rather than follow the load, so a run's float sums repeat from run to run.
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
-SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+# the checkout first, then any PYTHONPATH of the caller's (packages carried beside an image's own, as on a GPU machine)
+SUBPROCESS_ENV = {**os.environ,
+                  "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 PYTHON = sys.executable
 
 
