@@ -307,3 +307,21 @@ def test_the_audit_reads_text_without_spaces_as_characters():
     assert tokenizer_kind(tokenizer) == "char" and len(ids) == 200
     words, _ = encode(["a good film", "a bad film"] * 20)
     assert tokenizer_kind(words) == "word"
+
+
+def test_the_space_before_a_subword_text_covers_none_of_it():
+    """A Metaspace pre-tokenizer's leading ▁ got the first character's span from ``tokenizers``, which the next
+    token covers too: the display showed ``<unk>`` and the first word's piece as one character."""
+    from sentiment_cli.inference.prediction import surface_tokens, token_rows
+
+    texts = _texts(THAI / "train.csv", "text")
+    tok = build_tokenizer(texts, DataConfig(tokenizer="unigram", vocab_size=2000))
+    text = "อาหารอร่อยมาก แต่บริการแย่สุดๆ"
+    assert tok.encode(text).tokens[0] == "\u2581"   # the slice's pieces leave the leading ▁ a token of its own
+    (ids, spans, _, _), = token_rows(tok, DataConfig(tokenizer="unigram", max_length=256), [text])
+    assert spans[0] == (0, 0) and surface_tokens(text, ids, spans)[0] == ""
+    assert all(a >= b for (_, b), (a, _) in zip(spans, spans[1:]))   # no character in two tokens
+    joined = _explanation(text, spans, [0.5] * len(spans), True)
+    pieces = joined.pieces()
+    assert "<unk>" not in [t for t, _, _ in pieces] and pieces[0][2][0] == 0 and len(pieces[0][0]) > 1
+    assert abs(sum(s for _, s, _ in pieces) - 0.5 * len(spans)) < 1e-9   # the ▁'s score is kept

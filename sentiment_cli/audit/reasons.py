@@ -22,8 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..data.tokenizer import UNK_TOKEN
-from ..inference.prediction import Explanation, token_rows
+from ..inference.prediction import Explanation, surface_tokens, token_rows
 from .probabilities import AUDIT_DATA, CrossFit
 
 BATCH = 64   # rows explained at a time (memory only)
@@ -69,7 +68,7 @@ def explain_rows(cross: CrossFit, tokenizer, texts: Sequence[str], rows: Sequenc
                 p = probabilities[i].tolist()
                 out[i] = Explanation(
                     text=text, label=label_names[s], probability=p[s], probabilities=dict(zip(label_names, p)),
-                    tokens=[text[a:b] or UNK_TOKEN for a, b in spans], scores=(shares[:, s] - shares[:, g]).tolist(),
+                    tokens=surface_tokens(text, ids, spans), scores=(shares[:, s] - shares[:, g]).tolist(),
                     bias=float(bias[s] - bias[g]), ids=ids, spans=spans, positions=positions, num_tokens=n,
                     target=label_names[s])
     return out

@@ -43,9 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.tokenizer import UNK_TOKEN
 from .multilabel import Decision, label_sets
-from .prediction import Explanation, predictions
+from .prediction import Explanation, predictions, surface_tokens
 
 TokenRow = tuple[list[int], list[tuple[int, int]], list[int], int]   # prediction.token_rows' rows
 
@@ -111,7 +110,7 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
                                                      token_logits, target_classes(logits).tolist()):
         text = pred.text
         out.append(Explanation(text=text, label=pred.label, probability=pred.probability,
-                               probabilities=pred.probabilities, tokens=[text[a:b] or UNK_TOKEN for a, b in spans],
+                               probabilities=pred.probabilities, tokens=surface_tokens(text, ids, spans),
                                scores=contrast(t, k).tolist(), bias=float(contrast(bias, k)), ids=ids, spans=spans,
                                positions=positions, num_tokens=n, target=labels[k], join_pieces=join_pieces))
     return out
@@ -149,7 +148,7 @@ def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logit
     out = []
     sets = label_sets(texts, logits, labels, decision, probabilities)
     for result, (ids, spans, positions, n), t in zip(sets, rows, token_logits):
-        text, tokens = result.text, [result.text[a:b] or UNK_TOKEN for a, b in spans]
+        text, tokens = result.text, surface_tokens(result.text, ids, spans)
         per = [Explanation(text=text, label=name, probability=result.probabilities[name],
                            probabilities=result.probabilities, tokens=tokens,
                            scores=t[:, labels.index(name)].astype(np.float64).tolist(),

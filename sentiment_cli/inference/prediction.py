@@ -19,6 +19,8 @@ from ..config import DataConfig
 from ..data.labels import LABELS
 from ..errors import UsageError
 from ..data.tokenizer import UNK_ID, UNK_TOKEN, clip_text, marked_ids, truncate
+
+METASPACE = "\u2581"   # the space a Metaspace pre-tokenizer marks (subword tokenizers)
 from .probabilities import softmax
 
 
@@ -125,7 +127,12 @@ class Explanation:
         Thai "ำ" in two) are one piece.
         """
         out: list[tuple[str, float, tuple[int, int]]] = []
-        for (start, end), score in zip(self.spans, self.scores):
+        held = 0.0   # the score of a token of no text (a text's leading ▁), given to the next piece
+        for tok_id, (start, end), score in zip(self.ids, self.spans, self.scores):
+            if self.join_pieces and start == end and tok_id != UNK_ID:
+                held += score
+                continue
+            score, held = score + held, 0.0
             mark = start < end and unicodedata.category(self.text[start])[0] == "M"   # a vowel sign, a tone mark
             if out and self.join_pieces and start < end and start < out[-1][2][1]:   # the same span: NFKC split it
                 text, total, span = out.pop()
@@ -136,6 +143,11 @@ class Explanation:
                 out.append((self.text[first:end], total + score, (first, end)))
             else:
                 out.append((self.text[start:end] or UNK_TOKEN, score, (start, end)))
+        if held and out:   # nothing after it: the last piece takes it
+            text, total, span = out.pop()
+            out.append((text, total + held, span))
+        elif held:
+            out.append(("", held, (0, 0)))
         return out
 
     def top(self, k: int, positive: bool = True) -> list[tuple[str, float]]:
@@ -164,7 +176,7 @@ class Explanation:
             if start > cursor:
                 out.append((self.text[cursor:start], "omitted" if pos != prev + 1 else "space", None))
             kind = "unknown" if tok_id == UNK_ID else "token"
-            out.append((self.text[start:end] or UNK_TOKEN, kind, score))
+            out.append((self.text[start:end] or (UNK_TOKEN if kind == "unknown" else ""), kind, score))
             cursor, prev = end, pos
         if cursor < len(self.text):
             out.append((self.text[cursor:], "omitted" if prev + 1 < self.num_tokens else "space", None))
@@ -193,8 +205,8 @@ def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tupl
     # encode_batch (not encode_batch_fast): the offsets map each token back to the original text
     encodings = tokenizer.encode_batch([c[0] for c in clipped])
     rows = []
-    for enc, (_, tail_start, shift) in zip(encodings, clipped):
-        ids, offsets = marked_ids(tokenizer, enc.ids, config), enc.offsets   # each read builds a list: once
+    for enc, (cut, tail_start, shift) in zip(encodings, clipped):
+        ids, offsets = marked_ids(tokenizer, enc.ids, config), _offsets(enc, cut)
         # truncate() applied to positions keeps exactly the tokens it keeps of the ids
         positions = truncate(range(len(ids)), config.max_length, config.truncation, config.head_fraction) \
             if ids else []
@@ -204,6 +216,23 @@ def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tupl
         else:  # nothing left after normalisation: the model sees one <unk>, as encode_texts() gives
             rows.append(([UNK_ID], [(0, 0)], [0], 0))
     return rows
+
+
+def surface_tokens(text: str, ids: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[str]:
+    """Each token's text as the input spells it (``text[start:end]``): ``<unk>`` for an unknown token of no span
+    (a text normalised to nothing), ``""`` for a known one (the ``▁`` before a text read as subwords)."""
+    return [text[a:b] or (UNK_TOKEN if i == UNK_ID else "") for i, (a, b) in zip(ids, spans)]
+
+
+def _offsets(enc, text: str) -> list[tuple[int, int]]:
+    """Each token's ``(start, end)`` in ``text``; the ``▁`` a Metaspace pre-tokenizer puts before a text (subword
+    tokenizers) stands for no character of it, so it is empty at its place (``tokenizers`` gives it the span of
+    the text's first character, which the next token covers too)."""
+    offsets = enc.offsets
+    for i, (token, (start, end)) in enumerate(zip(enc.tokens, offsets)):
+        if token == METASPACE and start < end and not text[start:end].isspace():
+            offsets[i] = (start, start)
+    return offsets
 
 
 def check_iterable(texts: Any) -> None:
