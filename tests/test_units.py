@@ -325,3 +325,16 @@ def test_the_space_before_a_subword_text_covers_none_of_it():
     pieces = joined.pieces()
     assert "<unk>" not in [t for t, _, _ in pieces] and pieces[0][2][0] == 0 and len(pieces[0][0]) > 1
     assert abs(sum(s for _, s, _ in pieces) - 0.5 * len(spans)) < 1e-9   # the ▁'s score is kept
+
+
+def test_a_unigram_vocabulary_learns_from_the_first_two_million_characters(monkeypatch):
+    from sentiment_cli.data import tokenizer as tokenizer_module
+
+    assert list(tokenizer_module._first_chars(["ab", "cd", "ef"], 3)) == ["ab", "cd"]
+    texts = _texts(THAI / "train.csv", "text")
+    fifty = build_tokenizer(texts[:50], DataConfig(tokenizer="unigram", vocab_size=2000))
+    monkeypatch.setattr(tokenizer_module, "UNIGRAM_CHARS", 1)   # the first text alone
+    first = build_tokenizer(texts, DataConfig(tokenizer="unigram", vocab_size=2000))
+    alone = build_tokenizer(texts[:1], DataConfig(tokenizer="unigram", vocab_size=2000))
+    assert set(first.get_vocab()) == set(alone.get_vocab())   # (the pieces' scores' ties fall either way)
+    assert first.get_vocab_size() < fifty.get_vocab_size()

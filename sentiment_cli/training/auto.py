@@ -50,7 +50,7 @@ SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's:
 CHAR_MAX_N = 4            # character tokens: the n-gram score reads character 1-4-grams (docs/experiments.md)
 SUBWORD_KINDS = ("unigram", "bpe")
 SUBWORD_VOCAB = 8000      # text without spaces: Unigram subwords, 8,000 (Wisesight's dev, docs/experiments.md)
-SUBWORD_SAMPLE = 2000     # texts a subword tokenizer is trained on to count a sample's tokens (_token_counts)
+SUBWORD_SAMPLE_CHARS = 200_000   # characters a subword tokenizer is trained on to count a sample's tokens
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,9 @@ def read_profile(config: Config, data: RunData | None = None) -> Profile:
 
 def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word") -> np.ndarray:
     """Token counts of up to :data:`LENGTH_SAMPLE` texts, a seeded draw: characters (a run of whitespace one)
-    with character tokens; subwords with a subword tokenizer, as one trained on the first
-    :data:`SUBWORD_SAMPLE` of them cuts them (a few seconds; a little finer than the run's, trained on every
-    training text); else pre-tokenizer words."""
+    with character tokens; subwords with a subword tokenizer, as one trained on the first of them up to
+    :data:`SUBWORD_SAMPLE_CHARS` characters cuts them (seconds; a little finer than the run's, trained on more
+    text); else pre-tokenizer words."""
     rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
     cleaned = [re.sub(r"<br\s*/?>", " ", texts[i][:200_000]) for i in rows]
     if kind == "char":
@@ -157,10 +157,16 @@ def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word
     if kind in SUBWORD_KINDS:
         vocab = config.data.vocab_size if config.data.tokenizer == kind else SUBWORD_VOCAB
         data = dataclasses.replace(config.data, tokenizer=kind, vocab_size=vocab)
-        tok = build_tokenizer(cleaned[:SUBWORD_SAMPLE], data)
+        tok = build_tokenizer(_first_texts(cleaned, SUBWORD_SAMPLE_CHARS), data)
         return np.asarray([len(e.ids) for e in tok.encode_batch(cleaned)])
     pre = pre_tokenizer_for(config.data.pre_tokenizer)
     return np.asarray([len(pre.pre_tokenize_str(t)) for t in cleaned])
+
+
+def _first_texts(texts: list[str], chars: int) -> list[str]:
+    """The first of ``texts`` up to ``chars`` characters in all, at least one."""
+    ends = np.cumsum([len(t) for t in texts])
+    return texts[:max(1, int(np.searchsorted(ends, chars)))]
 
 
 def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozenset()) -> list[Choice]:
