@@ -66,6 +66,9 @@ class _Recording:
         self._seen(texts)
         return self.tok.encode_batch_fast(texts)
 
+    def token_to_id(self, token):
+        return self.tok.token_to_id(token)
+
 
 class _CountingEncoding:
     def __init__(self, enc, owner):

@@ -205,8 +205,10 @@ def token_rows(tokenizer, config: DataConfig, texts: Sequence[str]) -> list[tupl
     # encode_batch (not encode_batch_fast): the offsets map each token back to the original text
     encodings = tokenizer.encode_batch([c[0] for c in clipped])
     rows = []
+    metaspace = tokenizer.token_to_id(METASPACE)
     for enc, (cut, tail_start, shift) in zip(encodings, clipped):
-        ids, offsets = marked_ids(tokenizer, enc.ids, config), _offsets(enc, cut)
+        raw, offsets = enc.ids, enc.offsets   # each read builds a list: once
+        ids, offsets = marked_ids(tokenizer, raw, config), _offsets(raw, offsets, cut, metaspace)
         # truncate() applied to positions keeps exactly the tokens it keeps of the ids
         positions = truncate(range(len(ids)), config.max_length, config.truncation, config.head_fraction) \
             if ids else []
@@ -224,14 +226,12 @@ def surface_tokens(text: str, ids: Sequence[int], spans: Sequence[tuple[int, int
     return [text[a:b] or (UNK_TOKEN if i == UNK_ID else "") for i, (a, b) in zip(ids, spans)]
 
 
-def _offsets(enc, text: str) -> list[tuple[int, int]]:
-    """Each token's ``(start, end)`` in ``text``; the ``▁`` a Metaspace pre-tokenizer puts before a text (subword
-    tokenizers) stands for no character of it, so it is empty at its place (``tokenizers`` gives it the span of
-    the text's first character, which the next token covers too)."""
-    offsets = enc.offsets
-    for i, (token, (start, end)) in enumerate(zip(enc.tokens, offsets)):
-        if token == METASPACE and start < end and not text[start:end].isspace():
-            offsets[i] = (start, start)
+def _offsets(ids: list[int], offsets: list[tuple[int, int]], text: str, metaspace: int | None) -> list[tuple[int, int]]:
+    """``offsets``, with the ``▁`` a Metaspace pre-tokenizer puts before a text (subword tokenizers; id
+    ``metaspace``) empty at its place: it stands for no character of the text, and ``tokenizers`` gives it the
+    span of the first one, which the next token covers too. A ``▁`` read from a space keeps the space's span."""
+    if ids and ids[0] == metaspace and offsets[0][0] < offsets[0][1] and not text[slice(*offsets[0])].isspace():
+        offsets[0] = (offsets[0][0], offsets[0][0])
     return offsets
 
 
