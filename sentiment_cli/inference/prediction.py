@@ -19,9 +19,9 @@ from ..config import DataConfig
 from ..data.labels import LABELS
 from ..errors import UsageError
 from ..data.tokenizer import UNK_ID, UNK_TOKEN, clip_text, marked_ids, truncate
+from .probabilities import softmax
 
 METASPACE = "\u2581"   # the space a Metaspace pre-tokenizer marks (subword tokenizers)
-from .probabilities import softmax
 
 
 @dataclass
@@ -230,7 +230,8 @@ def _offsets(ids: list[int], offsets: list[tuple[int, int]], text: str, metaspac
     """``offsets``, with the ``▁`` a Metaspace pre-tokenizer puts before a text (subword tokenizers; id
     ``metaspace``) empty at its place: it stands for no character of the text, and ``tokenizers`` gives it the
     span of the first one, which the next token covers too. A ``▁`` read from a space keeps the space's span."""
-    if ids and ids[0] == metaspace and offsets[0][0] < offsets[0][1] and not text[slice(*offsets[0])].isspace():
+    first = text[slice(*offsets[0])] if ids else ""
+    if ids and ids[0] == metaspace and first and not first.isspace() and first != METASPACE:   # not a space it read
         offsets[0] = (offsets[0][0], offsets[0][0])
     return offsets
 
