@@ -330,7 +330,7 @@ def test_the_space_before_a_subword_text_covers_none_of_it():
 def test_a_unigram_vocabulary_learns_from_the_first_two_million_characters(monkeypatch):
     from sentiment_cli.data import tokenizer as tokenizer_module
 
-    assert list(tokenizer_module._first_chars(["ab", "cd", "ef"], 3)) == ["ab", "cd"]
+    assert list(tokenizer_module.first_chars(["ab", "cd", "ef"], 3)) == ["ab", "cd"]
     texts = _texts(THAI / "train.csv", "text")
     fifty = build_tokenizer(texts[:50], DataConfig(tokenizer="unigram", vocab_size=2000))
     monkeypatch.setattr(tokenizer_module, "UNIGRAM_CHARS", 1)   # the first text alone

@@ -154,7 +154,7 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
     # lazily: a caller may end ``texts`` early to stop (training/pretrain.py), and no second list is held
     clipped = (clip_text(t, config.max_length)[0] for t in texts)
     if kind == "unigram":   # its trainer's time grows faster than its text: the first UNIGRAM_CHARS characters
-        clipped, length = _first_chars(clipped, UNIGRAM_CHARS), None
+        clipped, length = first_chars(clipped, UNIGRAM_CHARS), None
     tok.train_from_iterator(clipped, trainer, length=length)
     if kind == "unigram":   # its trainer leaves the model without byte fallback: set it again
         state = json.loads(tok.to_str())
@@ -164,8 +164,8 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
     return tok
 
 
-def _first_chars(texts: Iterable[str], limit: int) -> Iterator[str]:
-    """``texts`` up to the one that reaches ``limit`` characters in all (that one included)."""
+def first_chars(texts: Iterable[str], limit: int) -> Iterator[str]:
+    """``texts`` up to the one that reaches ``limit`` characters in all (that one included; so at least one)."""
     total = 0
     for text in texts:
         if total >= limit:

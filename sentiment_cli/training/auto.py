@@ -27,7 +27,7 @@ import numpy as np
 from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
 from ..data.splits import DataSpec, held_out_count
-from ..data.tokenizer import SPACE_TOKEN, build_tokenizer, pre_tokenizer_for
+from ..data.tokenizer import SPACE_TOKEN, build_tokenizer, first_chars, pre_tokenizer_for
 from ..data.units import Units, choose_units, distinct_char_ngrams
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
@@ -157,16 +157,10 @@ def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word
     if kind in SUBWORD_KINDS:
         vocab = config.data.vocab_size if config.data.tokenizer == kind else SUBWORD_VOCAB
         data = dataclasses.replace(config.data, tokenizer=kind, vocab_size=vocab)
-        tok = build_tokenizer(_first_texts(cleaned, SUBWORD_SAMPLE_CHARS), data)
+        tok = build_tokenizer(list(first_chars(cleaned, SUBWORD_SAMPLE_CHARS)), data)
         return np.asarray([len(e.ids) for e in tok.encode_batch(cleaned)])
     pre = pre_tokenizer_for(config.data.pre_tokenizer)
     return np.asarray([len(pre.pre_tokenize_str(t)) for t in cleaned])
-
-
-def _first_texts(texts: list[str], chars: int) -> list[str]:
-    """The first of ``texts`` up to ``chars`` characters in all, at least one."""
-    ends = np.cumsum([len(t) for t in texts])
-    return texts[:max(1, int(np.searchsorted(ends, chars)))]
 
 
 def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozenset()) -> list[Choice]:
