@@ -1,7 +1,7 @@
 """The suite benchmark: `sentiment train --data DIR` with no flags against dev-tuned peers, set by set.
 
     python -m bench --suite [--sets imdb sst5 sst5-phrases trec6 subj goemotions] [--data DIR ...] [--output DIR]
-                            [--skip-ours] [--peers-from results.json]
+                            [--skip-ours] [--no-extra] [--peers-from results.json]
 
 For each labelled set in ``../shared/data`` (IMDB, SST-5 sentences, SST-5 with its
 treebank phrases, TREC-6, Subj; then GoEmotions, multi-label, ``bench/multilabel.py``), in one run:
@@ -183,8 +183,9 @@ def run_fasttext(folder: str) -> dict:
             **job("fasttext", folder, json.dumps(best), "test")}
 
 
-def run_set(name: str, folder: str, out: Path, skip_ours: bool, peers: dict | None = None) -> dict:
-    """One set (``folder``, reported as ``name``): the peers (or ``peers``, measured by an earlier run), then ours."""
+def run_set(name: str, folder: str, out: Path, skip_ours: bool, peers: dict | None = None, extra: bool = True) -> dict:
+    """One set (``folder``, reported as ``name``): the peers (or ``peers``, measured by an earlier run), then ours,
+    and with ``extra`` its :data:`EXTRA_OURS` row."""
     print(f"== {name}", file=sys.stderr, flush=True)
     result = {"data": folder, "peers": {}}
     if peers is not None:
@@ -197,7 +198,7 @@ def run_set(name: str, folder: str, out: Path, skip_ours: bool, peers: dict | No
         result["peers"]["fasttext"] = run_fasttext(folder)
     if not skip_ours:
         result["ours"] = run_ours(folder, out / name, [])
-        if name in EXTRA_OURS:
+        if extra and name in EXTRA_OURS:
             result["ours_extra"] = {"name": EXTRA_OURS[name][0],
                                     **run_ours(folder, out / f"{name}-unlabelled", EXTRA_OURS[name][1])}
     return result
@@ -294,6 +295,8 @@ def main(argv=None) -> None:
                   "also run these folders (train and test files, dev optional), named by their folder",
                   multi_label=True)
     ap.add_argument("--skip-ours", action="store_true", help="the peers only")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="without the extra rows (SST-5 phrases with IMDB's unlabelled text)")
     ap.add_argument("--peers-from", default=None, help="take the peers' figures from this results.json of an "
                                                        "earlier run (on the same machine) instead of refitting them")
     args = ap.parse_args(argv)
@@ -309,8 +312,11 @@ def main(argv=None) -> None:
     results = {**record.header(), "sets": {}}
     earlier = json.loads(Path(args.peers_from).read_text())["sets"] if args.peers_from else {}
     for name, folder in folders.items():
-        run = multilabel.run_set if name in MULTI_LABEL_SETS or _multi_label(folder) else run_set
-        results["sets"][name] = run(name, folder, out, args.skip_ours, (earlier.get(name) or {}).get("peers"))
+        peers = (earlier.get(name) or {}).get("peers")
+        if name in MULTI_LABEL_SETS or _multi_label(folder):
+            results["sets"][name] = multilabel.run_set(name, folder, out, args.skip_ours, peers)
+        else:
+            results["sets"][name] = run_set(name, folder, out, args.skip_ours, peers, extra=not args.no_extra)
         record.save(results, out)
     record.finish(results, out, markdown)
 
