@@ -206,3 +206,15 @@ def test_the_suite_has_a_character_ngram_peer_and_the_thai_set():
     chars, words = job_linear("tfidf-char", thai), job_linear("tfidf", thai)
     assert len(chars["dev"]) == len(C_GRID) and 0 <= chars["test_accuracy"] <= 1   # C_GRID, each on dev
     assert chars["dev_accuracy"] > words["dev_accuracy"]
+
+
+def test_the_suite_runs_a_sets_extra_row_unless_told_not_to(monkeypatch, tmp_path):
+    """`--no-extra` leaves out SST-5 phrases' run with IMDB's unlabelled text; without it the set runs both."""
+    from bench import suite
+
+    calls = []
+    monkeypatch.setattr(suite, "run_ours", lambda folder, out, extra: calls.append(extra) or {"test_accuracy": 0.5})
+    without = suite.run_set("sst5-phrases", "x", tmp_path, skip_ours=False, peers={}, extra=False)
+    assert calls == [[]] and "ours_extra" not in without
+    with_extra = suite.run_set("sst5-phrases", "x", tmp_path, skip_ours=False, peers={})
+    assert calls == [[], [], suite.EXTRA_OURS["sst5-phrases"][1]] and "ours_extra" in with_extra
