@@ -10,6 +10,9 @@ joined by ``,``; every row has at least one). The peers, everything chosen on de
   :data:`THRESHOLDS`, the pair with the best dev macro-F1;
 - **TF-IDF + LR, a threshold per label**: the same fit (its ``C``); each label's threshold the one of
   :data:`THRESHOLDS` that maximises that label's F1 on dev;
+- **TF-IDF character 2-4-grams + LR**, one threshold and a threshold per label: the same two over scikit-learn's
+  ``analyzer="char"`` 2-4-grams (within and across words, sublinear tf), as the single-label suite's character
+  peer reads text (issue 55: the peer that needs no word boundaries);
 - **fastText ova**: fastText with word bigrams, 100 dimensions and ``-loss ova`` (a binary loss per label), ``lr`` and
   ``epoch`` from :data:`FASTTEXT_GRID` and one threshold, the best dev macro-F1; one fresh process a fit
   (``bench.peers.fasttext_model``), the chosen setting refitted in another for test.
@@ -38,6 +41,8 @@ FASTTEXT_GRID = [{"lr": lr, "epoch": ep} for lr in (0.1, 0.25, 0.5) for ep in (5
 # 10 epochs, macro-F1 0.422 against 0.395 (28 labels' sigmoids from 10 dimensions)
 FASTTEXT_SETTINGS = {"loss": "ova", "wordNgrams": 2, "dim": 100}
 PEER_NAMES = {"tfidf": "TF-IDF + LR, one threshold", "tfidf_per_label": "TF-IDF + LR, a threshold per label",
+              "tfidf-char": "TF-IDF char 2-4 + LR, one threshold",
+              "tfidf-char_per_label": "TF-IDF char 2-4 + LR, a threshold per label",
               "fasttext": "fastText ova"}
 
 
@@ -111,8 +116,12 @@ def per_label_thresholds(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- peers (inside job processes)
 
-def tfidf_ovr(C: float):
-    """TF-IDF 1-2-grams (min_df 2, sublinear tf) + one-vs-rest logistic regression at ``C``, unfitted. liblinear,
+READINGS = ("words", "chars")   # what a TF-IDF peer reads: word 1-2-grams, or character 2-4-grams
+
+
+def tfidf_ovr(C: float, reading: str = "words"):
+    """TF-IDF + one-vs-rest logistic regression at ``C``, unfitted: over word 1-2-grams (min_df 2, sublinear tf), or
+    with ``reading="chars"`` character 2-4-grams (sublinear tf; ``bench.suite.tfidf_char_fit``'s features). liblinear,
     as the issue's measurement (42) fitted it: it penalises the intercept too, which keeps the rare labels'
     probabilities lower than lbfgs does (lbfgs, C 4: test macro-F1 0.425 one threshold, 0.443 per label)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -120,33 +129,38 @@ def tfidf_ovr(C: float):
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.pipeline import make_pipeline
 
-    return make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True),
-                         OneVsRestClassifier(LogisticRegression(C=C, solver="liblinear", random_state=0)))
+    features = TfidfVectorizer(analyzer="char", ngram_range=(2, 4), sublinear_tf=True) if reading == "chars" else \
+        TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    return make_pipeline(features, OneVsRestClassifier(LogisticRegression(C=C, solver="liblinear", random_state=0)))
 
 
-def job_tfidf(folder: str) -> dict:
-    """Both TF-IDF + LR peers: for each ``C`` a fit on train, its best shared threshold on dev; the best pair's
-    fit then takes per-label thresholds on dev too, and both are scored on test."""
+def job_tfidf(folder: str, reading: str = "words") -> dict:
+    """Both TF-IDF + LR peers of one ``reading`` (:data:`READINGS`): for each ``C`` a fit on train, its best shared
+    threshold on dev; the best pair's fit then takes per-label thresholds on dev too, and both are scored on test.
+    Named ``tfidf`` and ``tfidf_per_label`` (words) or ``tfidf-char`` and ``tfidf-char_per_label`` (chars)."""
+    if reading not in READINGS:
+        raise ValueError(f"reading {reading!r}: one of {', '.join(READINGS)}")
+    name = "tfidf" if reading == "words" else "tfidf-char"
     data = splits(folder)
     (x_dev, y_dev), (x_test, y_test) = data["dev"], data["test"]
     dev, fits = {}, {}
     for c in C_GRID:
         start = time.perf_counter()
-        pipe = tfidf_ovr(c).fit(*data["train"])
+        pipe = tfidf_ovr(c, reading).fit(*data["train"])
         fits[c] = (pipe, time.perf_counter() - start)
         threshold, macro = best_threshold(y_dev, pipe.predict_proba(x_dev))
         dev[str(c)] = {"threshold": threshold, "f1_macro": macro}
-        print(f"C {c:g}: dev macro-F1 {macro:.4f} at {threshold:g}", file=sys.stderr, flush=True)
+        print(f"{name} C {c:g}: dev macro-F1 {macro:.4f} at {threshold:g}", file=sys.stderr, flush=True)
     best = max(C_GRID, key=lambda c: dev[str(c)]["f1_macro"])
     pipe, seconds = fits[best]   # liblinear with a fixed seed: the grid's own fit of the chosen C
     p_dev, p_test = pipe.predict_proba(x_dev), pipe.predict_proba(x_test)
     shared = dev[str(best)]["threshold"]
     per_label = per_label_thresholds(y_dev, p_dev)
     return {
-        "tfidf": {"setting": {"C": best, "threshold": shared}, "dev": dev,
+        name: {"setting": {"C": best, "threshold": shared}, "dev": dev,
                   "dev_scores": scores(y_dev, decide(p_dev, shared)),
                   **_test(scores(y_test, decide(p_test, shared))), "train_seconds": seconds},
-        "tfidf_per_label": {"setting": {"C": best}, "thresholds": dict(zip(data["labels"], per_label.tolist())),
+        f"{name}_per_label": {"setting": {"C": best}, "thresholds": dict(zip(data["labels"], per_label.tolist())),
                             "dev_scores": scores(y_dev, decide(p_dev, per_label)),
                             **_test(scores(y_test, decide(p_test, per_label))), "train_seconds": seconds},
     }
@@ -222,9 +236,12 @@ def run_fasttext(folder: str) -> dict:
 
 
 def run_peers(folder: str) -> dict:
-    print("· tfidf (one-vs-rest LR)", file=sys.stderr, flush=True)
-    linear = _job("tfidf", folder)
-    peers = linear if "error" not in linear else {"tfidf": linear}
+    """Every peer on one set: the TF-IDF + LR peers of each reading (one job process each), then fastText's grid."""
+    peers = {}
+    for reading in READINGS:
+        print(f"· tfidf over {reading} (one-vs-rest LR)", file=sys.stderr, flush=True)
+        linear = _job("tfidf", folder, reading)
+        peers.update(linear if "error" not in linear else {"tfidf" if reading == "words" else "tfidf-char": linear})
     print("· fasttext ova", file=sys.stderr, flush=True)
     return {**peers, "fasttext": run_fasttext(folder)}
 
@@ -313,8 +330,8 @@ def markdown(results: dict) -> str:
 
 
 def main(argv=None) -> None:
-    """Inside a job process (``--job tfidf FOLDER`` or ``--job fasttext FOLDER SETTING SPLIT [THRESHOLD]``): print
-    one JSON line."""
+    """Inside a job process (``--job tfidf FOLDER [READING]`` or ``--job fasttext FOLDER SETTING SPLIT
+    [THRESHOLD]``): print one JSON line."""
     ap = argparse.ArgumentParser(prog="python -m bench.multilabel", description=__doc__.split("\n\n")[0])
     ap.add_argument("--job", nargs="+", required=True)
     kind, *rest = ap.parse_args(argv).job

@@ -64,6 +64,20 @@ def test_tfidf_peers_choose_c_and_thresholds_on_dev_never_on_test(tmp_path):
     assert again["tfidf"]["test_f1_macro"] < one["test_f1_macro"]
 
 
+
+def test_the_character_peers_read_character_ngrams_and_are_named_for_it(tmp_path):
+    """Issue 55: beside the word peers, TF-IDF over character 2-4-grams + LR, its C and thresholds chosen on dev."""
+    from bench.multilabel import C_GRID, PEER_NAMES, job_tfidf, tfidf_ovr
+
+    folder = _write_set(tmp_path / "set")
+    r = job_tfidf(str(folder), "chars")
+    assert set(r) == {"tfidf-char", "tfidf-char_per_label"} and set(r) <= set(PEER_NAMES)
+    assert r["tfidf-char"]["setting"]["C"] in C_GRID and 0.8 < r["tfidf-char_per_label"]["test_f1_macro"] <= 1
+    vocabulary = tfidf_ovr(1.0, "chars").fit(["happy day", "mad day"], [[1, 0], [0, 1]])[0].vocabulary_
+    assert "ppy" in vocabulary and "y d" in vocabulary and "happy" not in vocabulary   # across words, 2-4 long
+    with pytest.raises(ValueError, match="reading 'bytes'"):
+        job_tfidf(str(folder), "bytes")
+
 def test_fasttext_ova_picks_its_setting_and_threshold_on_dev(tmp_path, monkeypatch):
     pytest.importorskip("fasttext")
     from bench import multilabel
