@@ -157,11 +157,11 @@ def job_tfidf(folder: str, reading: str = "words") -> dict:
     per_label = per_label_thresholds(y_dev, p_dev)
     return {
         name: {"setting": {"C": best, "threshold": shared}, "dev": dev,
-                  "dev_scores": scores(y_dev, decide(p_dev, shared)),
-                  **_test(scores(y_test, decide(p_test, shared))), "train_seconds": seconds},
+               "dev_scores": scores(y_dev, decide(p_dev, shared)),
+               **_test(scores(y_test, decide(p_test, shared))), "train_seconds": seconds},
         f"{name}_per_label": {"setting": {"C": best}, "thresholds": dict(zip(data["labels"], per_label.tolist())),
-                            "dev_scores": scores(y_dev, decide(p_dev, per_label)),
-                            **_test(scores(y_test, decide(p_test, per_label))), "train_seconds": seconds},
+                              "dev_scores": scores(y_dev, decide(p_dev, per_label)),
+                              **_test(scores(y_test, decide(p_test, per_label))), "train_seconds": seconds},
     }
 
 
