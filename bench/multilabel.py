@@ -115,7 +115,8 @@ def per_label_thresholds(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- peers (inside job processes)
 
-READINGS = ("words", "chars")   # what a TF-IDF peer reads: word 1-2-grams, or character 2-4-grams
+READINGS = {"words": "tfidf", "chars": "tfidf-char"}   # what a TF-IDF peer reads (word 1-2-grams, or character
+# 2-4-grams) and the name of its peers
 
 
 def tfidf_ovr(C: float, reading: str = "words"):
@@ -139,7 +140,7 @@ def job_tfidf(folder: str, reading: str = "words") -> dict:
     Named ``tfidf`` and ``tfidf_per_label`` (words) or ``tfidf-char`` and ``tfidf-char_per_label`` (chars)."""
     if reading not in READINGS:
         raise ValueError(f"reading {reading!r}: one of {', '.join(READINGS)}")
-    name = "tfidf" if reading == "words" else "tfidf-char"
+    name = READINGS[reading]
     data = splits(folder)
     (x_dev, y_dev), (x_test, y_test) = data["dev"], data["test"]
     dev, fits = {}, {}
@@ -240,7 +241,7 @@ def run_peers(folder: str) -> dict:
     for reading in READINGS:
         print(f"· tfidf over {reading} (one-vs-rest LR)", file=sys.stderr, flush=True)
         linear = _job("tfidf", folder, reading)
-        peers.update(linear if "error" not in linear else {"tfidf" if reading == "words" else "tfidf-char": linear})
+        peers.update(linear if "error" not in linear else {READINGS[reading]: linear})
     print("· fasttext ova", file=sys.stderr, flush=True)
     return {**peers, "fasttext": run_fasttext(folder)}
 
