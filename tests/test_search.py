@@ -142,11 +142,14 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypat
         ngram_stage.fit_order(ngram_stage.SEARCH_GRID, "binary")
     assert sorted(c.name for c in words) == sorted(f"n-gram alone, {name} C {C:g}" for name, Cs in
                                                    (("NB-LR", (0.1, 0.3, 1)), ("LR", (1, 3, 10, 30))) for C in Cs)
-    # then with each word's character n-grams: TF-IDF + LR at C 3 and 10, NB-LR at its best C on words alone
+    # then with each word's character n-grams: TF-IDF + LR at C 3 and 10, NB-LR at its best C on words alone (in the
+    # words' binary weighting), the form that did better on words first
     best_nb = max((c for c in words if c.settings["model.ngram_fit"] == "nb-lr"), key=search.Candidate.rank_key)
+    lr = [("lr", 3.0, "tfidf"), ("lr", 10.0, "tfidf")]
+    nb = [("nb-lr", best_nb.settings["model.ngram_c"], None)]
+    first = max(words, key=search.Candidate.rank_key).settings["model.ngram_fit"]
     assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"], c.settings.get("model.ngram_weighting"))
-            for c in found[len(words):]] == [("lr", 3.0, "tfidf"), ("nb-lr", best_nb.settings["model.ngram_c"], None),
-                                              ("lr", 10.0, "tfidf")]
+            for c in found[len(words):]] == (nb + lr if first == "nb-lr" else lr + nb)
     assert all(c.settings["model.ngram_word_chars"] == ngram_stage.PIECE_CHARS for c in found[len(words):])
     assert all(0.5 < c.accuracy <= 1 and c.nll > 0 for c in found)
     assert len({c.accuracy for c in found}) > 1   # the settings differ on the 60 held-out reviews
@@ -158,6 +161,21 @@ def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypat
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset({"model.ngram_word_chars"}),
                                     time.monotonic() + 600)
     assert len(found) == 7 and not any("model.ngram_word_chars" in c.settings for c in found)
+
+
+def test_subword_tokens_get_their_character_ngrams_too():
+    """Thai read as Unigram subwords (the units rule's reading, TF-IDF rows): the stage also fits each token's
+    character n-grams, NB-LR in the words' own TF-IDF weighting, and never on a character tokenizer."""
+    thai = SMALL_DATA.parent / "wisesight_small"
+    cfg = _default(thai).override("data", tokenizer="unigram", vocab_size=400)
+    cfg = cfg.override("model", ngram_weighting="tfidf")
+    found = search.ngram_candidates(cfg, RunData(str(thai)), TrainCallbacks(), frozenset(), time.monotonic() + 600)
+    pieces = [c for c in found if "model.ngram_word_chars" in c.settings]
+    assert len(pieces) == 3 and all(c.settings.get("model.ngram_weighting", "tfidf") == "tfidf" for c in pieces)
+    assert {c.settings["model.ngram_fit"] for c in pieces} == {"lr", "nb-lr"}
+    chars = cfg.override("data", tokenizer="char").override("model", ngram_max_n=4)
+    found = search.ngram_candidates(chars, RunData(str(thai)), TrainCallbacks(), frozenset(), time.monotonic() + 600)
+    assert found and not any("model.ngram_word_chars" in c.settings for c in found)
 
 
 def test_the_ngram_stage_measures_each_form_near_its_usual_best_first():

@@ -1,8 +1,8 @@
 """The search's first stage: the n-gram score alone, each form and C fitted on the training split and scored on the
 validation split (``search.py`` runs it first, then the encoder trials).
 
-Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word tokenizer and one label
-per text) each word's character n-grams beside them (:data:`PIECE_FITS`), or (several labels per text) term
+Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word or subword tokenizer and
+one label per text) each token's character n-grams beside them (:data:`PIECE_FITS`), or (several labels per text) term
 frequencies of the commoner n-grams (:data:`TERM_READING`); it leaves each reading's best fit in the run's data, so
 that an encoder trial reading the same rows takes it instead of fitting again (issue 54).
 """
@@ -33,13 +33,16 @@ from .candidate import Candidate, result_line, within_se
 from .interrupts import StopFlag
 from .run_data import RunData
 
-# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): with a word
-# tokenizer the stage then fits PIECE_FITS with character 2-PIECE_CHARS-grams within each word, as TF-IDF rows for
-# LR and binarised for NB-LR at its best C on words ("best"). Validation log-loss, the best on words alone against
-# the best with them: Arabic tweets (ASTD) 0.8653 against 0.8243 (TF-IDF + LR C 3), Subj 0.2005 against 0.1768
-# (NB-LR C 1), TREC-6 0.3867 against 0.3798, IMDB 0.2516 against 0.2681 (docs/experiments.md, fourth session).
+# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): with a word or
+# subword tokenizer the stage then fits PIECE_FITS with character 2-PIECE_CHARS-grams within each token, TF-IDF rows
+# for LR and, for NB-LR at its best C on words, the words' own weighting (None), the form that did better on words
+# first. Validation log-loss, the best on words alone against the best with them: Arabic tweets (ASTD) 0.8653 against
+# 0.8243 (TF-IDF + LR C 3), Subj 0.2005 against 0.1768 (NB-LR C 1), TREC-6 0.3867 against 0.3798, IMDB 0.2516
+# against 0.2681 (docs/experiments.md, fourth session); Wisesight's 8,000 Unigram subwords (TF-IDF rows), NB-LR
+# C 10: 0.7263 against 0.6914, 72.25% against 73.42% accuracy (twelfth session).
 PIECE_CHARS = 5
-PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", "binary"), ("lr", 10.0, "tfidf"))
+PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", None), ("lr", 10.0, "tfidf"))
+PIECE_TOKENIZERS = ("word", "unigram", "bpe")   # not characters: a character has no pieces
 
 
 class Reading(NamedTuple):
@@ -88,7 +91,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past
     ``end`` (the weighting is the encoder trials' loss's too: balanced weights can keep a short encoder schedule
     on the rare class, docs/experiments.md), and the other fits take whichever weighting scored better. With a
-    word tokenizer, :data:`PIECE_FITS` follow with each word's character n-grams (:func:`_piece_fits`), the
+    word or subword tokenizer, :data:`PIECE_FITS` follow with each token's character n-grams (:func:`_piece_fits`), the
     first of them both ways again when the weighting is searched.
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
@@ -278,10 +281,11 @@ def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bo
 
 
 def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, tokenizer: Any) -> bool:
-    """Whether the stage also fits words with their character n-grams: a word tokenizer, one label per text (a
-    multi-label run's rules pin its form), and ``[model] ngram_word_chars`` neither set nor given."""
+    """Whether the stage also fits tokens with their character n-grams: a word or subword tokenizer
+    (:data:`PIECE_TOKENIZERS`), one label per text (a multi-label run's rules pin its form), and ``[model]
+    ngram_word_chars`` neither set nor given."""
     return (not config.model.ngram_word_chars and "model.ngram_word_chars" not in given and not multi_label
-            and tokenizer_kind(tokenizer) == "word")
+            and tokenizer_kind(tokenizer) in PIECE_TOKENIZERS)
 
 
 def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
@@ -290,32 +294,33 @@ def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[s
     searched; a weighting given on the command line stays."""
     pieces = _piece_fits(fits.out, grid, features, end)
     if pieces:
-        cb.on_stage(f"the search: the n-gram score alone with each word's character 2-{PIECE_CHARS}-grams")
+        cb.on_stage(f"the search: the n-gram score alone with each token's character 2-{PIECE_CHARS}-grams")
     for i, (form, C, (chars, tf)) in enumerate(pieces):
-        tf = config.model.ngram_weighting if "model.ngram_weighting" in given else tf
+        tf = config.model.ngram_weighting if tf is None or "model.ngram_weighting" in given else tf
         fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
 
 
 def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
-                end: float) -> list[tuple[str, float, tuple[int, str]]]:
+                end: float) -> list[tuple[str, float, tuple[int, str | None]]]:
     """The fits ``(form, C, (chars, weighting))`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
-    (NB-LR at its best C on words alone), each kept while the fits' time (the slowest fit on words, times
-    :meth:`_StageFeatures.size_ratio`) ends before ``end``."""
+    (NB-LR at its best C on words alone), the form whose best fit on words ranked higher first (in
+    :data:`PIECE_FITS`' order within a form), each kept while the fits' time (the form's slowest fit on words,
+    times :meth:`_StageFeatures.size_ratio`) ends before ``end``; a ``None`` weighting is the words' own."""
     done = [c for c in out if c.complete]
     if not done or time.monotonic() > end:
         return []
-    best = {}
+    best: dict[str, float] = {}
     for c in sorted(done, key=Candidate.rank_key, reverse=True):
         best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
-    each = max(c.seconds for c in done) * features.size_ratio(PIECE_CHARS)
+    ratio = features.size_ratio(PIECE_CHARS)
+    slowest = {form: max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) for form in best}
+    order = list(best)   # the forms, the better on words first
     kept, spent = [], time.monotonic()
-    for form, C, weighting in PIECE_FITS:
-        if form not in grid or (C != "best" and C not in grid[form]):   # a form or C the command line left out
+    for form, C, weighting in sorted(PIECE_FITS, key=lambda fit: order.index(fit[0]) if fit[0] in order else 0):
+        if form not in grid or form not in best or (C != "best" and C not in grid[form]):   # left out or not fitted
             continue
-        C = best.get(form) if C == "best" else C   # perhaps past the grid's edge (past_the_edge)
-        if C is None:
-            continue
-        spent += each
+        C = best[form] if C == "best" else C   # perhaps past the grid's edge (past_the_edge)
+        spent += slowest[form] * ratio
         if spent > end:
             break
         kept.append((form, C, (PIECE_CHARS, weighting)))
