@@ -95,10 +95,10 @@ class ModelConfig:
                                   "[data] tokenizer = \"char\" its n-grams are character n-grams within and across "
                                   "words (the default's data rule sets 4 there)")
     ngram_word_chars: int = _spec(0, lo=0, hi=8,
-                                  help="with 2 or more, the n-gram score also reads each vocabulary word's "
+                                  help="with 2 or more, the n-gram score also reads each vocabulary token's "
                                        "character 2-ngram_word_chars-grams within spaces (fastText's subword "
                                        "n-grams; scikit-learn's char_wb); the default's search tries 5 beside "
-                                       "words alone; 0: none")
+                                       "words or subwords alone; 0: none")
     ngram_weighting: str = _spec("binary", choices=("binary", "tfidf", "sublinear"),
                                  help="what each distinct n-gram of a text counts in the n-gram score: binary (1); "
                                       "tfidf: its idf on the training texts, the text's n-grams L2-normalised (the "
