@@ -148,6 +148,11 @@ def test_characters_join_into_pieces_with_offsets():
     scores = [-1.0] * 14 + [0.5]
     assert [t for t, _, _ in _explanation(text, spans, scores, True).pieces()] == \
         ["房间太小了", "，", "隔音很差", "，", "不会再", "来"]
+    # subwords whose spans hold the space before them (Metaspace's offsets): a space begins a piece
+    text = "อาหารอร่อยมาก แต่บริการแย่ ไม่ประทับใจ"
+    spans = [(0, 5), (5, 13), (13, 17), (17, 23), (23, 26), (26, 30), (30, 38)]
+    assert [t for t, _, _ in _explanation(text, spans, [1.0] * 7, True).pieces()] == \
+        ["อาหารอร่อยมาก", " แต่บริการแย่", " ไม่ประทับใจ"]
 
 
 def test_the_builtin_suite_refuses_a_model_that_does_not_read_english():

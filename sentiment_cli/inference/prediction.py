@@ -120,7 +120,8 @@ class Explanation:
         """The tokens joined for display: ``(text, score, (start, end))`` in order.
 
         Without :attr:`join_pieces` each token is its own piece. With it, adjacent tokens (one's span ends where
-        the next begins; a whitespace or punctuation token joins nothing: a clause is not one piece) whose scores do
+        the next begins; a whitespace or punctuation token joins nothing, and a subword whose span starts with a
+        space begins a piece: a clause is not one piece) whose scores do
         not differ in sign join into one piece, whose score is their sum and whose text is the input's span they
         cover: a Thai or Chinese word read as characters shows as the word. A combining mark (Thai vowel signs and
         tone marks, Unicode category M) always joins the character it sits on, and tokens of one span (NFKC splits
@@ -138,6 +139,7 @@ class Explanation:
                 text, total, span = out.pop()
                 out.append((text, total + score, span))
             elif out and self.join_pieces and out[-1][2][1] == start < end and (out[-1][1] * score >= 0 or mark) \
+                    and not self.text[start].isspace() \
                     and not _apart(self.text[start:end]) and not _apart(out[-1][0]):   # spaces, punctuation apart
                 _, total, (first, _) = out.pop()
                 out.append((self.text[first:end], total + score, (first, end)))
@@ -154,9 +156,10 @@ class Explanation:
         """The ``k`` pieces (:meth:`pieces`: the tokens, or joined characters and subwords) that pushed hardest
         towards the target (or away from it), strongest first.
 
-        Pieces with a zero score, or a score of the other sign, are left out.
+        Pieces with a zero score, or a score of the other sign, are left out; a piece's text is shown without the
+        spaces around it.
         """
-        pairs = [(t, s) for t, s, _ in self.pieces() if (s > 0 if positive else s < 0)]
+        pairs = [(t.strip() or t, s) for t, s, _ in self.pieces() if (s > 0 if positive else s < 0)]
         return sorted(pairs, key=lambda p: -abs(p[1]))[:k]
 
     def segments(self) -> list[tuple[str, str, float | None]]:
