@@ -153,6 +153,9 @@ def test_characters_join_into_pieces_with_offsets():
     spans = [(0, 5), (5, 13), (13, 17), (17, 23), (23, 26), (26, 30), (30, 38)]
     assert [t for t, _, _ in _explanation(text, spans, [1.0] * 7, True).pieces()] == \
         ["อาหารอร่อยมาก", " แต่บริการแย่", " ไม่ประทับใจ"]
+    spans = [(0, 13), (13, 14), (14, 26)]   # a space of its own (a lone ▁) shows as ▁ among the top pieces
+    assert [t for t, _ in _explanation(text, spans, [1.0, 0.5, 2.0], True).top(3)] == \
+        ["แต่บริการแย่", "อาหารอร่อยมาก", "▁"]
 
 
 def test_the_builtin_suite_refuses_a_model_that_does_not_read_english():

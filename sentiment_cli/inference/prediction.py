@@ -157,9 +157,9 @@ class Explanation:
         towards the target (or away from it), strongest first.
 
         Pieces with a zero score, or a score of the other sign, are left out; a piece's text is shown without the
-        spaces around it.
+        spaces around it, a piece of spaces alone as ``▁`` (a subword tokenizer's mark of a space).
         """
-        pairs = [(t.strip() or t, s) for t, s, _ in self.pieces() if (s > 0 if positive else s < 0)]
+        pairs = [(_shown(t), s) for t, s, _ in self.pieces() if (s > 0 if positive else s < 0)]
         return sorted(pairs, key=lambda p: -abs(p[1]))[:k]
 
     def segments(self) -> list[tuple[str, str, float | None]]:
@@ -310,6 +310,11 @@ def check_texts(texts: Sequence[str], first: int = 1) -> None:
         except UnicodeEncodeError as exc:
             raise UsageError(f"review {i} is not valid Unicode text (unpaired surrogate at character "
                              f"{exc.start})") from None
+
+
+def _shown(text: str) -> str:
+    """A piece's text as :meth:`Explanation.top` shows it: without the spaces around it; spaces alone as ``▁``."""
+    return text.strip() or ("▁" if text else text)
 
 
 def _apart(text: str) -> bool:
