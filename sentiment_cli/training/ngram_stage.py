@@ -314,10 +314,11 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
         best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
     ratio = features.size_ratio(PIECE_CHARS)
     slowest = {form: max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) for form in best}
-    order = list(best)   # the forms, the better on words first
+    order = list(best)   # the forms fitted on words, the better first
     kept, spent = [], time.monotonic()
-    for form, C, weighting in sorted(PIECE_FITS, key=lambda fit: order.index(fit[0]) if fit[0] in order else 0):
-        if form not in grid or form not in best or (C != "best" and C not in grid[form]):   # left out or not fitted
+    fitted = [fit for fit in PIECE_FITS if fit[0] in best]
+    for form, C, weighting in sorted(fitted, key=lambda fit: order.index(fit[0])):
+        if form not in grid or (C != "best" and C not in grid[form]):   # a form or C the command line left out
             continue
         C = best[form] if C == "best" else C   # perhaps past the grid's edge (past_the_edge)
         spent += slowest[form] * ratio
