@@ -463,8 +463,8 @@ def _check_cross(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: [model] ngram_min_df counts n-grams through their idf; set ngram_weighting to "
                           "tfidf or sublinear, or ngram_min_df = 1")
     if m.ngram_word_chars == 1:
-        raise ConfigError(f"{origin}: [model] ngram_word_chars reads character 2-n-grams within words: set it to 2 "
-                          "or more, or 0 for none")
+        raise ConfigError(f"{origin}: [model] ngram_word_chars reads character 2-n-grams within each token: set it "
+                          "to 2 or more, or 0 for none")
     if cfg.data.validation_fraction == 0 and cfg.training.patience:
         raise ConfigError(f"{origin}: [training] patience ({cfg.training.patience}) stops on validation accuracy, "
                           "but [data] validation_fraction is 0 (no validation); set patience = 0")

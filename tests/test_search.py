@@ -76,6 +76,27 @@ def test_a_small_set_gets_a_five_minute_budget_by_a_rule():
     assert "training.time_budget" not in {c.key for c in auto.data_rules(many_rows, load_config("default"))}
 
 
+
+def test_a_small_set_of_long_texts_gets_a_budget_for_the_tokens_its_runs_read():
+    from sentiment_cli.training import auto
+
+    # Turkish news topics: 2,750 articles, 854,357 tokens; 512 tokens at most, 10 epochs: 8.5M tokens a run
+    articles = auto.Profile(train_rows=2750, class_counts=(459,) * 6, has_validation=True, unlabelled=0,
+                            length_quantile=1295, tokens=854_357)
+    chosen = {c.key: c for c in auto.data_rules(articles, load_config("default"))}
+    budget = chosen["training.time_budget"]
+    assert budget.value == 1080.0   # 300 s x 8.54M / 2.5M = 1,025 s, in whole minutes
+    assert "a run reads 8.5M tokens" in budget.reason and "at most 18 minutes" in budget.reason
+    assert chosen["training.epochs"].value == 10 and "data.max_length" not in chosen   # the preset's 512
+    # cut at max_length: the same tokens in texts of at most 64 tokens read 2,750 x 64 x 10 = 1.8M
+    short = auto.Profile(**{**articles.__dict__, "length_quantile": 60})
+    assert auto._run_reads(short, load_config("default")) == 2750 * 64 * 10
+    assert {c.key: c.value for c in auto.data_rules(short, load_config("default"))}["training.time_budget"] == 300.0
+    # never more than the config's own budget
+    config = load_config("default").override("training", time_budget=600.0)
+    assert {c.key: c.value for c in auto.data_rules(articles, config)}["training.time_budget"] == 600.0
+
+
 def test_epochs_0_needs_an_ngram_score_and_ngram_c_a_pinned_form():
     with pytest.raises(ConfigError, match="epochs = 0 keeps the n-gram score alone"):
         small_config(epochs=0)
@@ -274,6 +295,29 @@ def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
     found = search.ngram_candidates(_default(REVIEWS, class_weight="balanced"), RunData(str(REVIEWS)),
                                     TrainCallbacks(), frozenset(), time.monotonic() - 1)
     assert [c.settings.get("training.class_weight") for c in found] == [None, "none"]
+
+
+def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
+    """Fits that report 10 s each (and take none): a share of 35 s holds every C of the grid on words alone, but
+    with 30 s kept for the fit with pieces only the first."""
+    grid = {"nb-lr": (0.3, 1.0, 3.0), "lr": (3.0, 10.0, 30.0)}   # each form's best C inside its grid: no edge
+
+    def fit(form, C, class_weight, reading):
+        middle = 1.0 if form == "nb-lr" else 10.0
+        return search.Candidate(f"{form} {C}", "ngram", {"model.ngram_fit": form, "model.ngram_c": C}, accuracy=0.8,
+                                nll=(0.3 if form == "nb-lr" else 0.4) + abs(np.log(C / middle)) / 100, seconds=10.0)
+
+    words = ngram_stage.Reading(0, "binary", 3, 1)
+    for reserve, fitted in ((None, 6), (lambda: 0.0, 6), (lambda: 30.0, 1)):
+        fits = ngram_stage._Fits(fit, "none", False)
+        fits.words(grid, words, time.monotonic() + 35, reserve)
+        assert len(fits.out) == fitted
+    # what is kept: the best form's slowest fit on words, times the entries pieces add
+    features = type("Features", (), {"size_ratio": lambda self, chars: 4.0})()
+    done = [fit("nb-lr", 0.3, "none", words), fit("lr", 3.0, "none", words)]
+    done[0].seconds, done[1].seconds = 12.0, 30.0
+    assert ngram_stage._piece_reserve(done, features) == 48.0   # NB-LR's 12 s x 4, not LR's 30 s
+    assert ngram_stage._piece_reserve([], features) == 0.0
 
 
 # ----------------------------------------------------------------------------- the orchestration

@@ -100,7 +100,7 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == ngram_stage.PIECE_CHARS]
     assert pieces.settings == {"model.ngram_fit": "lr", "model.ngram_c": 3.0, "model.ngram_word_chars": 5,
                                "model.ngram_weighting": "tfidf"}   # LR C 10 left out: C 3 was given
-    assert pieces.name == "n-gram alone, LR C 3, TF-IDF, characters 2-5 within words"
+    assert pieces.name == "n-gram alone, LR C 3, TF-IDF, characters 2-5 within each token"
     result = train(cfg.override("training", epochs=0, time_budget=0.0), tmp_path / "alone")
     assert result.validation_losses.shape == ngram.losses.shape == (58,)   # 542 + 58 rows
     assert np.corrcoef(result.validation_losses, ngram.losses)[0, 1] > 0.999

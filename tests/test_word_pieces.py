@@ -79,7 +79,7 @@ def test_the_models_path_equals_the_fits_sparse_form_with_pieces(num_labels):
     torch.testing.assert_close(full - encoder, 0.5 * torch.from_numpy(ngram), atol=1e-5, rtol=0)
     no_pieces = ngram_features(reviews, 1009)
     assert ngram_features(reviews, 1009, pieces=model.ngram_score.pieces).nnz > 3 * no_pieces.nnz
-    assert "character 2-4-grams within words" in model.ngram_score.description("lr")
+    assert "character 2-4-grams within each token" in model.ngram_score.description("lr")
 
 
 def test_the_table_is_saved_and_a_checkpoint_whose_table_leaves_the_buckets_is_refused(tmp_path):

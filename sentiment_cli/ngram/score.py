@@ -138,8 +138,8 @@ class NgramScore(nn.Module):
                 f"hashed into {self.buckets:,} buckets{source})")
 
     def pieces_phrase(self) -> str:
-        """`` and character 2-5-grams within words`` with word pieces, else ``""``."""
-        return f" and character 2-{self.word_chars}-grams within words" if self.word_chars else ""
+        """`` and character 2-5-grams within each token`` with word pieces, else ``""``."""
+        return f" and character 2-{self.word_chars}-grams within each token" if self.word_chars else ""
 
     def load_fit(self, weights: np.ndarray, intercepts: np.ndarray, form: str | None = None,
                  idf: np.ndarray | None = None) -> None:

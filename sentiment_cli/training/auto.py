@@ -47,6 +47,7 @@ SCALE_FLOOR_FOR_LONGER_DEV = 0.5  # fit_ngram_scale's smallest candidate when th
 NEGATION_PAIRS = 10_000   # rule-negated sentence pairs, at most (IMDB: 16,757 candidates; docs/experiments.md)
 NEGATION_SHARE = 0.4      # ... and at most this share of the training rows
 SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's: 1,800, for IMDB's 30 minutes)
+SMALL_RUN_READS = 2_500_000   # tokens x epochs of a small set's run (Subj 1.6M) that SMALL_SET_BUDGET is for
 CHAR_MAX_N = 4            # character tokens: the n-gram score reads character 1-4-grams (docs/experiments.md)
 SUBWORD_KINDS = ("unigram", "bpe")
 SUBWORD_VOCAB = 8000      # text without spaces: Unigram subwords, 8,000 (Wisesight's dev, docs/experiments.md)
@@ -263,12 +264,17 @@ def _vocabulary_rule(profile: Profile, config: Config) -> list[Choice]:
 
 def _length_rule(profile: Profile, config: Config) -> list[Choice]:
     """``max_length`` covers 99% of the training (or dev) texts whole, in steps of 8, up to the preset's."""
-    cap = config.data.max_length
-    fit = min(cap, max(16, 8 * math.ceil(profile.length_quantile / 8)))
+    cap, fit = config.data.max_length, _max_length(profile, config)
     if fit == cap:
         return []
     return [Choice("data.max_length", fit, f"99% of the training and dev texts have at most "
                    f"{profile.length_quantile} tokens")]
+
+
+def _max_length(profile: Profile, config: Config) -> int:
+    """The ``max_length`` :func:`_length_rule` gives: the training (or dev) texts' :data:`LENGTH_QUANTILE` in steps of
+    8, at least 16, at most the preset's."""
+    return min(config.data.max_length, max(16, 8 * math.ceil(profile.length_quantile / 8)))
 
 
 def _validation_rule(profile: Profile, config: Config) -> list[Choice]:
@@ -324,7 +330,7 @@ def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
         return []
     distilled = min(t.distill_reviews, profile.unlabelled)   # 0 without unlabelled text: distillation is off
     steps = math.ceil((profile.train_rows + distilled) / t.batch_size)
-    epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(TARGET_STEPS / steps)))
+    epochs = _epochs(profile, config)
     if epochs == t.epochs:
         return []
     capped = f" (at most {MAX_EPOCHS} epochs)" if epochs == MAX_EPOCHS else ""
@@ -397,19 +403,49 @@ def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
     return choices
 
 
+def _epochs(profile: Profile, config: Config) -> int:
+    """The epochs :func:`_epochs_rule` (one label per text) or :func:`_multi_label_rules` (several) give: at least
+    :data:`TARGET_STEPS` (:data:`MULTI_LABEL_STEPS`) optimizer steps, from the preset's epochs up to
+    :data:`MAX_EPOCHS`; an epoch's steps count the unlabelled texts distillation draws (one label per text)."""
+    t = config.training
+    distilled = 0 if profile.reading else min(t.distill_reviews, profile.unlabelled)
+    steps = math.ceil((profile.train_rows + distilled) / t.batch_size)
+    target = MULTI_LABEL_STEPS if profile.reading else TARGET_STEPS
+    return min(MAX_EPOCHS, max(t.epochs, math.ceil(target / steps)))
+
+
+def _run_reads(profile: Profile, config: Config) -> int:
+    """Tokens one encoder run reads: the training texts' tokens, each text cut at the ``max_length`` of
+    :func:`_length_rule` (at most ``train_rows * max_length``), times the epochs of :func:`_epochs` (an estimate
+    from :attr:`Profile.tokens`; TREC-6 0.5M, Subj 1.6M, Turkish news topics 8.5M)."""
+    tokens = min(profile.tokens, profile.train_rows * _max_length(profile, config))
+    return tokens * _epochs(profile, config)
+
+
 def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
-    """A small set's search takes at most :data:`SMALL_SET_BUDGET` seconds: one of its runs takes under a minute
-    on 2 cores (TREC-6 78 s and Subj 117 s with the refit), so five minutes measure several settings and refit
-    the best; the preset's 30 minutes are IMDB's, whose one run takes about 25. Small: under :data:`FEW_TOKENS`
-    tokens and under :data:`LARGE_TRAIN` rows (an epoch's steps grow with the rows: Wisesight's 21,641 messages in
-    575,209 subword tokens, whose tokenizer, n-gram fits and one encoder run take over ten minutes)."""
+    """A small set's search takes :data:`SMALL_SET_BUDGET` seconds, or as many times that as its runs read
+    :data:`SMALL_RUN_READS` tokens (:func:`_run_reads`), at most the preset's: one run of a set of short texts
+    takes under two minutes on 2 cores (TREC-6 78 s and Subj 117 s with the refit), so five minutes measure
+    several settings and refit the best; the preset's 30 minutes are IMDB's, whose one run takes about 25. On
+    long texts a run reads more: 2,750 Turkish news articles' 854,357 tokens in 10 epochs of 512 tokens at most,
+    8.5M, took 337 s for one encoder run, and 5 minutes left the n-gram stage 90 s (no fit of each word's
+    character n-grams) and the encoder 284 of its 430 steps. Small: under :data:`FEW_TOKENS` tokens and under
+    :data:`LARGE_TRAIN` rows (an epoch's steps grow with the rows: Wisesight's 21,641 messages in 575,209 subword
+    tokens, whose tokenizer, n-gram fits and one encoder run take over ten minutes)."""
     if profile.tokens >= FEW_TOKENS or profile.train_rows >= LARGE_TRAIN \
             or not 0 < SMALL_SET_BUDGET < config.training.time_budget \
             or _many_short_texts(profile):   # its own budget: _multi_label_rules
         return []
-    return [Choice("training.time_budget", SMALL_SET_BUDGET, f"{profile.tokens:,} training tokens (under "
-                   f"{FEW_TOKENS:,}) in {profile.train_rows:,} rows: a run takes about a minute; the search takes "
-                   f"at most {SMALL_SET_BUDGET / 60:g} minutes")]
+    reads = _run_reads(profile, config)
+    budget = min(config.training.time_budget, 60.0 * math.ceil(SMALL_SET_BUDGET * reads / SMALL_RUN_READS / 60))
+    budget = max(SMALL_SET_BUDGET, budget)
+    why = f"{profile.tokens:,} training tokens (under {FEW_TOKENS:,}) in {profile.train_rows:,} rows"
+    if budget == SMALL_SET_BUDGET:
+        return [Choice("training.time_budget", budget, f"{why}: a run takes a minute or two; the search takes at "
+                       f"most {budget / 60:g} minutes")]
+    return [Choice("training.time_budget", budget, f"{why}, but a run reads {reads / 1e6:.1f}M tokens, "
+                   f"{reads / SMALL_RUN_READS:.1f} times a small set's {SMALL_RUN_READS / 1e6:g}M: the search "
+                   f"takes at most {budget / 60:g} minutes")]
 
 
 def _negation_rules(profile: Profile, config: Config) -> list[Choice]:
@@ -458,8 +494,7 @@ def _multi_label_rules(profile: Profile, config: Config) -> list[Choice]:
         why = "several labels per text: one logistic regression per label, C 1 (GoEmotions' dev: 0.46 macro-F1, " \
               "NB-LR's 0.41)"
         choices += [Choice("model.ngram_fit", form, why), Choice("model.ngram_c", c, why)]
-    steps = math.ceil(profile.train_rows / t.batch_size)
-    epochs = min(MAX_EPOCHS, max(t.epochs, math.ceil(MULTI_LABEL_STEPS / steps)))
+    steps, epochs = math.ceil(profile.train_rows / t.batch_size), _epochs(profile, config)
     if epochs > t.epochs:
         choices.append(Choice("training.epochs", epochs, f"several labels per text, rare ones with few positives: "
                               f"{epochs} epochs of {steps:,} steps (at least {MULTI_LABEL_STEPS:,} steps, at most "

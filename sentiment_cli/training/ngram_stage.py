@@ -92,7 +92,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     ``end`` (the weighting is the encoder trials' loss's too: balanced weights can keep a short encoder schedule
     on the rare class, docs/experiments.md), and the other fits take whichever weighting scored better. With a
     word or subword tokenizer, :data:`PIECE_FITS` follow with each token's character n-grams (:func:`_piece_fits`), the
-    first of them both ways again when the weighting is searched.
+    first of them both ways again when the weighting is searched; the fits on words alone leave time for the first
+    of them (:func:`_piece_reserve`).
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
     training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
@@ -130,8 +131,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if terms:   # first: a short budget's share may hold one fit (Reuters' 300 s: 90 s, one fit of 68 s)
         cb.on_stage("the search: the n-gram score alone over sublinear TF-IDF 1-2-grams in 2 training texts or more")
         fits.terms(terms, end, TERM_CS[:1])
-    fits.words(grid, Reading.of(config), end)
-    if _tries_pieces(config, given, train.multi_label, tokenizer):
+    pieces = _tries_pieces(config, given, train.multi_label, tokenizer)
+    fits.words(grid, Reading.of(config), end, (lambda: _piece_reserve(fits.out, features)) if pieces else None)
+    if pieces:
         _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
         fits.terms(terms, end, TERM_CS[1:])
@@ -155,15 +157,20 @@ class _Fits:
         """Whether a fit as long as the longest so far would end past ``end`` (never before the first fit)."""
         return time.monotonic() + max((c.seconds for c in self.out), default=0.0) > end
 
-    def words(self, grid: dict[str, tuple[float, ...]], reading: Reading, end: float) -> None:
+    def words(self, grid: dict[str, tuple[float, ...]], reading: Reading, end: float,
+              reserve: Callable[[], float] | None = None) -> None:
         """Words alone as the config reads them (``reading``; its weighting is not the class weighting): each
         form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends before
-        ``end`` (one fit at least), then past a grid's edge (:func:`past_the_edge`)."""
+        ``end`` less ``reserve()`` seconds (kept for the fits with word pieces, :func:`_piece_reserve`; one fit at
+        least), then past a grid's edge (:func:`past_the_edge`)."""
+        def stop() -> bool:
+            return self.next_ends_past(end - (reserve() if reserve else 0.0))
+
         for i, (form, C) in enumerate(fit_order(grid, reading.weighting)):
-            if self.out and self.next_ends_past(end):
+            if self.out and stop():
                 break
             self.add(form, C, reading, i == 0)
-        while (edge := past_the_edge(self.out, grid)) and not self.next_ends_past(end):
+        while (edge := past_the_edge(self.out, grid)) and not stop():
             self.add(*edge, reading, False)
 
     def terms(self, reading: Reading, end: float, Cs: tuple[float, ...]) -> None:
@@ -200,6 +207,7 @@ class _StageFeatures:
         self.labels = train.labels
         self.made: dict[Reading, tuple[Any, Any, str]] = {}
         self.tables: dict[int, torch.Tensor] = {}
+        self.ratios: dict[int, float] = {}
 
     def pieces(self, chars: int) -> torch.Tensor | None:
         """The vocabulary's pieces table for ``chars`` (``None`` for 0), made once for both weightings and the
@@ -225,11 +233,14 @@ class _StageFeatures:
         return self.made[reading]
 
     def size_ratio(self, chars: int, sample: int = 500) -> float:
-        """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured on
-        its first ``sample`` texts (a fit's time grows with them)."""
-        m, ids = self.config.model, self.train_ids[:sample]
-        alone = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n).nnz
-        return ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=self.pieces(chars)).nnz / max(1, alone)
+        """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured once
+        on its first ``sample`` texts (a fit's time grows with them)."""
+        if chars not in self.ratios:
+            m, ids = self.config.model, self.train_ids[:sample]
+            alone = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n).nnz
+            with_pieces = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=self.pieces(chars)).nnz
+            self.ratios[chars] = with_pieces / max(1, alone)
+        return self.ratios[chars]
 
 
 def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]]) -> tuple[str, float] | None:
@@ -312,8 +323,6 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
     best: dict[str, float] = {}
     for c in sorted(done, key=Candidate.rank_key, reverse=True):
         best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
-    ratio = features.size_ratio(PIECE_CHARS)
-    slowest = {form: max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) for form in best}
     order = list(best)   # the forms fitted on words, the better first
     kept, spent = [], time.monotonic()
     fitted = [fit for fit in PIECE_FITS if fit[0] in best]
@@ -321,11 +330,31 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
         if form not in grid or (C != "best" and C not in grid[form]):   # a form or C the command line left out
             continue
         C = best[form] if C == "best" else C   # perhaps past the grid's edge (past_the_edge)
-        spent += slowest[form] * ratio
+        spent += _piece_seconds(done, form, features)
         if spent > end:
             break
         kept.append((form, C, (PIECE_CHARS, weighting)))
     return kept
+
+
+def _piece_seconds(done: list[Candidate], form: str, features: _StageFeatures) -> float:
+    """A fit's estimated seconds with word pieces: the form's slowest fit on words alone (of ``done``, complete
+    fits) times :meth:`_StageFeatures.size_ratio` (Turkish news topics, NB-LR: 16 s on words, 53-69 s with pieces,
+    about 4x the entries)."""
+    return max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) * features.size_ratio(PIECE_CHARS)
+
+
+def _piece_reserve(out: list[Candidate], features: _StageFeatures) -> float:
+    """Seconds the fits on words alone leave for the first fit with word pieces (:func:`_piece_fits`' first: the
+    best form so far, :func:`_piece_seconds`); 0 before any fit. Without it a short share went to more C's on words
+    alone and held no fit with pieces: SST-5's 90 s held nine fits on words (the best validation log-loss 1.4005)
+    and none with pieces (NB-LR C 0.1: 1.3735); 2,750 Turkish news articles' 90 s, four fits on words (0.2931) and
+    none with pieces (0.2493; docs/experiments.md, thirteenth session)."""
+    done = [c for c in out if c.complete]
+    if not done:
+        return 0.0
+    form = max(done, key=Candidate.rank_key).settings["model.ngram_fit"]
+    return _piece_seconds(done, form, features)
 
 
 def _keep_best_fit(candidates: list[Candidate]) -> None:
@@ -378,11 +407,11 @@ def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading
 
 def _reading_phrase(settings: dict[str, Any]) -> str:
     """How a candidate's reading differs from the config's, for its name: ``", TF-IDF, characters 2-5 within
-    words"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"``, or ``""``."""
+    each token"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"``, or ``""``."""
     weighting = {"tfidf": "TF-IDF", "sublinear": "sublinear TF-IDF"}.get(settings.get("model.ngram_weighting"))
     if "model.ngram_word_chars" in settings:
         chars = settings["model.ngram_word_chars"]
-        return f", {weighting + ', ' if weighting else ''}characters 2-{chars} within words"
+        return f", {weighting + ', ' if weighting else ''}characters 2-{chars} within each token"
     if weighting is None:
         return ""
     n = settings.get("model.ngram_max_n")
