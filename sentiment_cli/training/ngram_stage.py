@@ -339,8 +339,8 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
 
 def _piece_seconds(done: list[Candidate], form: str, features: _StageFeatures) -> float:
     """A fit's estimated seconds with word pieces: the form's slowest fit on words alone (of ``done``, complete
-    fits) times :meth:`_StageFeatures.size_ratio` (Turkish news topics, NB-LR: 16 s on words, 53-69 s with pieces,
-    about 4x the entries)."""
+    fits) times :meth:`_StageFeatures.size_ratio` (Turkish news topics, NB-LR: 16 s on words, 45-69 s with pieces,
+    4.3 times the entries)."""
     return max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) * features.size_ratio(PIECE_CHARS)
 
 
