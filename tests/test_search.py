@@ -76,7 +76,6 @@ def test_a_small_set_gets_a_five_minute_budget_by_a_rule():
     assert "training.time_budget" not in {c.key for c in auto.data_rules(many_rows, load_config("default"))}
 
 
-
 def test_a_small_set_of_long_texts_gets_a_budget_for_the_tokens_its_runs_read():
     from sentiment_cli.training import auto
 
