@@ -137,12 +137,18 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
         fits.terms(terms, end, TERM_CS[1:])
-    for c in out:   # the trials' fit, made once (issue 54): RunData keeps each reading's best
+    _leave_fits(out, data)
+    return out
+
+
+def _leave_fits(out: list[Candidate], data: RunData) -> None:
+    """Hand each candidate's kept fit to ``data`` (:meth:`~.run_data.RunData.ngram_fit`: each reading's best, made once
+    for the trials, issue 54) and drop it from the candidate."""
+    for c in out:
         if c.fit is not None:
             key, estimator = c.fit
             data.ngram_fit(key, lambda e=estimator: e)
             c.fit = None
-    return out
 
 
 class _Fits:
