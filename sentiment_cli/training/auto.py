@@ -328,8 +328,7 @@ def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
     t = config.training
     if profile.reading:   # several labels per text: _multi_label_rules' steps
         return []
-    distilled = min(t.distill_reviews, profile.unlabelled)   # 0 without unlabelled text: distillation is off
-    steps = math.ceil((profile.train_rows + distilled) / t.batch_size)
+    steps, distilled = _epoch_steps(profile, config)
     epochs = _epochs(profile, config)
     if epochs == t.epochs:
         return []
@@ -407,11 +406,16 @@ def _epochs(profile: Profile, config: Config) -> int:
     """The epochs :func:`_epochs_rule` (one label per text) or :func:`_multi_label_rules` (several) give: at least
     :data:`TARGET_STEPS` (:data:`MULTI_LABEL_STEPS`) optimizer steps, from the preset's epochs up to
     :data:`MAX_EPOCHS`; an epoch's steps count the unlabelled texts distillation draws (one label per text)."""
+    target = MULTI_LABEL_STEPS if profile.reading else TARGET_STEPS
+    return min(MAX_EPOCHS, max(config.training.epochs, math.ceil(target / _epoch_steps(profile, config)[0])))
+
+
+def _epoch_steps(profile: Profile, config: Config) -> tuple[int, int]:
+    """An epoch's optimizer steps and the unlabelled texts distillation draws into it: ``(steps, distilled)``;
+    ``distilled`` is 0 without unlabelled text (distillation is off) and with several labels per text."""
     t = config.training
     distilled = 0 if profile.reading else min(t.distill_reviews, profile.unlabelled)
-    steps = math.ceil((profile.train_rows + distilled) / t.batch_size)
-    target = MULTI_LABEL_STEPS if profile.reading else TARGET_STEPS
-    return min(MAX_EPOCHS, max(t.epochs, math.ceil(target / steps)))
+    return math.ceil((profile.train_rows + distilled) / t.batch_size), distilled
 
 
 def _run_reads(profile: Profile, config: Config) -> int:
@@ -494,7 +498,7 @@ def _multi_label_rules(profile: Profile, config: Config) -> list[Choice]:
         why = "several labels per text: one logistic regression per label, C 1 (GoEmotions' dev: 0.46 macro-F1, " \
               "NB-LR's 0.41)"
         choices += [Choice("model.ngram_fit", form, why), Choice("model.ngram_c", c, why)]
-    steps, epochs = math.ceil(profile.train_rows / t.batch_size), _epochs(profile, config)
+    steps, epochs = _epoch_steps(profile, config)[0], _epochs(profile, config)
     if epochs > t.epochs:
         choices.append(Choice("training.epochs", epochs, f"several labels per text, rare ones with few positives: "
                               f"{epochs} epochs of {steps:,} steps (at least {MULTI_LABEL_STEPS:,} steps, at most "
