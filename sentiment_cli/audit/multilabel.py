@@ -115,7 +115,7 @@ def _cross_fit_labels(ids, labels, num_labels: int, folds: int, seed: int, cb: A
     limit = FitLimit(fit_gb, "--fit-gb N", "audit fewer labels")
     limit.check(buckets, num_labels)
     x = ngram_features(ids, buckets)
-    limit.check(buckets, num_labels, len(np.unique(x.indices)))
+    limit.check(buckets, num_labels, len(np.unique(x.indices)), multi_label=True)
     cb.on_stage(f"choosing C for NB-LR and logistic regression (one binary fit per label) by 3-fold "
                 f"cross-validation on {min(len(y), 10_000):,} rows")
     selection, forms = select_forms(x, y, num_labels)

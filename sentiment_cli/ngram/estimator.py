@@ -93,7 +93,8 @@ class NgramEstimator:
         y = label_ids(y, self.num_labels)
         self.multi_label_ = y.ndim == 2   # a (n_texts, num_labels) 0/1 matrix: one binary fit per label
         if self.limit is not None:
-            self.limit.check(x.shape[1] - 1, self.num_labels, len(np.unique(x.indices)), self.form != "nb-lr")
+            self.limit.check(x.shape[1] - 1, self.num_labels, len(np.unique(x.indices)), self.form != "nb-lr",
+                             self.multi_label_)
         self.selection_: Selection | None = None
         if self.form == "auto":
             self.selection_ = select_fit(x, y, self.num_labels, class_weight=self.class_weight)
