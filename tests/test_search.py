@@ -298,7 +298,7 @@ def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
 
 def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
     """Fits that report 10 s each (and take none): a share of 35 s holds every C of the grid on words alone, but
-    with 30 s kept for the fit with pieces only the first."""
+    with 30 s kept for the fit with pieces only the first; 40 s cannot be kept, and hold nothing back."""
     grid = {"nb-lr": (0.3, 1.0, 3.0), "lr": (3.0, 10.0, 30.0)}   # each form's best C inside its grid: no edge
 
     def fit(form, C, class_weight, reading):
@@ -307,7 +307,8 @@ def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
                                 nll=(0.3 if form == "nb-lr" else 0.4) + abs(np.log(C / middle)) / 100, seconds=10.0)
 
     words = ngram_stage.Reading(0, "binary", 3, 1)
-    for reserve, fitted in ((None, 6), (lambda: 0.0, 6), (lambda: 30.0, 1)):
+    # a reserve of 40 s cannot be kept in 35 s: the fit with pieces will not be made, so the words take the time
+    for reserve, fitted in ((None, 6), (lambda: 0.0, 6), (lambda: 30.0, 1), (lambda: 40.0, 6)):
         fits = ngram_stage._Fits(fit, "none", False)
         fits.words(grid, words, time.monotonic() + 35, reserve)
         assert len(fits.out) == fitted

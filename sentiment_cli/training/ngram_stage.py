@@ -168,9 +168,14 @@ class _Fits:
         """Words alone as the config reads them (``reading``; its weighting is not the class weighting): each
         form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends before
         ``end`` less ``reserve()`` seconds (kept for the fits with word pieces, :func:`_piece_reserve`; one fit at
-        least), then past a grid's edge (:func:`past_the_edge`)."""
+        least), then past a grid's edge (:func:`past_the_edge`). A reserve that no longer fits before ``end`` keeps
+        nothing back: Wisesight beside two busy processes, 56 s a fit on words, stopped after two of them for a fit
+        with pieces of about 280 s that the share could not hold either (docs/experiments.md, fourteenth session)."""
         def stop() -> bool:
-            return self.next_ends_past(end - (reserve() if reserve else 0.0))
+            kept = reserve() if reserve else 0.0
+            if time.monotonic() + kept > end:   # the fit with pieces will not be made: the words take the time
+                kept = 0.0
+            return self.next_ends_past(end - kept)
 
         for i, (form, C) in enumerate(fit_order(grid, reading.weighting)):
             if self.out and stop():
