@@ -298,7 +298,8 @@ def test_past_its_end_the_ngram_stage_still_measures_one_candidate():
 
 def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
     """Fits that report 10 s each (and take none): a share of 35 s holds every C of the grid on words alone, but
-    with 30 s kept for the fit with pieces only the first; 40 s cannot be kept, and hold nothing back."""
+    with 30 s kept for the fit with pieces only the first. What is kept: the first fit with pieces that still ends
+    before the share's end, the best form's or a cheaper one's; nothing when none does."""
     grid = {"nb-lr": (0.3, 1.0, 3.0), "lr": (3.0, 10.0, 30.0)}   # each form's best C inside its grid: no edge
 
     def fit(form, C, class_weight, reading):
@@ -307,17 +308,29 @@ def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
                                 nll=(0.3 if form == "nb-lr" else 0.4) + abs(np.log(C / middle)) / 100, seconds=10.0)
 
     words = ngram_stage.Reading(0, "binary", 3, 1)
-    # a reserve of 40 s cannot be kept in 35 s: the fit with pieces will not be made, so the words take the time
-    for reserve, fitted in ((None, 6), (lambda: 0.0, 6), (lambda: 30.0, 1), (lambda: 40.0, 6)):
+    for reserve, fitted in ((None, 6), (lambda: 0.0, 6), (lambda: 30.0, 1)):
         fits = ngram_stage._Fits(fit, "none", False)
         fits.words(grid, words, time.monotonic() + 35, reserve)
         assert len(fits.out) == fitted
-    # what is kept: the best form's slowest fit on words, times the entries pieces add
+    # a fit's price: its form's slowest fit on words, times the entries pieces add
     features = type("Features", (), {"size_ratio": lambda self, chars: 4.0})()
     done = [fit("nb-lr", 0.3, "none", words), fit("lr", 3.0, "none", words)]
     done[0].seconds, done[1].seconds = 12.0, 30.0
-    assert ngram_stage._piece_reserve(done, features) == 48.0   # NB-LR's 12 s x 4, not LR's 30 s
-    assert ngram_stage._piece_reserve([], features) == 0.0
+    now = time.monotonic()
+    assert ngram_stage._piece_reserve(done, grid, features, now + 300) == 48.0   # NB-LR's 12 s x 4, not LR's 30 s
+    assert ngram_stage._piece_reserve([], grid, features, now + 300) == 0.0
+    done[1].nll = 0.2   # LR the better form: its fit with pieces first, while it fits
+    assert ngram_stage._piece_reserve(done, grid, features, now + 300) == 120.0
+    assert [fit[0] for fit in ngram_stage._piece_fits(done, grid, features, now + 300)] == ["lr", "lr", "nb-lr"]
+    # LR's 120 s no longer fits: NB-LR's 48 s is kept for, and fitted (busy Wisesight, fourteenth session)
+    assert ngram_stage._piece_reserve(done, grid, features, now + 100) == 48.0
+    assert [fit[:2] for fit in ngram_stage._piece_fits(done, grid, features, now + 100)] == [("nb-lr", 0.3)]
+    # none fits: nothing is held back, the words take the time
+    assert ngram_stage._piece_reserve(done, grid, features, now + 40) == 0.0
+    fits = ngram_stage._Fits(fit, "none", False)
+    fits.words(grid, words, time.monotonic() + 35, lambda: ngram_stage._piece_reserve(fits.out, grid, features,
+                                                                                      time.monotonic() + 35))
+    assert len(fits.out) == 6
 
 
 # ----------------------------------------------------------------------------- the orchestration

@@ -132,7 +132,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         cb.on_stage("the search: the n-gram score alone over sublinear TF-IDF 1-2-grams in 2 training texts or more")
         fits.terms(terms, end, TERM_CS[:1])
     pieces = _tries_pieces(config, given, train.multi_label, tokenizer)
-    fits.words(grid, Reading.of(config), end, (lambda: _piece_reserve(fits.out, features)) if pieces else None)
+    reserve = (lambda: _piece_reserve(fits.out, grid, features, end)) if pieces else None
+    fits.words(grid, Reading.of(config), end, reserve)
     if pieces:
         _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
@@ -168,14 +169,9 @@ class _Fits:
         """Words alone as the config reads them (``reading``; its weighting is not the class weighting): each
         form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends before
         ``end`` less ``reserve()`` seconds (kept for the fits with word pieces, :func:`_piece_reserve`; one fit at
-        least), then past a grid's edge (:func:`past_the_edge`). A reserve that no longer fits before ``end`` keeps
-        nothing back: Wisesight beside two busy processes, 56 s a fit on words, stopped after two of them for a fit
-        with pieces of about 280 s that the share could not hold either (docs/experiments.md, fourteenth session)."""
+        least), then past a grid's edge (:func:`past_the_edge`)."""
         def stop() -> bool:
-            kept = reserve() if reserve else 0.0
-            if time.monotonic() + kept > end:   # the fit with pieces will not be made: the words take the time
-                kept = 0.0
-            return self.next_ends_past(end - kept)
+            return self.next_ends_past(end - (reserve() if reserve else 0.0))
 
         for i, (form, C) in enumerate(fit_order(grid, reading.weighting)):
             if self.out and stop():
@@ -317,17 +313,19 @@ def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[s
     pieces = _piece_fits(fits.out, grid, features, end)
     if pieces:
         cb.on_stage(f"the search: the n-gram score alone with each token's character 2-{PIECE_CHARS}-grams")
-    for i, (form, C, (chars, tf)) in enumerate(pieces):
+    for i, (form, C, (chars, tf), _) in enumerate(pieces):
         tf = config.model.ngram_weighting if tf is None or "model.ngram_weighting" in given else tf
         fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
 
 
 def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
-                end: float) -> list[tuple[str, float, tuple[int, str | None]]]:
-    """The fits ``(form, C, (chars, weighting))`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
+                end: float) -> list[tuple[str, float, tuple[int, str | None], float]]:
+    """The fits ``(form, C, (chars, weighting), seconds)`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
     (NB-LR at its best C on words alone), the form whose best fit on words ranked higher first (in
-    :data:`PIECE_FITS`' order within a form), each kept while the fits' time (the form's slowest fit on words,
-    times :meth:`_StageFeatures.size_ratio`) ends before ``end``; a ``None`` weighting is the words' own."""
+    :data:`PIECE_FITS`' order within a form), each kept when the fits' time (:func:`_piece_seconds`) still ends
+    before ``end``; a ``None`` weighting is the words' own. A fit too long for what is left gives way to a cheaper
+    one: Wisesight beside two busy processes made no fit with pieces, LR's (about 340 s) too long for its share while
+    NB-LR's (about 45 s; NB-LR C 10 with pieces was the quiet run's best) would have fitted (fourteenth session)."""
     done = [c for c in out if c.complete]
     if not done or time.monotonic() > end:
         return []
@@ -341,10 +339,10 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
         if form not in grid or (C != "best" and C not in grid[form]):   # a form or C the command line left out
             continue
         C = best[form] if C == "best" else C   # perhaps past the grid's edge (past_the_edge)
-        spent += _piece_seconds(done, form, features)
-        if spent > end:
-            break
-        kept.append((form, C, (PIECE_CHARS, weighting)))
+        seconds = _piece_seconds(done, form, features)
+        if spent + seconds <= end:
+            spent += seconds
+            kept.append((form, C, (PIECE_CHARS, weighting), seconds))
     return kept
 
 
@@ -355,17 +353,17 @@ def _piece_seconds(done: list[Candidate], form: str, features: _StageFeatures) -
     return max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) * features.size_ratio(PIECE_CHARS)
 
 
-def _piece_reserve(out: list[Candidate], features: _StageFeatures) -> float:
-    """Seconds the fits on words alone leave for the first fit with word pieces (:func:`_piece_fits`' first: the
-    best form so far, :func:`_piece_seconds`); 0 before any fit. Without it a short share went to more C's on words
+def _piece_reserve(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
+                   end: float) -> float:
+    """Seconds the fits on words alone leave for the first fit with word pieces: :func:`_piece_fits`' first, the best
+    form's or, when that no longer ends before ``end``, a cheaper one's; 0 before any fit or when none fits (the
+    words then take the time: Wisesight beside two busy processes stopped after two fits on words to keep about
+    280 s its share could not hold, fourteenth session). Without a reserve a short share went to more C's on words
     alone and held no fit with pieces: SST-5's 90 s held nine fits on words (the best validation log-loss 1.4005)
     and none with pieces (NB-LR C 0.1: 1.3735); 2,750 Turkish news articles' 90 s, four fits on words (0.2931) and
     none with pieces (0.2493; docs/experiments.md, thirteenth session)."""
-    done = [c for c in out if c.complete]
-    if not done:
-        return 0.0
-    form = max(done, key=Candidate.rank_key).settings["model.ngram_fit"]
-    return _piece_seconds(done, form, features)
+    fits = _piece_fits(out, grid, features, end)
+    return fits[0][3] if fits else 0.0
 
 
 def _keep_best_fit(candidates: list[Candidate]) -> None:
