@@ -43,21 +43,24 @@ def end(processes: list[subprocess.Popen]) -> None:
 
 
 def train_once(folder: str, out: Path, budget: str | None, n: int) -> dict:
-    """One ``sentiment train --data folder`` (``n`` competitors beside it) and its test evaluation: the row."""
+    """One ``sentiment train --data folder`` (``n`` competitors beside it) and its test evaluation: the row. The
+    training's output (its stage, each fit's and trial's line) goes to ``<out>.log`` beside the checkpoint."""
     cmd = [sys.executable, "-m", "sentiment_cli", "train", "--data", folder, "--output", str(out)]
     cmd += ["--time-budget", budget] if budget else []
     load = os.getloadavg()[0]
     others = competitors(n)
     print(f"· {' '.join(cmd[2:])} ({n} competitors, load {load:.1f})", file=sys.stderr, flush=True)
     start = time.perf_counter()
+    log = out.parent / f"{out.name}.log"
     try:
-        proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True)
+        with log.open("w") as stream:
+            proc = subprocess.run(cmd, cwd=out.parent, stdout=stream, stderr=subprocess.STDOUT, text=True)
     finally:
         end(others)
     seconds = time.perf_counter() - start
     row = {"competitors": n, "load_before": round(load, 2), "train_seconds": round(seconds, 1)}
     if proc.returncode != 0:   # the last line in the table, the traceback's last 40 lines in busy.json
-        lines = proc.stderr.strip().splitlines() or ["(no output)"]
+        lines = log.read_text().strip().splitlines() or ["(no output)"]
         return {**row, "error": lines[-1], "stderr_tail": lines[-40:]}
     ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
                          "--json"], cwd=out.parent, capture_output=True, text=True, check=True)

@@ -3,7 +3,7 @@ validation split (``search.py`` runs it first, then the encoder trials).
 
 Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word or subword tokenizer and
 one label per text) each token's character n-grams beside them (:data:`PIECE_FITS`), or (several labels per text) term
-frequencies of the commoner n-grams (:data:`TERM_READING`); it leaves each reading's best fit in the run's data, so
+frequencies of the commoner n-grams (:data:`TERM_READING`), with those character n-grams too; it leaves each reading's best fit in the run's data, so
 that an encoder trial reading the same rows takes it instead of fitting again (issue 54).
 """
 
@@ -67,7 +67,9 @@ class Reading(NamedTuple):
 # the stage also fits LR per label over sublinear TF-IDF 1-2-grams in 2 training texts or more (TF-IDF rows put LR's
 # best C far above binary rows' 1): at TERM_CS's first C, then the rules' binary fit, then the others. Validation
 # log-loss, binary 1-3-grams at C 1 against this reading at C 30 / 100 / 300: Reuters 0.0239 against 0.0152 / 0.0149
-# / 0.0157; GoEmotions 0.1058 against 0.1121 / 0.1343 / - (docs/experiments.md, seventh session).
+# / 0.0157; GoEmotions 0.1058 against 0.1121 / 0.1343 / - (docs/experiments.md, seventh session). With a word or
+# subword tokenizer the stage then fits the same reading with each token's character 2-PIECE_CHARS-grams beside the
+# terms, at TERM_CS's first C: Reuters 0.0124 against 0.0149 (GoEmotions 0.1055 against 0.1034; fifteenth session).
 TERM_READING = {"weighting": "sublinear", "max_n": 2, "min_df": 2}
 READING_SETTINGS = {"chars": "model.ngram_word_chars", "weighting": "model.ngram_weighting",
                     "max_n": "model.ngram_max_n", "min_df": "model.ngram_min_df"}
@@ -137,6 +139,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if pieces:
         _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
+        if tokenizer_kind(tokenizer) in PIECE_TOKENIZERS:   # each token's character n-grams beside the terms
+            cb.on_stage(f"the search: the same terms with each token's character 2-{PIECE_CHARS}-grams")
+            fits.terms(terms._replace(chars=PIECE_CHARS), end, TERM_CS[:1], features.size_ratio(PIECE_CHARS))
         fits.terms(terms, end, TERM_CS[1:])
     _leave_fits(out, data)
     return out
@@ -180,11 +185,14 @@ class _Fits:
         while (edge := past_the_edge(self.out, grid)) and not stop():
             self.add(*edge, reading, False)
 
-    def terms(self, reading: Reading, end: float, Cs: tuple[float, ...]) -> None:
-        """LR per label over ``reading`` (:data:`TERM_READING`) at each of ``Cs`` in turn while the next fit ends
-        before ``end`` (the first fit of the stage always)."""
+    def terms(self, reading: Reading, end: float, Cs: tuple[float, ...], scale: float = 1.0) -> None:
+        """LR per label over ``reading`` (:data:`TERM_READING`, perhaps with word pieces) at each of ``Cs`` in turn
+        while the next fit ends before ``end`` (the first fit of the stage always): a fit as long as the longest so
+        far, or as the slowest over terms times ``scale`` (the entries word pieces add,
+        :meth:`_StageFeatures.size_ratio`) when that is longer."""
         for C in Cs:
-            if self.next_ends_past(end):
+            slowest = max((c.seconds for c in self.out if reads_terms(c.settings)), default=0.0)
+            if self.next_ends_past(end) or (self.out and time.monotonic() + slowest * scale > end):
                 break
             self.add("lr", C, reading, False)
 
