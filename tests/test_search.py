@@ -131,23 +131,25 @@ def test_the_ngram_score_alone_is_refitted_on_every_row_when_validation_was_held
 
 def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own():
     """A multi-label run's stage fits sublinear TF-IDF 1-2-grams in 2+ texts at C 100, the rules' binary LR at C 1,
-    then the first reading at C 300 and 30; the encoder trials take the best one's reading and C (the rules' pinned
-    C only for theirs)."""
+    the first reading with each token's character 2-5-grams at C 100, then the first reading at C 300 and 30; the
+    encoder trials take the best one's reading and C (the rules' pinned C only for theirs)."""
     cfg = _default(GOEMOTIONS_SMALL).override("model", ngram_fit="lr", ngram_c=1.0)
     found = search.ngram_candidates(cfg, RunData(str(GOEMOTIONS_SMALL)), TrainCallbacks(), frozenset(),
                                     time.monotonic() + 600)
-    assert [c.settings.get("model.ngram_c") for c in found] == [100.0, 1.0, 300.0, 30.0]
+    assert [c.settings.get("model.ngram_c") for c in found] == [100.0, 1.0, 100.0, 300.0, 30.0]
     assert found[1].settings == {"model.ngram_fit": "lr", "model.ngram_c": 1.0}
     term = {"model.ngram_weighting": "sublinear", "model.ngram_max_n": 2, "model.ngram_min_df": 2}
     assert all(c.settings.items() >= term.items() for c in found[:1] + found[2:])
+    assert [c.settings.get("model.ngram_word_chars") for c in found] == [None, None, 5, None, None]
     assert found[0].name == "n-gram alone, LR C 100, sublinear TF-IDF 1-2-grams in 2+ texts"
-    assert len({round(c.nll, 6) for c in found}) == 4   # the readings and Cs differ on validation
+    assert len({round(c.nll, 6) for c in found}) == 5   # the readings and Cs differ on validation
     for c in found:   # each text's loss, the mean over its labels: the one-standard-error rule pairs them
         assert c.losses.ndim == 1 and c.losses.mean() == pytest.approx(c.nll, rel=1e-9)
-    for best in found[:2]:
+    for best in found[:3]:
         trials = search._with_ngram_fit(cfg, [best], frozenset())
         assert trials.model.ngram_c == best.settings["model.ngram_c"]
         assert trials.model.ngram_weighting == best.settings.get("model.ngram_weighting", "binary")
+        assert trials.model.ngram_word_chars == best.settings.get("model.ngram_word_chars", 0)
     given = search.ngram_candidates(cfg, RunData(str(GOEMOTIONS_SMALL)), TrainCallbacks(),
                                     frozenset({"model.ngram_max_n"}), time.monotonic() + 600)
     assert len(given) == 1   # a reading's setting given on the command line: no term reading
@@ -331,6 +333,15 @@ def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
     fits.words(grid, words, time.monotonic() + 35, lambda: ngram_stage._piece_reserve(fits.out, grid, features,
                                                                                       time.monotonic() + 35))
     assert len(fits.out) == 6
+    # several labels per text: a fit over terms with pieces is priced as the slowest over terms times the entries
+    terms = ngram_stage.Reading(0, "sublinear", 2, 2)
+    fits = ngram_stage._Fits(lambda form, C, w, reading: search.Candidate(
+        "t", "ngram", {"model.ngram_fit": form, "model.ngram_c": C, "model.ngram_min_df": 2}, accuracy=0.5, nll=0.1,
+        seconds=10.0), "none", False)
+    fits.terms(terms, time.monotonic() + 35, (100.0,))
+    fits.terms(terms._replace(chars=5), time.monotonic() + 35, (100.0,), scale=4.0)   # 40 s: not in 35 s
+    fits.terms(terms._replace(chars=5), time.monotonic() + 35, (100.0,), scale=2.0)   # 20 s: made
+    assert len(fits.out) == 2
 
 
 # ----------------------------------------------------------------------------- the orchestration

@@ -3,8 +3,9 @@ validation split (``search.py`` runs it first, then the encoder trials).
 
 Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word or subword tokenizer and
 one label per text) each token's character n-grams beside them (:data:`PIECE_FITS`), or (several labels per text) term
-frequencies of the commoner n-grams (:data:`TERM_READING`), with those character n-grams too; it leaves each reading's best fit in the run's data, so
-that an encoder trial reading the same rows takes it instead of fitting again (issue 54).
+frequencies of the commoner n-grams (:data:`TERM_READING`), with those character n-grams too; it leaves each
+reading's best fit in the run's data, so that an encoder trial reading the same rows takes it instead of fitting
+again (issue 54).
 """
 
 from __future__ import annotations
