@@ -142,6 +142,7 @@ def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own
     assert all(c.settings.items() >= term.items() for c in found[:1] + found[2:])
     assert [c.settings.get("model.ngram_word_chars") for c in found] == [None, None, 5, None, None]
     assert found[0].name == "n-gram alone, LR C 100, sublinear TF-IDF 1-2-grams in 2+ texts"
+    assert found[2].name == found[0].name + ", characters 2-5 within each token"
     assert len({round(c.nll, 6) for c in found}) == 5   # the readings and Cs differ on validation
     for c in found:   # each text's loss, the mean over its labels: the one-standard-error rule pairs them
         assert c.losses.ndim == 1 and c.losses.mean() == pytest.approx(c.nll, rel=1e-9)

@@ -425,16 +425,16 @@ def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading
 
 def _reading_phrase(settings: dict[str, Any]) -> str:
     """How a candidate's reading differs from the config's, for its name: ``", TF-IDF, characters 2-5 within
-    each token"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"``, or ``""``."""
+    each token"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"`` (with the characters after it when both), or
+    ``""``."""
     weighting = {"tfidf": "TF-IDF", "sublinear": "sublinear TF-IDF"}.get(settings.get("model.ngram_weighting"))
-    if "model.ngram_word_chars" in settings:
-        chars = settings["model.ngram_word_chars"]
-        return f", {weighting + ', ' if weighting else ''}characters 2-{chars} within each token"
-    if weighting is None:
-        return ""
     n = settings.get("model.ngram_max_n")
     df = settings.get("model.ngram_min_df")
-    return f", {weighting}" + (f" 1-{n}-grams" if n else "") + (f" in {df}+ texts" if df else "")
+    phrase = "" if weighting is None else f", {weighting}" + (f" 1-{n}-grams" if n else "") + \
+        (f" in {df}+ texts" if df else "")
+    if "model.ngram_word_chars" in settings:
+        phrase += f", characters 2-{settings['model.ngram_word_chars']} within each token"
+    return phrase
 
 
 def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
