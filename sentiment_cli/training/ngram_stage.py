@@ -129,7 +129,6 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
 
     fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
-    out = fits.out
     terms = Reading.of(config, **TERM_READING) if _tries_terms(config, given, train.multi_label) else None
     if terms:   # first: a short budget's share may hold one fit (Reuters' 300 s: 90 s, one fit of 68 s)
         cb.on_stage("the search: the n-gram score alone over sublinear TF-IDF 1-2-grams in 2 training texts or more")
@@ -144,8 +143,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
             cb.on_stage(f"the search: the same terms with each token's character 2-{PIECE_CHARS}-grams")
             fits.terms(terms._replace(chars=PIECE_CHARS), end, TERM_CS[:1], features.size_ratio(PIECE_CHARS))
         fits.terms(terms, end, TERM_CS[1:])
-    _leave_fits(out, data)
-    return out
+    _leave_fits(fits.out, data)
+    return fits.out
 
 
 def _leave_fits(out: list[Candidate], data: RunData) -> None:
