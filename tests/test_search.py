@@ -330,10 +330,9 @@ def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
     assert [fit[:2] for fit in ngram_stage._piece_fits(done, grid, features, now + 100)] == [("nb-lr", 0.3)]
     # none fits: nothing is held back, the words take the time
     assert ngram_stage._piece_reserve(done, grid, features, now + 40) == 0.0
-    fits = ngram_stage._Fits(fit, "none", False)
-    fits.words(grid, words, time.monotonic() + 35, lambda: ngram_stage._piece_reserve(fits.out, grid, features,
-                                                                                      time.monotonic() + 35))
-    assert len(fits.out) == 6
+    fits, end = ngram_stage._Fits(fit, "none", False), time.monotonic() + 35
+    fits.words(grid, words, end, lambda: ngram_stage._piece_reserve(fits.out, grid, features, end))
+    assert len(fits.out) == 6   # each fit with pieces 40 s: none fits in 35 s
     # several labels per text: a fit over terms with pieces is priced as the slowest over terms times the entries
     terms = ngram_stage.Reading(0, "sublinear", 2, 2)
     fits = ngram_stage._Fits(lambda form, C, w, reading: search.Candidate(
