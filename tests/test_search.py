@@ -154,6 +154,9 @@ def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own
     given = search.ngram_candidates(cfg, RunData(str(GOEMOTIONS_SMALL)), TrainCallbacks(),
                                     frozenset({"model.ngram_max_n"}), time.monotonic() + 600)
     assert len(given) == 1   # a reading's setting given on the command line: no term reading
+    pinned = search.ngram_candidates(cfg, RunData(str(GOEMOTIONS_SMALL)), TrainCallbacks(),
+                                     frozenset({"model.ngram_word_chars"}), time.monotonic() + 600)
+    assert [c.settings.get("model.ngram_word_chars") for c in pinned] == [None] * 4   # a given 0: no pieces
 
 
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypatch):

@@ -139,7 +139,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if pieces:
         _add_pieces(fits, config, given, grid, features, end, cb)
     if terms:
-        if tokenizer_kind(tokenizer) in PIECE_TOKENIZERS:   # each token's character n-grams beside the terms
+        if _reads_pieces(config, given, tokenizer):   # each token's character n-grams beside the terms
             cb.on_stage(f"the search: the same terms with each token's character 2-{PIECE_CHARS}-grams")
             fits.terms(terms._replace(chars=PIECE_CHARS), end, TERM_CS[:1], features.size_ratio(PIECE_CHARS))
         fits.terms(terms, end, TERM_CS[1:])
@@ -309,8 +309,14 @@ def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bo
 def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, tokenizer: Any) -> bool:
     """Whether the stage also fits tokens with their character n-grams: a word or subword tokenizer
     (:data:`PIECE_TOKENIZERS`), one label per text (a multi-label run's rules pin its form), and ``[model]
-    ngram_word_chars`` neither set nor given."""
-    return (not config.model.ngram_word_chars and "model.ngram_word_chars" not in given and not multi_label
+    ngram_word_chars`` neither set nor given (:func:`_reads_pieces`)."""
+    return not multi_label and _reads_pieces(config, given, tokenizer)
+
+
+def _reads_pieces(config: Config, given: frozenset[str], tokenizer: Any) -> bool:
+    """Whether a reading may add each token's character n-grams: a word or subword tokenizer
+    (:data:`PIECE_TOKENIZERS`), and ``[model] ngram_word_chars`` neither set nor given (a given 0 stays 0)."""
+    return (not config.model.ngram_word_chars and "model.ngram_word_chars" not in given
             and tokenizer_kind(tokenizer) in PIECE_TOKENIZERS)
 
 
