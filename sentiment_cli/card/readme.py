@@ -20,7 +20,7 @@ def _exports_markdown(exports: dict[str, dict[str, Any]]) -> list[str]:
     """The card's "Exports" section: each ONNX file with its parity check against PyTorch."""
     if not exports:
         return []
-    lines = ["", "## Exports", "", "| file | held-out reviews | label agreement with PyTorch | max logit difference "
+    lines = ["", "## Exports", "", "| file | held-out texts | label agreement with PyTorch | max logit difference "
              "| size | test accuracy before → after |", "|---|---:|---:|---:|---:|---|"]
     for name, r in exports.items():
         p, q = r["parity"], r.get("int8") or {}

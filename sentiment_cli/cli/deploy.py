@@ -105,7 +105,7 @@ def export(
                                                    show_default="CHECKPOINT/model.onnx, or model.int8.onnx")] = None,
     quantize: Annotated[Optional[Quantization], typer.Option(
         help="Also quantize: int8 (ONNX Runtime dynamic quantization); reports test accuracy before and after.")] = None,
-    data: Annotated[Optional[str], typer.Option(help="Dataset for the held-out reviews; default: the one the "
+    data: Annotated[Optional[str], typer.Option(help="Dataset for the held-out texts; default: the one the "
                                                      "checkpoint was trained on.")] = None,
     parity_reviews: Annotated[int, typer.Option(min=1, help="Held-out (test) reviews scored by both PyTorch and "
                                                             "ONNX Runtime.")] = 2000,
@@ -118,7 +118,7 @@ def export(
 ) -> None:
     """Export a checkpoint to one self-contained ONNX file (graph, tokenizer, config, model card) for ONNX Runtime.
 
-    The export is checked against PyTorch on held-out reviews and refused (exit 1, nothing written) if labels agree
+    The export is checked against PyTorch on held-out texts and refused (exit 1, nothing written) if labels agree
     on fewer than 99.9% or a logit differs by more than 1e-3. Use it with `predict --onnx` or `serve --onnx`.
     Needs the onnx extra: pip install "sentiment-cli\\[onnx]".
     """
@@ -150,7 +150,7 @@ def render_export(console, result) -> None:
     before = f", {b['onnx'] / mib:.1f} MiB before int8" if "onnx_int8" in b else ""
     console.print(f"wrote [bold]{escape(str(result.path))}[/] ({size / mib:.1f} MiB; PyTorch weights "
                   f"{b['pytorch_weights'] / mib:.1f} MiB{before}; opset {r['opset']})", highlight=False, soft_wrap=True)
-    console.print(f"parity with PyTorch on {p['reviews']:,} held-out reviews: label agreement "
+    console.print(f"parity with PyTorch on {p['reviews']:,} held-out texts: label agreement "
                   f"[bold]{p['label_agreement']:.2%}[/] (needs ≥ {p['min_agreement']:.1%}), max logit difference "
                   f"[bold]{p['max_logit_difference']:.1e}[/] (needs ≤ {p['max_allowed_difference']:.0e})  [green]passed[/]",
                   highlight=False, soft_wrap=True)

@@ -27,7 +27,7 @@ after (a multi-label model's: subset accuracy, the texts whose whole label set i
 beyond ``max_accuracy_drop``.
 
 Uses torch (the exporter), onnx and onnxruntime (the ``onnx`` extra) and the
-dataset for the held-out reviews; never prints.
+dataset for the held-out texts; never prints.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         checkpoint: the checkpoint folder.
         output: the file to write; default ``model.onnx`` (``model.int8.onnx`` with ``quantize``) in the folder.
         quantize: ``None`` or ``"int8"`` (ONNX Runtime dynamic quantization).
-        data: dataset for the held-out reviews; default: the one the checkpoint was trained on.
+        data: dataset for the held-out texts; default: the one the checkpoint was trained on.
         parity_reviews: held-out (test) reviews scored by both runtimes (a seeded sample; all if fewer).
         batch_size: reviews per ONNX Runtime run in the parity check (input order: mixed lengths).
         min_agreement, max_logit_difference: the parity gate (multi-label: label sets, each label's logits).
@@ -246,7 +246,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
 
     Raises:
         ExportUnavailable: the onnx extra is missing.
-        CheckpointError / DataError: the checkpoint or the held-out reviews cannot be loaded.
+        CheckpointError / DataError: the checkpoint or the held-out texts cannot be loaded.
         UsageError: ``quantize`` is not ``int8``, or ``output`` is unusable (:func:`check_export_output`);
             checked before any work.
         ParityError: the export disagrees with PyTorch (or int8 loses too much accuracy); nothing written.
@@ -268,7 +268,7 @@ def export_onnx(checkpoint: str | Path, output: str | Path | None = None, *, qua
         start = time.perf_counter()
         meta = _write_graph(ckpt, checkpoint, fp32)
         timings["export_seconds"] = time.perf_counter() - start
-        stage(f"parity check on {len(held_out.ids):,} held-out reviews: PyTorch against ONNX Runtime")
+        stage(f"parity check on {len(held_out.ids):,} held-out texts: PyTorch against ONNX Runtime")
         reference = _torch_logits(ckpt.model, held_out.ids, ckpt.config.training.eval_batch_size)
         check = _checked_parity(reference, fp32, held_out, batch_size, min_agreement, max_logit_difference,
                                 ckpt.labels, _decision(ckpt))
@@ -290,7 +290,7 @@ def check_export_output(checkpoint: Path, output: str | Path | None, quantize: s
 
     Inside the checkpoint folder only an ``.onnx`` file (an export) may be written, never the checkpoint's own
     files; an existing ``.onnx`` file is an earlier export and is replaced; another existing file needs ``force``.
-    ``data`` (``--data``, the held-out reviews) is an input: never written over or into, ``force`` or not.
+    ``data`` (``--data``, the held-out texts) is an input: never written over or into, ``force`` or not.
 
     Raises:
         UsageError: ``output`` is a folder, in a folder that does not exist, one of the checkpoint's files,
@@ -325,8 +325,8 @@ def _held_out(ckpt, data: str | None, parity_reviews: int, stage: Callable[[str]
     from ..data.tokenizer import encode_texts
 
     spec = scoring_spec(ckpt.config, "test", data,
-                        single_file_hint="give held-out reviews for the parity check with --data FILE")
-    stage(f"loading held-out reviews (test split of {spec.source})")
+                        single_file_hint="give held-out texts for the parity check with --data FILE")
+    stage(f"loading held-out texts (test split of {spec.source})")
     test = load_split(spec, "test", label_names=ckpt.labels)
     rng = np.random.default_rng(ckpt.config.training.seed)
     sample = sorted(rng.permutation(len(test.texts))[:parity_reviews].tolist())
@@ -368,7 +368,7 @@ def _checked_parity(reference: np.ndarray, fp32: Path, held_out: _HeldOut, batch
             by_label = check["max_logit_difference_by_label"]
             agreement, worst = "label-set agreement", f" (label {max(by_label, key=by_label.get)!r})"
         raise ParityError(
-            f"parity check failed on {check['reviews']:,} held-out reviews: {agreement} "
+            f"parity check failed on {check['reviews']:,} held-out texts: {agreement} "
             f"{check['label_agreement']:.4%} (needs >= {min_agreement:.1%}), max logit difference "
             f"{check['max_logit_difference']:.2e}{worst} (needs <= {max_logit_difference:.0e}); nothing written")
     return check
