@@ -161,6 +161,7 @@ def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own
 
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypatch):
     monkeypatch.setattr(ngram_stage, "EDGE_STEPS", 0)   # the grid alone (past its edges: the test below)
+    monkeypatch.setattr(ngram_stage, "_pieces_lose", lambda out, words: None)   # every fit with pieces (its own test)
     cfg = _default(REVIEWS)
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 600)
     words = [c for c in found if "model.ngram_word_chars" not in c.settings]
@@ -219,6 +220,7 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones(monk
     and C fitted unweighted too, second (a stage its share cuts short has both), the rest with the better
     weighting; the winner's weighting is what every encoder trial then uses."""
     monkeypatch.setattr(ngram_stage, "EDGE_STEPS", 0)   # the grid alone
+    monkeypatch.setattr(ngram_stage, "_pieces_lose", lambda out, words: None)   # every fit with pieces
     cfg = _default(REVIEWS, class_weight="balanced")
     words = frozenset({"model.ngram_word_chars"})   # words alone: the fits with their characters come last
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), words, time.monotonic() + 600)
@@ -347,6 +349,39 @@ def test_the_fits_on_words_leave_time_for_the_first_fit_with_word_pieces():
     assert len(fits.out) == 2
 
 
+def test_fits_with_word_pieces_stop_once_one_loses_to_its_form_on_words_beyond_one_standard_error():
+    """Three fits with pieces are planned. Where pieces make each row's log-loss worse than the form's best fit on words
+    by a margin far above the noise (IMDB's case), the first is the only one made, and a note says why; where they
+    make it better, or worse only within one paired standard error, all three are made."""
+    rng = np.random.default_rng(0)
+    base = rng.gamma(2.0, 0.15, size=400)   # each validation row's log-loss on words alone
+
+    def run(shift: float) -> tuple[list, list[str]]:
+        def fit(form, C, class_weight, reading):
+            settings = {"model.ngram_fit": form, "model.ngram_c": C}
+            losses = base.copy()
+            if reading.chars:
+                settings["model.ngram_word_chars"] = reading.chars
+                losses = base + shift + rng.normal(0.0, 0.05, size=base.size)
+            return search.Candidate(f"{form} {C} {reading.chars}", "ngram", settings, accuracy=0.8,
+                                    nll=float(losses.mean()), seconds=1.0, losses=losses)
+
+        notes: list[str] = []
+        cb = type("Notes", (TrainCallbacks,), {"on_note": lambda self, text: notes.append(text)})()
+        grid = {"nb-lr": (1.0,), "lr": (3.0, 10.0)}
+        fits = ngram_stage._Fits(fit, "none", False)
+        fits.words(grid, ngram_stage.Reading(0, "binary", 3, 1), time.monotonic() + 60)
+        features = type("Features", (), {"size_ratio": lambda self, chars: 2.0})()
+        ngram_stage._add_pieces(fits, load_config("default"), frozenset(), grid, features, time.monotonic() + 60, cb)
+        return [c for c in fits.out if "model.ngram_word_chars" in c.settings], notes
+
+    pieces, notes = run(+0.02)   # worse by 0.02 a row, SE about 0.0025
+    assert len(pieces) == 1 and len(notes) == 1 and "no further fit with word pieces" in notes[0]
+    for shift in (-0.02, +0.001):   # better; worse within one standard error
+        pieces, notes = run(shift)
+        assert len(pieces) == 3 and not notes
+
+
 # ----------------------------------------------------------------------------- the orchestration
 
 class _Runner:
@@ -388,6 +423,37 @@ def _search(tmp_path, fake: _Runner, cfg, given=frozenset(), stop=None):
     (tmp_path / "out").mkdir(exist_ok=True)
     return search.search(cfg, tmp_path / "out", TrainCallbacks(), stop or StopFlag(), RunData(str(REVIEWS)),
                          given, fake.runner())
+
+
+def test_the_budget_counts_from_the_runs_start(tmp_path, no_report):
+    """A run whose reading of the data took all but 10 s of its hour has no time for an encoder trial (20 s at
+    least) and says so; one that began a minute ago runs its trials, and the deadline it gives the first keeps 2% of
+    the hour back for the work after the choice."""
+    cfg = _default(REVIEWS, time_budget=3600.0).override("model", ngram_buckets=0)
+    (tmp_path / "out").mkdir()
+    late = _Runner([0.8], tmp_path)
+    with pytest.raises(SentimentError, match="raise --time-budget"):
+        search.search(cfg, tmp_path / "out", TrainCallbacks(), StopFlag(), RunData(str(REVIEWS)), frozenset(),
+                      late.runner(), started=time.monotonic() - 3590)
+    assert late.trials == []
+    deadlines = []
+    fake = _Runner([0.8], tmp_path)
+    fake_fit = fake.fit
+
+    def one(config, folder, cb, stop):   # one trial, then the budget is spent
+        if fake.trials:
+            stop.projected = True
+            raise Interrupted("over", resumable=False)
+        deadlines.append(stop.at)
+        return fake_fit(config, folder, cb, stop)
+
+    fake.fit = one
+    began = time.monotonic() - 60
+    search.search(cfg, tmp_path / "out", TrainCallbacks(), StopFlag(), RunData(str(REVIEWS)), frozenset(),
+                  fake.runner(), started=began)
+    assert len(fake.trials) == 1
+    # with a refit to come, the first trial ends within half of what is left of the 98% (search.FIRST_TRIAL_SHARE)
+    assert deadlines[0] < began + 0.98 * 3600 - 0.5 * (0.98 * 3600 - 60) + 5
 
 
 def test_the_rules_are_the_first_trial_and_fixed_keys_are_not_searched(tmp_path, no_report):

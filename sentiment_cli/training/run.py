@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
+    began = time.monotonic()   # the search's budget counts from here: reading the data and its rules count too
     config = dataclasses.replace(config, data=dataclasses.replace(config.data,
                                                                   source=absolute_source(config.data.source)))
     callbacks = callbacks or TrainCallbacks()
@@ -101,7 +103,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        return _locked_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data, main)
+        return _locked_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data, main, began)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
@@ -109,14 +111,15 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
 
 
 def _locked_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
-                fit_to_data: frozenset[str] | None, main: bool) -> TrainResult:
+                fit_to_data: frozenset[str] | None, main: bool, began: float) -> TrainResult:
     """:func:`train` once ``output`` is checked: its lock held from before the data is read to the end (one
-    writer), the data rules, then the search or one fit."""
+    writer), the data rules, then the search or one fit (``began``: :func:`train`'s start, ``time.monotonic()``)."""
     choices: list[auto.Choice] = []
     with output_lock(output, enabled=main, share=True):
         if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
             config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(), data)
-        return _search_or_run(config, output, callbacks, stop, data, fit_to_data, [c.to_dict() for c in choices])
+        return _search_or_run(config, output, callbacks, stop, data, fit_to_data, [c.to_dict() for c in choices],
+                              began)
 
 
 def _inputs(config: Config) -> list[tuple[str, str]]:
@@ -142,10 +145,11 @@ def _with_behaviour(record: CheckpointRecord, ctx: RunContext) -> CheckpointReco
 
 
 def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
-                   given: frozenset[str] | None, rules: list[dict[str, Any]]) -> TrainResult:
-    """The default's search within ``[training] time_budget`` (``search.py``), when the data rules were applied
-    (``given`` is the command line's keys, not ``None``) and the run can search; else one run. A run that cannot
-    search says why in a note (no validation split, or torchrun).
+                   given: frozenset[str] | None, rules: list[dict[str, Any]], began: float) -> TrainResult:
+    """The default's search within ``[training] time_budget`` (``search.py``) counted from ``began``
+    (:func:`train`'s start), when the data rules were applied (``given`` is the command line's keys, not ``None``)
+    and the run can search; else one run. A run that cannot search says why in a note (no validation split, or
+    torchrun).
 
     Raises:
         UsageError: an unusable device (before the search starts).
@@ -155,7 +159,8 @@ def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop
         why = search.searchable(config) or ("torchrun runs one fit" if distributed.from_env().enabled else None)
         if why is None:
             resolve_device(config.training.device)   # an unusable device stops before the search
-            return search.search(config, output, callbacks, stop, data, given, _runner(output, data, rules))
+            return search.search(config, output, callbacks, stop, data, given, _runner(output, data, rules),
+                                 started=began)
         callbacks.on_note(f"no search: {why}; one run with the data rules' settings")
     return _run(config, output, callbacks, stop, data, saved=None, data_rules=rules)
 
