@@ -93,17 +93,16 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
     began = time.monotonic()   # the search's budget counts from here: reading the data and its rules count too
     config = dataclasses.replace(config, data=dataclasses.replace(config.data,
                                                                   source=absolute_source(config.data.source)))
-    callbacks = callbacks or TrainCallbacks()
     data = RunData(config.data.source)   # read once: the profile, pretraining and the fit share it
-    created = not Path(output).exists()
-    main = distributed.from_env().is_main
+    created, main = not Path(output).exists(), distributed.from_env().is_main
     if main:   # never into the data, --force or not
         check_output_folder(output, force=True, inputs=_inputs(config))
     try:
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        return _locked_run(config, Path(output), callbacks, stop or StopFlag(), data, fit_to_data, main, began)
+        return _locked_run(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, fit_to_data,
+                           main, began)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
