@@ -257,8 +257,9 @@ class TrainingConfig:
     init_from: str = _spec("", help="checkpoint folder written by `sentiment pretrain` to start from; "
                                     "empty = random initialisation")
     time_budget: float = _spec(0.0, lo=0.0, help="seconds the default's search may take, counted from the "
-                                                 "command's start (training/search.py): the n-gram score alone and the encoder in several settings, "
-                                                 "each measured on the validation split, the best refitted; "
+                                                 "command's start (training/search.py): the n-gram score alone "
+                                                 "and the encoder in several settings, each measured on the "
+                                                 "validation split, the best refitted; "
                                                  "0 = one run with the settings as given (a preset other than "
                                                  "the default, or a file, never searches)")
 
