@@ -54,8 +54,9 @@ BatchSizeOption = Annotated[Optional[int], typer.Option(help="Override \\[traini
 LrOption = Annotated[Optional[float], typer.Option(help="Override \\[training] lr (peak learning rate).")]
 TimeBudgetOption = Annotated[Optional[str], typer.Option(
     "--time-budget", metavar="DURATION", show_default="30m; 5m for a small set",
-    help="How long the default may search for its settings on the validation split (\\[training] time_budget): "
-         "90, 90s, 5m, 1h; 0 trains once with the data rules' settings.")]
+    help="How long the default may take from its start: reading the data, searching for its settings on the "
+         "validation split and writing the winner (\\[training] time_budget): 90, 90s, 5m, 1h; 0 trains once with "
+         "the data rules' settings.")]
 InitOption = Annotated[Optional[Path], typer.Option("--init", help="Start from this `sentiment pretrain` folder "
                                                     "(overrides \\[training] init_from).")]
 ResumeOption = Annotated[Optional[str], typer.Option(
