@@ -161,7 +161,7 @@ def test_several_labels_per_text_also_read_term_frequencies_with_cs_of_their_own
 
 def test_ngram_candidates_cover_the_grid_and_a_pinned_form_keeps_to_it(monkeypatch):
     monkeypatch.setattr(ngram_stage, "EDGE_STEPS", 0)   # the grid alone (past its edges: the test below)
-    monkeypatch.setattr(ngram_stage, "_pieces_lose", lambda out, words: None)   # every fit with pieces (its own test)
+    monkeypatch.setattr(ngram_stage, "_pieces_lose", lambda new, words: None)   # every fit with pieces (its own test)
     cfg = _default(REVIEWS)
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), frozenset(), time.monotonic() + 600)
     words = [c for c in found if "model.ngram_word_chars" not in c.settings]
@@ -220,7 +220,7 @@ def test_balanced_classes_are_checked_on_validation_against_unweighted_ones(monk
     and C fitted unweighted too, second (a stage its share cuts short has both), the rest with the better
     weighting; the winner's weighting is what every encoder trial then uses."""
     monkeypatch.setattr(ngram_stage, "EDGE_STEPS", 0)   # the grid alone
-    monkeypatch.setattr(ngram_stage, "_pieces_lose", lambda out, words: None)   # every fit with pieces
+    monkeypatch.setattr(ngram_stage, "_pieces_lose", lambda new, words: None)   # every fit with pieces
     cfg = _default(REVIEWS, class_weight="balanced")
     words = frozenset({"model.ngram_word_chars"})   # words alone: the fits with their characters come last
     found = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(), words, time.monotonic() + 600)

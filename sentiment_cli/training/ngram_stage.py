@@ -328,33 +328,41 @@ def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[s
     pieces = _piece_fits(fits.out, grid, features, end)
     if pieces:
         cb.on_stage(f"the search: the n-gram score alone with each token's character 2-{PIECE_CHARS}-grams")
-    words = list(fits.out)   # words alone
+    words = _best_of_each_form(fits.out)   # on words alone
     for i, (form, C, (chars, tf), _) in enumerate(pieces):
         tf = config.model.ngram_weighting if tf is None or "model.ngram_weighting" in given else tf
+        made = len(fits.out)
         fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
-        lost = _pieces_lose(fits.out, words) if i + 1 < len(pieces) else None
+        lost = _pieces_lose(fits.out[made:], words) if i + 1 < len(pieces) else None
         if lost is not None:
             cb.on_note(f"no further fit with word pieces: {lost[0].name}, validation log-loss {lost[0].nll:.4f}, "
                        f"loses to {lost[1].nll:.4f} on words alone by more than one standard error")
             break
 
 
-def _pieces_lose(out: list[Candidate], words: list[Candidate]) -> tuple[Candidate, Candidate] | None:
-    """``(fit, on words)`` when the last fit with word pieces of ``out`` (the better of the two when the weighting was
-    searched) loses to the best fit of its form on words alone (of ``words``) by more than one paired standard error
-    of validation log-loss (:func:`~.candidate.within_se`); else ``None``. A reading that loses where the form did
-    best gets no more fits: on IMDB each word's character n-grams lost on every form (NB-LR C 3 0.2686 against its
-    0.2513 on words; LR C 3 and 10 0.2904 and 0.2845 against 0.2687), and beside two busy processes the two further
-    fits took 160 s of the encoder's time (sixteenth session, docs/experiments.md)."""
-    last = [c for c in out[-2:] if c.complete and "model.ngram_word_chars" in c.settings]
-    if not last:
+def _pieces_lose(new: list[Candidate], words: dict[str, Candidate]) -> tuple[Candidate, Candidate] | None:
+    """``(fit, on words)`` when the fit with word pieces just made (``new``: the better of the two when the weighting
+    was searched) loses to its form's best fit on words alone (``words``, :func:`_best_of_each_form`) by more than
+    one paired standard error of validation log-loss (:func:`~.candidate.within_se`); else ``None``. A reading that
+    loses where the form did best gets no more fits: on IMDB each word's character n-grams lost on every form (NB-LR
+    C 3 0.2686 against its 0.2513 on words; LR C 3 and 10 0.2904 and 0.2845 against 0.2687), and beside two busy
+    processes the two further fits took 160 s of the encoder's time (sixteenth session, docs/experiments.md)."""
+    done = [c for c in new if c.complete]
+    if not done:
         return None
-    fit = max(last, key=Candidate.rank_key)
-    form = [c for c in words if c.complete and c.settings["model.ngram_fit"] == fit.settings["model.ngram_fit"]]
-    if not form:
+    fit = max(done, key=Candidate.rank_key)
+    best = words.get(fit.settings["model.ngram_fit"])
+    if best is None:
         return None
-    best = max(form, key=Candidate.rank_key)
     return (fit, best) if fit.rank_key() < best.rank_key() and within_se(fit, best) is None else None
+
+
+def _best_of_each_form(candidates: list[Candidate]) -> dict[str, Candidate]:
+    """Each form's best complete fit of ``candidates`` (by :meth:`Candidate.rank_key`), the better forms first."""
+    best: dict[str, Candidate] = {}
+    for c in sorted((c for c in candidates if c.complete), key=Candidate.rank_key, reverse=True):
+        best.setdefault(c.settings["model.ngram_fit"], c)
+    return best
 
 
 def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
@@ -368,16 +376,14 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
     done = [c for c in out if c.complete]
     if not done or time.monotonic() > end:
         return []
-    best: dict[str, float] = {}
-    for c in sorted(done, key=Candidate.rank_key, reverse=True):
-        best.setdefault(c.settings["model.ngram_fit"], c.settings["model.ngram_c"])
+    best = _best_of_each_form(done)
     order = list(best)   # the forms fitted on words, the better first
     kept, spent = [], time.monotonic()
     fitted = [fit for fit in PIECE_FITS if fit[0] in best]
     for form, C, weighting in sorted(fitted, key=lambda fit: order.index(fit[0])):
         if form not in grid or (C != "best" and C not in grid[form]):   # a form or C the command line left out
             continue
-        C = best[form] if C == "best" else C   # perhaps past the grid's edge (past_the_edge)
+        C = best[form].settings["model.ngram_c"] if C == "best" else C   # perhaps past the edge (past_the_edge)
         seconds = _piece_seconds(done, form, features)
         if spent + seconds <= end:
             spent += seconds
