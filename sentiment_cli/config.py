@@ -148,12 +148,14 @@ class DataConfig:
                                                     "found when every column besides the text and an id column "
                                                     "holds only 0 and 1")
     validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, hi_open=True,
-                                       help="share of train held out (stratified) for validation when the source has "
+                                       help="share of train held out for validation (as validation_split says) when the source has "
                                             "no validation (dev) split of its own; 0 trains on all of train, "
                                             "without validation, and keeps the last epoch")
-    validation_split: str = _spec("random", choices=("random", "blocks"),
-                                  help="hold out single reviews, or blocks of consecutive reviews so that "
-                                       "validation shares few movies with training (IMDB keeps a movie's reviews together)")
+    validation_split: str = _spec("random", choices=("random", "blocks", "last"),
+                                  help="hold out single rows (stratified), blocks of consecutive rows so that "
+                                       "validation shares few movies with training (IMDB keeps a movie's reviews "
+                                       "together), or the last rows in file order, for rows in time order whose "
+                                       "new text comes later (news, tickets)")
     max_length: int = _spec(200, lo=1, hi=16384, help="tokens kept per review")
     truncation: str = _spec("head", choices=("head", "head_tail"),
                             help="keep the first max_length tokens, or the head and tail (Sun et al. 2019)")

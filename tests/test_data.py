@@ -165,3 +165,30 @@ def test_full_imdb_from_shared():
     train, val = data.load_train_validation(str(FULL_DATA), 0.1, seed=1234)
     assert (len(train), len(val)) == (22500, 2500)
     assert Counter(val.labels) == {0: 1250, 1: 1250}
+
+
+def _time_ordered_csv(tmp_path, labels):
+    path = tmp_path / "stories.csv"
+    path.write_text("text,label\n" + "".join(f"story {i},{label}\n" for i, label in enumerate(labels)))
+    return str(path)
+
+
+def test_last_rows_validate_in_file_order(tmp_path):
+    """validation_split 'last': the newest tenth of a file in time order validates, the rest trains (shuffled)."""
+    source = _time_ordered_csv(tmp_path, ["pos", "neg"] * 20 + ["pos"] * 5 + ["neg"] * 5)   # 50 rows
+    train, val = data.load_train_validation(source, 0.1, seed=3, validation_split="last")
+    assert val.texts == [f"story {i}" for i in range(45, 50)]
+    assert sorted(train.texts, key=lambda t: int(t.split()[1])) == [f"story {i}" for i in range(45)]
+    assert train.texts != sorted(train.texts, key=lambda t: int(t.split()[1]))      # shuffled
+    assert data.load_split(source, "validation", 0.1, 3, "last").texts == val.texts
+    assert data.held_out_count([25, 25], 0.1, 3, "last") == (5, 0)
+    multi = tmp_path / "multi.jsonl"
+    multi.write_text("".join(f'{{"text": "story {i}", "labels": ["a", "b"]}}\n' for i in range(20)))
+    train, val = data.load_train_validation(str(multi), 0.25, seed=3, validation_split="last")
+    assert val.texts == [f"story {i}" for i in range(15, 20)] and len(train) == 15
+
+
+def test_last_rows_refuse_a_class_training_would_never_see(tmp_path):
+    source = _time_ordered_csv(tmp_path, ["pos", "neg"] * 20 + ["new"] * 5)
+    with pytest.raises(DataError, match="class 'new' has all its rows among the last 5 rows"):
+        data.load_train_validation(source, 0.1, seed=3, validation_split="last")

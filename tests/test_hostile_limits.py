@@ -176,6 +176,9 @@ def test_the_hold_out_note_of_ordinary_classes_is_unchanged_in_substance():
     profile = Profile(train_rows=600, class_counts=(300, 300), has_validation=False, unlabelled=0, length_quantile=8)
     note = _validation_rule(profile, load_config("default"))[0].line()
     assert "10% of train (60 of 600 rows, stratified, in blocks) is held out" in note, note
+    last = load_config("default").override("data", validation_split="last")
+    note = _validation_rule(profile, last)[0].line()
+    assert "10% of train (60 of 600 rows, its last rows in file order) is held out" in note, note
 
 
 # ----------------------------------------------------------------------------- the n-gram fit's memory

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import objectives
+from ..data.splits import HOLD_OUT_WAYS
 from ..toml_writer import toml_value
 from ..wording import plural
 from .facts import UNKNOWN
@@ -304,6 +305,6 @@ def _calibration_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[st
 def _validation_text(data: dict[str, Any], d: dict[str, Any], seed: int) -> str:
     if data.get("validation_from"):
         return f"{_count(data['validation_examples'])} (the source's own validation split: {data['validation_from']})"
-    blocks = ", in blocks of consecutive reviews" if d.get("validation_split") == "blocks" else ""
-    return (f"{_count(data['validation_examples'])} ({d['validation_fraction']:.0%} of train, stratified{blocks}, "
-            f"seed {seed})")
+    how = HOLD_OUT_WAYS.get(d.get("validation_split"), HOLD_OUT_WAYS["random"])
+    drawn = "" if d.get("validation_split") == "last" else f", seed {seed}"
+    return f"{_count(data['validation_examples'])} ({d['validation_fraction']:.0%} of train, {how}{drawn})"
