@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import objectives
-from ..data.splits import HOLD_OUT_WAYS
+from ..data.splits import HOLD_OUT_WAYS, hold_out_way
 from ..toml_writer import toml_value
 from ..wording import plural
 from .facts import UNKNOWN
@@ -305,6 +305,7 @@ def _calibration_sections(card: dict[str, Any]) -> list[tuple[str, list[tuple[st
 def _validation_text(data: dict[str, Any], d: dict[str, Any], seed: int) -> str:
     if data.get("validation_from"):
         return f"{_count(data['validation_examples'])} (the source's own validation split: {data['validation_from']})"
-    how = HOLD_OUT_WAYS.get(d.get("validation_split"), HOLD_OUT_WAYS["random"])
+    split = d.get("validation_split") if d.get("validation_split") in HOLD_OUT_WAYS else "random"
+    how = hold_out_way(split, bool(data.get("multi_label")))
     drawn = "" if d.get("validation_split") == "last" else f", seed {seed}"
     return f"{_count(data['validation_examples'])} ({d['validation_fraction']:.0%} of train, {how}{drawn})"

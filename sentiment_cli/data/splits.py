@@ -517,7 +517,16 @@ BLOCK_ROWS = 100
 
 HOLD_OUT_WAYS = {"random": "stratified", "blocks": "stratified, in blocks",
                  "last": "its last rows in file order"}
-"""``[data] validation_split``'s ways of holding out validation, in words (the rules' note, the model card)."""
+"""``[data] validation_split``'s ways of holding out validation, in words (the rules' note, the model card), for one
+label per text; with several, rows are drawn unstratified (:func:`hold_out_way`)."""
+
+
+def hold_out_way(validation_split: str, multi_label: bool = False) -> str:
+    """How :func:`_hold_out` holds out validation, in words: :data:`HOLD_OUT_WAYS`, unstratified with several labels
+    per text (:func:`_multi_label_hold_out`)."""
+    if multi_label and validation_split != "last":
+        return {"random": "drawn at random", "blocks": "in blocks"}[validation_split]
+    return HOLD_OUT_WAYS[validation_split]
 
 
 def held_out_count(class_counts: Sequence[int], validation_fraction: float, seed: int,

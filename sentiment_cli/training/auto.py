@@ -26,7 +26,7 @@ import numpy as np
 
 from ..config import Config
 from ..data.labels import IMBALANCE_RATIO, imbalance
-from ..data.splits import HOLD_OUT_WAYS, DataSpec, held_out_count
+from ..data.splits import DataSpec, held_out_count, hold_out_way
 from ..data.tokenizer import SPACE_TOKEN, build_tokenizer, first_chars, pre_tokenizer_for
 from ..data.units import Units, choose_units, distinct_char_ngrams
 from .augment import polar_labels
@@ -306,8 +306,9 @@ def _held_out_phrase(profile: Profile, config: Config, fraction: float) -> str:
     each all the same, the real share and why (``300 of 600 rows (50% of train: one row of each of the 300
     classes too small for 10%; stratified, in blocks) are``)."""
     n = profile.train_rows
-    rows, forced = held_out_count(profile.class_counts, fraction, config.training.seed, config.data.validation_split)
-    how = HOLD_OUT_WAYS[config.data.validation_split]
+    counts = (n,) if profile.reading else profile.class_counts   # several labels per text: rows, unstratified
+    rows, forced = held_out_count(counts, fraction, config.training.seed, config.data.validation_split)
+    how = hold_out_way(config.data.validation_split, bool(profile.reading))
     if not forced:
         return f"{fraction:.0%} of train ({rows:,} of {n:,} rows, {how}) is"
     classes = "the 1 class" if forced == 1 else f"each of the {forced:,} classes"
