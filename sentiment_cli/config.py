@@ -33,7 +33,7 @@ from .untrusted import MAX_VOCAB_SIZE
 # Presets ship as package data (sentiment_cli/configs/<name>.toml); the repository's top-level configs/
 # links to them. Name -> one line for --help.
 PRESETS = {
-    "default": "the main job: word2vec on the unlabelled reviews, then the tuned encoder with word bigrams",
+    "default": "the main job: word2vec on the unlabelled texts, then the tuned encoder with word bigrams",
     "seed": "the course notebook's small model, trained from scratch in minutes",
     "sst5": "five-class sentences (SST-5, ../shared/data/sst5), from scratch, settings chosen on its dev split",
     "gpu": "for one GPU: a 4-layer encoder pretrained by ELECTRA on the unlabelled text (a draft, not yet measured)",
@@ -186,7 +186,7 @@ class TrainingConfig:
 
     epochs: int = _spec(10, lo=0, help="passes over the training split; 0: no encoder epoch, the dense head stays "
                                        "zero and the logits are the n-gram score's alone (ngram_buckets > 0)")
-    batch_size: int = _spec(164, lo=1, help="reviews per optimizer step")
+    batch_size: int = _spec(164, lo=1, help="texts per optimizer step")
     lr: float = _spec(1e-3, lo=0.0, lo_open=True, help="peak AdamW learning rate")
     weight_decay: float = _spec(0.01, lo=0.0, help="AdamW decoupled weight decay (torch default 0.01)")
     betas: tuple[float, float] = _spec((0.9, 0.999), help="AdamW betas")
@@ -197,11 +197,11 @@ class TrainingConfig:
     label_smoothing: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True, help="cross-entropy label smoothing")
     class_weight: str = _spec("none", choices=("none", "balanced"),
                               help="weight of a labelled review's loss by its class, for imbalanced data: none "
-                                   "(all 1), or balanced: a class of n_c of the n training reviews weighs "
+                                   "(all 1), or balanced: a class of n_c of the n training texts weighs "
                                    "n / (k * n_c), k classes (scikit-learn's compute_class_weight(\"balanced\"), "
                                    "King & Zeng 2001); the n-gram score's fit weighs its classes the same way")
     patience: int = _spec(0, lo=0, help="stop after this many epochs without a better validation accuracy; 0 = never")
-    bucket_batches: bool = _spec(True, help="group reviews of similar length into a batch (less padding)")
+    bucket_batches: bool = _spec(True, help="group texts of similar length into a batch (less padding)")
     autocast_bf16: bool = _spec(False, help="bf16 autocast for the forward pass (CPU and CUDA)")
     sparse_embeddings: bool = _spec(False, help="the token and bigram embeddings get sparse gradients, and AdamW "
                                     "updates only the rows a batch used (lazy Adam; their weight decay too)")
@@ -211,7 +211,7 @@ class TrainingConfig:
                                   "parameter instead of one per operation")
     # Small: on a CPU a small batch's activations stay in cache (docs/experiments.md has the measurement);
     # on a GPU a larger one may pay.
-    eval_batch_size: int = _spec(64, lo=1, help="reviews per batch in validation and eval")
+    eval_batch_size: int = _spec(64, lo=1, help="texts per batch in validation and eval")
     seed: int = _spec(1234, lo=0, hi=SEED_MAX, help="seed for the split, shuffling, initialisation and dropout")
     device: str = _spec("auto", choices=("auto", "cpu", "cuda"), help="auto = CUDA when available, else CPU")
     token_dropout: float = _spec(0.0, lo=0.0, hi=1.0, hi_open=True,
@@ -226,7 +226,7 @@ class TrainingConfig:
                                                       "at most this many tokens (short sentences such as the "
                                                       "negated ones); 0 = on every batch")
     negation_augment: int = _spec(0, lo=0, help="augmentation by rule (training/augment.py): up to this many "
-                                                "sentences of the training reviews, negated by rule ('was good' -> "
+                                                "sentences of the training texts, negated by rule ('was good' -> "
                                                 "'was not good'), join the training split with the label flipped, "
                                                 "beside the sentence with its own; two-class sentiment labels only")
     distill_reviews: int = _spec(0, lo=0, help="distillation (Hinton et al. 2015): unlabelled reviews per epoch, "
@@ -271,12 +271,12 @@ class PretrainConfig:
     """Pretraining on unlabelled reviews (``sentiment pretrain``): word2vec embeddings or a masked language model."""
 
     objective: str = _spec("word2vec", choices=objectives.names, help=objectives.summary())   # objectives/
-    epochs: int = _spec(5, lo=1, help="passes over the pretraining reviews")
+    epochs: int = _spec(5, lo=1, help="passes over the pretraining texts")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
     subsample: float = _spec(1e-3, lo=0.0, hi=1.0,
                              help="word2vec: frequent-word downsampling threshold t (Mikolov et al. 2013, 2.3; "
                                   "gensim's sample); 0 keeps every word")
-    batch_size: int = _spec(64, lo=1, help="mlm, electra: reviews per optimizer step")
+    batch_size: int = _spec(64, lo=1, help="mlm, electra: texts per optimizer step")
     lr: float = _spec(2e-3, lo=0.0, lo_open=True,
                       help="mlm, electra: peak AdamW learning rate (warmup, then cosine decay)")
     weight_decay: float = _spec(0.01, lo=0.0, help="mlm, electra: AdamW decoupled weight decay on matrices")
@@ -294,7 +294,7 @@ class PretrainConfig:
                               help="electra: weight of the replaced-token loss against the generator's "
                                    "(Clark et al. 2020, lambda = 50)")
     splits: str = _spec("unsupervised+train", choices=("unsupervised+train", "unsupervised", "train"),
-                        help="reviews to pretrain on; train means the training part (validation held out)")
+                        help="texts to pretrain on; train means the training part (validation held out)")
 
 
 @dataclass(frozen=True)

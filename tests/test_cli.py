@@ -59,7 +59,7 @@ def test_eval_json_follows_the_output_contract(cli_checkpoint):
 def test_eval_tables_and_validation_split(cli_checkpoint):
     r = invoke("eval", "--split", "validation", "--checkpoint", cli_checkpoint)
     assert r.exit_code == 0, r.output
-    assert "validation: 100 reviews" in r.stdout and "confusion matrix" in r.stdout and "macro" in r.stdout
+    assert "validation: 100 texts" in r.stdout and "confusion matrix" in r.stdout and "macro" in r.stdout
 
 
 def test_predict_arguments_table_and_json(cli_checkpoint):

@@ -83,7 +83,7 @@ def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabell
     assert distill_report["unlabelled_reviews"] == 500 and distill_report["reviews_per_epoch"] == 200
     assert 0.6 < score["validation_accuracy"] <= 1.0 and "teacher" not in a.metrics
     card = (a_folder / "README.md").read_text()   # the card names the teacher the fit chose
-    assert f"from a teacher, {score['model']}, on 200 unlabelled reviews per epoch" in card
+    assert f"from a teacher, {score['model']}, on 200 unlabelled texts per epoch" in card
     # each epoch: the 900 labelled reviews and 200 unlabelled ones; accuracy counts labelled reviews only
     assert [r["train_examples"] for r in a.metrics["history"]] == [1100, 1100]
     for r in a.metrics["history"]:   # a share of the 900 labelled reviews, not of 1,100
@@ -160,7 +160,7 @@ def test_more_distill_reviews_than_unlabelled_ones_is_one_line(with_unlabelled, 
                                  "--output", str(tmp_path / "out"), "--set", "training.distill_reviews=501"])
     assert r.exit_code == 1
     assert r.output.strip().splitlines()[-1] == (
-        f"error: [training] distill_reviews is 501 but {with_unlabelled} has 500 unlabelled reviews; lower it")
+        f"error: [training] distill_reviews is 501 but {with_unlabelled} has 500 unlabelled texts; lower it")
 
 
 @pytest.mark.slow   # the default preset's whole path: word2vec, then training

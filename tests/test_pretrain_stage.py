@@ -153,7 +153,7 @@ def test_cli_runs_the_stage_and_the_training_as_one_command(tmp_path):
     assert r.exit_code == 0, r.output
     lines = r.stderr.splitlines()
     stage = next(i for i, line in enumerate(lines) if line.startswith("no pretrained encoder in"))
-    pretrain_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch  1") and "reviews/s" in line)
+    pretrain_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch  1") and "texts/s" in line)
     train_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch  1") and "train loss" in line)
     assert stage < pretrain_epoch < train_epoch
     assert "best epoch 1" in r.stdout and (tmp_path / "pre" / "model.safetensors").exists()

@@ -161,7 +161,7 @@ def test_validation_fraction_0_trains_on_all_of_train_and_keeps_the_last_epoch(t
     saved, last = read_weights(out / "model.safetensors"), load_trainer_state(out).model   # the folder holds epoch 2
     assert saved.keys() == last.keys() and all(torch.equal(saved[k], last[k]) for k in saved)
     card = (out / "README.md").read_text()
-    assert "| validation reviews | none (validation_fraction 0: trained on all of train) |" in card
+    assert "| validation texts | none (validation_fraction 0: trained on all of train) |" in card
     assert "2 of 2, the last kept (no validation)" in card and "| validation |" not in card
     r = runner.invoke(app, ["info", "--checkpoint", str(out)], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "results: none yet; add test metrics with `sentiment eval --split test" in r.stdout

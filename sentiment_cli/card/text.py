@@ -29,7 +29,7 @@ def _num(value: Any, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
 
 
-RESULT_COLUMNS = ("split", "reviews", "accuracy", "macro F1", "loss", "from")
+RESULT_COLUMNS = ("split", "texts", "accuracy", "macro F1", "loss", "from")
 
 
 def card_results(card: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -192,11 +192,11 @@ def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
         ("source", str(data["source"])),
         *([] if card.get("kind") == "pretrained" else
           [("labels", _labels_text(card))]),
-        ("training reviews", _count(data["train_examples"]) + (
+        ("training texts", _count(data["train_examples"]) + (
             f", of which {2 * data['negation_augment']:,} are sentences and their negations by rule "
             f"({data['negation_augment']:,} pairs, negation_augment)"
             if data.get("negation_augment") else "")),
-        ("validation reviews", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0
+        ("validation texts", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0
          else "none (validation_fraction 0: trained on all of train)"),
         ("fingerprint", str(data["fingerprint"])),
         *((f"class balance, {split}", class_balance_text(counts))
@@ -268,7 +268,7 @@ def _fine_tuning_text(card: dict[str, Any]) -> tuple[str, str]:
     if tr.get("distill_reviews"):
         teacher = card.get("teacher") or "an n-gram model over hashed token 1-3-grams"
         regularisation.append(f"distillation (Hinton et al. 2015) from a teacher, {teacher}, on "
-                              f"{tr['distill_reviews']:,} unlabelled reviews per epoch, weight {tr['distill_weight']:g}")
+                              f"{tr['distill_reviews']:,} unlabelled texts per epoch, weight {tr['distill_weight']:g}")
     if regularisation:
         optimizer += "; " + ", ".join(regularisation)
     return epochs, optimizer

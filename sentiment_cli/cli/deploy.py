@@ -32,15 +32,15 @@ def serve(
     device: Annotated[Device, typer.Option(help="Where to run the PyTorch model.")] = Device.cpu,
     threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for the model, each scoring its own "
                                                               "batch (default: one per core).")] = None,
-    max_batch_size: Annotated[int, typer.Option(min=1, help="Most reviews merged into one model batch.")] = 64,
+    max_batch_size: Annotated[int, typer.Option(min=1, help="Most texts merged into one model batch.")] = 64,
     max_wait_ms: Annotated[float, typer.Option(min=0.0, help="Longest a request waits for others to share its batch (ms).")] = 2.0,
-    max_texts: Annotated[int, typer.Option(min=1, help="Most reviews in one request (more: 413).")] = 128,
+    max_texts: Annotated[int, typer.Option(min=1, help="Most texts in one request (more: 413).")] = 128,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body in MiB (more: 413).")] = 4.0,
     max_header_kb: Annotated[float, typer.Option(min=1.0, help="Largest request line and headers in KiB (more: 431, "
                                                                "connection closed).")] = 64.0,
     read_timeout: Annotated[float, typer.Option(min=0.01, help="Seconds a client has to send its request headers, then "
                                                                "again its body (slower: 408).")] = 30.0,
-    max_queue: Annotated[int, typer.Option(min=1, help="Most reviews waiting for the model (more: 503, retry).")] = 2048,
+    max_queue: Annotated[int, typer.Option(min=1, help="Most texts waiting for the model (more: 503, retry).")] = 2048,
     api_key_env: Annotated[Optional[str], typer.Option(
         metavar="VAR", help="Require `Authorization: Bearer <key>` on /v1/* and /metrics, the key read from "
                             "environment variable VAR (never from the command line, where `ps` shows it).")] = None,
@@ -107,7 +107,7 @@ def export(
         help="Also quantize: int8 (ONNX Runtime dynamic quantization); reports test accuracy before and after.")] = None,
     data: Annotated[Optional[str], typer.Option(help="Dataset for the held-out texts; default: the one the "
                                                      "checkpoint was trained on.")] = None,
-    parity_reviews: Annotated[int, typer.Option(min=1, help="Held-out (test) reviews scored by both PyTorch and "
+    parity_reviews: Annotated[int, typer.Option(min=1, help="Held-out (test) texts scored by both PyTorch and "
                                                             "ONNX Runtime.")] = 2000,
     max_accuracy_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="With --quantize: refuse if test accuracy "
                                                      "falls by more than this (0.01 = 1 point).")] = 0.01,
@@ -157,7 +157,7 @@ def render_export(console, result) -> None:
     if r.get("int8"):
         q = r["int8"]
         console.print(f"int8: test accuracy {q['accuracy_before']:.2%} → [bold]{q['accuracy_after']:.2%}[/] "
-                      f"({q['test_reviews']:,} reviews; {q['accuracy_after'] - q['accuracy_before']:+.2%}), "
+                      f"({q['test_reviews']:,} texts; {q['accuracy_after'] - q['accuracy_before']:+.2%}), "
                       f"size {b['onnx'] / mib:.1f} → {b['onnx_int8'] / mib:.1f} MiB; agreement with PyTorch "
                       f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
     console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "

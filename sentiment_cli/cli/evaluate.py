@@ -36,7 +36,7 @@ BatchSizeOption = Annotated[Optional[int], typer.Option(
 DeviceOption = Annotated[Device, typer.Option(help="Where to run the model.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 ErrorsOption = Annotated[int, typer.Option("--errors", min=0, metavar="N",
-                                           help="Also list the N reviews the model got most confidently wrong.")]
+                                           help="Also list the N texts the model got most confidently wrong.")]
 PlotOption = Annotated[Optional[Path], typer.Option(
     "--plot", metavar="PATH", help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
                                    "diagram beside it as PATH's name + '-reliability.png'.")]
@@ -135,7 +135,7 @@ def _write_plots(plot: Path, split: str, result: dict[str, Any]) -> Path:
     reliability_plot = plots.reliability_path(plot)
     plots.write_png(reliability_plot, plots.reliability_png(
         result["reliability"]["calibrated"], result["reliability"]["uncalibrated"], result["temperature"],
-        title=f"{split}: reliability diagram ({result['num_examples']:,} reviews, 15 bins)"))
+        title=f"{split}: reliability diagram ({result['num_examples']:,} texts, 15 bins)"))
     return reliability_plot
 
 
@@ -167,9 +167,9 @@ def render_eval(console, r: dict) -> None:
     from ..data.labels import LABELS   # not at the top: numpy stays out of the CLI's start
 
     labels = r.get("labels") or LABELS   # records written before label sets: IMDB's
-    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} reviews  ·  {len(labels)} classes  ·  "
+    console.print(f"[bold]{r['split']}[/]: {r['num_examples']:,} texts  ·  {len(labels)} classes  ·  "
                   f"accuracy [bold]{r['accuracy']:.2%}[/]  ·  macro F1 {r['f1']['macro']:.4f}"
-                  f"  ·  loss {r['loss']:.4f}  ·  {r['examples_per_second']:,.0f} reviews/s", highlight=False)
+                  f"  ·  loss {r['loss']:.4f}  ·  {r['examples_per_second']:,.0f} texts/s", highlight=False)
     cm = r["confusion_matrix"]
     support = r.get("support") or {name: sum(row) for name, row in zip(labels, cm)}
     per = Table(title="per class", title_justify="left")

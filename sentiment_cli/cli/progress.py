@@ -85,7 +85,7 @@ class RichPretrainCallbacks(RichTrainCallbacks):
         mlm = f"mlm loss {r['mlm_loss']:.4f} acc {r['mlm_accuracy']:.2%}  " if "mlm_loss" in r else ""
         if "rtd_loss" in r:
             mlm = f"replaced-token loss {r['rtd_loss']:.4f} acc {r['rtd_accuracy']:.2%}  generator's {mlm}"
-        self.console.print(f"epoch {r['epoch']:>2}  {mlm}{r['train_examples_per_second']:,.0f} reviews/s  "
+        self.console.print(f"epoch {r['epoch']:>2}  {mlm}{r['train_examples_per_second']:,.0f} texts/s  "
                            f"{r['train_seconds']:.1f}s", highlight=False, soft_wrap=True)
 
 

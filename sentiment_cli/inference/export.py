@@ -399,7 +399,7 @@ def _quantized(ckpt, fp32: Path, final: Path, meta: dict[str, str], reference: n
     _quantize_int8(fp32, final)
     _set_metadata(final, meta)
     test = held_out.test
-    stage(f"test accuracy before and after quantization ({len(test.texts):,} reviews)")
+    stage(f"test accuracy before and after quantization ({len(test.texts):,} texts)")
     all_ids = encode_texts(ckpt.tokenizer, test.texts, ckpt.config.data)
     decision, n = _decision(ckpt), len(test.texts)
     right_before = _right(OnnxBackend(fp32).forward(all_ids)[0], test, decision)

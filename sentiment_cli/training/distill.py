@@ -74,8 +74,8 @@ def distillation(config: Config, data: RunData, tokenizer, teacher: FittedScore 
                                                 "PATH, or set training.distill_reviews=0")
     if len(texts) < t.distill_reviews:
         raise DataError(f"[training] distill_reviews is {t.distill_reviews:,} but {config.data.source} has "
-                        f"{len(texts):,} unlabelled reviews; lower it")
-    cb.on_stage(f"tokenizing {len(texts):,} unlabelled reviews and labelling them with the teacher")
+                        f"{len(texts):,} unlabelled texts; lower it")
+    cb.on_stage(f"tokenizing {len(texts):,} unlabelled texts and labelling them with the teacher")
     ids = data.ids(tokenizer, texts, config.data)
     eps, n = t.label_smoothing, len(train_labels)
     if np.ndim(train_labels) == 2:   # several labels per text: each label's own probability (sigmoid)

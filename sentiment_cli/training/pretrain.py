@@ -160,7 +160,7 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     if objectives.objective(config.pretrain.objective).step is None:   # its own loop: word2vec's
         _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch, limit)
     else:
-        cb.on_stage(f"tokenizing {len(texts):,} reviews")
+        cb.on_stage(f"tokenizing {len(texts):,} texts")
         _encoder_pretraining(config, model.to(device), device, _encode_polling(tokenizer, texts, config, check_stop),
                              cb, check_stop, save_epoch, limit)
     return TrainResult(output, metrics)
@@ -215,11 +215,11 @@ def _texts_and_tokenizer(config: Config, data: RunData, cb: TrainCallbacks,
     p = config.pretrain
     if not data.loaded:   # else the training run's profile read it
         cb.on_stage(f"loading {data.source}")
-    hint = ("give unlabelled text with --unlabelled PATH, or learn from the labelled reviews alone with "
+    hint = ("give unlabelled text with --unlabelled PATH, or learn from the labelled texts alone with "
             "--set pretrain.splits=train --set training.distill_reviews=0"   # distillation would stop next
             if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
     texts = data.pretraining_texts(DataSpec.from_config(config, data.source), p.splits, missing_hint=hint)
-    cb.on_stage(f"building the tokenizer on {len(texts):,} reviews ({p.splits})")
+    cb.on_stage(f"building the tokenizer on {len(texts):,} texts ({p.splits})")
     return texts, _build_tokenizer_polling(texts, config, stop)
 
 
@@ -304,7 +304,7 @@ def _word2vec(config: Config, model: SentimentClassifier, tokenizer, texts: list
     from gensim.models.callbacks import CallbackAny2Vec
 
     p, t = config.pretrain, config.training
-    cb.on_stage(f"tokenizing {len(texts):,} reviews")
+    cb.on_stage(f"tokenizing {len(texts):,} texts")
     vocab = tokenizer.get_vocab()
     sentences, words = _word_lists(tokenizer, texts, check_stop)
 

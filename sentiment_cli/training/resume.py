@@ -54,7 +54,7 @@ def check_same_data(saved: TrainerState, train_split: Split, val_split: Split, s
     data = saved.progress.get("metrics", {}).get("data", {})
     want = (data.get("train_examples"), data.get("validation_examples"))
     if want != (len(train_split), len(val_split)):
-        raise DataError(f"{source}: now {len(train_split)} training / {len(val_split)} validation reviews, "
+        raise DataError(f"{source}: now {len(train_split)} training / {len(val_split)} validation texts, "
                         f"but the saved run had {want[0]} / {want[1]}; the data changed since the run started")
     labels = tuple(data.get("labels") or LABELS)   # runs saved before label sets: IMDB's
     if labels != train_split.label_names:

@@ -222,7 +222,7 @@ def _built_tokenizer(ctx: RunContext, run_data: RunData, train_split: Split) -> 
     key = ("tokenizer", train_split.fingerprint(), d.tokenizer, d.vocab_size, d.min_frequency, d.pre_tokenizer,
            d.max_length)
     if not run_data.has_shared(key):
-        ctx.cb.on_stage(f"building the tokenizer on {len(train_split):,} training reviews")
+        ctx.cb.on_stage(f"building the tokenizer on {len(train_split):,} training texts")
     return run_data.shared(key, lambda: save_tokenizer(build_tokenizer(train_split.texts, d, length=len(train_split))))
 
 
