@@ -535,10 +535,10 @@ def held_out_count(class_counts: Sequence[int], validation_fraction: float, seed
     counts, and of how many classes it holds out a row although ``validation_fraction`` of them rounds to none.
 
     ``random`` (a stratified draw) and ``last`` hold out ``ceil(validation_fraction * rows)`` and force nothing.
-    ``blocks``
-    holds out at least one block, at least one row, of every class (:func:`block_validation_indices`): with
-    many small classes that is far more than ``validation_fraction`` (300 classes of 2 rows: 300 of 600). The
-    count is exact: the draw's sizes depend only on each class's count and the seed.
+    ``blocks`` holds out at least one block, at least one row, of every class (:func:`block_validation_indices`):
+    with many small classes that is far more than ``validation_fraction`` (300 classes of 2 rows: 300 of 600).
+    The count is exact: the draw's sizes depend only on each class's count and the seed. With several labels per
+    text, pass one count, the rows (:func:`_multi_label_hold_out` draws rows, not labels).
     """
     counts = np.asarray([c for c in class_counts if c > 0], dtype=np.int64)
     n = int(counts.sum())
