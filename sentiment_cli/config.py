@@ -148,9 +148,9 @@ class DataConfig:
                                                     "found when every column besides the text and an id column "
                                                     "holds only 0 and 1")
     validation_fraction: float = _spec(0.1, lo=0.0, hi=1.0, hi_open=True,
-                                       help="share of train held out for validation (as validation_split says) when the source has "
-                                            "no validation (dev) split of its own; 0 trains on all of train, "
-                                            "without validation, and keeps the last epoch")
+                                       help="share of train held out for validation (as validation_split says) "
+                                            "when the source has no validation (dev) split of its own; 0 trains on "
+                                            "all of train, without validation, and keeps the last epoch")
     validation_split: str = _spec("random", choices=("random", "blocks", "last"),
                                   help="hold out single rows (stratified), blocks of consecutive rows so that "
                                        "validation shares few movies with training (IMDB keeps a movie's reviews "
