@@ -342,3 +342,17 @@ def test_the_cards_optimizer_line_names_where_the_adversarial_loss_ran():
     card["config"]["training"]["adversarial_max_length"] = 64
     _, short = _fine_tuning_text(card)
     assert short.endswith("epsilon 2 (batches of at most 64 tokens)")
+
+
+def test_the_cards_validation_line_says_how_validation_was_held_out():
+    """The card's "validation texts" fact: stratified and seeded by default, the file's last rows with
+    validation_split 'last' (no seed), and drawn unstratified with several labels per text."""
+    from sentiment_cli.card.text import _validation_text
+
+    data = {"validation_examples": 779}
+    assert _validation_text(data, {"validation_fraction": 0.1, "validation_split": "random"}, 7) == \
+        "779 (10% of train, stratified, seed 7)"
+    assert _validation_text(data, {"validation_fraction": 0.1, "validation_split": "last"}, 7) == \
+        "779 (10% of train, its last rows in file order)"
+    assert _validation_text({**data, "multi_label": True}, {"validation_fraction": 0.1, "validation_split": "blocks"},
+                            7) == "779 (10% of train, in blocks, seed 7)"
