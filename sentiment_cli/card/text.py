@@ -307,5 +307,5 @@ def _validation_text(data: dict[str, Any], d: dict[str, Any], seed: int) -> str:
         return f"{_count(data['validation_examples'])} (the source's own validation split: {data['validation_from']})"
     split = d.get("validation_split") if d.get("validation_split") in HOLD_OUT_WAYS else "random"
     how = hold_out_way(split, bool(data.get("multi_label")))
-    drawn = "" if d.get("validation_split") == "last" else f", seed {seed}"
+    drawn = "" if split == "last" else f", seed {seed}"
     return f"{_count(data['validation_examples'])} ({d['validation_fraction']:.0%} of train, {how}{drawn})"

@@ -250,12 +250,23 @@ def _multi_label_hold_out(n: int, validation_fraction: float, seed: int, validat
         keep = np.zeros(n, dtype=bool)
         keep[held] = True
         return rng.permutation(np.flatnonzero(~keep)), np.random.default_rng(seed).permutation(held)
+    k = _unstratified_count(n, validation_fraction, where)
+    order = rng.permutation(n)
+    return order[k:], order[:k]
+
+
+def _unstratified_count(n: int, validation_fraction: float, where: str) -> int:
+    """``ceil(validation_fraction * n)``: the rows an unstratified hold-out of ``n`` rows takes (a random draw of
+    several labels per text, or the last rows), as :func:`held_out_count` counts them.
+
+    Raises:
+        DataError: fewer than two rows, or none left to train on.
+    """
     k = math.ceil(validation_fraction * n)
     if n < 2 or k >= n:
         raise DataError(f"{where}: cannot hold out validation ({validation_fraction:g} of {n:,} rows): too few "
                         "rows to train on the rest; add rows or give a dev split")
-    order = rng.permutation(n)
-    return order[k:], order[:k]
+    return k
 
 
 def _last_rows(ids: np.ndarray, names: Sequence[str], validation_fraction: float, seed: int,
@@ -270,10 +281,7 @@ def _last_rows(ids: np.ndarray, names: Sequence[str], validation_fraction: float
             ones, which training would never see.
     """
     n = len(ids)
-    k = math.ceil(validation_fraction * n)
-    if n < 2 or k >= n:
-        raise DataError(f"{where}: cannot hold out validation ({validation_fraction:g} of {n:,} rows): too few "
-                        "rows to train on the rest; add rows or give a dev split")
+    k = _unstratified_count(n, validation_fraction, where)
     if np.ndim(ids) == 1:
         unseen = sorted(set(np.asarray(ids[n - k:]).tolist()) - set(np.asarray(ids[:n - k]).tolist()))
         if unseen:
