@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--scales", default=None, help="comma-separated candidates (default: training's)")
     args = ap.parse_args(argv)
-    from sentiment_cli.training.score_weight import SCALES
+    from sentiment_cli.training.score_weight import candidates
 
-    scales = tuple(float(x) for x in args.scales.split(",")) if args.scales else SCALES
+    scales = tuple(float(x) for x in args.scales.split(",")) if args.scales else candidates()
     for f in args.files:
         print(analyse(str(f), scales))
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .inference.predictor import Predictor
     from .training.callbacks import TrainCallbacks
+    from .training.policy import Policy
 
 __all__ = ["DEFAULT_OUTPUT", "TrainResult", "load", "train"]
 
@@ -105,7 +106,8 @@ def _torch_device(device: Any) -> Any:
 
 def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Config | None = None,
           output: str | os.PathLike[str] = DEFAULT_OUTPUT, progress: bool | TrainCallbacks = False,
-          force: bool = False, **overrides: Any) -> TrainResult:
+          force: bool = False, policy: Policy | None = None, keep_state: bool = False,
+          **overrides: Any) -> TrainResult:
     """Train a classifier on ``data`` and write its checkpoint folder, as ``sentiment train`` does.
 
     The config is resolved as the command resolves it: the preset or TOML file ``config`` (default: the
@@ -124,6 +126,10 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
             as the command's); an earlier run's trainer state there is replaced. An existing folder that
             holds other files is refused (``UsageError``) unless ``force``; the data's folder always is.
         force: write into an existing ``output`` folder that holds files this tool did not write.
+        policy: the default's tuning numbers (:class:`~sentiment_cli.training.policy.Policy`; ``None``: the
+            shipped one), e.g. ``dataclasses.replace(DEFAULT, search=dataclasses.replace(DEFAULT.search,
+            max_trials=4))``.
+        keep_state: keep the trainer state in the finished folder (``train --keep-state``).
         progress: ``False`` (default): quiet, nothing printed; ``True``: plain lines on stderr (each stage,
             each note, one line per epoch; no progress bars); or your :class:`~sentiment_cli.training.callbacks.TrainCallbacks`.
         **overrides: config keys (docs/configuration.md), with Python values: ``epochs=1`` (a bare key is the
@@ -144,6 +150,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
             and ``sentiment train --resume OUTPUT`` continues it (a second Ctrl-C raises KeyboardInterrupt).
         TypeError: ``data``, ``output``, ``config`` or ``progress`` of the wrong type.
     """
+    from .training.policy import DEFAULT
     from .training.run import train as run_train
 
     keys = _dotted(overrides)
@@ -155,7 +162,8 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
     callbacks = _callbacks(progress)
     try:
         with _stop_on_ctrl_c() as stop:
-            result = run_train(cfg, out, callbacks, stop=stop, fit_to_data=fit_to_data, force=force)
+            result = run_train(cfg, out, callbacks, stop=stop, fit_to_data=fit_to_data, force=force,
+                               policy=policy or DEFAULT, keep_state=keep_state)
     finally:
         close = getattr(callbacks, "close", None)
         if callable(close):

@@ -14,13 +14,16 @@ import tomli_w
 
 
 def toml_value(value: Any) -> str:
-    """One value as TOML, on one line: ``0.001``, ``true``, ``"text"``, ``[0.9, 0.999]``.
+    """One value as TOML, on one line: ``0.001``, ``true``, ``"text"``, ``[0.9, 0.999]``, ``{form = "lr", c = 3.0}``.
 
     Raises:
         TypeError: a value TOML cannot hold (``None``, an object).
     """
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):   # an inline table
+        return "{" + ", ".join(f"{tomli_w.dumps({k: 0}).split(' = ')[0]} = {toml_value(v)}"
+                               for k, v in value.items()) + "}"
     return tomli_w.dumps({"v": value}).strip()[len("v = "):]
 
 

@@ -47,14 +47,15 @@ def trained_checkpoint(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def multilabel_checkpoint(tmp_path_factory) -> Path:
     """A multi-label checkpoint (GoEmotions' 28 emotions, several per text) trained for a few seconds on the
-    committed slice, with an n-gram score (one column per label); never written to by tests that copy it."""
+    committed slice, with an n-gram score (one column per label), its trainer state kept (``--keep-state``); never
+    written to by tests that copy it."""
     from sentiment_cli.training.run import train
 
     cfg = load_config(ROOT / "configs" / "seed.toml").override("data", source=str(GOEMOTIONS_SMALL), vocab_size=3000,
                                                               max_length=64)
     cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", epochs=3, batch_size=32, device="cpu")
     out = tmp_path_factory.mktemp("ckpt") / "goemotions-small"
-    train(cfg, out)
+    train(cfg, out, keep_state=True)
     return out
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from sentiment_cli.data.splits import Split
-from sentiment_cli.training.augment import MIN_REVIEWS, augment, negated, polar_labels
+from sentiment_cli.training.augment import augment, negated, polar_labels
+from sentiment_cli.training.policy import DEFAULT
+
+MIN_REVIEWS = DEFAULT.fit.augment_min_reviews
 
 BASE = {"loved": "love", "enjoyed": "enjoy", "hated": "hate"}
 

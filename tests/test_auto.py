@@ -16,6 +16,9 @@ from sentiment_cli.data.unlabelled import load_unlabelled, unlabelled_texts
 from sentiment_cli.data.sources import load_source
 from sentiment_cli.errors import ConfigError, DataError
 from sentiment_cli.training import auto
+from sentiment_cli.training.policy import DEFAULT
+
+RULES = DEFAULT.rules
 
 from .conftest import SMALL_DATA
 
@@ -84,10 +87,10 @@ def test_rules_for_a_single_file_without_dev_split_or_unlabelled_text():
     profile = auto.read_profile(cfg)
     assert profile.train_rows == 600 and not profile.has_validation and profile.unlabelled == 0
     chosen = {c.key: c.value for c in auto.data_rules(profile, cfg)}
-    assert profile.tokens < auto.FEW_TOKENS                                      # 600 reviews: a small set
+    assert profile.tokens < RULES.few_tokens                                      # 600 reviews: a small set
     assert chosen["training.init_from"] == "" and "pretrain.splits" not in chosen   # no word2vec on so few
     assert chosen["training.distill_reviews"] == 0
-    assert chosen["training.embedding_lr_scale"] == auto.SMALL_EMBEDDING_LR_SCALE
+    assert chosen["training.embedding_lr_scale"] == RULES.small_embedding_lr_scale
     assert chosen["data.validation_fraction"] == 0.1                             # small: a 10% hold-out,
     assert chosen["training.refit"] is True                                      # then trained on
     assert "data.max_length" not in chosen          # reviews: longer than 512 tokens at the 99th percentile
@@ -130,7 +133,7 @@ def test_a_large_set_keeps_the_presets_embedding_and_word2vec_on_its_own_texts()
     chosen = {c.key: c.value for c in auto.data_rules(profile, load_config("default"))}
     assert chosen["pretrain.splits"] == "train" and "training.init_from" not in chosen
     assert "training.embedding_lr_scale" not in chosen and "data.min_frequency" not in chosen
-    just_under = auto.Profile(**{**profile.__dict__, "tokens": auto.FEW_TOKENS - 1})
+    just_under = auto.Profile(**{**profile.__dict__, "tokens": RULES.few_tokens - 1})
     chosen = {c.key: c.value for c in auto.data_rules(just_under, load_config("default"))}
     assert chosen["training.init_from"] == "" and chosen["training.embedding_lr_scale"] == 10.0
     assert chosen["data.min_frequency"] == 1
@@ -155,7 +158,7 @@ def test_epochs_by_size_reach_the_target_steps_within_the_cap():
         return {c.key: c for c in auto.data_rules(profile, cfg)}.get("training.epochs")
     assert epochs(25_000) is None                                 # 391 steps an epoch: the preset's 4 suffice
     assert epochs(8_000).value == 8 and "125 steps an epoch" in epochs(8_000).reason   # 8 x 125 >= 1,000
-    assert epochs(1_000).value == auto.MAX_EPOCHS and "at most" in epochs(1_000).reason   # 16 steps: capped
+    assert epochs(1_000).value == RULES.max_epochs and "at most" in epochs(1_000).reason   # 16 steps: capped
 
 
 def test_a_small_set_with_unlabelled_text_counts_distillations_steps_and_keeps_the_presets_embedding_rate():
@@ -163,8 +166,8 @@ def test_a_small_set_with_unlabelled_text_counts_distillations_steps_and_keeps_t
     alone = auto.Profile(train_rows=2_000, class_counts=(1_000, 1_000), has_validation=False, unlabelled=0,
                          length_quantile=600, tokens=560_000)
     chosen = {c.key: c for c in auto.data_rules(alone, cfg)}
-    assert chosen["training.epochs"].value == auto.MAX_EPOCHS        # 32 steps an epoch: capped at 10
-    assert chosen["training.embedding_lr_scale"].value == auto.SMALL_EMBEDDING_LR_SCALE   # a random start
+    assert chosen["training.epochs"].value == RULES.max_epochs        # 32 steps an epoch: capped at 10
+    assert chosen["training.embedding_lr_scale"].value == RULES.small_embedding_lr_scale   # a random start
     with_unlabelled = auto.Profile(**{**alone.__dict__, "unlabelled": 50_000})
     chosen = {c.key: c for c in auto.data_rules(with_unlabelled, cfg)}
     assert chosen["training.epochs"].value == 5                      # (2,000 + 11,300) / 64 = 208 steps an epoch
@@ -182,7 +185,7 @@ def test_dev_texts_longer_than_the_training_texts_let_the_scores_weight_go_below
     profile = auto.Profile(train_rows=156_810, class_counts=(1, 2, 3, 2, 1), has_validation=True, unlabelled=0,
                            length_quantile=44, tokens=1_240_000, length_ratio=4.0)
     chosen = {c.key: c for c in auto.data_rules(profile, cfg)}
-    assert chosen["training.ngram_scale_min"].value == 0.5 == auto.SCALE_FLOOR_FOR_LONGER_DEV
+    assert chosen["training.ngram_scale_min"].value == 0.5 == RULES.longer_dev_scale_floor
     assert "4.0x as long" in chosen["training.ngram_scale_min"].reason
     assert chosen["model.ngram_fit"].value == "nb-lr"                      # the same reading of the same lengths
     alike = auto.Profile(**{**profile.__dict__, "length_ratio": 1.5})

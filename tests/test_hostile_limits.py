@@ -153,10 +153,17 @@ def _many_small_classes(path, classes: int = 300, rows_each: int = 2):
     return path
 
 
+def _hold_out_note(profile, config) -> str:
+    """The data rules' line for ``data.validation_fraction``."""
+    from sentiment_cli.training.auto import data_rules
+
+    return next(c for c in data_rules(profile, config) if c.key == "data.validation_fraction").line()
+
+
 def test_the_hold_out_note_counts_the_rows_one_per_class_forces(tmp_path):
     from sentiment_cli.config import load_config
     from sentiment_cli.data.splits import DataSpec, load_train_validation
-    from sentiment_cli.training.auto import Profile, _validation_rule
+    from sentiment_cli.training.auto import Profile
 
     source = _many_small_classes(tmp_path / "small.csv")
     config = load_config("default")   # holds out in blocks
@@ -164,32 +171,32 @@ def test_the_hold_out_note_counts_the_rows_one_per_class_forces(tmp_path):
                                                    config.data.validation_split))
     assert len(validation) == 300
     profile = Profile(train_rows=600, class_counts=(2,) * 300, has_validation=False, unlabelled=0, length_quantile=8)
-    note = _validation_rule(profile, config)[0].line()
+    note = _hold_out_note(profile, config)
     assert "300 of 600 rows (50% of train: one row of each of the 300 classes too small for 10%" in note, note
     assert "60 rows" not in note
 
 
 def test_the_hold_out_note_of_ordinary_classes_is_unchanged_in_substance():
     from sentiment_cli.config import load_config
-    from sentiment_cli.training.auto import Profile, _validation_rule
+    from sentiment_cli.training.auto import Profile
 
     profile = Profile(train_rows=600, class_counts=(300, 300), has_validation=False, unlabelled=0, length_quantile=8)
-    note = _validation_rule(profile, load_config("default"))[0].line()
+    note = _hold_out_note(profile, load_config("default"))
     assert "10% of train (60 of 600 rows, stratified, in blocks) is held out" in note, note
     last = load_config("default").override("data", validation_split="last")
-    note = _validation_rule(profile, last)[0].line()
+    note = _hold_out_note(profile, last)
     assert "10% of train (60 of 600 rows, its last rows in file order) is held out" in note, note
 
 
 def test_the_hold_out_note_of_several_labels_per_text_counts_rows_not_labels():
     """Reuters: 7,787 stories carry 9,556 topics; the hold-out takes 779 stories, unstratified (the note said 956)."""
     from sentiment_cli.config import load_config
-    from sentiment_cli.training.auto import Profile, _validation_rule
+    from sentiment_cli.training.auto import Profile
 
     profile = Profile(train_rows=600, class_counts=(300, 300, 200), has_validation=False, unlabelled=0,
                       length_quantile=8, reading="column 'labels', labels joined by ','")
     for split, how in (("random", "drawn at random"), ("last", "its last rows in file order")):
-        note = _validation_rule(profile, load_config("default").override("data", validation_split=split))[0].line()
+        note = _hold_out_note(profile, load_config("default").override("data", validation_split=split))
         assert f"10% of train (60 of 600 rows, {how}) is held out" in note, note
 
 

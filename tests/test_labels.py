@@ -254,7 +254,7 @@ def test_train_eval_predict_explain_and_resume_on_a_users_file(tmp_path, source,
     out = tmp_path / "model"
     cfg = tiny_config(source).override("training", epochs=2)
     uninterrupted = train(cfg, tmp_path / "whole").metrics
-    train(cfg.override("training", epochs=1), out)
+    train(cfg.override("training", epochs=1), out, keep_state=True)
     resumed = resume(out, epochs=2).metrics
     assert [h["validation_loss"] for h in resumed["history"]] == [h["validation_loss"] for h in uninterrupted["history"]]
     r = invoke("predict", "--checkpoint", out, "--json", "A moving, beautifully acted film.", "Dull and far too long.")

@@ -69,7 +69,10 @@ def test_a_multi_label_run_distils_and_keeps_a_decision_per_label(tmp_path):
 
 
 def test_the_rules_for_several_labels_per_text():
-    from sentiment_cli.training.auto import MULTI_LABEL_STEPS, Profile, data_rules
+    from sentiment_cli.training.auto import Profile, data_rules
+    from sentiment_cli.training.policy import DEFAULT
+
+    MULTI_LABEL_STEPS = DEFAULT.rules.multi_label_steps
 
     cfg = load_config("default")
     profile = Profile(train_rows=43_410, class_counts=(4000, 77) + (500,) * 26, has_validation=True, unlabelled=0,

@@ -16,6 +16,7 @@ from sentiment_cli.training.mlm import FIRST_WORD_ID, MASK_ID, mask_tokens, samp
 from sentiment_cli.training.pretrain import pretrain
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.run import train
+from sentiment_cli.training.budget import Budget
 
 from .conftest import PYTHON, SUBPROCESS_ENV, small_config
 
@@ -266,15 +267,15 @@ def test_word2vec_folder_fixes_only_d_model_and_gives_only_the_embedding(tmp_pat
 @pytest.mark.parametrize("objective", ["word2vec", "mlm"])
 def test_a_time_share_ends_pretraining_after_the_epoch_that_fills_it(objective, tmp_path):
     # a share smaller than one epoch: the first epoch runs (there is no encoder without it), no other starts
-    result = pretrain(pretrain_config(objective=objective, epochs=3), tmp_path / "p", seconds=1e-3)
+    result = pretrain(pretrain_config(objective=objective, epochs=3), tmp_path / "p", budget=Budget.starting_now(1e-3))
     assert [r["epoch"] for r in result.metrics["history"]] == [1]
-    assert result.metrics["stopped_by_time"] == {"epoch": 1, "of": 3, "seconds": 1e-3}
+    assert result.metrics["stopped_by_time"] == {"epoch": 1, "of": 3, "seconds": 1e-3}   # the share's length
     saved = json.loads((tmp_path / "p" / "metrics.json").read_text())
     assert saved["stopped_by_time"]["epoch"] == 1 and len(saved["history"]) == 1
 
 
 def test_without_a_time_share_every_epoch_runs(tmp_path):
-    result = pretrain(pretrain_config(objective="word2vec", epochs=2), tmp_path / "p", seconds=1e6)
+    result = pretrain(pretrain_config(objective="word2vec", epochs=2), tmp_path / "p", budget=Budget.starting_now(1e6))
     assert len(result.metrics["history"]) == 2 and "stopped_by_time" not in result.metrics
 
 
@@ -282,6 +283,6 @@ def test_a_folder_its_time_share_ended_starts_a_run(tmp_path):
     from sentiment_cli.training.pretrain import ensure_pretrained, load_pretrained
 
     cfg = pretrain_config(objective="word2vec", epochs=3).override("training", init_from=str(tmp_path / "pre"))
-    ckpt, made = ensure_pretrained(cfg, seconds=1e-3)
+    ckpt, made = ensure_pretrained(cfg, budget=Budget.starting_now(1e-3))
     assert made and len(ckpt.metrics["history"]) == 1
     assert load_pretrained(tmp_path / "pre", cfg).metrics["stopped_by_time"]["epoch"] == 1

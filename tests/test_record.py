@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import inspect
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +13,7 @@ import pytest
 
 import sentiment_cli
 from sentiment_cli import checkpoint, objectives
+from sentiment_cli.config import load_config
 from sentiment_cli.card.facts import model_card
 from sentiment_cli.card.text import card_sections
 from sentiment_cli.training import callbacks, run
@@ -21,36 +22,100 @@ from sentiment_cli.training.pretrain import load_pretrained, pretrain, pretraine
 from .conftest import small_config
 
 
-def test_a_run_writes_its_record_once_and_never_patches_config_json(tmp_path, monkeypatch):
-    final, config_writers = [], []
-    real_write, real_json = checkpoint.write_checkpoint, checkpoint.write_json
+class _Writes:
+    """Every write into one folder, counted by file name with Python's audit hooks: an ``open`` for writing of a
+    file there, and an ``os.rename`` / ``os.replace`` onto one (an atomic write's temporary file counts once, at its
+    move into place). A hook cannot be removed: it counts while ``folder`` is set."""
 
-    def counted(directory, record):   # the writer the run calls once its record is whole
-        final.append(record)
-        real_write(directory, record)
+    hooked: "_Writes | None" = None
 
-    def json_write(path, obj):   # who writes config.json: the loop's kept epochs and the final record
-        if Path(path).name == checkpoint.CONFIG_FILE:
-            config_writers.append(inspect.stack()[1].function)
-        real_json(path, obj)
+    def __init__(self):
+        self.folder: Path | None = None
+        self.counts: dict[str, int] = {}
+        if _Writes.hooked is None:
+            sys.addaudithook(_Writes._hook)
+        _Writes.hooked = self
 
-    def no_weights_read(path):   # calibration and the behavioural record use the kept model in memory
-        raise AssertionError(f"{path} read back during the run")
+    @staticmethod
+    def _hook(event, args):
+        self = _Writes.hooked
+        if self is None or self.folder is None:
+            return
+        if event == "open" and args[0] is not None and not isinstance(args[0], int):
+            mode, flags = args[1] or "", args[2] or 0
+            writes = any(c in str(mode) for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR)
+            if writes:
+                self._count(args[0])
+        elif event in ("os.rename", "os.replace"):
+            self._count(args[1])
 
-    monkeypatch.setattr(run, "write_checkpoint", counted)
-    monkeypatch.setattr(checkpoint, "write_json", json_write)
-    real_read = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes", lambda self: no_weights_read(self) if self.name == checkpoint.WEIGHTS_FILE
-                        else real_read(self))
+    def _count(self, path):
+        path = Path(os.fsdecode(path))
+        if path.parent.resolve() == self.folder and not path.name.startswith("."):
+            self.counts[path.name] = self.counts.get(path.name, 0) + 1
+
+
+WRITES = _Writes()
+
+
+def _counted(folder: Path, work) -> dict[str, int]:
+    """``work()``'s writes into ``folder``, by file name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    WRITES.counts, WRITES.folder = {}, folder.resolve()
+    try:
+        work()
+    finally:
+        WRITES.folder = None
+    return WRITES.counts
+
+
+FOLDER_FILES = {checkpoint.CONFIG_FILE, checkpoint.METRICS_FILE, checkpoint.WEIGHTS_FILE, checkpoint.TOKENIZER_FILE,
+                "README.md", "curves.png"}
+
+
+def test_a_run_and_its_refit_write_each_file_of_the_folder_once(tmp_path, monkeypatch):
+    """One run with a held-out split, then its refit on every row: each file of the folder written once, at the
+    end; the trainer state goes (nothing is kept in a finished folder but the model)."""
     out = tmp_path / "run"
-    result = run.train(small_config(epochs=2, fit_ngram_scale=True).override("model", ngram_buckets=1 << 12), out)
-    assert len(final) == 1 and final[0] is result.record
-    assert config_writers and set(config_writers) == {"write_checkpoint"}   # written whole, never patched
+    cfg = small_config(epochs=2, fit_ngram_scale=True, refit=True).override("model", ngram_buckets=1 << 12)
+    result = {}
+    counts = _counted(out, lambda: result.setdefault("r", run.train(cfg, out)))
+    assert result["r"].metrics["held_out_run"]["best_epoch"] >= 1   # it was refitted
+    assert counts == {name: 1 for name in FOLDER_FILES}, counts
+    assert not (out / checkpoint.STATE_DIR).exists()
     written = json.loads((out / checkpoint.CONFIG_FILE).read_text())
-    assert written == json.loads(json.dumps(final[0].config_json()))
-    assert written["temperature"] == result.metrics["calibration"]["temperature"] != 1.0
-    assert written["model"]["ngram_scale"] == result.metrics["calibration"]["ngram_scale"]
-    assert json.loads((out / checkpoint.METRICS_FILE).read_text())["behaviour"] == result.metrics["behaviour"]
+    assert written == json.loads(json.dumps(result["r"].record.config_json()))
+    assert written["temperature"] == result["r"].metrics["calibration"]["temperature"] != 1.0
+    assert json.loads((out / checkpoint.METRICS_FILE).read_text())["behaviour"] == result["r"].metrics["behaviour"]
+
+
+def test_a_run_never_reads_its_own_weights_back(tmp_path, monkeypatch):
+    """Calibration and the behavioural record use the kept model in memory."""
+    real_read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: _no_read(self) if self.name == checkpoint.WEIGHTS_FILE
+                        else real_read(self))
+    run.train(small_config(epochs=2, fit_ngram_scale=True).override("model", ngram_buckets=1 << 12), tmp_path / "r")
+
+
+def _no_read(path):
+    raise AssertionError(f"{path} read back during the run")
+
+
+@pytest.mark.slow   # the default's search on 600 reviews: n-gram fits, encoder trials, the winner and its refit
+def test_a_search_writes_each_file_of_the_folder_once(tmp_path, monkeypatch):
+    from .test_search import REVIEWS
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "searched"
+    cfg = load_config("default").override("data", source=str(REVIEWS), max_length=64, vocab_size=5000)
+    cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", time_budget=60.0, epochs=2,
+                                                                device="cpu", init_from="")
+    result = {}
+    counts = _counted(out, lambda: result.setdefault("r", run.train(cfg, out, fit_to_data=frozenset(
+        {"model.ngram_buckets", "data.max_length", "data.vocab_size", "training.epochs", "training.init_from"}))))
+    assert "search" in result["r"].metrics
+    assert {k: v for k, v in counts.items() if k != checkpoint.STATE_DIR} == {name: 1 for name in FOLDER_FILES}, counts
+    assert not (out / checkpoint.STATE_DIR).exists()   # a winner's refit resumable while it ran, then removed
 
 
 def test_a_record_read_back_writes_the_same_files(trained_checkpoint, tmp_path):

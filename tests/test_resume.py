@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from sentiment_cli.checkpoint import read_weights
 from sentiment_cli.training import state as ts
 from sentiment_cli.cli import app
-from sentiment_cli.errors import CheckpointError, Interrupted
+from sentiment_cli.errors import CheckpointError, Interrupted, UsageError
 from sentiment_cli.training.interrupts import StopFlag
 from sentiment_cli.training.callbacks import TrainCallbacks
 from sentiment_cli.training.run import resume, train
@@ -20,9 +20,9 @@ from .conftest import small_config
 TIMING = {"train_seconds", "train_examples_per_second"}
 
 
-def resume_config():
+def resume_config(epochs: int = 3):
     """Dropout (RNG), a warmup + cosine schedule (scheduler state) and AdamW (optimizer state) all matter here."""
-    cfg = small_config(epochs=3, batch_size=50, schedule="cosine", warmup_fraction=0.2, patience=0)
+    cfg = small_config(epochs=epochs, batch_size=50, schedule="cosine", warmup_fraction=0.2, patience=0)
     return cfg.override("model", dropout=0.1, head_dropout=0.1)
 
 
@@ -51,12 +51,12 @@ def _tensors(folder):
 def runs(tmp_path_factory):
     """An uninterrupted 3-epoch run, and the same run stopped after epoch 1 and resumed."""
     root = tmp_path_factory.mktemp("resume")
-    full = train(resume_config(), root / "full")
+    full = train(resume_config(), root / "full", keep_state=True)
     stop = StopFlag()
     with pytest.raises(Interrupted) as err:
         train(resume_config(), root / "split", StopAfter(1, stop), stop=stop)
     stopped_state = json.loads((root / "split" / "trainer_state" / "state.json").read_text())
-    resumed = resume(root / "split")
+    resumed = resume(root / "split", keep_state=True)
     return full, resumed, err.value, stopped_state, root
 
 
@@ -95,7 +95,32 @@ def test_trainer_state_keeps_the_last_epoch_and_the_folder_the_best(runs):
     assert any(k.endswith("exp_avg_sq") for k in _tensors(root / "full")[1])   # AdamW moments are saved
     assert isinstance(state.optimizer["param_groups"][0]["betas"], tuple)
     assert [p.name for p in (root / "full" / "trainer_state").iterdir()] != []
-    assert sorted(p.name for p in (root / "full" / "trainer_state").glob("epoch-*")) == ["epoch-0003.safetensors"]
+    best = full.metrics["best_epoch"]   # the last epoch's file, and the kept (best) epoch's while it is another
+    assert sorted(p.name for p in (root / "full" / "trainer_state").glob("epoch-*")) == \
+        sorted({"epoch-0003.safetensors", f"epoch-{best:04d}.safetensors"})
+    assert state.kept_epoch == best
+    folder = read_weights(root / "full" / "model.safetensors")
+    assert all(torch.equal(state.kept[k], v) for k, v in folder.items())   # the folder's weights are the kept ones
+
+
+def test_a_finished_run_keeps_no_trainer_state_unless_asked(tmp_path):
+    result = train(resume_config(epochs=1), tmp_path / "run")
+    assert result.metrics["best_epoch"] == 1 and not (tmp_path / "run" / "trainer_state").exists()
+    with pytest.raises(CheckpointError, match="a finished run keeps it only with --keep-state"):
+        resume(tmp_path / "run")
+
+
+def test_a_new_run_that_fails_at_once_leaves_the_stopped_runs_state(tmp_path):
+    """A stopped run's trainer state survives a fresh train into its folder that fails before its first epoch."""
+    stop = StopFlag()
+    with pytest.raises(Interrupted):
+        train(resume_config(), tmp_path / "run", StopAfter(1, stop), stop=stop)
+    before = (tmp_path / "run" / "trainer_state" / "state.json").read_bytes()
+    bad = resume_config().override("data", text_column="nope")
+    with pytest.raises(UsageError, match="no column 'nope'"):
+        train(bad, tmp_path / "run")
+    assert (tmp_path / "run" / "trainer_state" / "state.json").read_bytes() == before
+    assert resume(tmp_path / "run").metrics["best_epoch"] is not None   # still resumable
 
 
 def test_resuming_a_finished_run_does_nothing(runs, capsys):
@@ -251,11 +276,11 @@ def test_resume_refuses_weights_that_do_not_fit_the_model(runs, tmp_path):
 
 def test_a_run_without_validation_resumes_to_the_same_end(tmp_path):
     cfg = resume_config().override("data", validation_fraction=0.0)
-    full = train(cfg, tmp_path / "full")
+    full = train(cfg, tmp_path / "full", keep_state=True)
     stop = StopFlag()
     with pytest.raises(Interrupted):
         train(cfg, tmp_path / "split", StopAfter(1, stop), stop=stop)
-    resumed = resume(tmp_path / "split")
+    resumed = resume(tmp_path / "split", keep_state=True)
     assert _history(resumed.metrics) == _history(full.metrics) and resumed.metrics["best_epoch"] == 3
     for a, b in zip(_tensors(tmp_path / "full"), _tensors(tmp_path / "split")):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -12,7 +12,11 @@ from sentiment_cli.checkpoint import load_checkpoint
 from sentiment_cli.evaluation import calibration
 from sentiment_cli.inference.predictor import Predictor
 from sentiment_cli.training.run import train
-from sentiment_cli.training.score_weight import LADDER, SCALES, candidates, choose_scale
+from sentiment_cli.training.policy import DEFAULT
+from sentiment_cli.training.score_weight import candidates, choose_scale
+
+LADDER = DEFAULT.fit.ngram_scales
+SCALES = candidates()
 
 from .conftest import small_config
 

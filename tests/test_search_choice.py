@@ -9,6 +9,8 @@ import pytest
 from sentiment_cli.card.text import search_facts
 from sentiment_cli.evaluation import calibration
 from sentiment_cli.training.search import Candidate, choose
+from sentiment_cli.training.budget import Budget
+from sentiment_cli.training.policy import DEFAULT
 
 
 def _candidate(name, kind, losses):
@@ -61,10 +63,10 @@ def test_the_trials_read_words_alone_unless_word_pieces_are_better_by_more_than_
     for shift, wanted in ((0.002, "words"), (0.02, "pieces")):
         words, pieces = _pair(shift)                 # pieces' losses are words' + shift: words lower by shift
         both = [ngram("words", pieces, False), ngram("pieces", words, True)]
-        assert _trials_ngram(both).name == wanted
+        assert _trials_ngram(both, 1.0).name == wanted
     better_words = [ngram("words", _pair(0)[0], False), ngram("pieces", _pair(0.05)[1], True)]
-    assert _trials_ngram(better_words).name == "words"
-    assert _trials_ngram([ngram("pieces", _pair(0)[0], True)]).name == "pieces"   # nothing else to read
+    assert _trials_ngram(better_words, 1.0).name == "words"
+    assert _trials_ngram([ngram("pieces", _pair(0)[0], True)], 1.0).name == "pieces"   # nothing else to read
 
 
 def test_the_card_says_why():
@@ -84,8 +86,7 @@ def test_row_nll_is_the_mean_nll():
 def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     """The encoder trial's losses and the n-gram candidates' are the same validation rows in the same order: a run
     that is the n-gram score alone (``epochs = 0``, LR C 3) gives back the n-gram stage's LR C 3 losses row by row."""
-    import time
-
+    
     from sentiment_cli.training import ngram_stage, search
     from sentiment_cli.training.callbacks import TrainCallbacks
     from sentiment_cli.training.run import train
@@ -95,9 +96,10 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
 
     cfg = _default(REVIEWS, refit=False, fit_ngram_scale=False).override("model", ngram_fit="lr", ngram_c=3.0)
     stage = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
-                                    frozenset({"model.ngram_fit", "model.ngram_c"}), time.monotonic() + 60)
+                                    frozenset({"model.ngram_fit", "model.ngram_c"}), Budget.starting_now(60), None,
+                                    DEFAULT.ngram).candidates
     (ngram,) = [c for c in stage if "model.ngram_word_chars" not in c.settings]
-    (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == ngram_stage.PIECE_CHARS]
+    (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == DEFAULT.ngram.piece_chars]
     assert pieces.settings == {"model.ngram_fit": "lr", "model.ngram_c": 3.0, "model.ngram_word_chars": 5,
                                "model.ngram_weighting": "tfidf"}   # LR C 10 left out: C 3 was given
     assert pieces.name == "n-gram alone, LR C 3, TF-IDF, characters 2-5 within each token"
@@ -114,13 +116,12 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
 def test_the_trials_take_the_ngram_stage_s_fit_instead_of_fitting_again(tmp_path, monkeypatch):
     """Work done once (issue 54): the n-gram stage leaves its best fit in the run's data, and a run on the same rows
     and settings (a trial) takes it: no second fit, the same weights."""
-    import time
-
+    
     from sentiment_cli.ngram.estimator import NgramEstimator
     from sentiment_cli.training import search
     from sentiment_cli.training.callbacks import TrainCallbacks
     from sentiment_cli.training.interrupts import StopFlag
-    from sentiment_cli.training.run import _run
+    from sentiment_cli.training.run import _Job, _run
     from sentiment_cli.training.run_data import RunData
 
     from .test_search import REVIEWS, _default
@@ -128,16 +129,17 @@ def test_the_trials_take_the_ngram_stage_s_fit_instead_of_fitting_again(tmp_path
     cfg = _default(REVIEWS, refit=False).override("model", ngram_fit="lr", ngram_c=3.0)
     data = RunData(str(REVIEWS))
     search.ngram_candidates(cfg, data, TrainCallbacks(), frozenset({"model.ngram_fit", "model.ngram_c"}),
-                            time.monotonic() + 60)
+                            Budget.starting_now(60), None, DEFAULT.ngram)
     fits = []
     real = NgramEstimator.fit
     monkeypatch.setattr(NgramEstimator, "fit", lambda self, x, y: fits.append(x.shape) or real(self, x, y))
-    result = _run(cfg.override("training", epochs=0, time_budget=0.0), tmp_path / "trial", TrainCallbacks(),
-                  StopFlag(), data, saved=None, report=False, refit_after=False)
+    job = _Job(tmp_path / "out", TrainCallbacks(), StopFlag(), data)
+    result = _run(cfg.override("training", epochs=0, time_budget=0.0), job, saved=None, refit_after=False,
+                  output=tmp_path / "trial")
     assert fits == [] and result.metrics["ngram_score"]["C"] == 3.0
     # another C is another fit
-    _run(cfg.override("model", ngram_c=10.0).override("training", epochs=0, time_budget=0.0), tmp_path / "other",
-         TrainCallbacks(), StopFlag(), data, saved=None, report=False, refit_after=False)
+    _run(cfg.override("model", ngram_c=10.0).override("training", epochs=0, time_budget=0.0), job, saved=None,
+         refit_after=False, output=tmp_path / "other")
     assert len(fits) == 1
 
 

@@ -150,7 +150,8 @@ def test_validation_fraction_0_trains_on_all_of_train_and_keeps_the_last_epoch(t
     cfg, out = tmp_path / "all.toml", tmp_path / "run"
     cfg.write_text("[data]\nvalidation_fraction = 0\nvocab_size = 5000\n[training]\nepochs = 2\nbatch_size = 64\n")
     runner = CliRunner()
-    r = runner.invoke(app, ["train", "-c", str(cfg), "--data", str(SMALL_DATA), "-o", str(out), "--device", "cpu"])
+    r = runner.invoke(app, ["train", "-c", str(cfg), "--data", str(SMALL_DATA), "-o", str(out), "--device", "cpu",
+                            "--keep-state"])
     assert r.exit_code == 0, r.stderr
     assert "epoch 2, the last (no validation split: trained on all of train) saved to" in r.stdout
     assert "val acc" not in r.stdout and "val loss" not in r.stderr

@@ -20,7 +20,10 @@ from sentiment_cli.data.units import choose_units
 from sentiment_cli.inference.prediction import Explanation
 from sentiment_cli.ngram.features import ngram_buckets, ngram_features
 from sentiment_cli.ngram.score import NgramScore
-from sentiment_cli.training.auto import SUBWORD_VOCAB, Profile, data_rules
+from sentiment_cli.training.auto import Profile, data_rules
+from sentiment_cli.training.policy import DEFAULT
+
+SUBWORD_VOCAB = DEFAULT.rules.subword_vocab
 
 DATA = Path(__file__).resolve().parent / "data"
 THAI = DATA / "wisesight_small"
@@ -102,12 +105,12 @@ def test_the_data_rule_says_subwords_in_one_line_with_their_size_and_tfidf():
 
 def test_a_subword_sample_is_counted_in_subwords_not_in_runs():
     """Thai's space-split runs are whole phrases: max_length and the token count come from subwords."""
-    from sentiment_cli.training.auto import _token_counts
+    from sentiment_cli.training.profile import _token_counts
 
     texts = _texts(THAI / "train.csv", "text")
     config = load_config("default")
-    words, subwords = (_token_counts(texts, config, 0, kind) for kind in ("word", "unigram"))
-    chars = _token_counts(texts, config, 0, "char")
+    words, subwords = (_token_counts(texts, config, 0, kind, DEFAULT.rules) for kind in ("word", "unigram"))
+    chars = _token_counts(texts, config, 0, "char", DEFAULT.rules)
     assert 3 * words.sum() < subwords.sum() < chars.sum()
 
 

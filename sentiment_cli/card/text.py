@@ -193,7 +193,7 @@ def _data_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
         *([] if card.get("kind") == "pretrained" else
           [("labels", _labels_text(card))]),
         ("training texts", _count(data["train_examples"]) + (
-            f", of which {2 * data['negation_augment']:,} are sentences and their negations by rule "
+            f", and {2 * data['negation_augment']:,} sentences and their negations by rule "
             f"({data['negation_augment']:,} pairs, negation_augment)"
             if data.get("negation_augment") else "")),
         ("validation texts", _validation_text(data, d, card["training"]["seed"]) if d["validation_fraction"] > 0

@@ -76,6 +76,12 @@ SplitsOption = Annotated[Optional[str], typer.Option(help="Override \\[pretrain]
                                                           "unsupervised or train.")]
 TrainForceOption = Annotated[bool, typer.Option(
     "--force", help="Write into an existing --output folder that holds other files (never into --data).")]
+KeepStateOption = Annotated[bool, typer.Option(
+    "--keep-state", help="Keep the trainer state (optimizer moments, RNG states) in the finished folder, so that "
+                         "--resume --epochs N can train it longer; a stopped run always keeps it.")]
+PolicyOption = Annotated[Optional[Path], typer.Option(
+    "--policy", metavar="FILE", help="A TOML file of the default's tuning numbers to change (its data rules, search "
+                                     "and fit; `sentiment config --policy` prints them all).")]
 
 _T = TypeVar("_T")
 
@@ -101,6 +107,8 @@ def train(
     time_budget: TimeBudgetOption = None,
     resume: ResumeOption = None,
     force: TrainForceOption = False,
+    keep_state: KeepStateOption = False,
+    policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train a classifier and save the best epoch (by validation accuracy; the last without validation) as a checkpoint folder.
@@ -108,6 +116,7 @@ def train(
     Ctrl-C or SIGTERM stops at the next step; the last completed epoch is kept and `--resume` continues it.
     """
     with handle_errors():
+        from ..training.policy import DEFAULT, policy_from_toml
         from ..training.run import resume as run_resume
         from ..training.run import train as run_train
 
@@ -119,7 +128,7 @@ def train(
                              "--text-column": text_column,
                              "--label-column": label_column, "--multi-label / --single-label": mode,
                              "--label-columns": label_columns, "--batch-size": batch_size, "--lr": lr, "--seed": seed,
-                             "--init": init, "--time-budget": time_budget})
+                             "--init": init, "--time-budget": time_budget, "--policy": policy})
         else:
             flags = {"data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
                               "label_column": label_column, "label_columns": parse_label_columns(label_columns),
@@ -129,14 +138,17 @@ def train(
                                   "time_budget": parse_duration(time_budget) if time_budget is not None else None}}
             cfg = build_config(config, sets or (), flags)
             given = given_keys(config, sets or (), flags)
+        rules = DEFAULT if policy is None else policy_from_toml(policy)
         out, err = consoles()
         callbacks = None if as_json else RichTrainCallbacks(err)
         if resume is not None:
             result = _until_stopped(callbacks, lambda stop: run_resume(folder, callbacks, epochs=epochs,
-                                                                       device=device_name, stop=stop))
+                                                                       device=device_name, stop=stop,
+                                                                       keep_state=keep_state))
         else:
             result = _until_stopped(callbacks, lambda stop: run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks,
-                                                                      stop=stop, fit_to_data=given, force=force))
+                                                                      stop=stop, fit_to_data=given, force=force,
+                                                                      policy=rules, keep_state=keep_state))
         if result.is_main:   # torchrun ranks other than 0 stay quiet
             _render_train(out, err, result, as_json)
 

@@ -8,7 +8,7 @@ short labelled rows to a two-class sentiment training split (labels negative / p
    "although", ...) and no question mark;
 2. a sentence whose negated part (the words after the new negator) has a clear polarity that agrees with its
    review: the sum of those words' log-count ratios in the training split (Wang & Manning 2012's ``r``, words
-   counted once per review, words in fewer than ``MIN_REVIEWS`` reviews left out, so names do not count) has
+   counted once per review, words in fewer than ``min_reviews`` reviews left out, so names do not count) has
    the review's sign and is among the N largest in size (one sentence per review at most);
 3. one rule of English negation applies exactly once: a copula or modal gets "not" after it ("was good" ->
    "was not good", "can recommend" -> "can not recommend"), or a past-tense verb after a subject pronoun
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from ..data.labels import LABELS, SENTIMENT_ALIASES
 from ..data.negation import is_negator
 from ..data.splits import Split
+from .policy import DEFAULT
 
 NEGATIVE_NAMES, POSITIVE_NAMES = ((name, *SENTIMENT_ALIASES[name]) for name in LABELS)   # two-class sentiment
 CONTRAST = frozenset({"but", "although", "though", "however", "yet", "except", "despite", "while", "whereas",
@@ -39,7 +40,6 @@ AUXILIARIES = frozenset({"is", "was", "are", "were", "am", "will", "would", "can
                          "might", "may"})
 SUBJECTS = frozenset({"i", "we", "they", "you", "he", "she"})
 MIN_WORDS, MAX_WORDS = 4, 20
-MIN_REVIEWS = 50   # a word's log-count ratio counts when this many training reviews hold it
 _SENTENCE = re.compile(r"[^.!?]+[.!]")
 _WORD = re.compile(r"[a-z']+")
 
@@ -74,12 +74,14 @@ def negated(sentence: str, base_form: dict[str, str]) -> tuple[str, str] | None:
     return sentence[:m.start(2)] + "did not " + base_form[m.group(2)] + sentence[m.end(2):], sentence[m.start(2):]
 
 
-def augment(split: Split, pairs: int) -> tuple[Split, int]:
+def augment(split: Split, pairs: int, min_reviews: int = DEFAULT.fit.augment_min_reviews) -> tuple[Split, int]:
     """``split`` with up to ``pairs`` rule-negated sentence pairs appended (module docstring).
 
     Args:
         split: the training split; left as it is unless its labels are two-class sentiment.
         pairs: the most pairs to add (0: none).
+        min_reviews: a word's log-count ratio counts when this many training texts hold it
+            (:attr:`~.policy.FitPolicy.augment_min_reviews`).
 
     Returns:
         ``(split, added)``: the split (a new one when rows were added) and the number of pairs added.
@@ -88,7 +90,7 @@ def augment(split: Split, pairs: int) -> tuple[Split, int]:
     if not pairs or ids is None or not len(split):
         return split, 0
     neg, pos = ids
-    ratio, base_form = _word_statistics(split, neg, pos)
+    ratio, base_form = _word_statistics(split, neg, pos, min_reviews)
     scored = []
     for text, label in zip(split.texts, split.labels):
         best = None
@@ -111,7 +113,7 @@ def augment(split: Split, pairs: int) -> tuple[Split, int]:
     return Split(split.name, split.texts + texts, split.labels + labels, split.label_names, split.where), len(chosen)
 
 
-def _word_statistics(split: Split, neg: int, pos: int) -> tuple[dict[str, float], dict[str, str]]:
+def _word_statistics(split: Split, neg: int, pos: int, min_reviews: int) -> tuple[dict[str, float], dict[str, str]]:
     """The words' log-count ratios ``log((1 + p_w) / (1 + n_w)) - log(P / N)`` (reviews of each class holding
     the word, once per review), and each ``-ed`` word's base form by frequency in the split."""
     counts = {neg: Counter(), pos: Counter()}
@@ -124,7 +126,7 @@ def _word_statistics(split: Split, neg: int, pos: int) -> tuple[dict[str, float]
         frequency.update(words)
     prior = math.log((1 + totals[pos]) / (1 + totals[neg]))
     ratio = {w: math.log((1 + counts[pos][w]) / (1 + counts[neg][w])) - prior for w, n in frequency.items()
-             if n >= MIN_REVIEWS}
+             if n >= min_reviews}
     base_form = {}
     for w in frequency:
         if w.endswith("ed") and len(w) > 4:

@@ -1,57 +1,36 @@
 """The default reads the data: rules that fit the default preset's settings to the labelled source at hand.
 
 ``sentiment train`` with the default preset (no ``--config``, or ``--config default``) reads the
-source once before training (:func:`read_profile`: rows, classes, token lengths, a dev split,
+source once before training (:func:`~.profile.read_profile`: rows, classes, token lengths, a dev split,
 unlabelled text) and sets each key below that the command line did not set itself
 (:func:`data_rules`). Every choice is a :class:`Choice`: printed as one line when it is made, kept
 in ``metrics.json`` (``"data_rules"``) and the model card, and its value is in ``config.json``.
 ``--set section.key=value`` fixes a key and its rule is skipped. A run from a file or another
 preset applies no rule.
 
-Each rule and the dev-set evidence behind it is in ``docs/experiments.md`` ("The default reads the
-data"); the rules were chosen on the dev splits of TREC-6 and SST-5 and checked on Subj.
+Each rule's numbers are the :class:`~.policy.RulesPolicy`'s; the dev-set evidence behind them is in
+``docs/decisions.md`` ("The data rules"); the rules were chosen on the dev splits of TREC-6 and SST-5 and checked
+on Subj.
 """
 
 from __future__ import annotations
 
 import hashlib
-import dataclasses
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..config import Config
-from ..data.labels import IMBALANCE_RATIO, imbalance
-from ..data.splits import DataSpec, held_out_count, hold_out_way
-from ..data.tokenizer import SPACE_TOKEN, build_tokenizer, first_chars, pre_tokenizer_for
-from ..data.units import Units, choose_units, distinct_char_ngrams
+from ..data.labels import IMBALANCE_RATIO
+from ..data.splits import held_out_count, hold_out_way
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
+from .policy import DEFAULT, RulesPolicy
 from .pretrain import pretraining_reads
+from .profile import SUBWORD_KINDS, Profile, read_profile
 from .run_data import RunData
-
-LENGTH_SAMPLE = 5000      # texts whose token counts set max_length
-LENGTH_QUANTILE = 0.99    # max_length covers this share of the training texts whole
-LARGE_TRAIN = 20_000      # from here on, a hold-out of HOLD_OUT_ROWS rows (at least 5%) fits the temperature
-HOLD_OUT_ROWS = 1250
-TARGET_STEPS = 1000       # optimizer steps of a run at least (IMDB: 4 epochs of 391 steps)
-MAX_EPOCHS = 10
-SHIFT_RATIO = 2.0         # dev texts this many times as long as training texts (median): another kind of text
-FEW_TOKENS = 1_000_000    # fewer training tokens: a small set (TREC-6 52k, SST-5 175k; IMDB 6.9M)
-SMALL_EMBEDDING_LR_SCALE = 10.0   # a small set's token embedding learns this many times faster than lr
-SCALE_FLOOR_FOR_LONGER_DEV = 0.5  # fit_ngram_scale's smallest candidate when the dev texts are of another kind
-NEGATION_PAIRS = 10_000   # rule-negated sentence pairs, at most (IMDB: 16,757 candidates; docs/experiments.md)
-NEGATION_SHARE = 0.4      # ... and at most this share of the training rows
-SMALL_SET_BUDGET = 300.0  # seconds a small set's search may take (the preset's: 1,800, for IMDB's 30 minutes)
-SMALL_RUN_READS = 2_500_000   # tokens x epochs of a small set's run (Subj 1.6M) that SMALL_SET_BUDGET is for
-CHAR_MAX_N = 4            # character tokens: the n-gram score reads character 1-4-grams (docs/experiments.md)
-SUBWORD_KINDS = ("unigram", "bpe")
-SUBWORD_VOCAB = 8000      # text without spaces: Unigram subwords, 8,000 (Wisesight's dev, docs/experiments.md)
-SUBWORD_SAMPLE_CHARS = 200_000   # characters a subword tokenizer is trained on to count a sample's tokens
 
 
 @dataclass(frozen=True)
@@ -77,122 +56,37 @@ class Choice:
         return {"key": self.key, "value": self.value, "reason": self.reason}
 
 
-@dataclass(frozen=True)
-class Profile:
-    """What the rules read of a source.
-
-    Attributes:
-        train_rows: labelled training rows (the whole ``train`` split).
-        class_counts: rows per class of ``train``, in label order.
-        has_validation: the source has a ``validation`` (``dev``) split of its own.
-        unlabelled: unlabelled texts available (the source's ``unsupervised`` split and ``[data] unlabelled``).
-        length_quantile: :data:`LENGTH_QUANTILE` of the token counts (pre-tokenizer words) of the training
-            texts, or of the dev texts when those are longer.
-        tokens: the training texts' tokens, estimated from the same sample.
-        length_ratio: the dev texts' median token count over the training texts' (1 without a dev split).
-        labels: the label names, in id order.
-    """
-
-    train_rows: int
-    class_counts: tuple[int, ...]
-    has_validation: bool
-    unlabelled: int
-    length_quantile: int
-    tokens: int = 0
-    length_ratio: float = 1.0
-    notes: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
-    reading: str = ""   # how several labels per text were read (data/multilabel.py), "" for one label per text
-    units: Units | None = None   # [data] tokenizer = "auto" resolved on the training texts (data/units.py); None: set
-    char_ngrams: int = 0   # with character tokens, the training texts' distinct character 1-CHAR_MAX_N-grams
-
-    @property
-    def imbalance(self) -> float:
-        """Largest class over smallest (``inf`` when a class has no rows): :func:`imbalance`."""
-        return imbalance(self.class_counts)
+def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozenset(),
+               r: RulesPolicy = DEFAULT.rules) -> list[Choice]:
+    """Every rule's choice for this data, given the default ``config`` (before any is applied), the keys the
+    command line set (``given``: their rules are left to the caller to drop; a rule may read them) and the
+    rules' numbers ``r``."""
+    return [*_tokenizer_rules(profile, config, r), *_unlabelled_rules(profile, config, given, r),
+            *_embedding_rule(profile, config, r), *_vocabulary_rule(profile, config, r),
+            *_length_rule(profile, config, r), *_validation_rule(profile, config, r), *_epochs_rule(profile, config, r),
+            *_imbalance_rule(profile, r), *_ngram_buckets_rule(profile, config, r),
+            *_longer_dev_rules(profile, config, r), *_budget_rule(profile, config, r),
+            *_negation_rules(profile, config, r), *_multi_label_rules(profile, config, r)]
 
 
-def read_profile(config: Config, data: RunData | None = None) -> Profile:
-    """Read ``config``'s source for the rules: its training split (all of it), a dev split, unlabelled text.
-
-    ``data``: the run's source, read once (:class:`~.run_data.RunData`; ``None``: read here); the pretraining
-    stage and the fit take their parts from the same object.
-
-    Raises:
-        DataError, UsageError, ConfigError: the source cannot be loaded or its data is unusable (as
-            :func:`~sentiment_cli.data.splits.load_train_validation`).
-    """
-    spec = DataSpec.from_config(config)
-    data = data or RunData(spec.source)
-    src = data.src
-    train, _ = data.splits(dataclasses.replace(spec, validation_fraction=0.0, max_length=0, unlabelled=""))
-    found = data.unlabelled(spec)
-    counts = tuple(train.class_counts().values())
-    units = choose_units(train.texts, spec.seed) if config.data.tokenizer == "auto" else None
-    kind = units.kind if units else config.data.tokenizer
-    lengths = _token_counts(train.texts, config, spec.seed, kind)
-    quantile, ratio = np.quantile(lengths, LENGTH_QUANTILE), 1.0
-    if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
-        _, dev = data.splits(dataclasses.replace(spec, validation_fraction=0.1, max_length=0, unlabelled=""))
-        dev_lengths = _token_counts(dev.texts, config, spec.seed, kind)
-        quantile = max(quantile, np.quantile(dev_lengths, LENGTH_QUANTILE))
-        ratio = float(np.median(dev_lengths) / max(1.0, np.median(lengths)))
-    return Profile(train_rows=len(train), class_counts=counts, has_validation="validation" in src.splits,
-                   unlabelled=len(found.texts) if found else 0, length_quantile=int(np.ceil(quantile)),
-                   tokens=int(lengths.mean() * len(train)), length_ratio=ratio,
-                   notes=tuple(found.notes) if found else (), labels=tuple(train.label_names),
-                   reading=train.reading, units=units,
-                   char_ngrams=distinct_char_ngrams(train.texts, max(CHAR_MAX_N, config.model.ngram_max_n),
-                                                    config.data.max_length) if kind == "char" else 0)
-
-
-def _token_counts(texts: list[str], config: Config, seed: int, kind: str = "word") -> np.ndarray:
-    """Token counts of up to :data:`LENGTH_SAMPLE` texts, a seeded draw: characters (a run of whitespace one)
-    with character tokens; subwords with a subword tokenizer, as one trained on the first of them up to
-    :data:`SUBWORD_SAMPLE_CHARS` characters cuts them (seconds; a little finer than the run's, trained on more
-    text); else pre-tokenizer words."""
-    rows = np.random.default_rng(seed).permutation(len(texts))[:LENGTH_SAMPLE]
-    cleaned = [re.sub(r"<br\s*/?>", " ", texts[i][:200_000]) for i in rows]
-    if kind == "char":
-        return np.asarray([len(re.sub(r"\s+", SPACE_TOKEN, t.strip())) for t in cleaned])
-    if kind in SUBWORD_KINDS:
-        vocab = config.data.vocab_size if config.data.tokenizer == kind else SUBWORD_VOCAB
-        data = dataclasses.replace(config.data, tokenizer=kind, vocab_size=vocab)
-        tok = build_tokenizer(list(first_chars(cleaned, SUBWORD_SAMPLE_CHARS)), data)
-        return np.asarray([len(e.ids) for e in tok.encode_batch(cleaned)])
-    pre = pre_tokenizer_for(config.data.pre_tokenizer)
-    return np.asarray([len(pre.pre_tokenize_str(t)) for t in cleaned])
-
-
-def data_rules(profile: Profile, config: Config, given: frozenset[str] = frozenset()) -> list[Choice]:
-    """Every rule's choice for this data, given the default ``config`` (before any is applied) and the keys
-    the command line set (``given``: their rules are left to the caller to drop; a rule may read them)."""
-    return [*_tokenizer_rules(profile, config), *_unlabelled_rules(profile, config, given),
-            *_embedding_rule(profile, config),
-            *_vocabulary_rule(profile, config), *_length_rule(profile, config), *_validation_rule(profile, config),
-            *_epochs_rule(profile, config), *_imbalance_rule(profile), *_ngram_buckets_rule(profile, config),
-            *_longer_dev_rules(profile, config), *_budget_rule(profile, config), *_negation_rules(profile, config),
-            *_multi_label_rules(profile, config)]
-
-
-def _tokenizer_rules(profile: Profile, config: Config) -> list[Choice]:
+def _tokenizer_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
     """``[data] tokenizer = "auto"``: where most letters are in long runs without spaces or in a script written
-    without them, characters for Han text and otherwise subwords (:data:`SUBWORD_VOCAB` Unigram pieces learned
+    without them, characters for Han text and otherwise subwords (``subword_vocab`` Unigram pieces learned
     from the training texts); else words (:func:`~sentiment_cli.data.units.choose_units`; chosen on Wisesight's
     Thai, Chinese hotel reviews and the English sets, docs/data.md). The n-gram score then weighs its n-grams by
-    TF-IDF, character 1-:data:`CHAR_MAX_N`-grams or subword 1-3-grams (dev splits, docs/experiments.md)."""
+    TF-IDF, character 1-``char_max_n``-grams or subword 1-3-grams (dev splits, ``docs/decisions.md#text-without-spaces``)."""
     if profile.units is None:
         return []
     kind = profile.units.kind
     choices = [Choice("data.tokenizer", kind, profile.units.reason())]
-    if kind in SUBWORD_KINDS and config.data.vocab_size != SUBWORD_VOCAB:
-        choices.append(Choice("data.vocab_size", SUBWORD_VOCAB, f"text without spaces: {SUBWORD_VOCAB:,} subwords "
+    if kind in SUBWORD_KINDS and config.data.vocab_size != r.subword_vocab:
+        choices.append(Choice("data.vocab_size", r.subword_vocab, f"text without spaces: {r.subword_vocab:,} subwords "
                               "(Wisesight's dev: 8,000 Unigram pieces' 1-3-grams above 32,000's in a linear model)"))
     if kind == "word" or not config.model.ngram_buckets:
         return choices
-    if kind == "char" and config.model.ngram_max_n < CHAR_MAX_N:
-        choices.append(Choice("model.ngram_max_n", CHAR_MAX_N, f"character tokens: the n-gram score reads "
-                              f"character 1-{CHAR_MAX_N}-grams, within and across words"))
+    if kind == "char" and config.model.ngram_max_n < r.char_max_n:
+        choices.append(Choice("model.ngram_max_n", r.char_max_n, f"character tokens: the n-gram score reads "
+                              f"character 1-{r.char_max_n}-grams, within and across words"))
     if config.model.ngram_weighting != "tfidf":
         choices.append(Choice("model.ngram_weighting", "tfidf", "text without spaces: each n-gram counts its idf, a "
                               "text's n-grams L2-normalised (Wisesight's dev, characters: LR 70.9% against 70.1% "
@@ -200,18 +94,18 @@ def _tokenizer_rules(profile: Profile, config: Config) -> list[Choice]:
     return choices
 
 
-def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -> list[Choice]:
+def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str], r: RulesPolicy) -> list[Choice]:
     """Pretraining and distillation read unlabelled text when there is some. Without any, distillation is off,
-    and word2vec reads the training texts, unless they hold fewer than :data:`FEW_TOKENS` tokens: then the
+    and word2vec reads the training texts, unless they hold fewer than ``few_tokens`` tokens: then the
     encoder starts from random vectors (on TREC-6's dev split word2vec on 52,129 tokens started it 2 to 3
     points worse). A command line that sets ``training.init_from`` or a ``pretrain`` key asks for pretraining,
     and gets it."""
     t = config.training
     asked = "training.init_from" in given or any(key.startswith("pretrain.") for key in given)
     if profile.unlabelled == 0:
-        if profile.tokens < FEW_TOKENS and t.init_from and not asked:
+        if profile.tokens < r.few_tokens and t.init_from and not asked:
             start = Choice("training.init_from", "", f"no unlabelled text (no unsupervised split, no --unlabelled) "
-                           f"and {profile.tokens:,} training tokens (under {FEW_TOKENS:,}): too few for word2vec; "
+                           f"and {profile.tokens:,} training tokens (under {r.few_tokens:,}): too few for word2vec; "
                            "the encoder starts from random vectors")
         else:
             start = Choice("pretrain.splits", "train", "no unlabelled text (no unsupervised split, no "
@@ -223,84 +117,83 @@ def _unlabelled_rules(profile: Profile, config: Config, given: frozenset[str]) -
     return []
 
 
-def _embedding_rule(profile: Profile, config: Config) -> list[Choice]:
-    """A small set's token embedding learns :data:`SMALL_EMBEDDING_LR_SCALE` times faster than ``lr``.
+def _embedding_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
+    """A small set's token embedding learns ``small_embedding_lr_scale`` times faster than ``lr``.
 
     AdamW moves a word's vector by about ``lr`` per coordinate per step in which the word occurs, and the
-    vectors start at unit scale; in a set of fewer than :data:`FEW_TOKENS` tokens most words occur too
+    vectors start at unit scale; in a set of fewer than ``few_tokens`` tokens most words occur too
     rarely for their vectors to move far at the preset's ``lr``, and the encoder underfits (dev accuracy of
     the encoder alone: TREC-6 after 5 epochs 75.1% -> 83.9%, SST-5 in the whole default 30.8% -> 41.2%;
-    docs/experiments.md, "Small sets").
+    ``docs/decisions.md#small-sets-random-start-faster-embedding``).
 
     With unlabelled text the encoder starts from word2vec vectors learned on it, not from random ones, and the
-    preset's rate keeps them (2,000 IMDB reviews with IMDB's unlabelled ones: docs/experiments.md, "A small
-    labelled set with unlabelled text").
+    preset's rate keeps them (2,000 IMDB reviews with IMDB's unlabelled ones: ``docs/decisions.md#small-sets-random-start-faster-embedding``).
     """
-    if profile.tokens >= FEW_TOKENS or profile.unlabelled or config.training.embedding_lr_scale != 1.0:
+    if profile.tokens >= r.few_tokens or profile.unlabelled or config.training.embedding_lr_scale != 1.0:
         return []
-    return [Choice("training.embedding_lr_scale", SMALL_EMBEDDING_LR_SCALE,
-                   f"{profile.tokens:,} training tokens (under {FEW_TOKENS:,}): most words occur too rarely for "
+    return [Choice("training.embedding_lr_scale", r.small_embedding_lr_scale,
+                   f"{profile.tokens:,} training tokens (under {r.few_tokens:,}): most words occur too rarely for "
                    f"their vectors to move at lr {config.training.lr:g}; the token embedding learns "
-                   f"{SMALL_EMBEDDING_LR_SCALE:g}x faster")]
+                   f"{r.small_embedding_lr_scale:g}x faster")]
 
 
-def _vocabulary_rule(profile: Profile, config: Config) -> list[Choice]:
+def _vocabulary_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
     """A small set keeps the words seen once in its vocabulary (``data.min_frequency = 1``).
 
     The preset's ``min_frequency`` 2 drops the words that occur once in the training texts, and so both the
     encoder and the n-gram score (which hashes token ids) read them as ``<unk>``. In a set of fewer than
-    :data:`FEW_TOKENS` tokens these are about half of its words: the vocabulary grows from 3,274 to 7,912 words
+    ``few_tokens`` tokens these are about half of its words: the vocabulary grows from 3,274 to 7,912 words
     (TREC-6), 8,241 to 15,349 (SST-5) and 10,036 to 18,878 (Subj). Best dev accuracy with them, seeds 1234 /
-    4321 (docs/experiments.md, "Small sets: words seen once"): TREC-6 88.81 / 88.44 against 88.44 / 87.89,
+    4321 (``docs/decisions.md#small-sets-words-seen-once``): TREC-6 88.81 / 88.44 against 88.44 / 87.89,
     SST-5 42.78 / 43.23 against 43.05 / 42.87; checked on Subj, which chose nothing: 93.31 against 92.71 (seed
     1234).
     """
-    if profile.tokens >= FEW_TOKENS or config.data.min_frequency <= 1:
+    if profile.tokens >= r.few_tokens or config.data.min_frequency <= 1:
         return []
     return [Choice("data.min_frequency", 1,
-                   f"{profile.tokens:,} training tokens (under {FEW_TOKENS:,}): the words seen once are about half "
+                   f"{profile.tokens:,} training tokens (under {r.few_tokens:,}): the words seen once are about half "
                    "of its words; the vocabulary keeps them")]
 
 
-def _length_rule(profile: Profile, config: Config) -> list[Choice]:
+def _length_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
     """``max_length`` covers 99% of the training (or dev) texts whole, in steps of 8, up to the preset's."""
-    cap, fit = config.data.max_length, _max_length(profile, config)
+    cap, fit = config.data.max_length, _max_length(profile, config, r)
     if fit == cap:
         return []
     return [Choice("data.max_length", fit, f"99% of the training and dev texts have at most "
                    f"{profile.length_quantile} tokens")]
 
 
-def _max_length(profile: Profile, config: Config) -> int:
-    """The ``max_length`` :func:`_length_rule` gives: the training (or dev) texts' :data:`LENGTH_QUANTILE` in steps of
+def _max_length(profile: Profile, config: Config, r: RulesPolicy) -> int:
+    """The ``max_length`` :func:`_length_rule` gives: the training (or dev) texts' ``length_quantile`` in steps of
     8, at least 16, at most the preset's."""
     return min(config.data.max_length, max(16, 8 * math.ceil(profile.length_quantile / 8)))
 
 
-def _validation_rule(profile: Profile, config: Config) -> list[Choice]:
+def _validation_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
     """Validation, for the best epoch and the temperature: the source's dev split, else a stratified hold-out.
 
-    Under :data:`LARGE_TRAIN` rows the hold-out (10%) is then trained on: the refit (``refit.py``), a second
+    Under ``large_train`` rows the hold-out (10%) is then trained on: the refit (``refit.py``), a second
     run on every row for the best epoch count, keeping the temperature. On the shared sets' training files
-    alone, scored on their dev files (``docs/experiments.md``, "The hold-out, trained on"), it gained on
-    each. From :data:`LARGE_TRAIN` rows the hold-out is 5% of them, and the refit would cost a whole second
+    alone, scored on their dev files (``docs/decisions.md#the-refit``), it gained on
+    each. From ``large_train`` rows the hold-out is 5% of them, and the refit would cost a whole second
     fine-tuning (IMDB: about 15 minutes) for 5% more rows.
     """
     if profile.has_validation:
         return [Choice("data.validation_fraction", 0.1, "the source's dev split validates: it picks the best "
                        "epoch and fits the temperature")]
     n = profile.train_rows
-    fraction = 0.1 if n < LARGE_TRAIN else round(max(0.05, HOLD_OUT_ROWS / n), 3)
+    fraction = 0.1 if n < r.large_train else round(max(0.05, r.hold_out_rows / n), 3)
     held = Choice("data.validation_fraction", fraction,
-                  f"no dev split: {_held_out_phrase(profile, config, fraction)} held out to pick the best epoch and "
+                  f"no dev split: {_held_out_phrase(profile, config, fraction, r)} held out to pick the best epoch and "
                   "fit the temperature")
-    if n >= LARGE_TRAIN:
+    if n >= r.large_train:
         return [held]
     return [held, Choice("training.refit", True, f"then trained on: a second run on all {n:,} rows for the best "
-                         f"epoch count keeps the fitted temperature (under {LARGE_TRAIN:,} rows)")]
+                         f"epoch count keeps the fitted temperature (under {r.large_train:,} rows)")]
 
 
-def _held_out_phrase(profile: Profile, config: Config, fraction: float) -> str:
+def _held_out_phrase(profile: Profile, config: Config, fraction: float, r: RulesPolicy) -> str:
     """How many rows the hold-out takes, in words, as :func:`~sentiment_cli.data.splits.held_out_count` counts
     them: ``10% of train (60 of 600 rows, stratified) is``; when classes too small for ``fraction`` give a row
     each all the same, the real share and why (``300 of 600 rows (50% of train: one row of each of the 300
@@ -317,29 +210,28 @@ def _held_out_phrase(profile: Profile, config: Config, fraction: float) -> str:
             f"{fraction:.0%}{others}; {how}) are")
 
 
-def _epochs_rule(profile: Profile, config: Config) -> list[Choice]:
-    """Epochs by size: at least :data:`TARGET_STEPS` optimizer steps, from the preset's epochs up to
-    :data:`MAX_EPOCHS`; validation keeps the best epoch.
+def _epochs_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
+    """Epochs by size: at least ``target_steps`` optimizer steps, from the preset's epochs up to
+    ``max_epochs``; validation keeps the best epoch.
 
     An epoch's steps count the unlabelled texts distillation draws beside the labelled rows
     (``distill_reviews``, at most as many as there are): 2,000 labelled reviews with IMDB's unlabelled ones
-    make 208 steps an epoch, not 32, so 5 epochs, not 10 (docs/experiments.md, "A small labelled set with
-    unlabelled text").
+    make 208 steps an epoch, not 32, so 5 epochs, not 10 (``docs/decisions.md#epochs``).
     """
     t = config.training
     if profile.reading:   # several labels per text: _multi_label_rules' steps
         return []
-    steps, distilled = _epoch_steps(profile, config)
-    epochs = _epochs(profile, config)
+    steps, distilled = _epoch_steps(profile, config, r)
+    epochs = _epochs(profile, config, r)
     if epochs == t.epochs:
         return []
-    capped = f" (at most {MAX_EPOCHS} epochs)" if epochs == MAX_EPOCHS else ""
+    capped = f" (at most {r.max_epochs} epochs)" if epochs == r.max_epochs else ""
     rows = f"{profile.train_rows:,} training rows" + (f" and {distilled:,} unlabelled texts" if distilled else "")
     return [Choice("training.epochs", epochs, f"{rows} make {steps:,} steps an epoch; "
                    f"{epochs} epochs make {epochs * steps:,} steps{capped}")]
 
 
-def _imbalance_rule(profile: Profile) -> list[Choice]:
+def _imbalance_rule(profile: Profile, r: RulesPolicy) -> list[Choice]:
     """Balanced class weights when the largest class outnumbers the smallest by more than 5 to 1 (several labels
     per text: the most frequent label's texts the rarest's; ``balanced`` then weighs each label's positives,
     ``imbalance.positive_weights``)."""
@@ -352,31 +244,36 @@ def _imbalance_rule(profile: Profile) -> list[Choice]:
     return []
 
 
-def _ngram_buckets_rule(profile: Profile, config: Config) -> list[Choice]:
+def _ngram_buckets_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
     """The n-gram score's buckets: the next power of two above 4x the training texts' 1-3-gram occurrences
     (a load of at most 1/4, so few n-grams share a bucket), up to the preset's."""
     cap = config.model.ngram_buckets
     if not cap:
         return []
     if profile.char_ngrams:   # characters repeat: the table is sized from the distinct n-grams
-        fit = min(cap, 1 << max(16, math.ceil(math.log2(4 * profile.char_ngrams))))
+        fit = min(cap, _buckets(r.bucket_headroom * profile.char_ngrams, r))
         why = (f"the training texts hold {profile.char_ngrams:,} distinct character 1-"
-               f"{max(CHAR_MAX_N, config.model.ngram_max_n)}-grams: buckets for 4x as many")
+               f"{max(r.char_max_n, config.model.ngram_max_n)}-grams: buckets for {r.bucket_headroom}x as many")
     else:
-        fit = min(cap, 1 << max(16, math.ceil(math.log2(max(1, 4 * 3 * profile.tokens)))))
-        why = f"the training texts hold about {3 * profile.tokens:,} n-gram occurrences: buckets for 4x as many"
+        fit = min(cap, _buckets(r.bucket_headroom * 3 * profile.tokens, r))
+        why = f"the training texts hold about {3 * profile.tokens:,} n-gram occurrences: buckets for {r.bucket_headroom}x as many"
     labels = len(profile.labels)
-    if profile.reading and fit * labels > MULTI_LABEL_WEIGHTS:   # a column of weights per label
-        fit = max(1 << 16, 1 << int(math.log2(MULTI_LABEL_WEIGHTS // labels)))
+    if profile.reading and fit * labels > r.multi_label_weights:   # a column of weights per label
+        fit = max(r.min_buckets, 1 << int(math.log2(r.multi_label_weights // labels)))
         why = (f"several labels per text: a column of weights per label, {labels} labels x {fit:,} buckets "
-               f"(at most {MULTI_LABEL_WEIGHTS:,} weights, {MULTI_LABEL_WEIGHTS * 4 // 2**20} MB)")
+               f"(at most {r.multi_label_weights:,} weights, {r.multi_label_weights * 4 // 2**20} MB)")
     if fit == cap:
         return []
     return [Choice("model.ngram_buckets", fit, why)]
 
 
-def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
-    """When the dev texts are of another kind than the training texts (over :data:`SHIFT_RATIO` times as long at
+def _buckets(entries: int, r: RulesPolicy) -> int:
+    """The next power of two above ``entries``, at least ``r.min_buckets``."""
+    return max(r.min_buckets, 1 << max(0, math.ceil(math.log2(max(1, entries)))))
+
+
+def _longer_dev_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
+    """When the dev texts are of another kind than the training texts (over ``shift_ratio`` times as long at
     the median, as SST-5's sentences against its phrases), the n-gram score is fitted and weighted for them.
 
     - ``model.ngram_fit = "nb-lr"``: cross-validation on the training texts would choose the form for other
@@ -384,34 +281,33 @@ def _longer_dev_rules(profile: Profile, config: Config) -> list[Choice]:
     - ``training.ngram_scale_min = 0.5``: the score sums over a text's n-grams, so on sentences 4x as long as
       the phrases it was fitted on, its logits outgrow the encoder's, whose max-pool does not grow with length;
       its fitted weight may go below 1. SST-5's phrases, 4 probes on its dev split, the weight chosen by NLL on
-      one half and scored on the other: +0.2 to +2.5 points in 6 of 8 halves and +0 in 2 (docs/experiments.md,
-      "SST-5 phrases: the n-gram score's weight below 1"). Sets whose dev texts are like their training texts
+      one half and scored on the other: +0.2 to +2.5 points in 6 of 8 halves and +0 in 2 (``docs/decisions.md#dev-texts-of-another-kind``). Sets whose dev texts are like their training texts
       keep 1 as the floor: there, half of Subj's dev chose 0.5 and lost 0.8 point on the other half.
     """
     m, t = config.model, config.training
-    if not m.ngram_buckets or profile.length_ratio < SHIFT_RATIO:
+    if not m.ngram_buckets or profile.length_ratio < r.shift_ratio:
         return []
     longer = f"the dev texts are {profile.length_ratio:.1f}x as long as the training texts (median)"
     choices = []
     if m.ngram_fit == "auto":
         choices.append(Choice("model.ngram_fit", "nb-lr",
                               f"{longer}: cross-validation on training texts would choose for other texts"))
-    if t.fit_ngram_scale and t.ngram_scale_min > SCALE_FLOOR_FOR_LONGER_DEV:
-        choices.append(Choice("training.ngram_scale_min", SCALE_FLOOR_FOR_LONGER_DEV,
+    if t.fit_ngram_scale and t.ngram_scale_min > r.longer_dev_scale_floor:
+        choices.append(Choice("training.ngram_scale_min", r.longer_dev_scale_floor,
                               f"{longer}: the n-gram score sums over more n-grams in them than it was fitted on, "
                               "so its weight may go below 1"))
     return choices
 
 
-def _epochs(profile: Profile, config: Config) -> int:
+def _epochs(profile: Profile, config: Config, r: RulesPolicy) -> int:
     """The epochs :func:`_epochs_rule` (one label per text) or :func:`_multi_label_rules` (several) give: at least
-    :data:`TARGET_STEPS` (:data:`MULTI_LABEL_STEPS`) optimizer steps, from the preset's epochs up to
-    :data:`MAX_EPOCHS`; an epoch's steps count the unlabelled texts distillation draws (one label per text)."""
-    target = MULTI_LABEL_STEPS if profile.reading else TARGET_STEPS
-    return min(MAX_EPOCHS, max(config.training.epochs, math.ceil(target / _epoch_steps(profile, config)[0])))
+    ``target_steps`` (``multi_label_steps``) optimizer steps, from the preset's epochs up to
+    ``max_epochs``; an epoch's steps count the unlabelled texts distillation draws (one label per text)."""
+    target = r.multi_label_steps if profile.reading else r.target_steps
+    return min(r.max_epochs, max(config.training.epochs, math.ceil(target / _epoch_steps(profile, config, r)[0])))
 
 
-def _epoch_steps(profile: Profile, config: Config) -> tuple[int, int]:
+def _epoch_steps(profile: Profile, config: Config, r: RulesPolicy) -> tuple[int, int]:
     """An epoch's optimizer steps and the unlabelled texts distillation draws into it: ``(steps, distilled)``;
     ``distilled`` is 0 without unlabelled text (distillation is off) and with several labels per text."""
     t = config.training
@@ -419,101 +315,92 @@ def _epoch_steps(profile: Profile, config: Config) -> tuple[int, int]:
     return math.ceil((profile.train_rows + distilled) / t.batch_size), distilled
 
 
-def _run_reads(profile: Profile, config: Config) -> int:
+def _run_reads(profile: Profile, config: Config, r: RulesPolicy) -> int:
     """Tokens one encoder run reads: the training texts' tokens, each text cut at the ``max_length`` of
     :func:`_length_rule` (at most ``train_rows * max_length``), times the epochs of :func:`_epochs` (an estimate
     from :attr:`Profile.tokens`; TREC-6 0.5M, Subj 1.6M, Turkish news topics 8.5M)."""
-    tokens = min(profile.tokens, profile.train_rows * _max_length(profile, config))
-    return tokens * _epochs(profile, config)
+    tokens = min(profile.tokens, profile.train_rows * _max_length(profile, config, r))
+    return tokens * _epochs(profile, config, r)
 
 
-def _budget_rule(profile: Profile, config: Config) -> list[Choice]:
-    """A small set's search takes :data:`SMALL_SET_BUDGET` seconds, or as many times that as its runs read
-    :data:`SMALL_RUN_READS` tokens (:func:`_run_reads`), at most the preset's: one run of a set of short texts
+def _budget_rule(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
+    """A small set's search takes ``small_set_budget`` seconds, or as many times that as its runs read
+    ``small_run_reads`` tokens (:func:`_run_reads`), at most the preset's: one run of a set of short texts
     takes under two minutes on 2 cores (TREC-6 78 s and Subj 117 s with the refit), so five minutes measure
     several settings and refit the best; the preset's 30 minutes are IMDB's, whose one run takes about 25. On
     long texts a run reads more: 2,750 Turkish news articles' 854,357 tokens in 10 epochs of 512 tokens at most,
     8.5M, took 337 s for one encoder run, and 5 minutes left the n-gram stage 90 s (no fit of each word's
-    character n-grams) and the encoder 284 of its 430 steps. Small: under :data:`FEW_TOKENS` tokens and under
-    :data:`LARGE_TRAIN` rows (an epoch's steps grow with the rows: Wisesight's 21,641 messages in 575,209 subword
+    character n-grams) and the encoder 284 of its 430 steps. Small: under ``few_tokens`` tokens and under
+    ``large_train`` rows (an epoch's steps grow with the rows: Wisesight's 21,641 messages in 575,209 subword
     tokens, whose tokenizer, n-gram fits and one encoder run take over ten minutes)."""
-    if profile.tokens >= FEW_TOKENS or profile.train_rows >= LARGE_TRAIN \
-            or not 0 < SMALL_SET_BUDGET < config.training.time_budget \
-            or _many_short_texts(profile):   # its own budget: _multi_label_rules
+    if profile.tokens >= r.few_tokens or profile.train_rows >= r.large_train \
+            or not 0 < r.small_set_budget < config.training.time_budget \
+            or _many_short_texts(profile, r):   # its own budget: _multi_label_rules
         return []
-    reads = _run_reads(profile, config)
-    budget = min(config.training.time_budget, 60.0 * math.ceil(SMALL_SET_BUDGET * reads / SMALL_RUN_READS / 60))
-    budget = max(SMALL_SET_BUDGET, budget)
-    why = f"{profile.tokens:,} training tokens (under {FEW_TOKENS:,}) in {profile.train_rows:,} rows"
-    if budget == SMALL_SET_BUDGET:
+    reads = _run_reads(profile, config, r)
+    budget = min(config.training.time_budget, 60.0 * math.ceil(r.small_set_budget * reads / r.small_run_reads / 60))
+    budget = max(r.small_set_budget, budget)
+    why = f"{profile.tokens:,} training tokens (under {r.few_tokens:,}) in {profile.train_rows:,} rows"
+    if budget == r.small_set_budget:
         return [Choice("training.time_budget", budget, f"{why}: a run takes a minute or two; the search takes at "
                        f"most {budget / 60:g} minutes")]
     return [Choice("training.time_budget", budget, f"{why}, but a run reads {reads / 1e6:.1f}M tokens, "
-                   f"{reads / SMALL_RUN_READS:.1f} times a small set's {SMALL_RUN_READS / 1e6:g}M: the search "
+                   f"{reads / r.small_run_reads:.1f} times a small set's {r.small_run_reads / 1e6:g}M: the search "
                    f"takes at most {budget / 60:g} minutes")]
 
 
-def _negation_rules(profile: Profile, config: Config) -> list[Choice]:
+def _negation_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
     """Two-class sentiment (labels negative and positive) read as words reads negation scope and learns from
-    rule-negated sentences (docs/experiments.md, "Behaviour: negation"): ``[data] negation_scope = "sentence"``,
-    and ``[training] negation_augment`` pairs, :data:`NEGATION_PAIRS` at most and :data:`NEGATION_SHARE` of the
+    rule-negated sentences (``docs/decisions.md#negation``): ``[data] negation_scope = "sentence"``,
+    and ``[training] negation_augment`` pairs, ``negation_pairs`` at most and ``negation_share`` of the
     training rows (IMDB's 25,000 reviews: 10,000). Other label sets keep the preset's (none), and so does text
     read as characters (Chinese, Thai): the scope runs over words after an English negator, and the augmentation's
     rules rewrite English words ("was good" -> "was not good")."""
     kind = profile.units.kind if profile.units else config.data.tokenizer
     if polar_labels(profile.labels) is None or kind != "word":
         return []
-    pairs = min(NEGATION_PAIRS, round(NEGATION_SHARE * profile.train_rows))
+    pairs = min(r.negation_pairs, round(r.negation_share * profile.train_rows))
     return [Choice("data.negation_scope", "sentence", "two-class sentiment: words a negator governs are marked "
                    "(up to the next . ; : ! ? or 'but')"),
             Choice("training.negation_augment", pairs, f"two-class sentiment: up to {pairs:,} training sentences "
                    "negated by rule, the label flipped, teach the encoder what 'not' does")]
 
 
-# Several labels per text: the n-gram score's form and C (GoEmotions' dev split, thresholds cross-fitted over its
-# halves: one binary LR per label at C 1, 0.462 macro-F1; at C 0.3, 2 and 4: 0.442, 0.457, 0.450; NB-LR at C 0.3
-# and 1: 0.415 and 0.411; docs/experiments.md, "Multi-label: GoEmotions").
-MULTI_LABEL_NGRAM = ("lr", 1.0)
-MULTI_LABEL_STEPS = 4000     # a multi-label run's optimizer steps at least (GoEmotions: 6 epochs of 679)
-MULTI_LABEL_BUDGET = 600.0   # the search of a multi-label set of many short texts: the n-gram score and one encoder run
-MANY_ROWS = 20_000
-MULTI_LABEL_WEIGHTS = 1 << 26   # a multi-label n-gram score's weights at most (labels x buckets; 256 MB of float32)
+def _multi_label_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:
+    """Several labels per text (``profile.reading``; ``docs/decisions.md#several-labels-per-text``):
 
-
-def _multi_label_rules(profile: Profile, config: Config) -> list[Choice]:
-    """Several labels per text (``profile.reading``; docs/experiments.md, "Multi-label: GoEmotions"):
-
-    - the n-gram score is one plain logistic regression per label at C 1, pinned (:data:`MULTI_LABEL_NGRAM`), not
+    - the n-gram score is one plain logistic regression per label at C 1, pinned (``multi_label_form``,
+      ``multi_label_c``), not
       chosen by cross-validation among single-label's forms;
-    - at least :data:`MULTI_LABEL_STEPS` optimizer steps (at most :data:`MAX_EPOCHS` epochs): a rare label has few
+    - at least ``multi_label_steps`` optimizer steps (at most ``max_epochs`` epochs): a rare label has few
       positives to learn from (GoEmotions' dev: 6 epochs 0.477 macro-F1, 4 epochs 0.471);
-    - a set of many short texts (under :data:`FEW_TOKENS` tokens, :data:`MANY_ROWS` rows or more) searches for
-      :data:`MULTI_LABEL_BUDGET` seconds, not :data:`SMALL_SET_BUDGET`: its steps count rows, not tokens, so one
+    - a set of many short texts (under ``few_tokens`` tokens, ``many_rows`` rows or more) searches for
+      ``multi_label_budget`` seconds, not ``small_set_budget``: its steps count rows, not tokens, so one
       encoder run takes minutes (GoEmotions: 6 minutes), and 5 minutes hold the n-gram score alone but no encoder.
     """
     if not profile.reading:
         return []
     m, t, choices = config.model, config.training, []
     if m.ngram_buckets and m.ngram_fit == "auto":
-        form, c = MULTI_LABEL_NGRAM
+        form, c = r.multi_label_form, r.multi_label_c
         why = "several labels per text: one logistic regression per label, C 1 (GoEmotions' dev: 0.46 macro-F1, " \
               "NB-LR's 0.41)"
         choices += [Choice("model.ngram_fit", form, why), Choice("model.ngram_c", c, why)]
-    steps, epochs = _epoch_steps(profile, config)[0], _epochs(profile, config)
+    steps, epochs = _epoch_steps(profile, config, r)[0], _epochs(profile, config, r)
     if epochs > t.epochs:
         choices.append(Choice("training.epochs", epochs, f"several labels per text, rare ones with few positives: "
-                              f"{epochs} epochs of {steps:,} steps (at least {MULTI_LABEL_STEPS:,} steps, at most "
-                              f"{MAX_EPOCHS} epochs)"))
-    if _many_short_texts(profile) and 0 < t.time_budget:
-        choices.append(Choice("training.time_budget", min(t.time_budget, MULTI_LABEL_BUDGET),
+                              f"{epochs} epochs of {steps:,} steps (at least {r.multi_label_steps:,} steps, at most "
+                              f"{r.max_epochs} epochs)"))
+    if _many_short_texts(profile, r) and 0 < t.time_budget:
+        choices.append(Choice("training.time_budget", min(t.time_budget, r.multi_label_budget),
                               f"{profile.train_rows:,} rows of {profile.tokens:,} tokens: an encoder run takes "
-                              f"minutes; the search takes at most {MULTI_LABEL_BUDGET / 60:g} minutes"))
+                              f"minutes; the search takes at most {r.multi_label_budget / 60:g} minutes"))
     return choices
 
 
-def _many_short_texts(profile: Profile) -> bool:
-    """Many rows of few tokens: a multi-label set whose search gets :data:`MULTI_LABEL_BUDGET`."""
-    return bool(profile.reading) and profile.tokens < FEW_TOKENS and profile.train_rows >= MANY_ROWS
+def _many_short_texts(profile: Profile, r: RulesPolicy) -> bool:
+    """Many rows of few tokens: a multi-label set whose search gets ``multi_label_budget``."""
+    return bool(profile.reading) and profile.tokens < r.few_tokens and profile.train_rows >= r.many_rows
 
 
 def pretrained_folder(config: Config) -> str:
@@ -531,26 +418,26 @@ def pretrained_folder(config: Config) -> str:
     return str(base.parent / f"{base.name}-{name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}")
 
 
-def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks,
-                data: RunData | None = None) -> tuple[Config, list[Choice]]:
+def fit_to_data(config: Config, given: frozenset[str], cb: TrainCallbacks, data: RunData | None = None,
+                rules: RulesPolicy = DEFAULT.rules) -> tuple[Config, list[Choice]]:
     """Apply :func:`data_rules` to ``config``, except for the keys in ``given`` (set on the command line).
 
-    ``data``: the run's source, read once (see :func:`read_profile`).
+    ``data``: the run's source, read once (see :func:`~.profile.read_profile`). ``rules``: the rules' numbers.
 
     Returns:
         ``(config, choices)``: the config with the choices applied, and the choices made.
 
     Raises:
-        DataError, UsageError, ConfigError: as :func:`read_profile`; ConfigError when a choice is invalid
+        DataError, UsageError, ConfigError: as :func:`~.profile.read_profile`; ConfigError when a choice is invalid
             together with a key the user set.
     """
     cb.on_stage(f"reading {config.data.source} to fit the default's settings to it")
-    profile = read_profile(config, data)
+    profile = read_profile(config, data, rules)
     if profile.reading:
         cb.on_note(profile.reading)
     for note in profile.notes:
         cb.on_note(note)
-    choices = [c for c in data_rules(profile, config, given) if c.key not in given]
+    choices = [c for c in data_rules(profile, config, given, rules) if c.key not in given]
     config = config.with_keys({c.key: c.value for c in choices}, "the default's data rules")
     if config.training.init_from and "training.init_from" not in given:
         folder = pretrained_folder(config)

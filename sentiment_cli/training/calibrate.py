@@ -28,6 +28,7 @@ from ..inference.multilabel import Decision, binary_nll, fit_decision, row_binar
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
 from . import score_weight
+from .policy import DEFAULT
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Calibration:
 
 def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: list[int], training: TrainingConfig,
               device: torch.device, on_stage: Callable[[str], None] = lambda _: None,
-              min_labels: int | None = None) -> Calibration:
+              min_labels: int | None = None, ladder: tuple[float, ...] = DEFAULT.fit.ngram_scales) -> Calibration:
     """Fit the temperature (and, with ``[training] fit_ngram_scale``, the n-gram score's weight first) on the
     kept epoch's validation logits.
 
@@ -88,18 +89,19 @@ def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: l
         min_labels: a multi-label model's ``[predict] min_labels``, resolved (0 or 1); ``None`` for one label
             per text. With several labels per text (``val_labels`` a ``(n, num_labels)`` 0/1 matrix) the record
             is :func:`_multi_label`'s.
+        ladder: the n-gram score's candidate weights (:attr:`~.policy.FitPolicy.ngram_scales`).
 
     Returns:
         :class:`Calibration`.
     """
     if np.ndim(val_labels) == 2 or min_labels is not None:
-        return _multi_label(kept, val_ids, np.asarray(val_labels), training, device, min_labels or 0, on_stage)
+        return _multi_label(kept, val_ids, np.asarray(val_labels), training, device, min_labels or 0, on_stage, ladder)
     if not val_ids:
         return Calibration(1.0, {"temperature": 1.0})
     labels = list(val_labels)
     logits = batched_logits(kept, val_ids, batch_size=training.eval_batch_size, device=device,
                             bf16=training.autocast_bf16).numpy().astype(np.float64)
-    logits, fitted = score_weight.fit(kept, val_ids, labels, logits, training, device, on_stage)
+    logits, fitted = score_weight.fit(kept, val_ids, labels, logits, training, device, on_stage, ladder)
     on_stage("fitting the temperature on the validation split")
     temperature = calibration.fit_temperature(logits, labels)
     rows = calibration.row_nll(logits, labels, temperature)
@@ -111,7 +113,8 @@ def calibrate(kept: SentimentClassifier, val_ids: list[list[int]], val_labels: l
 
 
 def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndarray, training: TrainingConfig,
-                 device: torch.device, min_labels: int, on_stage: Callable[[str], None]) -> Calibration:
+                 device: torch.device, min_labels: int, on_stage: Callable[[str], None],
+                 ladder: tuple[float, ...]) -> Calibration:
     """Several labels per text: the n-gram score's weight (as for one label), then a temperature per label and
     a threshold per label for F1 (a shared one for labels too rare to fit), all on the validation split
     (``y``: ``(n, num_labels)`` 0/1). Without validation: temperature 1 and threshold 1/2 for every label."""
@@ -121,7 +124,7 @@ def _multi_label(kept: SentimentClassifier, val_ids: list[list[int]], y: np.ndar
         return Calibration(1.0, {"temperature": 1.0, "multi_label": True, "decision": rule.to_json()})
     logits = batched_logits(kept, val_ids, batch_size=training.eval_batch_size, device=device,
                             bf16=training.autocast_bf16).numpy().astype(np.float64)
-    logits, fitted = score_weight.fit(kept, val_ids, y, logits, training, device, on_stage)
+    logits, fitted = score_weight.fit(kept, val_ids, y, logits, training, device, on_stage, ladder)
     on_stage("fitting a temperature and a threshold per label on the validation split")
     rule, probabilities, shared, rare = fit_decision(logits, y, min_labels)
     temperatures = np.asarray(rule.temperatures)

@@ -44,6 +44,8 @@ class Candidate:
                                                                   # label per text; the paired comparison's
     fit: tuple[str, Any] | None = field(default=None, repr=False)  # an n-gram candidate's (fit_key, estimator),
                                                                    # while the stage runs
+    result: Any = field(default=None, repr=False)   # an encoder trial's TrainResult (its record in memory), while
+                                                    # it may win
 
     @property
     def complete(self) -> bool:

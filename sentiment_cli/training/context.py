@@ -15,9 +15,11 @@ from typing import Any
 import torch
 
 from ..config import Config
+from .budget import StepLimit
 from .callbacks import TrainCallbacks
 from .distributed import DistInfo
 from .interrupts import StopFlag
+from .policy import DEFAULT, Policy
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,8 @@ class RunContext:
         info: this process's rank and the world size (``distributed.py``).
         device: where this rank trains.
         data_rules: the default's choices for this data (``auto.py``), as ``metrics.json`` keeps them.
-        report: whether the run ends by writing its curves and model card (rank 0).
+        steps: the optimizer steps the run may take, sized while it runs (a search trial's); ``None``: its epochs.
+        policy: the tuning numbers its fit reads (:class:`~.policy.Policy`).
     """
 
     config: Config
@@ -42,7 +45,8 @@ class RunContext:
     info: DistInfo
     device: torch.device
     data_rules: list[dict[str, Any]] = field(default_factory=list)
-    report: bool = True
+    steps: StepLimit | None = None
+    policy: Policy = DEFAULT
 
     @property
     def local_batch(self) -> int:

@@ -16,8 +16,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .policy import DEFAULT, FitPolicy
 
-def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: str) -> torch.Tensor | None:
+
+def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: str,
+                  policy: FitPolicy = DEFAULT.fit) -> torch.Tensor | None:
     """Each class's loss weight under ``mode``, from the training split's label ids ``labels``.
 
     A class absent from ``labels`` gets weight 0 (no review carries it; there is nothing to divide by);
@@ -28,6 +31,7 @@ def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: 
         labels: ``(n,)`` label ids, each in ``[0, num_classes)``.
         num_classes: the model's classes.
         mode: ``[training] class_weight``: ``"none"`` or ``"balanced"``.
+        policy: several labels per text's weights (:attr:`~.policy.FitPolicy.pos_weight_power`, ``max_pos_weight``).
 
     Returns:
         ``None`` for ``"none"``; for ``"balanced"``, ``(num_classes,)`` float32 weights, by label id.
@@ -41,7 +45,7 @@ def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: 
         raise ValueError(f"class_weight must be none or balanced, got {mode!r}")
     y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
     if y.dim() == 2:
-        return positive_weights(y)
+        return positive_weights(y, policy.pos_weight_power, policy.max_pos_weight)
     if len(y) and not (0 <= int(y.min()) and int(y.max()) < num_classes):
         raise ValueError(f"label ids must be in [0, {num_classes}), got {int(y.min())} to {int(y.max())}")
     counts = torch.bincount(y, minlength=num_classes).double()
@@ -51,20 +55,17 @@ def class_weights(labels: Sequence[int] | torch.Tensor, num_classes: int, mode: 
     return weights.float()
 
 
-# Multi-label "balanced": a label's positives weigh (negatives / positives) ** this in the binary cross-entropy
-# (``pos_weight``). 1 would give each label's positives the weight of its negatives; on GoEmotions' dev split the
-# square root was chosen (docs/experiments.md, "Multi-label: GoEmotions").
-POS_WEIGHT_POWER = 0.5
-MAX_POS_WEIGHT = 100.0
-
-
-def positive_weights(y: torch.Tensor, power: float | None = None) -> torch.Tensor:
+def positive_weights(y: torch.Tensor, power: float = DEFAULT.fit.pos_weight_power,
+                     cap: float = DEFAULT.fit.max_pos_weight) -> torch.Tensor:
     """Multi-label ``"balanced"``: each label's ``pos_weight`` of the binary cross-entropy,
-    ``min(MAX_POS_WEIGHT, (n_negative / n_positive) ** power)`` (1 for a label with no positive).
+    ``min(cap, (n_negative / n_positive) ** power)`` (1 for a label with no positive). 1 would give each label's
+    positives the weight of its negatives; GoEmotions' dev split chose the square root (``docs/decisions.md``,
+    class weights; :attr:`~.policy.FitPolicy.pos_weight_power`).
 
     Args:
         y: ``(n, num_labels)`` 0/1.
-        power: the exponent; default :data:`POS_WEIGHT_POWER`.
+        power: the exponent.
+        cap: the largest weight.
 
     Returns:
         ``(num_labels,)`` float32.
@@ -72,8 +73,7 @@ def positive_weights(y: torch.Tensor, power: float | None = None) -> torch.Tenso
     pos = y.sum(0).double()
     neg = len(y) - pos
     ratio = torch.where(pos > 0, neg / pos.clamp(min=1), torch.ones_like(pos))
-    p = POS_WEIGHT_POWER if power is None else power
-    return ratio.pow(p).clamp(max=MAX_POS_WEIGHT).float()
+    return ratio.pow(power).clamp(max=cap).float()
 
 
 def weights_report(weights: torch.Tensor | None, label_names: Sequence[str]) -> dict[str, float] | None:

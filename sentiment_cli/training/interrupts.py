@@ -28,6 +28,12 @@ class StopFlag:
             self.requested, self.signum = True, signum
 
     @property
+    def by_budget(self) -> bool:
+        """Whether a time budget, not a signal, stops the run (a search trial's :class:`~.trials.TrialStop`); never
+        for a plain flag."""
+        return False
+
+    @property
     def exit_code(self) -> int:
         """``128 + signal number`` (130 SIGINT, 143 SIGTERM); 130 for a request without a signal."""
         return 128 + (self.signum or signal.SIGINT)

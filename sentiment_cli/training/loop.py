@@ -2,11 +2,14 @@
 
 Progress is reported through :class:`~.callbacks.TrainCallbacks` (the CLI renders it with rich); this
 module prints nothing itself. Every epoch ends by saving a resumable trainer state (``resume.py``
-restores it); a :class:`~.interrupts.StopFlag` stops the loop between steps; under ``torchrun`` the
-same loop runs data-parallel (``distributed.py``).
+restores it), with the kept (best) epoch's weights in it; the loop writes nothing else: the best epoch's
+checkpoint record is kept in memory (``Fit.kept``) for the orchestrator to write once. A
+:class:`~.interrupts.StopFlag` stops the loop between steps, and a :class:`~.budget.StepLimit` (the
+context's ``steps``: a search trial's) ends it at a number of steps; under ``torchrun`` the same loop runs
+data-parallel (``distributed.py``).
 
-It reads top to bottom, as nanoGPT's does: :func:`fit` sets the run up (``setup.py``), then for each
-epoch ``_train_epoch`` (one ``_step`` per batch), ``_validate``, ``_end_of_epoch`` (history, best epoch
+It reads top to bottom, as nanoGPT's does: the orchestrator sets the run up (``setup.py``), then :func:`run_epochs`
+for each epoch ``_train_epoch`` (one ``_step`` per batch), ``_validate``, ``_end_of_epoch`` (history, best epoch
 and patience, saving). What follows the last epoch (the temperature, the final ``metrics.json``, the
 report) is the orchestrator's (``run.py``).
 """
@@ -22,7 +25,7 @@ import numpy as np
 import torch
 
 from . import distill, distributed
-from ..checkpoint import Checkpoint, CheckpointRecord, write_checkpoint, write_metrics
+from ..checkpoint import CheckpointRecord
 from ..data.batching import collate, make_batches
 from ..data.tokenizer import UNK_ID
 from ..errors import Interrupted, SentimentError
@@ -31,31 +34,24 @@ from ..runtime import autocast, free_threads, pinned_threads
 from .context import RunContext
 from .optim import lr_lambda, optimizer_step
 from .resume import rng_states
-from .run_data import RunData
-from .setup import Fit, setup
+from .setup import Fit
 from .state import LoopState, TrainerState, save_trainer_state
 
-__all__ = ["adversarial_perturbation", "fit", "word_dropout"]
+__all__ = ["adversarial_perturbation", "run_epochs", "word_dropout"]
 
 
-def fit(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrained: Checkpoint | None) -> Fit:
-    """Set the run up (:func:`~.setup.setup`), then train its epochs, each validated and saved.
-
-    Args:
-        ctx: the run's context.
-        run_data: the run's data, read once (the splits come from it).
-        saved: the trainer state to continue, or ``None`` for a new run.
-        pretrained: the pretrained encoder to start from, or ``None``.
+def run_epochs(run: Fit) -> Fit:
+    """Train the epochs of a run set up by :func:`~.setup.setup`, each validated and saved (its trainer state).
 
     Returns:
-        The :class:`~.setup.Fit` after its last epoch (its ``state`` holds ``metrics.json``; the folder
-        holds the best epoch's checkpoint and the last epoch's trainer state).
+        ``run`` after its last epoch (its ``state`` holds ``metrics.json``, its ``kept`` the best epoch's record;
+        the output folder holds the last epoch's trainer state, with the kept epoch's weights).
 
     Raises:
-        DataError, CheckpointError, Interrupted, SentimentError: as :func:`~.run.train` and
-            :func:`~.run.resume`.
+        Interrupted, SentimentError: as :func:`~.run.train` and :func:`~.run.resume` (``run.kept`` holds the best
+            epoch so far).
     """
-    run = setup(ctx, run_data, saved, pretrained)
+    ctx = run.ctx
     if ctx.config.training.epochs == 0:
         _ngram_alone(run)
         return run
@@ -66,7 +62,7 @@ def fit(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrain
             if not _budget_ends(run):
                 raise
             run.state.metrics["ended_by_budget"] = {"epoch": epoch, "steps": run.scheduler.last_epoch}
-            break   # the budget, not a signal: the best completed epoch is on disk and is kept
+            break   # the budget, not a signal: the best completed epoch is kept
         validation = _validate(run)
         _end_of_epoch(run, epoch, totals, validation)
         if run.state.metrics["stopped_early"] or _steps_spent(run):
@@ -93,23 +89,28 @@ def _fit_threads(run: Fit, first: bool) -> None:
 
 
 def _budget_ends(run: Fit) -> bool:
-    """Whether a stop ends the run as finished rather than interrupted: the stop flag is a time budget's (the
-    search's trials: ``budget`` true, not a signal), one process, and an epoch is complete to keep."""
-    return bool(getattr(run.ctx.stop, "budget", False)) and run.state.epoch >= 1 and not run.ctx.info.enabled
+    """Whether a stop ends the run as finished rather than interrupted: the stop flag is a time budget's (a search
+    trial's, not a signal), one process, and an epoch is complete to keep."""
+    return run.ctx.stop.by_budget and run.state.epoch >= 1 and not run.ctx.info.enabled
+
+
+def _step_cap(run: Fit) -> int | None:
+    """The run's step limit (``ctx.steps``, sized by a search trial), or ``None``: its own schedule."""
+    return None if run.ctx.steps is None else run.ctx.steps.steps
 
 
 def _steps_spent(run: Fit) -> bool:
-    """Whether the stop flag's step budget (``max_steps``, set by the search's trials) is spent."""
-    cap = getattr(run.ctx.stop, "max_steps", None)
+    """Whether the run's step limit is spent."""
+    cap = _step_cap(run)
     return cap is not None and run.scheduler.last_epoch >= cap
 
 
 def _follow_step_budget(run: Fit) -> None:
-    """Fit the learning-rate schedule to the stop flag's step budget when it was set or changed: the run's own
-    schedule (warmup, then ``schedule``'s decay; ``constant`` decays linearly) over ``max_steps`` steps, so
+    """Fit the learning-rate schedule to the run's step limit when it was set or changed: the run's own
+    schedule (warmup, then ``schedule``'s decay; ``constant`` decays linearly) over that many steps, so
     the rate reaches zero at the last step whatever the budget allows (budgeted training: Li, Yumer & Ramanan,
     "Budgeted Training: Rethinking Deep Neural Network Training Under Resource Constraints", ICLR 2020)."""
-    cap = getattr(run.ctx.stop, "max_steps", None)
+    cap = _step_cap(run)
     if cap is None or cap == run.step_budget:
         return
     t = run.ctx.config.training
@@ -123,7 +124,7 @@ def _follow_step_budget(run: Fit) -> None:
 
 def _ngram_alone(run: Fit) -> None:
     """``[training] epochs = 0``: no encoder epoch. The dense head is zeroed, so the logits are the n-gram score's
-    alone (its token shares exact in every explanation; the encoder's are 0), then validated and saved as epoch 0
+    alone (its token shares exact in every explanation; the encoder's are 0), then validated and kept as epoch 0
     (no trainer state: there is nothing to resume)."""
     ctx = run.ctx
     with torch.no_grad():
@@ -136,7 +137,6 @@ def _ngram_alone(run: Fit) -> None:
     _track_best(run, 0, record, val_f1 if run.data.train.multi_label else val_acc)   # the first record: the best
     if ctx.info.is_main:
         _keep(run)
-    distributed.barrier(ctx.info)
 
 
 # ----------------------------------------------------------------------------- one epoch
@@ -318,8 +318,7 @@ def _end_of_epoch(run: Fit, epoch: int, totals: _EpochTotals,
                   validation: tuple[float | None, float | None, float | None]) -> None:
     """Record the epoch in the history, track the best epoch and patience, save, and report the epoch.
 
-    Saving (rank 0): the checkpoint when the epoch improved (else only ``metrics.json``), then the
-    trainer state of this epoch.
+    Saving (rank 0): the epoch's weights kept in memory when it improved, then the trainer state of this epoch.
     """
     val_loss, val_acc, val_f1 = validation
     record = {"epoch": epoch, "train_loss": totals.loss_sum / max(totals.seen, 1),
@@ -370,25 +369,19 @@ def _improves(state: LoopState, val_acc: float | None, val_loss: float | None) -
 
 
 def _keep(run: Fit) -> None:
-    """The epoch's weights become the kept ones: ``run.kept``, the record the post-fit steps start from (in
-    memory: they never read the weights back), written into the folder so that a stopped run keeps them."""
+    """The epoch's weights become the kept ones: ``run.kept``, the record the post-fit steps start from and the
+    orchestrator writes (in memory: nothing here writes or reads them back)."""
     ctx = run.ctx
     run.kept = CheckpointRecord.of(run.model, ctx.config, run.data.tokenizer_json, run.state.metrics, run.data.labels)
-    write_checkpoint(ctx.output, run.kept)
 
 
 def _save_epoch(run: Fit, epoch: int, improved: bool, rng: dict[str, torch.Tensor]) -> None:
-    """Keep the epoch's weights and write them (when ``improved``; else write only ``metrics.json``), then the
-    epoch's trainer state."""
+    """Keep the epoch's weights when ``improved``, then save the epoch's trainer state (with the kept epoch's)."""
     ctx, data, state = run.ctx, run.data, run.state
-    # Order matters: a crash between the two leaves the trainer state one epoch behind the best
-    # checkpoint, and resuming re-runs that epoch identically; the other order could not.
     if improved:
         _keep(run)
-    else:
-        write_metrics(ctx.output, state.metrics)
     save_trainer_state(ctx.output, TrainerState(
         epoch=epoch, config=ctx.config, vocab_size=run.model.vocab_size, progress=state.progress(),
         model=run.model.state_dict(), optimizer=run.optimizer.state_dict(),
         scheduler=run.scheduler.state_dict(), rng=rng, tokenizer_json=data.tokenizer_json,
-        world_size=ctx.info.world_size))
+        world_size=ctx.info.world_size, kept_epoch=state.metrics.get("best_epoch")))

@@ -2,16 +2,19 @@
 validation split (``search.py`` runs it first, then the encoder trials).
 
 Each fit is a :class:`~.candidate.Candidate`. The stage reads words alone, then (with a word or subword tokenizer and
-one label per text) each token's character n-grams beside them (:data:`PIECE_FITS`), or (several labels per text) term
-frequencies of the commoner n-grams (:data:`TERM_READING`), with those character n-grams too; it leaves each
+one label per text) each token's character n-grams beside them (:attr:`~.policy.NgramStagePolicy.piece_fits`), or
+(several labels per text) term frequencies of the commoner n-grams (:attr:`~.policy.NgramStagePolicy.term_reading`),
+with those character n-grams too; every number is the :class:`~.policy.NgramStagePolicy`'s; it leaves each
 reading's best fit in the run's data, so that an encoder trial reading the same rows takes it instead of fitting
 again (issue 54).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -19,7 +22,7 @@ import torch
 
 from ..config import Config
 from ..data.splits import DataSpec
-from ..data.tokenizer import build_tokenizer, tokenizer_kind, vocabulary
+from ..data.tokenizer import tokenizer_from_str, tokenizer_kind, vocabulary
 from ..errors import Interrupted
 from ..evaluation import calibration
 from ..inference.multilabel import fit_decision, row_binary_nll
@@ -28,21 +31,13 @@ from ..ngram.estimator import NgramEstimator
 from ..ngram.features import TFIDF, ngram_features, term_frequency, weighted_rows, word_pieces
 from ..ngram.fit import fit_key, fit_weighting, rows_digest
 from ..ngram.memory import fit_limit
-from ..ngram.selection import SEARCH_GRID
+from .budget import Budget
 from .callbacks import TrainCallbacks
 from .candidate import Candidate, result_line, within_se
 from .interrupts import StopFlag
+from .policy import DEFAULT, NgramStagePolicy
 from .run_data import RunData
 
-# Words' character n-grams beside the words (fastText's subword units; scikit-learn's char_wb): with a word or
-# subword tokenizer the stage then fits PIECE_FITS with character 2-PIECE_CHARS-grams within each token, TF-IDF rows
-# for LR and, for NB-LR at its best C on words, the words' own weighting (None), the form that did better on words
-# first. Validation log-loss, the best on words alone against the best with them: Arabic tweets (ASTD) 0.8653 against
-# 0.8243 (TF-IDF + LR C 3), Subj 0.2005 against 0.1768 (NB-LR C 1), TREC-6 0.3867 against 0.3798, IMDB 0.2516
-# against 0.2681 (docs/experiments.md, fourth session); Wisesight's 8,000 Unigram subwords (TF-IDF rows), NB-LR
-# C 10: 0.7263 against 0.6914, 72.25% against 73.42% accuracy (twelfth session).
-PIECE_CHARS = 5
-PIECE_FITS = (("lr", 3.0, "tfidf"), ("nb-lr", "best", None), ("lr", 10.0, "tfidf"))
 PIECE_TOKENIZERS = ("word", "unigram", "bpe")   # not characters: a character has no pieces
 
 
@@ -63,63 +58,71 @@ class Reading(NamedTuple):
         return cls(m.ngram_word_chars, m.ngram_weighting, m.ngram_max_n, m.ngram_min_df)._replace(**changes)
 
 
-# Several labels per text (Reuters' topics): a story about wheat says "wheat" many times, and binary features cannot
-# tell; n-grams seen in one training text and trigrams take most of a long text's TF-IDF norm. With several labels
-# the stage also fits LR per label over sublinear TF-IDF 1-2-grams in 2 training texts or more (TF-IDF rows put LR's
-# best C far above binary rows' 1): at TERM_CS's first C, then the rules' binary fit, then the others. Validation
-# log-loss, binary 1-3-grams at C 1 against this reading at C 30 / 100 / 300: Reuters 0.0239 against 0.0152 / 0.0149
-# / 0.0157; GoEmotions 0.1058 against 0.1121 / 0.1343 / - (docs/experiments.md, seventh session). With a word or
-# subword tokenizer the stage then fits the same reading with each token's character 2-PIECE_CHARS-grams beside the
-# terms, at TERM_CS's first C: Reuters 0.0124 against 0.0149 (GoEmotions 0.1055 against 0.1034; fifteenth session).
-TERM_READING = {"weighting": "sublinear", "max_n": 2, "min_df": 2}
 READING_SETTINGS = {"chars": "model.ngram_word_chars", "weighting": "model.ngram_weighting",
                     "max_n": "model.ngram_max_n", "min_df": "model.ngram_min_df"}
-TERM_CS = (100.0, 300.0, 30.0)   # in the order fitted
-
 FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
 
-# A form whose best C is at its grid's edge has its optimum beyond it: the stage goes on along this ladder of half
-# decades, EDGE_STEPS past the edge at most. Chinese hotel reviews (characters, TF-IDF rows): LR's validation
-# log-loss 0.3182, 0.2687, 0.2539, 0.2475 at C 1, 3, 10, 30 (docs/experiments.md, fifth session).
-C_LADDER = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
-EDGE_STEPS = 2
+
+@dataclass
+class NgramStage:
+    """What the n-gram stage measured: its candidates, and what the search's later costs are sized from.
+
+    Attributes:
+        candidates: one per fit (:func:`ngram_candidates`).
+        setup_seconds: seconds its tokenizer and feature matrices took (a refit makes them again on every row).
+        vocab_size: the tokenizer's vocabulary (0: no stage ran).
+        mean_tokens: a training text's mean token count, cut at ``max_length`` (0: no stage ran).
+        train_rows, num_labels: the training split's rows and classes.
+    """
+
+    candidates: list[Candidate] = field(default_factory=list)
+    setup_seconds: float = 0.0
+    vocab_size: int = 0
+    mean_tokens: int = 0
+    train_rows: int = 0
+    num_labels: int = 2
 
 
-def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str],
-                     end: float, stop: StopFlag | None = None) -> list[Candidate]:
-    """The n-gram score alone, each form at each C of ``SEARCH_GRID`` (a form or C the command line pinned: that
-    one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while the next fit
-    (as long as the longest so far) ends before ``end`` (one fit at least), then past a grid's edge while a form's
-    best C is at it (:func:`past_the_edge`). When the imbalance rule balanced the
-    classes (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past
-    ``end`` (the weighting is the encoder trials' loss's too: balanced weights can keep a short encoder schedule
-    on the rare class, docs/experiments.md), and the other fits take whichever weighting scored better. With a
-    word or subword tokenizer, :data:`PIECE_FITS` follow with each token's character n-grams (:func:`_piece_fits`), the
-    first of them both ways again when the weighting is searched; the fits on words alone leave time for the first
-    of them (:func:`_piece_reserve`).
+def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str], budget: Budget,
+                     stop: StopFlag | None = None, policy: NgramStagePolicy = DEFAULT.ngram) -> NgramStage:
+    """The n-gram score alone, each form at each C of :attr:`NgramStagePolicy.grid` (a form or C the command line
+    pinned: that one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while
+    the next fit (as long as the longest so far) ends within ``budget`` (one fit at least), then past a grid's edge
+    while a form's best C is at it (:func:`past_the_edge`). When the imbalance rule balanced the classes
+    (:func:`_weighting_searched`), the first form and C is fitted unweighted too, second, even past the budget (the
+    weighting is the encoder trials' loss's too), and the other fits take whichever weighting scored better. With
+    a word or subword tokenizer, :attr:`NgramStagePolicy.piece_fits` follow with each token's character n-grams
+    (:func:`_piece_fits`), the first of them both ways again when the weighting is searched; the fits on words
+    alone leave time for the first of them (:func:`_piece_reserve`). With several labels per text,
+    :attr:`NgramStagePolicy.term_reading` is fitted first.
 
-    The texts are tokenized as the n-gram score alone's run will tokenize them (a vocabulary built on the
-    training split), so that run reads the same ids (:meth:`~.run_data.RunData.ids` keeps them).
+    The texts are tokenized as the n-gram score alone's run will tokenize them (the run's tokenizer, built once
+    on the training split: :meth:`~.run_data.RunData.tokenizer_json`), so that run reads the same ids.
 
     Returns:
-        One :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and ``model.ngram_c`` (and
-        ``model.ngram_word_chars``, ``model.ngram_weighting``, ``training.class_weight`` where the fit read or
-        weighed otherwise than the config); none without an n-gram score (``[model] ngram_buckets = 0``).
+        :class:`NgramStage`: one :class:`Candidate` per fit, ``settings`` naming ``model.ngram_fit`` and
+        ``model.ngram_c`` (and ``model.ngram_word_chars``, ``model.ngram_weighting``, ``training.class_weight``
+        where the fit read or weighed otherwise than the config); none without an n-gram score (``[model]
+        ngram_buckets = 0``).
 
     Raises:
         DataError: as the fit (too few classes, a fit above ``[training] ngram_fit_gb``).
         Interrupted: ``stop`` was set (a signal), checked before each fit.
     """
     m = config.model
+    train, val = data.splits(DataSpec.from_config(config))
+    stage = NgramStage(train_rows=len(train), num_labels=len(train.label_names))
     if not m.ngram_buckets:
-        return []
-    spec = DataSpec.from_config(config)
-    train, val = data.splits(spec)
+        return stage
     cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
-    tokenizer = build_tokenizer(train.texts, config.data, length=len(train))
+    began = budget.clock()
+    tokenizer = tokenizer_from_str(data.tokenizer_json(train, config.data, cb.on_stage), "the run's tokenizer")
     features = _StageFeatures(config, data, tokenizer, train, val)
+    stage.vocab_size, stage.mean_tokens = tokenizer.get_vocab_size(), features.mean_tokens()
+    features.of(Reading.of(config))
+    stage.setup_seconds = budget.clock() - began
     k, y_val = len(train.label_names), np.asarray(val.labels)
-    grid = {form: Cs for form, Cs in SEARCH_GRID.items() if "model.ngram_fit" not in given or m.ngram_fit == form}
+    grid = {form: Cs for form, Cs in policy.grid_dict().items() if "model.ngram_fit" not in given or m.ngram_fit == form}
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
@@ -128,23 +131,37 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
         key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df)
         return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
 
-    fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label))
-    terms = Reading.of(config, **TERM_READING) if _tries_terms(config, given, train.multi_label) else None
-    if terms:   # first: a short budget's share may hold one fit (Reuters' 300 s: 90 s, one fit of 68 s)
-        cb.on_stage("the search: the n-gram score alone over sublinear TF-IDF 1-2-grams in 2 training texts or more")
-        fits.terms(terms, end, TERM_CS[:1])
-    pieces = _tries_pieces(config, given, train.multi_label, tokenizer)
-    reserve = (lambda: _piece_reserve(fits.out, grid, features, end)) if pieces else None
-    fits.words(grid, Reading.of(config), end, reserve)
+    fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label), budget,
+                 policy)
+    _fit_readings(fits, config, given, grid, features, tokenizer, train.multi_label, cb)
+    _leave_fits(fits.out, data)
+    stage.candidates = fits.out
+    return stage
+
+
+def _fit_readings(fits: "_Fits", config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
+                  features: "_StageFeatures", tokenizer: Any, multi_label: bool, cb: TrainCallbacks) -> None:
+    """The stage's fits in order: the term reading's first C (several labels per text: a short budget's share may
+    hold one fit; Reuters' 300 s: 90 s, one fit of 68 s), words alone, words with their pieces, then the term
+    reading with pieces and at its other C's."""
+    policy = fits.policy
+    terms = Reading.of(config, **dataclasses.asdict(policy.term_reading)) \
+        if _tries_terms(config, given, multi_label) else None
+    if terms:
+        cb.on_stage(f"the search: the n-gram score alone over {terms.weighting} TF-IDF 1-{terms.max_n}-grams in "
+                    f"{terms.min_df} training texts or more")
+        fits.terms(terms, policy.term_cs[:1])
+    pieces = _tries_pieces(config, given, multi_label, tokenizer)
+    reserve = (lambda: _piece_reserve(fits.out, grid, features, fits.budget, policy)) if pieces else None
+    fits.words(grid, Reading.of(config), reserve)
     if pieces:
-        _add_pieces(fits, config, given, grid, features, end, cb)
+        _add_pieces(fits, config, given, grid, features, cb)
     if terms:
         if _reads_pieces(config, given, tokenizer):   # each token's character n-grams beside the terms
-            cb.on_stage(f"the search: the same terms with each token's character 2-{PIECE_CHARS}-grams")
-            fits.terms(terms._replace(chars=PIECE_CHARS), end, TERM_CS[:1], features.size_ratio(PIECE_CHARS))
-        fits.terms(terms, end, TERM_CS[1:])
-    _leave_fits(fits.out, data)
-    return fits.out
+            chars = policy.piece_chars
+            cb.on_stage(f"the search: the same terms with each token's character 2-{chars}-grams")
+            fits.terms(terms._replace(chars=chars), policy.term_cs[:1], features.size_ratio(chars))
+        fits.terms(terms, policy.term_cs[1:])
 
 
 def _leave_fits(out: list[Candidate], data: RunData) -> None:
@@ -161,38 +178,39 @@ class _Fits:
     """The n-gram stage's candidates, fitted one at a time by ``fit(form, C, class_weight, reading)``, each in the
     class weighting found better so far (``weighting``; ``searched``: :func:`_weighting_searched`)."""
 
-    def __init__(self, fit: Callable[..., Candidate], weighting: str, searched: bool):
-        self.fit, self.weighting, self.searched = fit, weighting, searched
+    def __init__(self, fit: Callable[..., Candidate], weighting: str, searched: bool, budget: Budget,
+                 policy: NgramStagePolicy):
+        self.fit, self.weighting, self.searched, self.budget, self.policy = fit, weighting, searched, budget, policy
         self.out: list[Candidate] = []
 
-    def next_ends_past(self, end: float) -> bool:
-        """Whether a fit as long as the longest so far would end past ``end`` (never before the first fit)."""
-        return time.monotonic() + max((c.seconds for c in self.out), default=0.0) > end
+    def next_fits(self, budget: Budget) -> bool:
+        """Whether a fit as long as the longest so far ends within ``budget`` (always before the first fit)."""
+        return budget.fits(max((c.seconds for c in self.out), default=0.0))
 
-    def words(self, grid: dict[str, tuple[float, ...]], reading: Reading, end: float,
+    def words(self, grid: dict[str, tuple[float, ...]], reading: Reading,
               reserve: Callable[[], float] | None = None) -> None:
         """Words alone as the config reads them (``reading``; its weighting is not the class weighting): each
-        form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends before
-        ``end`` less ``reserve()`` seconds (kept for the fits with word pieces, :func:`_piece_reserve`; one fit at
-        least), then past a grid's edge (:func:`past_the_edge`)."""
+        form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends within
+        the budget less ``reserve()`` seconds (kept for the fits with word pieces, :func:`_piece_reserve`; one fit
+        at least), then past a grid's edge (:func:`past_the_edge`)."""
         def stop() -> bool:
-            return self.next_ends_past(end - (reserve() if reserve else 0.0))
+            return not self.next_fits(self.budget.less(reserve() if reserve else 0.0))
 
         for i, (form, C) in enumerate(fit_order(grid, reading.weighting)):
             if self.out and stop():
                 break
             self.add(form, C, reading, i == 0)
-        while (edge := past_the_edge(self.out, grid)) and not stop():
+        while (edge := past_the_edge(self.out, grid, self.policy)) and not stop():
             self.add(*edge, reading, False)
 
-    def terms(self, reading: Reading, end: float, Cs: tuple[float, ...], scale: float = 1.0) -> None:
-        """LR per label over ``reading`` (:data:`TERM_READING`, perhaps with word pieces) at each of ``Cs`` in turn
-        while the next fit ends before ``end`` (the first fit of the stage always): a fit as long as the longest so
+    def terms(self, reading: Reading, Cs: tuple[float, ...], scale: float = 1.0) -> None:
+        """LR per label over ``reading`` (the term reading, perhaps with word pieces) at each of ``Cs`` in turn while
+        the next fit ends within the budget (the first fit of the stage always): a fit as long as the longest so
         far, or as the slowest over terms times ``scale`` (the entries word pieces add,
         :meth:`_StageFeatures.size_ratio`) when that is longer."""
         for C in Cs:
             slowest = max((c.seconds for c in self.out if reads_terms(c.settings)), default=0.0)
-            if self.next_ends_past(end) or (self.out and time.monotonic() + slowest * scale > end):
+            if not self.next_fits(self.budget) or (self.out and not self.budget.fits(slowest * scale)):
                 break
             self.add("lr", C, reading, False)
 
@@ -219,10 +237,14 @@ class _StageFeatures:
         self.config, self.tokenizer = config, tokenizer
         self.train_ids = data.ids(tokenizer, train.texts, config.data)
         self.val_ids = data.ids(tokenizer, val.texts, config.data)
-        self.labels = train.labels
+        self.labels, self.max_length = train.labels, config.data.max_length
         self.made: dict[Reading, tuple[Any, Any, str]] = {}
         self.tables: dict[int, torch.Tensor] = {}
         self.ratios: dict[int, float] = {}
+
+    def mean_tokens(self) -> int:
+        """A training text's mean token count (its ids are cut at ``max_length``)."""
+        return int(round(float(np.mean(self.train_ids.lengths)))) if len(self.train_ids) else 0
 
     def pieces(self, chars: int) -> torch.Tensor | None:
         """The vocabulary's pieces table for ``chars`` (``None`` for 0), made once for both weightings and the
@@ -258,26 +280,28 @@ class _StageFeatures:
         return self.ratios[chars]
 
 
-def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]]) -> tuple[str, float] | None:
-    """``(form, C)``: the next C of :data:`C_LADDER` past a form's grid, when the best fit of that form on words
+def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]],
+                  policy: NgramStagePolicy = DEFAULT.ngram) -> tuple[str, float] | None:
+    """``(form, C)``: the next C of :attr:`NgramStagePolicy.c_ladder` past a form's grid, when the best fit of that form on words
     alone (by :meth:`Candidate.rank_key`) has the largest or the smallest C fitted so far, every C of its grid was
     fitted, and the best beats its neighbour inside by more than one paired standard error of validation log-loss
     (:func:`~.candidate.within_se`: a slope within noise says the optimum is flat there, and each step costs a fit;
-    IMDB's NB-LR at C 1 against 0.3, 0.2516 against 0.2525); at most :data:`EDGE_STEPS` past each edge. ``None``
+    IMDB's NB-LR at C 1 against 0.3, 0.2516 against 0.2525); at most :attr:`~NgramStagePolicy.edge_steps` past each edge. ``None``
     when no form's best is at such an edge (a grid of one C, as a pinned C or a multi-label run's, has none)."""
     words = [c for c in out if c.complete and "model.ngram_word_chars" not in c.settings]
+    ladder, steps = policy.c_ladder, policy.edge_steps
     for form, Cs in grid.items():
         mine = [c for c in words if c.settings["model.ngram_fit"] == form]
         tried = sorted({c.settings["model.ngram_c"] for c in mine})
-        if len(Cs) < 2 or not set(Cs) <= set(tried) or not set(tried) <= set(C_LADDER):
+        if len(Cs) < 2 or not set(Cs) <= set(tried) or not set(tried) <= set(ladder):
             continue
         best = max(mine, key=Candidate.rank_key)
         C = best.settings["model.ngram_c"]
-        i = C_LADDER.index(C)
-        if C == tried[-1] and i + 1 < len(C_LADDER) and C_LADDER[i + 1] <= _ladder_step(max(Cs), EDGE_STEPS):
-            step, inner = C_LADDER[i + 1], tried[-2]
-        elif C == tried[0] and i > 0 and C_LADDER[i - 1] >= _ladder_step(min(Cs), -EDGE_STEPS):
-            step, inner = C_LADDER[i - 1], tried[1]
+        i = ladder.index(C)
+        if C == tried[-1] and i + 1 < len(ladder) and ladder[i + 1] <= _ladder_step(ladder, max(Cs), steps):
+            step, inner = ladder[i + 1], tried[-2]
+        elif C == tried[0] and i > 0 and ladder[i - 1] >= _ladder_step(ladder, min(Cs), -steps):
+            step, inner = ladder[i - 1], tried[1]
         else:
             continue
         neighbour = max((c for c in mine if c.settings["model.ngram_c"] == inner), key=Candidate.rank_key)
@@ -286,19 +310,19 @@ def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]]) -> t
     return None
 
 
-def _ladder_step(C: float, steps: int) -> float:
-    """The C ``steps`` rungs of :data:`C_LADDER` from ``C`` (clipped to the ladder's ends)."""
-    i = min(max(C_LADDER.index(C) + steps, 0), len(C_LADDER) - 1)
-    return C_LADDER[i]
+def _ladder_step(ladder: tuple[float, ...], C: float, steps: int) -> float:
+    """The C ``steps`` rungs of ``ladder`` from ``C`` (clipped to the ladder's ends)."""
+    i = min(max(ladder.index(C) + steps, 0), len(ladder) - 1)
+    return ladder[i]
 
 
 def reads_terms(settings: dict[str, Any]) -> bool:
-    """Whether a candidate's ``settings`` are :data:`TERM_READING`'s (the only reading that sets ``min_df``)."""
+    """Whether a candidate's ``settings`` are the term reading's (the only reading that sets ``min_df``)."""
     return "model.ngram_min_df" in settings
 
 
 def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bool:
-    """Whether the stage also fits :data:`TERM_READING`: several labels per text, plain LR (the multi-label rules'
+    """Whether the stage also fits the term reading: several labels per text, plain LR (the multi-label rules'
     form), and none of the reading's settings given on the command line or set otherwise than their defaults."""
     m = config.model
     return (multi_label and m.ngram_fit == "lr" and not m.ngram_word_chars and m.ngram_weighting == "binary"
@@ -321,18 +345,18 @@ def _reads_pieces(config: Config, given: frozenset[str], tokenizer: Any) -> bool
 
 
 def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
-                features: _StageFeatures, end: float, cb: TrainCallbacks) -> None:
+                features: _StageFeatures, cb: TrainCallbacks) -> None:
     """Fit :func:`_piece_fits`' fits with word pieces, the first of them both ways when the class weighting is
     searched; a weighting given on the command line stays. The fits stop once one loses to its form's best fit on
     words alone beyond one paired standard error (:func:`_pieces_lose`)."""
-    pieces = _piece_fits(fits.out, grid, features, end)
+    pieces = _piece_fits(fits.out, grid, features, fits.budget, fits.policy)
     if pieces:
-        cb.on_stage(f"the search: the n-gram score alone with each token's character 2-{PIECE_CHARS}-grams")
+        cb.on_stage(f"the search: the n-gram score alone with each token's character 2-{fits.policy.piece_chars}-grams")
     words = _best_of_each_form(fits.out)   # on words alone
-    for i, (form, C, (chars, tf), _) in enumerate(pieces):
+    for i, (form, C, tf, _) in enumerate(pieces):
         tf = config.model.ngram_weighting if tf is None or "model.ngram_weighting" in given else tf
         made = len(fits.out)
-        fits.add(form, C, Reading.of(config, chars=chars, weighting=tf), i == 0)
+        fits.add(form, C, Reading.of(config, chars=fits.policy.piece_chars, weighting=tf), i == 0)
         lost = _pieces_lose(fits.out[made:], words) if i + 1 < len(pieces) else None
         if lost is not None:
             cb.on_note(f"no further fit with word pieces: {lost[0].name}, validation log-loss {lost[0].nll:.4f}, "
@@ -344,9 +368,9 @@ def _pieces_lose(new: list[Candidate], words: dict[str, Candidate]) -> tuple[Can
     """``(fit, on words)`` when the fit with word pieces just made (``new``: the better of the two when the weighting
     was searched) loses to its form's best fit on words alone (``words``, :func:`_best_of_each_form`) by more than
     one paired standard error of validation log-loss (:func:`~.candidate.within_se`); else ``None``. A reading that
-    loses where the form did best gets no more fits: on IMDB each word's character n-grams lost on every form (NB-LR
-    C 3 0.2686 against its 0.2513 on words; LR C 3 and 10 0.2904 and 0.2845 against 0.2687), and beside two busy
-    processes the two further fits took 160 s of the encoder's time (sixteenth session, docs/experiments.md)."""
+    loses where the form did best gets no more fits: on IMDB each word's character n-grams lost on every form, and
+    beside two busy processes the two further fits took 160 s of the encoder's time (``docs/decisions.md``, word
+    pieces; 2026-11-30)."""
     done = [c for c in new if c.complete]
     if not done:
         return None
@@ -365,49 +389,46 @@ def _best_of_each_form(candidates: list[Candidate]) -> dict[str, Candidate]:
     return best
 
 
-def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
-                end: float) -> list[tuple[str, float, tuple[int, str | None], float]]:
-    """The fits ``(form, C, (chars, weighting), seconds)`` with word pieces: :data:`PIECE_FITS` of the forms in ``grid``
-    (NB-LR at its best C on words alone), the form whose best fit on words ranked higher first (in
-    :data:`PIECE_FITS`' order within a form), each kept when the fits' time (:func:`_piece_seconds`) still ends
-    before ``end``; a ``None`` weighting is the words' own. A fit too long for what is left gives way to a cheaper
-    one: Wisesight beside two busy processes made no fit with pieces, LR's (about 340 s) too long for its share while
-    NB-LR's (about 45 s; NB-LR C 10 with pieces was the quiet run's best) would have fitted (fourteenth session)."""
+def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures, budget: Budget,
+                policy: NgramStagePolicy) -> list[tuple[str, float, str | None, float]]:
+    """The fits ``(form, C, weighting, seconds)`` with word pieces: :attr:`NgramStagePolicy.piece_fits` of the forms
+    in ``grid``, the form whose best fit on words ranked higher first (in the policy's order within a form), each
+    kept when the fits' time (:func:`_piece_seconds`) still ends within ``budget``; a ``None`` weighting is the
+    words' own. A fit too long for what is left gives way to a cheaper one: Wisesight beside two busy processes
+    made no fit with pieces, LR's (about 340 s) too long for its share while NB-LR's (about 45 s) would have fitted
+    (``docs/decisions.md``, word pieces; 2026-11-30)."""
     done = [c for c in out if c.complete]
-    if not done or time.monotonic() > end:
+    if not done or budget.over():
         return []
     best = _best_of_each_form(done)
     order = list(best)   # the forms fitted on words, the better first
-    kept, spent = [], time.monotonic()
-    fitted = [fit for fit in PIECE_FITS if fit[0] in best]
-    for form, C, weighting in sorted(fitted, key=lambda fit: order.index(fit[0])):
-        if form not in grid or (C != "best" and C not in grid[form]):   # a form or C the command line left out
+    kept, spent = [], 0.0
+    for fit in sorted((f for f in policy.piece_fits if f.form in best), key=lambda f: order.index(f.form)):
+        if fit.form not in grid or (not fit.c_of_words and fit.c not in grid[fit.form]):   # left out by the command line
             continue
-        C = best[form].settings["model.ngram_c"] if C == "best" else C   # perhaps past the edge (past_the_edge)
-        seconds = _piece_seconds(done, form, features)
-        if spent + seconds <= end:
+        C = best[fit.form].settings["model.ngram_c"] if fit.c_of_words else fit.c   # perhaps past the edge
+        seconds = _piece_seconds(done, fit.form, features, policy.piece_chars)
+        if budget.fits(spent + seconds):
             spent += seconds
-            kept.append((form, C, (PIECE_CHARS, weighting), seconds))
+            kept.append((fit.form, C, None if fit.weighting_of_words else fit.weighting, seconds))
     return kept
 
 
-def _piece_seconds(done: list[Candidate], form: str, features: _StageFeatures) -> float:
+def _piece_seconds(done: list[Candidate], form: str, features: _StageFeatures, chars: int) -> float:
     """A fit's estimated seconds with word pieces: the form's slowest fit on words alone (of ``done``, complete
     fits) times :meth:`_StageFeatures.size_ratio` (Turkish news topics, NB-LR: 16 s on words, 45-69 s with pieces,
     4.3 times the entries)."""
-    return max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) * features.size_ratio(PIECE_CHARS)
+    return max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) * features.size_ratio(chars)
 
 
 def _piece_reserve(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
-                   end: float) -> float:
+                   budget: Budget, policy: NgramStagePolicy) -> float:
     """Seconds the fits on words alone leave for the first fit with word pieces: :func:`_piece_fits`' first, the best
-    form's or, when that no longer ends before ``end``, a cheaper one's; 0 before any fit or when none fits (the
-    words then take the time: Wisesight beside two busy processes stopped after two fits on words to keep about
-    280 s its share could not hold, fourteenth session). Without a reserve a short share went to more C's on words
-    alone and held no fit with pieces: SST-5's 90 s held nine fits on words (the best validation log-loss 1.4005)
-    and none with pieces (NB-LR C 0.1: 1.3735); 2,750 Turkish news articles' 90 s, four fits on words (0.2931) and
-    none with pieces (0.2493; docs/experiments.md, thirteenth session)."""
-    fits = _piece_fits(out, grid, features, end)
+    form's or, when that no longer fits ``budget``, a cheaper one's; 0 before any fit or when none fits (the words
+    then take the time). Without a reserve a short share went to more C's on words alone and held no fit with
+    pieces: SST-5's 90 s held nine fits on words (the best validation log-loss 1.4005) and none with pieces (NB-LR
+    C 0.1: 1.3735; ``docs/decisions.md``, word pieces; 2026-11-30)."""
+    fits = _piece_fits(out, grid, features, budget, policy)
     return fits[0][3] if fits else 0.0
 
 
@@ -497,7 +518,7 @@ def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool
     classes (``training.class_weight``, the imbalance rule) and the command line did not pin it. Balanced
     weights help where the validation split's classes are spread unlike the training split's (SST-5's phrases
     and sentences) and cost accuracy where they are spread alike (Wisesight: 0.8 point of dev accuracy); the
-    validation split says which (docs/experiments.md, "Class weights chosen on validation"). Single-label runs
+    validation split says which (``docs/decisions.md``, class weights). Single-label runs
     only: a multi-label run's weights are each label's positives'."""
     return (config.training.class_weight == "balanced" and "training.class_weight" not in given
             and not multi_label)

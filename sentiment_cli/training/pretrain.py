@@ -53,6 +53,7 @@ import time
 import uuid
 import zlib
 from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ from ..checkpoint import CONFIG_FILE, Checkpoint, CheckpointRecord, check_writab
 from ..config import Config
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec
 from ..errors import CheckpointError, ConfigError, Interrupted, SentimentError, UsageError
+from .budget import Budget
 from .interrupts import StopFlag
 from ..outputs import check_output_folder
 from .lock import output_lock
@@ -83,8 +85,9 @@ from .run_data import RunData
 
 def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
              stop: StopFlag | None = None, data: RunData | None = None, force: bool = False,
-             seconds: float | None = None) -> TrainResult:
-    """Pretrain with ``[pretrain] objective`` and write the result to ``output`` after every epoch.
+             budget: Budget | None = None) -> TrainResult:
+    """Pretrain with ``[pretrain] objective`` and write the result to ``output`` once: at the end, or at a stop
+    with the epochs completed by then.
 
     Reads the ``[model]``, ``[data]`` and ``[pretrain]`` settings, and
     ``seed`` and ``device`` from ``[training]``. The tokenizer is built on the
@@ -98,13 +101,13 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
         callbacks: progress hooks (``on_stage``, ``on_epoch_start``, ``on_step``
             with the masked-word loss and accuracy (mlm only), ``on_epoch_end``).
         stop: polled at every step (mlm) or epoch (word2vec); once set, the
-            run stops. Epochs already completed stay saved; there is no
+            run stops. The epochs already completed are written; there is no
             resuming a pretraining run.
         data: the source, when a training run has read it already (:class:`~.run_data.RunData` of
             ``[data] source`` made absolute); ``None``: read here.
-        seconds: wall-clock seconds the stage may take (the default's search gives it a share of its time
-            budget); no epoch starts that the mean epoch so far projects past it, and the first always runs.
-            ``metrics.json``'s ``"stopped_by_time"`` then says after which epoch. ``None``: every epoch.
+        budget: the stage's part of the default's time budget (:class:`~.budget.Budget`); no epoch starts that the
+            mean epoch so far projects past it, and the first always runs. ``metrics.json``'s
+            ``"stopped_by_time"`` then says after which epoch. ``None``: every epoch.
 
     Returns:
         :class:`~.callbacks.TrainResult` with the folder and its ``metrics.json`` content.
@@ -127,7 +130,7 @@ def pretrain(config: Config, output: str | Path, callbacks: TrainCallbacks | Non
     check_writable(output)
     check_output_folder(output, force=force)   # a folder of the user's files only with --force
     with output_lock(output):
-        return _pretrain_locked(config, output, cb, stop, device, data, seconds)
+        return _pretrain_locked(config, output, cb, stop, device, data, budget)
 
 
 # Reviews tokenized between two polls of the stop flag (a fraction of a second on one core).
@@ -135,10 +138,11 @@ TOKENIZE_CHUNK = 1024
 
 
 def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
-                     device: torch.device, data: RunData | None, seconds: float | None = None) -> TrainResult:
-    """:func:`pretrain`'s work, once it holds ``output``'s lock."""
+                     device: torch.device, data: RunData | None, budget: Budget | None = None) -> TrainResult:
+    """:func:`pretrain`'s work, once it holds ``output``'s lock: the record kept in memory after each epoch,
+    written once at the end (or at a stop)."""
     start = time.perf_counter()
-    limit = _TimeLimit(start, seconds, config.pretrain.epochs)
+    limit = _TimeLimit(budget, config.pretrain.epochs)
     seed_everything(config.training.seed)
     source = absolute_source(config.data.source)
     texts, tokenizer = _texts_and_tokenizer(config, data or RunData(source), cb, stop)
@@ -146,38 +150,45 @@ def _pretrain_locked(config: Config, output: Path, cb: TrainCallbacks, stop: Sto
     model = SentimentClassifier.from_config(config, tokenizer.get_vocab_size())
     metrics = _new_metrics(config, model, source, len(texts), device)
 
+    kept: list[CheckpointRecord] = []
+
     def save_epoch(record: dict) -> None:
         metrics["history"].append(record)
         metrics["wall_time_seconds"] = time.perf_counter() - start
         if limit.ends_after(record["epoch"]):
-            metrics["stopped_by_time"] = {"epoch": record["epoch"], "of": config.pretrain.epochs, "seconds": seconds}
+            metrics["stopped_by_time"] = {"epoch": record["epoch"], "of": config.pretrain.epochs,
+                                          "seconds": budget.seconds}
             cb.on_note(f"pretraining ends after epoch {record['epoch']} of {config.pretrain.epochs}: another would "
-                       f"end past its {seconds:,.0f} s share of the time budget")
-        write_checkpoint(output, CheckpointRecord.of(model, config, tokenizer_json, metrics))
+                       f"end past its {budget.seconds:,.0f} s share of the time budget")
+        kept[:] = [CheckpointRecord.of(model, config, tokenizer_json, metrics)]
         cb.on_epoch_end(record)
 
     check_stop = functools.partial(_check_stop, stop, output, config.pretrain.epochs)
-    if objectives.objective(config.pretrain.objective).step is None:   # its own loop: word2vec's
-        _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch, limit)
-    else:
-        cb.on_stage(f"tokenizing {len(texts):,} texts")
-        _encoder_pretraining(config, model.to(device), device, _encode_polling(tokenizer, texts, config, check_stop),
-                             cb, check_stop, save_epoch, limit)
+    try:
+        if objectives.objective(config.pretrain.objective).step is None:   # its own loop: word2vec's
+            _word2vec(config, model, tokenizer, texts, cb, stop, check_stop, save_epoch, limit)
+        else:
+            cb.on_stage(f"tokenizing {len(texts):,} texts")
+            _encoder_pretraining(config, model.to(device), device,
+                                 _encode_polling(tokenizer, texts, config, check_stop), cb, check_stop, save_epoch,
+                                 limit)
+    finally:   # the epochs completed, written once (a stop keeps them)
+        if kept:
+            write_checkpoint(output, kept[0])
     return TrainResult(output, metrics)
 
 
 class _TimeLimit:
     """Whether pretraining ends after an epoch: the next one, at the mean epoch's length so far, would end past
-    ``seconds`` from ``start`` (``time.perf_counter()``); ``seconds`` ``None`` never ends it early.
+    ``budget``; ``None`` never ends it early.
 
     Args:
-        start: when the stage began (its tokenizing counts).
-        seconds: the stage's share of the time budget, or ``None``.
+        budget: the stage's part of the time budget (its tokenizing counts), or ``None``.
         epochs: ``[pretrain] epochs`` (the last never ends early: it is the end).
     """
 
-    def __init__(self, start: float, seconds: float | None, epochs: int):
-        self.start, self.seconds, self.epochs = start, seconds, epochs
+    def __init__(self, budget: Budget | None, epochs: int):
+        self.budget, self.epochs = budget, epochs
         self.first_epoch_began: float | None = None
         self.ended_after: int | None = None
 
@@ -189,11 +200,10 @@ class _TimeLimit:
         """Called once at the end of each epoch; ``True`` (and every call after) once no other epoch fits."""
         if self.ended_after is not None:
             return False
-        if self.seconds is None or epoch >= self.epochs or self.first_epoch_began is None:
+        if self.budget is None or epoch >= self.epochs or self.first_epoch_began is None:
             return False
-        now = time.perf_counter()
-        mean = (now - self.first_epoch_began) / epoch
-        if now - self.start + mean > self.seconds:
+        mean = (time.perf_counter() - self.first_epoch_began) / epoch
+        if not self.budget.fits(mean):
             self.ended_after = epoch
             return True
         return False
@@ -212,15 +222,24 @@ def _texts_and_tokenizer(config: Config, data: RunData, cb: TrainCallbacks,
         DataError: the source cannot be loaded or lacks those splits.
         Interrupted: ``stop`` was set while the tokenizer was being built.
     """
-    p = config.pretrain
     if not data.loaded:   # else the training run's profile read it
         cb.on_stage(f"loading {data.source}")
+    texts = pretraining_texts(config, data)
+    cb.on_stage(f"building the tokenizer on {len(texts):,} texts ({config.pretrain.splits})")
+    return texts, _build_tokenizer_polling(texts, config, stop)
+
+
+def pretraining_texts(config: Config, data: RunData) -> list[str]:
+    """The texts of ``[pretrain] splits`` pretraining reads (never the validation hold-out or the test split), read
+    once by ``data``.
+
+    Raises:
+        DataError: the source lacks those splits (the message says what to give instead).
+    """
     hint = ("give unlabelled text with --unlabelled PATH, or learn from the labelled texts alone with "
             "--set pretrain.splits=train --set training.distill_reviews=0"   # distillation would stop next
             if config.training.distill_reviews else PRETRAIN_ALONE_HINT)
-    texts = data.pretraining_texts(DataSpec.from_config(config, data.source), p.splits, missing_hint=hint)
-    cb.on_stage(f"building the tokenizer on {len(texts):,} texts ({p.splits})")
-    return texts, _build_tokenizer_polling(texts, config, stop)
+    return data.pretraining_texts(DataSpec.from_config(config, data.source), config.pretrain.splits, missing_hint=hint)
 
 
 def _build_tokenizer_polling(texts: list[str], config: Config, stop: StopFlag) -> Tokenizer:
@@ -466,7 +485,8 @@ def _objective(pretrained) -> str:
 
 def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *,
                       stop: StopFlag | None = None, data: RunData | None = None,
-                      seconds: float | None = None) -> tuple[Checkpoint, bool]:
+                      budget: Budget | None = None,
+                      worth: Callable[[list[str]], bool] | None = None) -> tuple[Checkpoint | None, bool]:
     """The pretrained folder ``[training] init_from`` names, made first (the pretraining stage) when missing.
 
     This is what lets one ``sentiment train`` run the whole default job. The
@@ -479,10 +499,13 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         callbacks: progress hooks; the stage reports like ``sentiment pretrain``.
         stop: polled by the stage (see :func:`pretrain`).
         data: the run's source, read once (see :func:`pretrain`).
-        seconds: the stage's share of a time budget (see :func:`pretrain`); ``None``: every epoch.
+        budget: the stage's part of a time budget (see :func:`pretrain`); ``None``: every epoch.
+        worth: given the texts pretraining would read, whether to pretrain (the default's search asks whether its
+            budget holds the stage and an encoder trial after it); ``None``: always.
 
     Returns:
-        ``(checkpoint, made)``: the folder loaded by :func:`load_pretrained`, and whether this call made it.
+        ``(checkpoint, made)``: the folder loaded by :func:`load_pretrained`, and whether this call made it;
+        ``(None, False)`` when ``worth`` said no (nothing was made).
 
     Raises:
         CheckpointError, ConfigError: as :func:`load_pretrained`; also a folder there that is neither a
@@ -504,18 +527,21 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         p = config.pretrain
         cb.on_stage(f"no pretrained encoder in {directory}: pretraining one first ({p.objective}, {p.epochs} "
                     f"epochs on {p.splits}; `sentiment pretrain` runs this stage alone)")
-        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, seconds)
+        if worth is not None and not worth(pretraining_texts(config, data or RunData(absolute_source(
+                config.data.source)))):
+            return None, False
+        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, budget)
         made = True
     return load_pretrained(directory, config), made
 
 
 def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData | None,
-                   seconds: float | None = None) -> None:
+                   budget: Budget | None = None) -> None:
     """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     partial = directory.parent / f".{directory.name}.pretraining-{uuid.uuid4().hex[:8]}"
     try:
-        pretrain(config, partial, cb, stop=stop, data=data, seconds=seconds)
+        pretrain(config, partial, cb, stop=stop, data=data, budget=budget)
     except Interrupted as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise Interrupted(f"pretraining interrupted by {stop.reason or 'a signal'}; nothing was kept in "
@@ -527,6 +553,12 @@ def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: St
     if directory.is_dir():
         directory.rmdir()   # empty (checked above); a folder cannot be renamed over a non-empty one
     os.replace(partial, directory)
+
+
+def is_pretrained(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a pretraining folder's ``config.json`` already (``ensure_pretrained`` would load
+    it rather than pretrain)."""
+    return (Path(directory) / CONFIG_FILE).is_file()
 
 
 def _rebuild_hint(directory: Path) -> str:

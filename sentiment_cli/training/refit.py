@@ -13,36 +13,34 @@ refitted model trains on ``1 / (1 - validation_fraction)`` times the rows for as
 confidence is close to the first model's. Dev evidence is in ``docs/experiments.md`` ("The hold-out,
 trained on"); it costs a second fine-tuning.
 
-The refit trains into a hidden sibling folder (``.<output>.refit``) and moves its files into place only once
-it is done, so a stop during it leaves the first run's checkpoint, complete and calibrated, in the output
-folder. It is resumable: when it starts, ``<output>/trainer_state/refit.json`` records that the refit is in
+The refit trains into a hidden sibling folder (``.<output>.refit``), which holds only its trainer state; its record
+stays in memory until the orchestrator writes the output folder once. A stop during it writes the first run's
+record, complete and calibrated, into the output folder. It is resumable: when it starts, ``<output>/trainer_state/refit.json`` records that the refit is in
 progress and in which folder (``state.REFIT_FILE``); the second run saves its own trainer state there after
 every epoch, and a stop updates the record with the epochs it saved. ``train --resume <output>`` then finds
 the first run finished and the record present, and continues the refit (:func:`saved_refit`) from its last saved
 epoch, or starts it again when it saved none; either way the weights end bit-identical to an uninterrupted
 run's, as the second run is seeded on its own and resumes as any run does.
 
-This module holds the refit's pieces (its config, its folder, its record, the merged metrics, the move into
-place); the orchestrator (``run.py``) runs the second fit with them.
+This module holds the refit's pieces (its config, its folder, its record, the merged metrics); the orchestrator
+(``run.py``) runs the second fit with them and writes the result.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import METRICS_FILE, CheckpointRecord, _read_json, write_checkpoint
+from ..checkpoint import METRICS_FILE, _read_json
 from ..config import Config
 from ..errors import CheckpointError, Interrupted
-from ..evaluation.training_report import write_training_report
 from ..wording import plural
 from .callbacks import TrainResult
 from .context import RunContext
-from .state import (TrainerState, clear_trainer_state, has_trainer_state, load_trainer_state, refit_record_path,
-                    state_path, write_refit_record)
+from .state import (TrainerState, has_trainer_state, load_trainer_state, refit_record_path, state_path,
+                    write_refit_record)
 
 # What metrics.json keeps of the first run, under "held_out_run".
 FIRST_RUN_KEYS = ("history", "best_epoch", "best_validation_accuracy", "best_validation_f1_macro",
@@ -79,8 +77,10 @@ def start(ctx: RunContext, first: TrainResult) -> Path:
     """
     data, best = first.metrics["data"], int(first.metrics["best_epoch"])
     rows = data["train_examples"] + data["validation_examples"]
+    negated = data.get("negation_augment") or 0
+    extra = f", and the {2 * negated:,} rule-negated sentences" if negated else ""
     ctx.cb.on_stage(f"refit: training again on all {rows:,} training rows ({data['validation_examples']:,} held "
-                    f"out until now) for {plural(best, 'epoch')}, the held-out run's best")
+                    f"out until now){extra} for {plural(best, 'epoch')}, the held-out run's best")
     partial = partial_folder(ctx.output)   # the same name on every torchrun rank; rank 0 writes it
     if ctx.info.is_main:
         shutil.rmtree(partial, ignore_errors=True)
@@ -149,18 +149,8 @@ def merged_metrics(first: dict[str, Any], second: dict[str, Any]) -> dict[str, A
     return metrics
 
 
-def move_into_place(partial: Path, output: Path, record: CheckpointRecord):
-    """Write the refitted run's final ``record`` (its weights with the first run's temperature and weight, the
-    merged metrics) into ``partial``, then replace the output's files with it.
-
-    The first run's trainer state goes first: resuming it would continue other weights than the folder's.
-    Returns the rewritten card and curves (:func:`~sentiment_cli.evaluation.training_report.write_training_report`).
-    """
-    write_checkpoint(partial, record)
-    clear_trainer_state(partial)
-    clear_trainer_state(output)
-    for path in sorted(partial.iterdir()):
-        if path.is_file() and not path.name.startswith("."):   # not the lock file (output's own is held)
-            os.replace(path, output / path.name)
+def done(partial: Path, output: Path) -> None:
+    """The refit is over and its record in memory: its folder goes, and the output's record of a refit in progress
+    (the orchestrator then writes the refitted record into ``output`` once)."""
     shutil.rmtree(partial, ignore_errors=True)
-    return write_training_report(output)
+    refit_record_path(output).unlink(missing_ok=True)

@@ -44,8 +44,10 @@ def saved_run(directory: Path, epochs: int | None, device: str | None) -> tuple[
     return saved, config, _saved_loop_state(saved, state_path(directory))
 
 
-def check_same_data(saved: TrainerState, train_split: Split, val_split: Split, source: str) -> None:
-    """Refuse to resume on other data than the saved run's (split sizes and label set).
+def check_same_data(saved: TrainerState, train_split: Split, val_split: Split, source: str, augmented: int = 0) -> None:
+    """Refuse to resume on other data than the saved run's (split sizes and label set). ``augmented``: the
+    rule-negated sentence pairs at the end of ``train_split`` (not the user's rows; states saved before
+    2026-12-07 counted them).
 
     Raises:
         DataError: the training or validation split's size, or the label set, differs from the saved
@@ -53,8 +55,9 @@ def check_same_data(saved: TrainerState, train_split: Split, val_split: Split, s
     """
     data = saved.progress.get("metrics", {}).get("data", {})
     want = (data.get("train_examples"), data.get("validation_examples"))
-    if want != (len(train_split), len(val_split)):
-        raise DataError(f"{source}: now {len(train_split)} training / {len(val_split)} validation texts, "
+    rows = len(train_split) - 2 * augmented
+    if want not in ((rows, len(val_split)), (len(train_split), len(val_split))):
+        raise DataError(f"{source}: now {rows} training / {len(val_split)} validation texts, "
                         f"but the saved run had {want[0]} / {want[1]}; the data changed since the run started")
     labels = tuple(data.get("labels") or LABELS)   # runs saved before label sets: IMDB's
     if labels != train_split.label_names:

@@ -1,86 +1,88 @@
-"""A training run from end to end: :func:`train` and :func:`resume`, the only callers of the fit.
+"""A training run from end to end: :func:`train` and :func:`resume`, the only callers of the fit, and the one writer
+of the checkpoint folder.
 
 It reads top to bottom:
 
-- :func:`train` fixes the source (read once, :class:`~.run_data.RunData`), fits the default's settings
-  to it (``auto.py``) and calls ``_run``; :func:`resume` loads the saved trainer state (``resume.py``)
-  and calls ``_run`` with it.
-- ``_run`` fixes the run's :class:`~.context.RunContext` (config, output folder, callbacks, stop flag,
-  ranks, device), holds the output folder's lock (``lock.py``), makes the pretrained encoder first when
-  ``init_from`` asks for one (``pretrain.py``), opens the process group, then runs ``_fit`` and, when
-  wanted, the refit (``refit.py``: a second ``_run`` on every training row, into its own folder).
-- ``_fit``: the epochs (``loop.py``, which keeps the best epoch's checkpoint record in memory), then the
-  post-fit steps on the kept model in memory, each giving its part of the record (the n-gram score's weight
-  and the temperature, ``calibrate.py``; the behavioural record, on the run's final model), the record
-  written once (:func:`~sentiment_cli.checkpoint.write_checkpoint`), then the curves and the model card.
+- :func:`train` fixes the source (read once, :class:`~.run_data.RunData`) and the command's
+  :class:`~.budget.Budget`, fits the default's settings to the data (``auto.py``, with the
+  :class:`~.policy.Policy`'s rules), then runs the search (``search.py``) or one run (``_run``);
+  :func:`resume` loads the saved trainer state (``resume.py``) and calls ``_run`` with it.
+- ``_run`` fixes the run's :class:`~.context.RunContext`, holds the output folder's lock (``lock.py``), makes the
+  pretrained encoder first when ``init_from`` asks for one (``pretrain.py``), opens the process group, then runs
+  ``_fit`` and, when wanted, the refit (``refit.py``: a second ``_run`` on every training row, in its own folder).
+- ``_fit``: the epochs (``loop.py``, which keeps the best epoch's record in memory and saves only its trainer state),
+  then the post-fit steps on the kept model in memory, each giving its part of the record (the n-gram score's
+  weight and the temperature, ``calibrate.py``).
+- :func:`_publish`: the command's final record gets the behavioural suite's part and is written once
+  (:func:`~sentiment_cli.checkpoint.write_checkpoint`), then the curves and the model card; the trainer state goes
+  (``keep_state`` keeps it). Nothing else writes the checkpoint's files: a stop writes the record kept so far,
+  once, so that the folder holds a model to use while its trainer state holds the run to resume.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from . import auto, calibrate, distributed, loop, refit, search
-from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights, read_record, write_checkpoint
+from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights, write_checkpoint
 from ..config import Config
 from ..data.sources import absolute_source
 from ..data.splits import Split
 from ..errors import Interrupted, SentimentError, UsageError
-from ..model.classifier import SentimentClassifier
 from ..evaluation.training_report import write_training_report
+from ..model.classifier import SentimentClassifier
 from ..outputs import check_output_folder
 from ..runtime import native_bf16, resolve_device
+from .budget import Budget, StepLimit
 from .calibrate import Calibration
 from .callbacks import TrainCallbacks, TrainResult
 from .context import RunContext
 from .interrupts import StopFlag
 from .lock import output_lock
+from .policy import DEFAULT, Policy
 from .pretrain import ensure_pretrained, load_pretrained
 from .resume import saved_run
 from .run_data import RunData
-from .setup import Fit
-from .state import TrainerState, clear_trainer_state, refit_in_progress
+from .setup import Fit, setup
+from .state import STATE_DIR, TrainerState, clear_trainer_state, refit_in_progress
+from .trials import Runner
 
 __all__ = ["resume", "train"]
 
 
 def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
           stop: StopFlag | None = None, fit_to_data: frozenset[str] | None = None,
-          force: bool = False) -> TrainResult:
-    """Train a classifier and write the best epoch (by validation accuracy) to ``output``.
+          force: bool = False, policy: Policy = DEFAULT, keep_state: bool = False) -> TrainResult:
+    """Train a classifier and write its checkpoint folder to ``output``, once, at the end.
 
-    After every epoch the best checkpoint is refreshed (if the epoch improved; every epoch when ``[data]
-    validation_fraction`` is 0, so the last one is kept) and then the resumable state of that epoch is written to
-    ``output/trainer_state/`` (see :func:`resume`). Under ``torchrun`` the run is data-parallel (``distributed.py``).
+    Every epoch saves the resumable state of the run (``output/trainer_state/``, with the best epoch's weights; see
+    :func:`resume`); the checkpoint's files are written once the run is done (the best epoch by validation accuracy,
+    calibrated), or once at a stop (the best epoch so far). Under ``torchrun`` the run is data-parallel
+    (``distributed.py``).
 
     Args:
         config: the whole run configuration.
-        output: checkpoint folder; created if needed. A trainer state left there by an earlier run is removed first.
+        output: checkpoint folder; created if needed. A trainer state left there by an earlier run stays until this
+            run saves its own first epoch.
         callbacks: progress hooks (called on rank 0 only).
         stop: polled at every step; once set, the run stops before the next optimizer step (the epoch in progress
             is dropped).
         fit_to_data: apply the default's data rules (``auto.py``) to every key not in this set of
             ``section.key`` names (those the command line set), then, with ``[training] time_budget`` > 0,
-            search on the validation split (``search.py``); ``None``: apply none, and train once.
+            search on the validation split (``search.py``) within one budget from this call's start; ``None``:
+            apply none, and train once.
         force: write into an existing folder this tool did not make (never into the data or ``init_from``).
+        policy: the tuning numbers of the data rules, the search and the fit (:class:`~.policy.Policy`).
+        keep_state: keep the trainer state (optimizer moments, RNG states) in the finished folder, so that
+            ``train --resume --epochs N`` can train it longer; a stopped run always keeps it.
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
-
-    With ``[training] init_from`` set, the run starts from that ``sentiment pretrain`` folder: its tokenizer and
-    weights, with a freshly initialised dense head. When the folder is missing, the run makes it first (the
-    pretraining stage, :func:`~.pretrain.ensure_pretrained`). The source is read once
-    (:class:`~.run_data.RunData`): the default's rules, the pretraining stage and the fit take their parts from it.
-
-    A run with an n-gram score (or distillation) first fits it on the training split, in seconds
-    (``ngram/fit.py``; distillation's soft targets on unlabelled reviews: ``training/distill.py``). The
-    encoder's loss leaves the score out; validation, evaluation and prediction add it.
-
-    ``output`` is checked (:func:`~sentiment_cli.outputs.check_output_folder`) and locked (``lock.py``) before
-    the data is read, and stays locked to the end, the search's trials included.
 
     Raises:
         UsageError: unusable device or output folder (a folder of other files without ``force``, or the data's).
@@ -90,7 +92,7 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         Interrupted: ``stop`` was set; the last completed epoch is saved to resume from.
         SentimentError: the loss became NaN or infinite.
     """
-    began = time.monotonic()   # the search's budget counts from here: reading the data and its rules count too
+    began = time.monotonic()   # the budget counts from here: reading the data and its rules count too
     config = dataclasses.replace(config, data=dataclasses.replace(config.data,
                                                                   source=absolute_source(config.data.source)))
     data = RunData(config.data.source)   # read once: the profile, pretraining and the fit share it
@@ -101,24 +103,41 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        return _locked_run(config, Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, fit_to_data,
-                           main, began)
+        job = _Job(Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, policy, keep_state, main)
+        return _locked_run(config, job, fit_to_data, began)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
             _remove_if_empty(Path(output))
         raise
 
 
-def _locked_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
-                fit_to_data: frozenset[str] | None, main: bool, began: float) -> TrainResult:
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """What one ``train`` or ``--resume`` command is given: its output folder, hooks, stop flag, data, policy,
+    whether the finished folder keeps its trainer state, and whether this process is rank 0."""
+
+    output: Path
+    cb: TrainCallbacks
+    stop: StopFlag
+    data: RunData
+    policy: Policy = DEFAULT
+    keep_state: bool = False
+    main: bool = True
+
+
+def _locked_run(config: Config, job: _Job, fit_to_data: frozenset[str] | None, began: float) -> TrainResult:
     """:func:`train` once ``output`` is checked: its lock held from before the data is read to the end (one
-    writer), the data rules, then the search or one fit (``began``: :func:`train`'s start, ``time.monotonic()``)."""
+    writer), the data rules, then the search or one fit, then the one write (``began``: :func:`train`'s start,
+    ``time.monotonic()``)."""
     choices: list[auto.Choice] = []
-    with output_lock(output, enabled=main, share=True):
+    with output_lock(job.output, enabled=job.main, share=True):
         if fit_to_data is not None:   # other torchrun ranks read the same data and reach the same choices
-            config, choices = auto.fit_to_data(config, fit_to_data, callbacks if main else TrainCallbacks(), data)
-        return _search_or_run(config, output, callbacks, stop, data, fit_to_data, [c.to_dict() for c in choices],
-                              began)
+            config, choices = auto.fit_to_data(config, fit_to_data, job.cb if job.main else TrainCallbacks(),
+                                               job.data, job.policy.rules)
+        rules = [c.to_dict() for c in choices]
+        budget = Budget(began, config.training.time_budget)
+        result = _search_or_run(config, job, fit_to_data, rules, budget)
+        return _publish(job, config, result)
 
 
 def _inputs(config: Config) -> list[tuple[str, str]]:
@@ -128,27 +147,11 @@ def _inputs(config: Config) -> list[tuple[str, str]]:
     return [(what, path) for what, path in named if path]
 
 
-def _with_behaviour(record: CheckpointRecord, ctx: RunContext) -> CheckpointRecord:
-    """``record`` (the run's final one, rank 0) with the built-in behavioural suite's test half (``behaviour/``)
-    run on its model in memory, when the labels are two-class sentiment's and the model reads English words: kept in
-    ``metrics.json`` as ``"behaviour"`` (and so in the model card); ``record`` itself otherwise."""
-    from ..behaviour.run import builtin_applies, builtin_record
-    from ..data.tokenizer import tokenizer_from_str
-
-    tokenizer = tokenizer_from_str(record.tokenizer_json, ctx.output)
-    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), tokenizer):
-        return record   # another label set: no model is built for it
-    ctx.cb.on_stage("behavioural tests (the built-in suite's test half)")
-    record.metrics["behaviour"] = builtin_record(record.loaded(ctx.output))
-    return record
-
-
-def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData,
-                   given: frozenset[str] | None, rules: list[dict[str, Any]], began: float) -> TrainResult:
-    """The default's search within ``[training] time_budget`` (``search.py``) counted from ``began``
-    (:func:`train`'s start), when the data rules were applied (``given`` is the command line's keys, not ``None``)
-    and the run can search; else one run. A run that cannot search says why in a note (no validation split, or
-    torchrun).
+def _search_or_run(config: Config, job: _Job, given: frozenset[str] | None, rules: list[dict[str, Any]],
+                   budget: Budget) -> TrainResult:
+    """The default's search within ``budget`` (``search.py``), when the data rules were applied (``given`` is the
+    command line's keys, not ``None``) and the run can search; else one run. A run that cannot search says why in a
+    note (no validation split, or torchrun). The result's record is not written yet.
 
     Raises:
         UsageError: an unusable device (before the search starts).
@@ -158,44 +161,44 @@ def _search_or_run(config: Config, output: Path, callbacks: TrainCallbacks, stop
         why = search.searchable(config) or ("torchrun runs one fit" if distributed.from_env().enabled else None)
         if why is None:
             resolve_device(config.training.device)   # an unusable device stops before the search
-            return search.search(config, output, callbacks, stop, data, given, _runner(output, data, rules),
-                                 started=began)
-        callbacks.on_note(f"no search: {why}; one run with the data rules' settings")
-    return _run(config, output, callbacks, stop, data, saved=None, data_rules=rules)
+            return search.search(config, job.output, job.cb, job.stop, job.data, given, _runner(job, rules),
+                                 budget, job.policy)
+        job.cb.on_note(f"no search: {why}; one run with the data rules' settings")
+    return _run(config, job, saved=None, data_rules=rules)
 
 
 def resume(directory: str | Path, callbacks: TrainCallbacks | None = None, *, epochs: int | None = None,
-           device: str | None = None, stop: StopFlag | None = None) -> TrainResult:
+           device: str | None = None, stop: StopFlag | None = None, keep_state: bool = False) -> TrainResult:
     """Continue the run saved in ``directory/trainer_state/`` from its last completed epoch.
 
-    The model, optimizer and scheduler state, RNG states, best-so-far and
-    history are restored, and the saved config is used, so that on the same
-    hardware (CPU, fixed seed) the resumed run ends with the same metrics and
-    bit-identical weights as a run that was never stopped. Only ``epochs``
-    (to train longer; a decaying schedule is then stretched to the new
-    length from the resumed step on) and ``device`` may change. A run that
-    already finished (or stopped early) is returned as it is, unless it was
-    stopped during its refit (``refit.py``): the refit then continues, to the
-    weights an uninterrupted run ends with. The source is read again, once, and checked to be the
-    saved run's (:func:`~.resume.check_same_data`).
+    The model, optimizer and scheduler state, RNG states, best-so-far, the kept epoch's weights and history are
+    restored, and the saved config is used, so that on the same hardware (CPU, fixed seed) the resumed run ends
+    with the same metrics and bit-identical weights as a run that was never stopped. Only ``epochs`` (to train
+    longer; a decaying schedule is then stretched to the new length from the resumed step on) and ``device`` may
+    change. A run that already finished (or stopped early) is returned as it is, unless it was stopped during its
+    refit (``refit.py``): the refit then continues, to the weights an uninterrupted run ends with. The source is
+    read again, once, and checked to be the saved run's (:func:`~.resume.check_same_data`).
 
     Raises:
-        CheckpointError: nothing to resume, or the trainer state is damaged.
+        CheckpointError: nothing to resume (a finished run keeps no trainer state without ``--keep-state``), or the
+            trainer state is damaged.
         UsageError: ``epochs`` is fewer than the epochs already completed.
         Interrupted, DataError, SentimentError: as :func:`train`.
     """
     directory = Path(directory)
     saved, config, state = saved_run(directory, epochs, device)
-    cb, stop = callbacks or TrainCallbacks(), stop or StopFlag()
+    info = distributed.from_env()
+    job = _Job(directory, callbacks or TrainCallbacks(), stop or StopFlag(), RunData(config.data.source),
+               keep_state=keep_state, main=info.is_main)
     if saved.epoch == config.training.epochs or state.metrics.get("stopped_early"):
         if refit_in_progress(directory):   # the held-out run is done; its refit on all rows is not
-            return _run(config, directory, cb, stop, RunData(config.data.source), saved=saved, refit_only=True)
+            return _publish(job, config, _run(config, job, saved=saved, refit_only=True))
         why = "stopped early" if state.metrics.get("stopped_early") else "finished"
-        if distributed.from_env().is_main:
-            cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
-                        f"(pass --epochs N to train longer)")
-        return TrainResult(directory, state.metrics, distributed.from_env().is_main)
-    return _run(config, directory, cb, stop, RunData(config.data.source), saved=saved)
+        if info.is_main:
+            job.cb.on_stage(f"nothing to resume: the run in {directory} {why} after epoch {saved.epoch} "
+                            f"(pass --epochs N to train longer)")
+        return TrainResult(directory, state.metrics, info.is_main)
+    return _publish(job, config, _run(config, job, saved=saved))
 
 
 def _remove_if_empty(folder: Path) -> None:
@@ -206,50 +209,96 @@ def _remove_if_empty(folder: Path) -> None:
         pass
 
 
-def _run(config: Config, output: Path, callbacks: TrainCallbacks, stop: StopFlag, data: RunData, *,
-         saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None,
-         pretrained: Checkpoint | None = None, report: bool = True, refit_only: bool = False,
-         refit_after: bool = True) -> TrainResult:
-    """Run training from setup to the written report: a new run, or the saved one ``saved`` continued.
+# ----------------------------------------------------------------------------- the one write
 
-    ``data``: the run's data, read once (the refit's second run shares the first's). ``data_rules``: the
-    default's choices made for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``.
-    ``pretrained``: the encoder to start from, already loaded (the refit's); ``None``: ``init_from``'s,
-    made first when missing. ``report``: write the curves and the model card at the end (the refit's
-    second run does not: its files are moved into place and the report is written then). ``refit_only``:
-    ``saved`` is finished and its refit was stopped; continue the refit alone. ``refit_after``: ``False`` leaves
-    the refit to the caller (the search's trials: the winner's is run once it is known).
+def _publish(job: _Job, config: Config, result: TrainResult) -> TrainResult:
+    """The command's final record (rank 0) with the built-in behavioural suite's part (``_with_behaviour``), written
+    once into ``job.output`` with its curves and card; the trainer state removed unless ``job.keep_state`` (after a
+    refit always: it would continue other weights than the folder's)."""
+    if not job.main or result.record is None:
+        distributed.barrier(distributed.from_env())
+        return dataclasses.replace(result, checkpoint=job.output)
+    record = _with_behaviour(result.record, job.output, job.cb)
+    write_checkpoint(job.output, record)
+    report = write_training_report(job.output)
+    refitted = bool(record.metrics.get("held_out_run"))
+    if not job.keep_state or refitted:
+        clear_trainer_state(job.output)
+    elif job.keep_state:
+        job.cb.on_note(f"the trainer state is kept in {job.output / STATE_DIR} (--keep-state): "
+                       "train --resume --epochs N trains it longer")
+    return TrainResult(job.output, record.metrics, True, report, record, result.validation_losses)
 
-    Rank 0 holds the output folder's lock (``lock.py``) from before the pretraining stage to the end, the
-    refit (``refit.py``: with ``[training] refit``, a second run on every training row) included.
+
+def _with_behaviour(record: CheckpointRecord, output: Path, cb: TrainCallbacks) -> CheckpointRecord:
+    """``record`` with the built-in behavioural suite's test half (``behaviour/``) run on its model in memory, when
+    the labels are two-class sentiment's and the model reads English words: kept in ``metrics.json`` as
+    ``"behaviour"`` (and so in the model card); ``record`` itself otherwise."""
+    from ..behaviour.run import builtin_applies, builtin_record
+    from ..data.tokenizer import tokenizer_from_str
+
+    tokenizer = tokenizer_from_str(record.tokenizer_json, output)
+    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), tokenizer):
+        return record   # another label set: no model is built for it
+    cb.on_stage("behavioural tests (the built-in suite's test half)")
+    record.metrics["behaviour"] = builtin_record(record.loaded(output))
+    return record
+
+
+def _write_on_stop(ctx: RunContext, record: CheckpointRecord | None, report: bool = False) -> None:
+    """At a stop (rank 0, not a search trial's), the record kept so far written once into the output folder: the
+    folder then holds a model to use while its trainer state holds the run to resume. ``report``: its card too."""
+    if record is None or not ctx.info.is_main:
+        return
+    write_checkpoint(ctx.output, record)
+    if report:
+        write_training_report(ctx.output)
+
+
+# ----------------------------------------------------------------------------- one run
+
+def _run(config: Config, job: _Job, *, saved: TrainerState | None, data_rules: list[dict[str, Any]] | None = None,
+         pretrained: Checkpoint | None = None, refit_only: bool = False, refit_after: bool = True,
+         output: Path | None = None, steps: StepLimit | None = None, cb: TrainCallbacks | None = None,
+         stop: StopFlag | None = None) -> TrainResult:
+    """One run from setup to its record in memory (not written): a new run, or the saved one ``saved`` continued,
+    and its refit when wanted.
+
+    ``output``: where the run's trainer state goes (``job.output``, or a trial's or the refit's folder).
+    ``data_rules``: the default's choices made for this data (:func:`~.auto.fit_to_data`), kept in ``metrics.json``.
+    ``pretrained``: the encoder to start from, already loaded (the refit's); ``None``: ``init_from``'s, made first
+    when missing. ``refit_only``: ``saved`` is finished and its refit was stopped; continue the refit alone.
+    ``refit_after``: ``False`` leaves the refit to the caller (the search's trials). ``steps``: a search trial's step
+    limit. ``cb`` and ``stop``: a trial's own (``job``'s otherwise).
 
     Raises:
         FolderInUse: another process holds the output folder's lock (its pid named).
         UsageError, CheckpointError, ConfigError, DataError, Interrupted, SentimentError: as :func:`train`
             and :func:`resume`; under torchrun, a failing collective as a ``SentimentError`` naming the rank.
     """
-    ctx = _context(config, output, callbacks, stop, data_rules or [], report)
+    ctx = _context(config, output or job.output, cb or job.cb, stop or job.stop, data_rules or [], steps,
+                   job.policy)
     with output_lock(ctx.output, enabled=ctx.info.is_main):   # one writer: refuse a second train or --resume
         if pretrained is None and saved is None and config.training.init_from:
             # pretrain, or refuse an unfit folder, before the data loads
-            pretrained, made = ensure_pretrained(config, ctx.cb, stop=stop, data=data)
+            pretrained, made = ensure_pretrained(config, ctx.cb, stop=ctx.stop, data=job.data)
             pretrained.metrics["made_by_this_run"] = made
             ctx.cb.on_stage(f"starting from the pretrained weights in {config.training.init_from}")
         try:
             with distributed.process_group(ctx.info, ctx.device):   # one group for both runs of a refit
                 if refit_only:
-                    return _resume_refit(ctx, data)
-                result = _fit(ctx, data, saved, pretrained, refit_after)
+                    return _resume_refit(ctx, job)
+                result = _fit(ctx, job.data, saved, pretrained, final=output is None)
                 wanted = refit_after and refit.wanted(ctx.config, result)
-                return _refit(ctx, data, result, pretrained) if wanted else result
+                return _refit(ctx, job, result, pretrained) if wanted else result
         except RuntimeError as exc:   # e.g. a collective failing because another rank stopped on an error
             if not ctx.info.enabled:
                 raise
             raise SentimentError(f"rank {ctx.info.rank}: {' '.join(str(exc).split())[:240]}") from exc
 
 
-def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
-             data_rules: list[dict[str, Any]], report: bool = True) -> RunContext:
+def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, data_rules: list[dict[str, Any]],
+             steps: StepLimit | None = None, policy: Policy = DEFAULT) -> RunContext:
     """This process's context: its rank, its device (checked for bf16), and the output folder checked
     writable (rank 0).
 
@@ -268,20 +317,25 @@ def _context(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag,
                    "train slower than float32; [training] autocast_bf16 = false turns it off")
     if info.is_main:
         check_writable(output)
-    return RunContext(config, output, cb, stop, info, device, data_rules, report)
+    return RunContext(config, output, cb, stop, info, device, data_rules, steps, policy)
 
 
 def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained: Checkpoint | None,
-         refit_after: bool = True) -> TrainResult:
-    """The fit (``loop.py``), then its checkpoint record (rank 0): the kept epoch's, with the post-fit steps'
-    parts (the n-gram score's weight, the temperature; the behavioural record when this run's is the final
-    one: ``ctx.report``, and no refit follows), written once (``checkpoint.py``); then the curves and the model
-    card (rank 0, unless ``ctx.report`` is off).
+         final: bool = True) -> TrainResult:
+    """The fit (``loop.py``), then its checkpoint record in memory (rank 0): the kept epoch's, with the post-fit
+    steps' parts (the n-gram score's weight, the temperature). ``final``: the run is its command's (not a search
+    trial's or a refit's second run), so a stop writes the record kept so far.
 
     Raises:
         DataError, CheckpointError, Interrupted, SentimentError: as :func:`train` and :func:`resume`.
     """
-    run = loop.fit(ctx, data, saved, pretrained)
+    run = setup(ctx, data, saved, pretrained)
+    try:
+        loop.run_epochs(run)
+    except Interrupted:
+        if final:
+            _write_on_stop(ctx, run.kept)
+        raise
     metrics = run.state.metrics
     fitted = _post_fit(ctx, run) if ctx.info.is_main else None
     metrics["wall_time_seconds"] = run.wall_time()
@@ -289,12 +343,8 @@ def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained:
     if fitted is not None:
         metrics["calibration"] = fitted.report
         record = fitted.applied(run.kept, metrics)
-        if ctx.report and not (refit_after and refit.wanted(ctx.config, TrainResult(ctx.output, metrics))):
-            record = _with_behaviour(record, ctx)
-        write_checkpoint(ctx.output, record)
-    report = write_training_report(ctx.output) if ctx.info.is_main and ctx.report else None
     distributed.barrier(ctx.info)
-    return TrainResult(ctx.output, metrics, ctx.info.is_main, report, record,
+    return TrainResult(ctx.output, metrics, ctx.info.is_main, None, record,
                        None if fitted is None else fitted.row_nll)
 
 
@@ -307,12 +357,13 @@ def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
     """
     data, t = run.data, ctx.config.training
     min_labels = min_labels_of(ctx.config, data.train) if data.train.multi_label else None
+    scales = ctx.policy.fit.ngram_scales
     if not data.val_ids:
-        return calibrate.calibrate(run.model, [], [], t, ctx.device, min_labels=min_labels)
+        return calibrate.calibrate(run.model, [], [], t, ctx.device, min_labels=min_labels, ladder=scales)
     kept = SentimentClassifier.from_config(ctx.config, run.model.vocab_size, run.model.num_labels)
     load_weights(kept, run.kept.weights, "the kept weights", against="the run's config")
     return calibrate.calibrate(kept.to(ctx.device), data.val_ids, data.validation.labels, t, ctx.device,
-                               ctx.cb.on_stage, min_labels=min_labels)
+                               ctx.cb.on_stage, min_labels=min_labels, ladder=scales)
 
 
 def min_labels_of(config: Config, train: Split) -> int:
@@ -325,59 +376,56 @@ def min_labels_of(config: Config, train: Split) -> int:
 
 # ----------------------------------------------------------------------------- the search's fits
 
-def _runner(output: Path, data: RunData, rules: list[dict[str, Any]]) -> search.Runner:
-    """The fits the default's search (``search.py``) runs: a trial into its folder (its refit and report left to
-    the winner's adoption), the
-    winning trial adopted as the run in ``output``, and a run into ``output`` (the n-gram score alone)."""
-    def fit(config: Config, folder: Path, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
-        return _run(config, folder, cb, stop, data, saved=None, data_rules=rules, report=False, refit_after=False)
+def _runner(job: _Job, rules: list[dict[str, Any]]) -> Runner:
+    """The fits the default's search (``search.py``) runs: a trial into its folder (its refit left to the winner),
+    the winning trial made the run in the output folder, and the n-gram score alone's run; none writes the output
+    folder's checkpoint."""
+    def fit(config: Config, folder: Path, cb: TrainCallbacks, stop: StopFlag, steps: StepLimit) -> TrainResult:
+        return _run(config, job, saved=None, data_rules=rules, refit_after=False, output=folder, steps=steps,
+                    cb=cb, stop=stop)
 
-    def finish(config: Config, trial: Path, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
-        return _adopt(config, trial, output, cb, stop, data, rules)
+    def finish(config: Config, trial: TrainResult, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
+        return _adopt(config, trial, job, cb, stop, rules)
 
     def final(config: Config, cb: TrainCallbacks, stop: StopFlag) -> TrainResult:
-        return _run(config, output, cb, stop, data, saved=None, data_rules=rules)
+        return _run(config, job, saved=None, data_rules=rules, cb=cb, stop=stop)
 
-    return search.Runner(fit=fit, finish=finish, final=final)
+    return Runner(fit=fit, finish=finish, final=final)
 
 
-def _adopt(config: Config, trial: Path, output: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData,
+def _adopt(config: Config, trial: TrainResult, job: _Job, cb: TrainCallbacks, stop: StopFlag,
            rules: list[dict[str, Any]]) -> TrainResult:
-    """The search's winning trial as the run in ``output``: its files moved into place (its trainer state too, so
-    that a stopped refit resumes), then refitted when ``config`` says (:func:`~.refit.wanted`), its report written.
+    """The search's winning trial as the run in ``job.output``: refitted when ``config`` says (:func:`~.refit.wanted`),
+    its trainer state moved there first (so that a stopped refit resumes; and with ``--keep-state``); its record
+    stays in memory.
 
     Raises:
-        Interrupted: stopped during the refit; ``output`` keeps the trial's checkpoint, complete and calibrated.
+        Interrupted: stopped during the refit; ``output`` holds the trial's record, complete and calibrated.
         DataError, CheckpointError, SentimentError: as :func:`train`.
     """
-    ctx = _context(config, output, cb, stop, rules)
+    ctx = _context(config, job.output, cb, stop, rules, policy=job.policy)
     with output_lock(ctx.output, enabled=ctx.info.is_main):
-        clear_trainer_state(output)
-        for path in sorted(trial.iterdir()):
-            if not path.name.startswith("."):   # not the trial's lock file
-                os.replace(path, output / path.name)
-        record = read_record(output) if ctx.info.is_main else None
-        first = TrainResult(output, record.metrics if record else {}, ctx.info.is_main, None, record)
-        with distributed.process_group(ctx.info, ctx.device):
-            if refit.wanted(config, first):
-                return _refit(ctx, data, first, None)
-        if record is not None:   # the final record: the behavioural one added, written once into output
-            write_checkpoint(output, _with_behaviour(record, ctx))
-        return TrainResult(output, first.metrics, ctx.info.is_main, write_training_report(output), record)
+        first = dataclasses.replace(trial, checkpoint=job.output)
+        wanted = refit.wanted(config, first)
+        if ctx.info.is_main and (wanted or job.keep_state):
+            clear_trainer_state(job.output)
+            if (trial.checkpoint / STATE_DIR).is_dir():
+                os.replace(trial.checkpoint / STATE_DIR, job.output / STATE_DIR)
+        if wanted:
+            with distributed.process_group(ctx.info, ctx.device):
+                return _refit(ctx, job, first, None)
+        return first
 
 
 # ----------------------------------------------------------------------------- the refit
 
-def _refit(ctx: RunContext, data: RunData, first: TrainResult, pretrained: Checkpoint | None) -> TrainResult:
-    """Train again on every training row for ``first``'s best epoch count; the weights replace ``first``'s
-    (``refit.py``). ``pretrained``: the encoder the first run started from, or ``None`` (it is loaded again
+def _refit(ctx: RunContext, job: _Job, first: TrainResult, pretrained: Checkpoint | None) -> TrainResult:
+    """Train again on every training row for ``first``'s best epoch count; the weights replace ``first``'s in the
+    record (``refit.py``). ``pretrained``: the encoder the first run started from, or ``None`` (it is loaded again
     from ``init_from`` when the first run was resumed and did not load it).
 
-    Returns:
-        The refitted folder's :class:`TrainResult` (:func:`~.refit.merged_metrics`).
-
     Raises:
-        Interrupted: stopped during the second run; the output keeps the first run's checkpoint.
+        Interrupted: stopped during the second run; the output folder gets ``first``'s record, written then.
         DataError, CheckpointError, SentimentError: as :func:`train`.
     """
     config = ctx.config
@@ -385,10 +433,10 @@ def _refit(ctx: RunContext, data: RunData, first: TrainResult, pretrained: Check
     if pretrained is None and config.training.init_from:
         pretrained = load_pretrained(config.training.init_from, config)   # read the hold-out as the first run did
     partial = refit.start(ctx, first)
-    return _second_run(ctx, data, first, again, partial, saved=None, pretrained=pretrained)
+    return _second_run(ctx, job, first, again, partial, saved=None, pretrained=pretrained)
 
 
-def _resume_refit(ctx: RunContext, data: RunData) -> TrainResult:
+def _resume_refit(ctx: RunContext, job: _Job) -> TrainResult:
     """Continue the refit recorded in ``ctx.output`` (:func:`~.refit.saved_refit`), or start it again when
     its second run saved no epoch of this refit.
 
@@ -399,30 +447,34 @@ def _resume_refit(ctx: RunContext, data: RunData) -> TrainResult:
     first, saved = refit.saved_refit(ctx)
     if saved is None:
         ctx.cb.on_stage("the refit had saved no epoch of this run's refit: starting it again")
-        return _refit(ctx, data, first, None)
+        return _refit(ctx, job, first, None)
     partial = refit.partial_folder(ctx.output)
     ctx.cb.on_stage(f"refit: continuing the training on all rows saved in {partial}")
-    return _second_run(ctx, data, first, saved.config.override("training", device=ctx.config.training.device),
+    return _second_run(ctx, job, first, saved.config.override("training", device=ctx.config.training.device),
                        partial, saved=saved, pretrained=None)
 
 
-def _second_run(ctx: RunContext, data: RunData, first: TrainResult, config: Config, partial: Path, *,
+def _second_run(ctx: RunContext, job: _Job, first: TrainResult, config: Config, partial: Path, *,
                 saved: TrainerState | None, pretrained: Checkpoint | None) -> TrainResult:
-    """Run (or, with ``saved``, resume) the refit's second run in ``partial``, then move it into place.
+    """Run (or, with ``saved``, resume) the refit's second run in ``partial``; the refitted record in memory, with
+    ``first``'s temperature (and weight) and the merged metrics.
 
     Raises:
-        Interrupted: stopped; the second run's last completed epoch stays in ``partial`` to resume from.
+        Interrupted: stopped; the second run's last completed epoch stays in ``partial`` to resume from, and the
+            output folder gets ``first``'s record and card, written then.
         DataError, CheckpointError, SentimentError: as :func:`train`.
     """
     try:
-        second = _run(config, partial, ctx.cb, ctx.stop, data, saved=saved, data_rules=ctx.data_rules,
-                      pretrained=pretrained, report=False)   # written once, after the move
+        second = _run(config, job, saved=saved, data_rules=ctx.data_rules, pretrained=pretrained, output=partial,
+                      cb=ctx.cb, stop=ctx.stop)
     except Interrupted as exc:
+        if saved is None:   # a resumed refit's output folder holds the first run's record already
+            _write_on_stop(ctx, first.record, report=True)
         raise refit.interrupted(ctx, partial, exc) from None
     metrics = refit.merged_metrics(first.metrics, second.metrics)
-    distributed.barrier(ctx.info)   # every rank is done with the second run before rank 0 moves its files
-    report = record = None
+    distributed.barrier(ctx.info)   # every rank is done with the second run before rank 0 removes its folder
+    record = None
     if ctx.info.is_main:   # the refitted weights keep the first run's temperature (and weight)
         record = Calibration.from_report(first.metrics["calibration"]).applied(second.record, metrics)
-        report = refit.move_into_place(partial, ctx.output, _with_behaviour(record, ctx))
-    return TrainResult(ctx.output, metrics, ctx.info.is_main, report, record)
+        refit.done(partial, ctx.output)
+    return TrainResult(ctx.output, metrics, ctx.info.is_main, None, record, first.validation_losses)

@@ -24,7 +24,7 @@ from ..data.sources import Source, load_source
 from ..data.splits import PRETRAIN_ALONE_HINT, DataSpec, Split, pretraining_texts_of, train_validation_of
 from ..data.text_column import Texts
 from ..data.token_ids import TokenIds
-from ..data.tokenizer import encode_token_ids
+from ..data.tokenizer import build_tokenizer, encode_token_ids, save_tokenizer
 from ..data.unlabelled import Unlabelled, unlabelled_texts
 
 
@@ -51,6 +51,17 @@ class RunData:
         if key not in self._shared:
             self._shared[key] = make()
         return self._shared[key]
+
+    def tokenizer_json(self, train: Split, config: DataConfig, on_stage: Callable[[str], None] | None = None) -> str:
+        """The tokenizer ``config`` names built on the training split ``train``, as ``tokenizer.json`` text, once per
+        run for the same rows and ``[data]`` keys: the n-gram stage, the search's trials and the n-gram score alone's
+        run share it (a Unigram trainer takes minutes on Wisesight's messages). ``on_stage`` is told when it is
+        built."""
+        key = ("tokenizer", train.fingerprint(), config.tokenizer, config.vocab_size, config.min_frequency,
+               config.pre_tokenizer, config.max_length)
+        if not self.has_shared(key) and on_stage is not None:
+            on_stage(f"building the tokenizer on {len(train):,} training texts")
+        return self.shared(key, lambda: save_tokenizer(build_tokenizer(train.texts, config, length=len(train))))
 
     def ngram_fit(self, key: str, make: Callable[[], Any]) -> Any:
         """The n-gram estimator fitted earlier in the run on the same rows and settings (``key``:

@@ -4,7 +4,7 @@ The model's logits are ``encoder + ngram_scale * score`` (``ngram/score.py``). T
 labels alone; the score is a linear model fitted on the same rows. On a few thousand rows the encoder
 reaches 100% training accuracy within a few epochs and its logits outgrow what it knows, so the sum
 trails the score's own fit. With ``[training] fit_ngram_scale`` the kept weights' validation logits choose
-``ngram_scale`` from :data:`SCALES`: the scale whose logits, each after its own temperature, give the
+``ngram_scale`` from the policy's ladder (:attr:`~.policy.FitPolicy.ngram_scales`, from 1 up by default): the scale whose logits, each after its own temperature, give the
 lowest validation NLL. That fits two weights on held-out rows, the encoder's ``1 / T`` and the score's
 ``ngram_scale / T``: stacked generalisation (Wolpert 1992) with temperature scaling's loss (Guo et al.
 2017). A short grid, not a free weight, because a few hundred validation rows choose it; and from 1 up
@@ -12,8 +12,8 @@ by default, because the failure it mends is the encoder's overfitting (scales be
 Subj's dev and cost 0.8 point on the other half). ``[training] ngram_scale_min`` opens the grid below 1 for
 validation texts longer than the training texts (SST-5's sentences against its phrases, set by the default's
 data rules): the score sums over a text's n-grams, so on texts longer than those it was trained on its logits
-outgrow the encoder's, whose max-pool does not grow with length. Dev evidence: ``docs/experiments.md``, "Small
-sets: the n-gram score's weight" and "SST-5 phrases: the n-gram score's weight below 1".
+outgrow the encoder's, whose max-pool does not grow with length. Dev evidence: ``docs/decisions.md``, the n-gram
+score's weight.
 
 ``calibrate.py`` calls :func:`fit` before it fits the temperature, and puts the choice in the checkpoint record's
 config with :func:`configured` (the refit gives its weights the held-out run's choice the same way).
@@ -34,19 +34,16 @@ from ..evaluation import calibration
 from ..inference.multilabel import binary_nll, fit_label_temperatures
 from ..inference.torch_backend import batched_logits
 from ..model.classifier import SentimentClassifier
+from .policy import DEFAULT
 
-LADDER = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)   # ngram_scale's candidates, from [training] ngram_scale_min up
-                                                     # (0: the encoder alone, a candidate of the default's search)
-SCALES = tuple(s for s in LADDER if s >= 1.0)     # the preset's candidates; 1: the sum as trained
-
-
-def candidates(smallest: float = 1.0) -> tuple[float, ...]:
-    """The weights of :data:`LADDER` from ``smallest`` up (``[training] ngram_scale_min``, at most 5: one at least)."""
-    return tuple(s for s in LADDER if s >= smallest)
+def candidates(smallest: float = 1.0, ladder: Sequence[float] = DEFAULT.fit.ngram_scales) -> tuple[float, ...]:
+    """The weights of ``ladder`` (:attr:`~.policy.FitPolicy.ngram_scales`) from ``smallest`` up (``[training]
+    ngram_scale_min``; the largest one at least)."""
+    return tuple(s for s in ladder if s >= min(smallest, max(ladder)))
 
 
 def choose_scale(encoder_logits: np.ndarray, score_logits: np.ndarray, labels: Sequence[int],
-                 scales: Sequence[float] = SCALES) -> tuple[float, dict[float, float]]:
+                 scales: Sequence[float] = candidates()) -> tuple[float, dict[float, float]]:
     """The ``ngram_scale`` whose logits ``encoder + scale * score`` have the lowest NLL after their temperature.
 
     Args:
@@ -83,7 +80,8 @@ def _loss_after_temperature(z: np.ndarray, labels) -> float:
 
 def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], logits: np.ndarray,
         training: TrainingConfig, device: torch.device,
-        on_stage: Callable[[str], None] = lambda _: None) -> tuple[np.ndarray, dict[str, Any]]:
+        on_stage: Callable[[str], None] = lambda _: None,
+        ladder: Sequence[float] = DEFAULT.fit.ngram_scales) -> tuple[np.ndarray, dict[str, Any]]:
     """Choose the weight for the kept weights (put in the record's config with :func:`configured` by the caller).
 
     A no-op unless ``[training] fit_ngram_scale`` is on and the model has a score of positive weight.
@@ -96,6 +94,7 @@ def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], 
         training: ``[training]`` (``fit_ngram_scale``, ``ngram_scale_min``, ``eval_batch_size``, ``autocast_bf16``).
         device: where ``kept`` is.
         on_stage: told the step's name (progress).
+        ladder: the candidate weights (:attr:`~.policy.FitPolicy.ngram_scales`).
 
     Returns:
         The validation logits at the chosen weight, and ``metrics.json``'s ``calibration`` entries of the
@@ -109,7 +108,7 @@ def fit(kept: SentimentClassifier, val_ids: list[list[int]], labels: list[int], 
     encoder = batched_logits(kept, val_ids, batch_size=t.eval_batch_size, device=device,
                              bf16=t.autocast_bf16, encoder_only=True).numpy().astype(np.float64)
     score = (logits - encoder) / term.scale                                 # (n, num_labels), at weight 1
-    scale, losses = choose_scale(encoder, score, labels, candidates(t.ngram_scale_min))
+    scale, losses = choose_scale(encoder, score, labels, candidates(t.ngram_scale_min, ladder))
     logits = encoder + scale * score
     chosen = {"ngram_scale": scale, "ngram_scale_nll": {f"{s:g}": v for s, v in losses.items()}}
     if np.ndim(labels) == 1:

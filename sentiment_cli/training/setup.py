@@ -26,9 +26,10 @@ from tokenizers import Tokenizer
 from . import augment, distill, distributed, imbalance
 from ..checkpoint import Checkpoint, CheckpointRecord, load_weights, read_record
 from ..config import Config
+from ..data.labels import LABELS
 from ..data.splits import DataSpec, Split
 from ..data.token_ids import TokenIds
-from ..data.tokenizer import build_tokenizer, save_tokenizer, tokenizer_from_str, vocabulary
+from ..data.tokenizer import tokenizer_from_str, vocabulary
 from ..model.classifier import SentimentClassifier
 from ..ngram.fit import FittedScore, check_fit_size, fit_ngram_score
 from ..ngram.report import REPORT_KEY
@@ -38,7 +39,7 @@ from .optim import lr_lambda, make_optimizer
 from .pretrain import pretrained_weights
 from .resume import check_same_data, resumed_state
 from .run_data import RunData
-from .state import STATE_DIR, TOKENIZER_FILE, LoopState, TrainerState, clear_trainer_state, state_path
+from .state import STATE_DIR, TOKENIZER_FILE, LoopState, TrainerState, state_path
 
 
 @dataclass
@@ -131,8 +132,9 @@ class Fit:
 def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretrained: Checkpoint | None) -> Fit:
     """Seed, then data and tokenizer, model, n-gram score, optimizer and schedule, and the loop state.
 
-    A fresh run removes an older run's trainer state from ``ctx.output``; a resumed one (``saved``)
-    restores weights, optimizer, scheduler, RNG states and progress instead of initialising them.
+    A fresh run leaves an older run's trainer state in ``ctx.output`` until it saves its own first epoch (a run
+    that fails before then loses nothing); a resumed one (``saved``) restores weights, optimizer, scheduler, RNG
+    states and progress instead of initialising them.
 
     Raises:
         DataError, CheckpointError: as :func:`~.run.train` and :func:`~.run.resume`.
@@ -140,15 +142,13 @@ def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretra
     t = ctx.config.training
     start = time.perf_counter()
     seed_everything(t.seed)
-    if saved is None and ctx.info.is_main:
-        clear_trainer_state(ctx.output)   # a fresh run: an older run's state must not be resumed by mistake
     data = _load_data(ctx, run_data, saved, pretrained)
     check_fit_size(ctx.config, len(data.labels))   # before the model holds the n-gram score's weights
     model = _build_model(ctx, data, saved, pretrained)
     ngram, distillation = _fit_ngram(ctx, run_data, model, data)
     if distillation is not None:   # the unlabelled reviews follow the labelled ones
         data = dataclasses.replace(data, train_ids=data.train_ids + distillation.ids)
-    class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight)
+    class_weights = imbalance.class_weights(data.train.labels, len(data.labels), t.class_weight, ctx.policy.fit)
     optimizer, scheduler = _optimizer_and_schedule(ctx, model, data.num_labelled)
     kept = _kept(ctx, saved)   # before the saved RNG states are restored: loading must not move them
     if saved is not None:
@@ -170,13 +170,18 @@ def setup(ctx: RunContext, run_data: RunData, saved: TrainerState | None, pretra
 
 
 def _kept(ctx: RunContext, saved: TrainerState | None) -> CheckpointRecord | None:
-    """A resumed run's kept epoch (rank 0): the folder's weights, with the run's config and no post-fit part yet.
+    """A resumed run's kept epoch (rank 0): the trainer state's kept weights (or, from a state saved before it kept
+    them, the folder's), with the run's config and no post-fit part yet.
 
     Raises:
         CheckpointError: the folder's checkpoint is damaged.
     """
     if saved is None or not ctx.info.is_main:
         return None
+    if saved.kept is not None:
+        metrics = saved.progress.get("metrics") or {}
+        labels = tuple((metrics.get("data") or {}).get("labels") or LABELS)
+        return CheckpointRecord(ctx.config, saved.kept, saved.vocab_size, saved.tokenizer_json, metrics, labels)
     return dataclasses.replace(read_record(ctx.output), config=ctx.config, temperature=None, decision=None)
 
 
@@ -200,11 +205,11 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
     train_split, augmented = _augmented(ctx, run_data, train_split)
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
-        check_same_data(saved, train_split, val_split, config.data.source)
+        check_same_data(saved, train_split, val_split, config.data.source, augmented)
     elif pretrained is not None:
         tokenizer_json = pretrained.tokenizer.to_str()
     else:
-        built = _built_tokenizer(ctx, run_data, train_split) if info.is_main else ""
+        built = run_data.tokenizer_json(train_split, config.data, ctx.cb.on_stage) if info.is_main else ""
         tokenizer_json = distributed.broadcast_bytes(info, built.encode(), ctx.device).decode()
     tokenizer = tokenizer_from_str(tokenizer_json, ctx.output / STATE_DIR / TOKENIZER_FILE)
     ctx.cb.on_stage("tokenizing")
@@ -213,17 +218,6 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
                  val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else
                  TokenIds.from_rows([]),
                  train_labels=train_targets(train_split), augmented=augmented)
-
-
-def _built_tokenizer(ctx: RunContext, run_data: RunData, train_split: Split) -> str:
-    """The tokenizer ``[data]`` names, built on the training split once per run (``tokenizer.json`` text): the
-    search's trials on the same rows share it (a Unigram trainer takes minutes on Wisesight's messages)."""
-    d = ctx.config.data
-    key = ("tokenizer", train_split.fingerprint(), d.tokenizer, d.vocab_size, d.min_frequency, d.pre_tokenizer,
-           d.max_length)
-    if not run_data.has_shared(key):
-        ctx.cb.on_stage(f"building the tokenizer on {len(train_split):,} training texts")
-    return run_data.shared(key, lambda: save_tokenizer(build_tokenizer(train_split.texts, d, length=len(train_split))))
 
 
 def train_targets(split: Split) -> torch.Tensor:
@@ -250,7 +244,7 @@ def _augmented(ctx: RunContext, run_data: RunData, train_split: Split) -> tuple[
 def _negated(ctx: RunContext, train_split: Split) -> tuple[Split, int]:
     pairs = ctx.config.training.negation_augment
     ctx.cb.on_stage(f"negating up to {pairs:,} training sentences by rule (augmentation)")
-    return augment.augment(train_split, pairs)
+    return augment.augment(train_split, pairs, ctx.policy.fit.augment_min_reviews)
 
 
 def _build_model(ctx: RunContext, data: Reviews, saved: TrainerState | None,
@@ -335,7 +329,7 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: Reviews, pret
     state = LoopState(metrics={
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
         "num_parameters": model.num_parameters(),
-        "data": {"source": config.data.source, "train_examples": len(train_split),
+        "data": {"source": config.data.source, "train_examples": len(train_split) - 2 * data.augmented,
                  "validation_examples": len(val_split), "fingerprint": train_split.fingerprint(),
                  "negation_augment": data.augmented,
                  "labels": list(train_split.label_names), **_multi_label_facts(train_split),

@@ -1,20 +1,24 @@
 """Resumable training state in ``<checkpoint>/trainer_state/``: safetensors for tensors, JSON for the rest.
 
-The checkpoint folder's ``model.safetensors`` is the *best* epoch (for
-``eval`` and ``predict``); ``trainer_state/`` holds the *last completed*
-epoch, everything needed to continue exactly where it stopped::
+``trainer_state/`` holds the *last completed* epoch, everything needed to continue exactly where it stopped, and
+the *kept* epoch (the best so far), whose weights the run's checkpoint will hold: the epoch loop writes nothing
+else while it runs (the orchestrator writes the checkpoint folder once, at the end)::
 
     trainer_state/
       epoch-0003.safetensors   model weights ("model.*"), AdamW moments and step
                                counts ("optimizer.*"), RNG states ("rng.rank0.cpu", ...); a table
                                whose rows are mostly zero packed as the checkpoint's weights are
                                (``weights_file.py``, format_version 2)
+      epoch-0002.safetensors   the kept epoch's file, while it is not the last (its "model.*" are the kept weights)
       tokenizer.json           the run's tokenizer
-      state.json               format_version, epoch, config, loop progress (best so far,
+      state.json               format_version, epoch, kept_epoch, config, loop progress (best so far,
                                epochs since best, metrics history), the optimizer's
                                param_groups and the scheduler's state as JSON with
                                {"__tensor__": key} references into the safetensors
-                               file, and the sha256 of both files
+                               file, and the sha256 of the files
+
+A finished run's trainer state is removed (``train --keep-state`` keeps it); a stopped run's stays, for
+``train --resume``.
 
 Saving is atomic as a whole, not only file by file: the new epoch's tensors
 go to a new file name, ``state.json`` is replaced last (``os.replace``, the
@@ -37,7 +41,7 @@ from ..checkpoint import (STATE_DIR, TOKENIZER_FILE, _read_json, atomic_write, c
 from ..config import Config, stored_config_from_dict
 from ..errors import CheckpointError, ConfigError
 
-TRAINER_STATE_FORMAT_VERSION = 2   # 2: packed tables in the tensors file (1 is read too)
+TRAINER_STATE_FORMAT_VERSION = 3   # 3: the kept epoch's file; 2: packed tables in the tensors file (1, 2 read too)
 STATE_FILE = "state.json"
 # In a run's trainer state while its refit is in progress (refit.py): {"stage": "refit", "folder", "epochs", ...}
 REFIT_FILE = "refit.json"
@@ -60,6 +64,8 @@ class TrainerState:
         tokenizer_json: the ``tokenizer.json`` text.
         world_size: processes the run used (1 unless launched with torchrun).
         tensors_path: the safetensors file it was loaded from (for error messages).
+        kept_epoch: the epoch whose weights the run keeps (the best so far); ``None``: none (an older state).
+        kept: those weights, when loaded (``model`` itself when ``kept_epoch`` is ``epoch``).
     """
 
     epoch: int
@@ -73,6 +79,8 @@ class TrainerState:
     tokenizer_json: str
     world_size: int = 1
     tensors_path: Path | None = None
+    kept_epoch: int | None = None
+    kept: dict[str, torch.Tensor] | None = None
 
 
 @dataclass
@@ -209,26 +217,45 @@ def save_trainer_state(directory: str | Path, state: TrainerState) -> Path:
     tok_path = folder / TOKENIZER_FILE
     if not tok_path.is_file() or tok_path.read_bytes() != tokenizer:   # constant within a run
         atomic_write(tok_path, tokenizer)
+    files = {"tensors": {"name": tensors_name, "sha256": _sha256(blob)},
+             "tokenizer": {"name": TOKENIZER_FILE, "sha256": _sha256(tokenizer)}}
+    files["kept"] = files["tensors"] if state.kept_epoch == state.epoch else _kept_entry(folder, state.kept_epoch)
     doc = {
         "format_version": TRAINER_STATE_FORMAT_VERSION,
         "epoch": state.epoch,
+        "kept_epoch": state.kept_epoch if files["kept"] else None,
         "world_size": state.world_size,
         "vocab_size": state.vocab_size,
         "config": state.config.to_dict(),
         "progress": state.progress,
         "optimizer": optimizer,
         "scheduler": scheduler,
-        "files": {"tensors": {"name": tensors_name, "sha256": _sha256(blob)},
-                  "tokenizer": {"name": TOKENIZER_FILE, "sha256": _sha256(tokenizer)}},
+        "files": {name: entry for name, entry in files.items() if entry},
     }
     path = folder / STATE_FILE
     write_json(path, doc)                                   # the commit point
+    if state.epoch == 1:   # a new run's first epoch: an older run's refit record is not this run's
+        (folder / REFIT_FILE).unlink(missing_ok=True)
+    keep = {tensors_name, (files["kept"] or {}).get("name")}
     for old in folder.glob("epoch-*.safetensors"):
-        if old.name != tensors_name:
+        if old.name not in keep:
             old.unlink(missing_ok=True)
     for tmp in folder.glob(".*.tmp"):                       # left by a process killed mid-write
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _kept_entry(folder: Path, kept_epoch: int | None) -> dict[str, str] | None:
+    """The ``files`` entry of the kept epoch's tensors, as the state saved at that epoch named them; ``None`` when
+    there is none (no epoch kept, or an older state that did not keep its file)."""
+    if kept_epoch is None or not (folder / STATE_FILE).is_file():
+        return None
+    try:
+        doc = _read_json(folder / STATE_FILE)
+    except CheckpointError:
+        return None
+    entry = (doc.get("files") or {}).get("kept")
+    return entry if doc.get("kept_epoch") == kept_epoch and isinstance(entry, dict) else None
 
 
 def clear_trainer_state(directory: str | Path) -> None:
@@ -278,8 +305,8 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
     folder = directory / STATE_DIR
     path = folder / STATE_FILE
     if not path.is_file():
-        raise CheckpointError(f"nothing to resume in {directory}: no {STATE_DIR}/{STATE_FILE} "
-                              "(a run saves it after its first epoch)")
+        raise CheckpointError(f"nothing to resume in {directory}: no {STATE_DIR}/{STATE_FILE} (a run saves it "
+                              "after its first epoch; a finished run keeps it only with --keep-state)")
     doc = _read_json(path)
     check_format_version(path, doc.get("format_version"), TRAINER_STATE_FORMAT_VERSION, "trainer state")
     try:
@@ -292,6 +319,7 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
         tensors_path, blob = _read_verified(folder, files.get("tensors"), path)
         _, tokenizer = _read_verified(folder, files.get("tokenizer"), path)
         tensors = tensors_from_bytes(blob, tensors_path)
+        kept_epoch, kept = _load_kept(folder, doc, path, tensors_path, tensors)
         where = f"{path} / {tensors_path.name}"
         optimizer = decode_state(doc["optimizer"], tensors, where)
         scheduler = decode_state(doc["scheduler"], tensors, where)
@@ -312,4 +340,25 @@ def load_trainer_state(directory: str | Path) -> TrainerState:
         optimizer=optimizer, scheduler=scheduler,
         rng={k[len("rng."):]: v for k, v in tensors.items() if k.startswith("rng.")},
         tokenizer_json=tokenizer_json, world_size=world_size, tensors_path=tensors_path,
+        kept_epoch=kept_epoch, kept=kept,
     )
+
+
+def _load_kept(folder: Path, doc: dict[str, Any], path: Path, tensors_path: Path,
+               tensors: dict[str, torch.Tensor]) -> tuple[int | None, dict[str, torch.Tensor] | None]:
+    """``(kept_epoch, kept weights)`` of a loaded state (``(None, None)`` for an older one that kept none).
+
+    Raises:
+        CheckpointError: the kept file is missing, does not match its hash, or is malformed.
+    """
+    kept_epoch, entry = doc.get("kept_epoch"), (doc.get("files") or {}).get("kept")
+    if kept_epoch is None or entry is None:
+        return None, None
+    if not isinstance(kept_epoch, int) or isinstance(kept_epoch, bool) or kept_epoch < 0:
+        raise CheckpointError(f"{path}: kept_epoch must be a non-negative integer")
+    if entry.get("name") == tensors_path.name:
+        found = tensors
+    else:
+        kept_path, blob = _read_verified(folder, entry, path)
+        found = tensors_from_bytes(blob, kept_path)
+    return kept_epoch, {k[len("model."):]: v for k, v in found.items() if k.startswith("model.")}
