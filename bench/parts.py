@@ -3,7 +3,7 @@
     python -m bench.parts CHECKPOINT --data DIR [--split validation]
 
 Prints each part's accuracy, the spread (standard deviation) of its logits, and the accuracy of
-``w * encoder + score`` for a few weights ``w``. It is how docs/experiments.md ("Small sets") measured
+``w * encoder + score`` for a few weights ``w``. It is how docs/decisions.md#small-sets-random-start-faster-embedding measured
 what the encoder learns beside the score; use it on dev splits only.
 """
 

@@ -127,9 +127,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
             holds other files is refused (``UsageError``) unless ``force``; the data's folder always is.
         force: write into an existing ``output`` folder that holds files this tool did not write.
         policy: the default's tuning numbers (:class:`~sentiment_cli.training.policy.Policy`; ``None``: the
-            shipped one), e.g. ``dataclasses.replace(DEFAULT, search=dataclasses.replace(DEFAULT.search,
-            max_trials=4))``.
-        keep_state: keep the trainer state in the finished folder (``train --keep-state``).
+            shipped one); ``keep_state``: keep the trainer state in the finished folder (``--keep-state``).
         progress: ``False`` (default): quiet, nothing printed; ``True``: plain lines on stderr (each stage,
             each note, one line per epoch; no progress bars); or your :class:`~sentiment_cli.training.callbacks.TrainCallbacks`.
         **overrides: config keys (docs/configuration.md), with Python values: ``epochs=1`` (a bare key is the
@@ -153,11 +151,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
     from .training.policy import DEFAULT
     from .training.run import train as run_train
 
-    keys = _dotted(overrides)
-    if "data.source" in keys:
-        raise ConfigError("train(): data is given twice, as the data argument and as source=; give one")
-    keys["data.source"] = _source(data)
-    cfg, fit_to_data = _config(config, keys)
+    cfg, fit_to_data = _config_of(data, config, overrides)
     out = _as_path(output, "output")
     callbacks = _callbacks(progress)
     try:
@@ -169,6 +163,19 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
         if callable(close):
             close()
     return dataclasses.replace(result, record=None)   # the caller loads the folder; the weights are not kept
+
+
+def _config_of(data: Any, config: Any, overrides: dict[str, Any]) -> tuple[Config, frozenset[str] | None]:
+    """:func:`train`'s config and the keys its data rules leave (``_config``), ``data`` as ``[data] source``.
+
+    Raises:
+        ConfigError: ``data`` also given as ``source=``, or as :func:`_config`.
+    """
+    keys = _dotted(overrides)
+    if "data.source" in keys:
+        raise ConfigError("train(): data is given twice, as the data argument and as source=; give one")
+    keys["data.source"] = _source(data)
+    return _config(config, keys)
 
 
 def _source(data: Any) -> str:

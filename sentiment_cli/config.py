@@ -209,7 +209,7 @@ class TrainingConfig:
                          "cores other processes leave free (the load average), checked again every 100 steps")
     fused_optimizer: bool = _spec(False, help="AdamW's fused kernel (torch's fused=True): one pass over each "
                                   "parameter instead of one per operation")
-    # Small: on a CPU a small batch's activations stay in cache (docs/experiments.md has the measurement);
+    # Small: on a CPU a small batch's activations stay in cache (docs/decisions.md#eval-batch-size has the measurement);
     # on a GPU a larger one may pay.
     eval_batch_size: int = _spec(64, lo=1, help="texts per batch in validation and eval")
     seed: int = _spec(1234, lo=0, hi=SEED_MAX, help="seed for the split, shuffling, initialisation and dropout")

@@ -134,7 +134,7 @@ def free_threads(own: float) -> int:
     (the 1-minute load average less ``own``, the runnable threads this process itself contributed), rounded, at
     least 1. A step of the encoder waits for all its threads, so a thread whose core another process keeps busy
     slows every step: on a 2-core machine with other CPU-bound work, one thread trains faster than two
-    (docs/experiments.md, "Training speed"). Where the load average is missing, every usable core.
+    (docs/decisions.md#training-threads). Where the load average is missing, every usable core.
     """
     cores = usable_cores()
     try:

@@ -21,6 +21,7 @@ from sentiment_cli.inference.prediction import Explanation
 from sentiment_cli.ngram.features import ngram_buckets, ngram_features
 from sentiment_cli.ngram.score import NgramScore
 from sentiment_cli.training.auto import Profile, data_rules
+from sentiment_cli.data.tokenizer_kind import TokenizerKind
 from sentiment_cli.training.policy import DEFAULT
 
 SUBWORD_VOCAB = DEFAULT.rules.subword_vocab
@@ -109,8 +110,9 @@ def test_a_subword_sample_is_counted_in_subwords_not_in_runs():
 
     texts = _texts(THAI / "train.csv", "text")
     config = load_config("default")
-    words, subwords = (_token_counts(texts, config, 0, kind, DEFAULT.rules) for kind in ("word", "unigram"))
-    chars = _token_counts(texts, config, 0, "char", DEFAULT.rules)
+    words, subwords = (_token_counts(texts, config, 0, TokenizerKind(kind), DEFAULT.rules)
+                       for kind in ("word", "unigram"))
+    chars = _token_counts(texts, config, 0, TokenizerKind.CHAR, DEFAULT.rules)
     assert 3 * words.sum() < subwords.sum() < chars.sum()
 
 

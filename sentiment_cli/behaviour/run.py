@@ -108,9 +108,8 @@ def builtin_refusal(tokenizer) -> str | None:
     from .cases import test_cases
 
     kind = tokenizer_kind(tokenizer)
-    if kind != "word":
-        units = "characters" if kind == "char" else f"{kind} subwords"
-        return f"this model reads {units} (a tokenizer chosen for text written without spaces between words)"
+    if kind.joined:
+        return f"this model reads {kind.units()} (a tokenizer chosen for text written without spaces between words)"
     suite = builtin_suite()
     texts = [case.texts[0] for test in suite.tests for case in test_cases(suite, test)]
     ids = [i for encoding in tokenizer.encode_batch(texts) for i in encoding.ids]

@@ -13,6 +13,7 @@ from ..data.splits import HOLD_OUT_WAYS, hold_out_way
 from ..toml_writer import toml_value
 from ..wording import plural
 from .facts import UNKNOWN
+from ..data.tokenizer_kind import TokenizerKind
 
 
 def class_balance_text(counts: dict[str, int]) -> str:
@@ -166,12 +167,11 @@ def _size(card: dict[str, Any]) -> str:
 
 def _vocabulary(card: dict[str, Any], d: dict[str, Any]) -> str:
     """The vocabulary line: its size and the units it reads (``[data] tokenizer``)."""
-    kind = card.get("tokenizer", "word")
-    if kind == "char":
-        return f"{card['vocab_size']:,} characters (a run of spaces one token, lowercased)"
-    if kind in ("unigram", "bpe"):
-        return f"{card['vocab_size']:,} {'Unigram' if kind == 'unigram' else 'BPE'} subwords with byte fallback (lowercased)"
-    return f"{card['vocab_size']:,} word-level tokens ({d['pre_tokenizer']} pre-tokenizer, lowercased)"
+    try:
+        kind = TokenizerKind(card.get("tokenizer", "word"))
+    except ValueError:   # a card of another kind than this tool builds: its name as it is
+        return f"{card['vocab_size']:,} tokens ({card.get('tokenizer')})"
+    return kind.vocabulary_phrase(card["vocab_size"], d["pre_tokenizer"])
 
 
 def _labels_text(card: dict[str, Any]) -> str:

@@ -117,40 +117,42 @@ def train(
     """
     with handle_errors():
         from ..training.policy import DEFAULT, policy_from_toml
-        from ..training.run import resume as run_resume
-        from ..training.run import train as run_train
+        from ..training.run import resume as run_resume, train as run_train
 
         device_name = device.value if device else None
         mode = _multi_label_mode(multi_label, single_label)
         if resume is not None:
             folder = _resume_folder(resume, output)
             _refuse_changes({"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
-                             "--text-column": text_column,
-                             "--label-column": label_column, "--multi-label / --single-label": mode,
-                             "--label-columns": label_columns, "--batch-size": batch_size, "--lr": lr, "--seed": seed,
-                             "--init": init, "--time-budget": time_budget, "--policy": policy})
+                             "--text-column": text_column, "--label-column": label_column,
+                             "--multi-label / --single-label": mode, "--label-columns": label_columns,
+                             "--batch-size": batch_size, "--lr": lr, "--seed": seed, "--init": init,
+                             "--time-budget": time_budget, "--policy": policy})
         else:
-            flags = {"data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
-                              "label_column": label_column, "label_columns": parse_label_columns(label_columns),
-                              "multi_label": mode},
-                     "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name,
-                                  "seed": seed, "init_from": str(init) if init is not None else None,
-                                  "time_budget": parse_duration(time_budget) if time_budget is not None else None}}
-            cfg = build_config(config, sets or (), flags)
-            given = given_keys(config, sets or (), flags)
-        rules = DEFAULT if policy is None else policy_from_toml(policy)
-        out, err = consoles()
+            cfg, given = _config_and_given(config, sets, {
+                "data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
+                         "label_column": label_column, "label_columns": parse_label_columns(label_columns),
+                         "multi_label": mode},
+                "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name,
+                             "seed": seed, "init_from": str(init) if init is not None else None,
+                             "time_budget": parse_duration(time_budget) if time_budget is not None else None}})
+        rules, (out, err) = DEFAULT if policy is None else policy_from_toml(policy), consoles()
         callbacks = None if as_json else RichTrainCallbacks(err)
         if resume is not None:
-            result = _until_stopped(callbacks, lambda stop: run_resume(folder, callbacks, epochs=epochs,
-                                                                       device=device_name, stop=stop,
-                                                                       keep_state=keep_state))
+            run = lambda stop: run_resume(folder, callbacks, epochs=epochs, device=device_name, stop=stop,  # noqa: E731
+                                          keep_state=keep_state)
         else:
-            result = _until_stopped(callbacks, lambda stop: run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks,
-                                                                      stop=stop, fit_to_data=given, force=force,
-                                                                      policy=rules, keep_state=keep_state))
+            run = lambda stop: run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks, stop=stop,  # noqa: E731
+                                         fit_to_data=given, force=force, policy=rules, keep_state=keep_state)
+        result = _until_stopped(callbacks, run)
         if result.is_main:   # torchrun ranks other than 0 stay quiet
             _render_train(out, err, result, as_json)
+
+
+def _config_and_given(config: Optional[str], sets: Optional[list[str]],
+                      flags: dict[str, dict[str, Any]]) -> tuple[Any, frozenset[str]]:
+    """The run's config (the preset or file, ``--set``, then the flags) and the keys the command line set."""
+    return build_config(config, sets or (), flags), given_keys(config, sets or (), flags)
 
 
 @app.command()

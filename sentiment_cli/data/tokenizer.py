@@ -34,6 +34,7 @@ from ..errors import CheckpointError
 from .negation import mark_scope, token_roles, vocabulary_id
 from .token_ids import TokenIds, TokenIdsWriter
 from .units import choose_units
+from .tokenizer_kind import TokenizerKind
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
@@ -210,12 +211,9 @@ def _untrained(kind: str, config: DataConfig) -> Tokenizer:
     return tok
 
 
-def tokenizer_kind(tok: Tokenizer) -> str:
-    """What a (saved) tokenizer reads: ``"word"``, ``"char"``, ``"unigram"`` or ``"bpe"`` (the card's line)."""
-    model = type(tok.model).__name__
-    if model == "WordLevel":
-        return "char" if type(tok.pre_tokenizer).__name__ == "Split" else "word"
-    return {"Unigram": "unigram", "BPE": "bpe"}.get(model, model.lower())
+def tokenizer_kind(tok: Tokenizer) -> TokenizerKind:
+    """What a (saved) tokenizer reads (:meth:`TokenizerKind.of`)."""
+    return TokenizerKind.of(tok)
 
 
 def save_tokenizer(tok: Tokenizer) -> str:

@@ -8,7 +8,7 @@ model over character 2-4-grams). There the model reads characters where most of 
 characters (Chinese; each one a morpheme: Chinese hotel reviews' dev split, the default's search, log-loss 0.2242
 against 0.2401 read as Unigram subwords), and otherwise subwords learned from the training texts
 (:data:`SUBWORD_UNITS`; Thai, whose letters spell sounds: Wisesight's dev split, the rules' whole run, 73.0%
-against 71.1% read as characters, whose encoder added nothing to the n-gram score; docs/experiments.md).
+against 71.1% read as characters, whose encoder added nothing to the n-gram score; docs/decisions.md#text-without-spaces).
 
 The rule (:func:`choose_units`) reads a sample of the training texts: the share of their letters (Unicode
 categories L and M, :mod:`unicodedata`) that sit in runs of at least :data:`LONG_RUN` letters without
@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .tokenizer_kind import TokenizerKind
 
 # Scripts written without spaces between words (the first word of their letters' Unicode names); Korean's
 # Hangul is written with spaces.
@@ -57,10 +59,10 @@ class Units:
         """Why, in a phrase with the figures (the ``note:`` line of ``train``)."""
         measured = f"{self.share:.0%} of the training texts' letters are in runs of {LONG_RUN} or more without a " \
                    "space or in a script written without spaces"
-        if self.kind != "word":
+        if TokenizerKind(self.kind).joined:
             names = " and ".join(SCRIPT_NAMES.get(s, s.title()) for s in self.scripts)
             scripts = f" ({names} script)" if names else ""
-            if self.kind == "char":
+            if self.kind == TokenizerKind.CHAR:
                 return f"{measured}{scripts}: text written without spaces, mostly in Han characters (each a " \
                        "morpheme), is read as characters"
             return f"{measured}{scripts}: text written without spaces between words is read as subwords learned " \

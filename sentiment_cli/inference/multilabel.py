@@ -30,8 +30,8 @@ MIN_SUPPORT = 1
 maximise and takes the shared threshold, which all labels' validation positives choose. Pooling every label under 5
 positives as well (the rule before 2026-11-29) cost macro-F1 on new text: on 20 random halvings of the validation
 split (thresholds fitted on one half, scored on the other) 0.5411 against 0.5637 on Reuters and 0.4837 against
-0.4862 on GoEmotions, each with ties broken as :func:`_best` does (``docs/experiments.md``, "Thresholds for rare
-labels")."""
+0.4862 on GoEmotions, each with ties broken as :func:`_best` does
+(``docs/decisions.md#thresholds-for-rare-labels``)."""
 
 THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.01), 2)
 """The thresholds tried: 0.05 to 0.95 by 0.01 (91 values). A fixed grid, not the distinct validation

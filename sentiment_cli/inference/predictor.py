@@ -253,7 +253,7 @@ class Predictor:
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
         logits, token_logits, bias = self.forward([r[0] for r in rows], token_logits=True)
         finite_logits(logits, first)
-        join = tokenizer_kind(self.backend.tokenizer) != "word"   # characters or subwords: pieces joined for display
+        join = tokenizer_kind(self.backend.tokenizer).joined   # characters or subwords: pieces joined for display
         probabilities = self._postprocessed(logits)
         if self.multi_label:
             return logits, label_set_explanations(texts, rows, logits, token_logits, bias, self.labels,

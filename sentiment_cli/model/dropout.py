@@ -3,7 +3,7 @@
 Dropout (Srivastava et al. 2014, "Dropout: A Simple Way to Prevent Neural Networks from Overfitting") zeroes each
 element with probability ``p`` and scales the rest by ``1 / (1 - p)``. torch's CPU kernel draws the mask with
 ``bernoulli_``, a float per element from one generator thread: on a quiet 2-core CPU it was a third of the IMDB
-default's training step (``python -m bench.train_step --profile``; docs/experiments.md, "The encoder's step on a
+default's training step (``python -m bench.train_step --profile``; ``docs/decisions.md#the-encoders-step-on-a-cpu``, "The encoder's step on a
 quiet CPU"). Here the mask comes from numpy's PCG64 as bytes (a byte per element, about five times cheaper to
 draw), seeded from torch's generator, so ``torch.manual_seed`` still fixes a run. ``p`` is rounded to a multiple of
 1/256 (0.1 drops 26/256 = 10.16%); the scale is the exact inverse of the kept share, so the expected output is the

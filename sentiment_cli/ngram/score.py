@@ -181,7 +181,7 @@ class NgramScore(nn.Module):
         """Round ``weight`` (idf folded in) to float16's precision, 11 significant bits (:func:`half_precision`;
         float32 kept where one is beyond float16's range), so that the checkpoint stores it in half the bytes
         without a change (``weights_file.py``). A training run's fit does this once (``ngram/fit.py``); measured
-        on six checkpoints' validation and test splits, no metric moved (``docs/experiments.md``, "Half-precision
+        on six checkpoints' validation and test splits, no metric moved (``docs/decisions.md#packed-tables-and-half-precision``, "Half-precision
         n-gram weights")."""
         with torch.no_grad():
             self.weight.copy_(half_precision(self.weight))

@@ -15,13 +15,9 @@ import numpy as np
 from .forms import fit_columns, multi_label_loss, predicted
 
 # The C select_fit tries per form: on TREC-6, Subj, SST-5 (sentences, phrases) and IMDB, NB-LR's cross-validated
-# accuracy rose up to C 1 and was flat beyond, LR's flat from C 1 to 30 (docs/experiments.md, bench/ngram_forms.py).
+# accuracy rose up to C 1 and was flat beyond, LR's flat from C 1 to 30 (docs/decisions.md#the-n-gram-scores-form-and-c,
+# bench/ngram_forms.py). The default's search has its own grid, measured on validation (training/policy.py).
 FIT_GRID = {"nb-lr": (0.1, 0.3, 1.0), "lr": (1.0, 10.0, 30.0)}
-# The default's search measures each candidate on validation, not by cross-validation, and has room for one more
-# C: plain LR at 3 too, where L2-normalised TF-IDF rows (character n-grams, Thai) put its best. Wisesight's
-# validation split: LR C 3 71.38%, log-loss 0.7079; C 10 70.84%, 0.7176 (docs/experiments.md, 2026-11-28, third
-# session); on binary word n-grams LR is flat from C 1 to 30.
-SEARCH_GRID = {"nb-lr": FIT_GRID["nb-lr"], "lr": (1.0, 3.0, 10.0, 30.0)}
 CV_FOLDS = 3                  # folds of select_fit's cross-validation
 CV_TEXTS = 10_000             # at most this many training texts (a seeded sample) are cross-validated
 CV_SEED = 0                   # the sample's and the folds' seed: every rank and a resumed run choose alike

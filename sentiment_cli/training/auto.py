@@ -25,11 +25,12 @@ from typing import Any
 from ..config import Config
 from ..data.labels import IMBALANCE_RATIO
 from ..data.splits import held_out_count, hold_out_way
+from ..data.tokenizer_kind import TokenizerKind
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
 from .policy import DEFAULT, RulesPolicy
 from .pretrain import pretraining_reads
-from .profile import SUBWORD_KINDS, Profile, read_profile
+from .profile import Profile, read_profile
 from .run_data import RunData
 
 
@@ -77,14 +78,14 @@ def _tokenizer_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[C
     TF-IDF, character 1-``char_max_n``-grams or subword 1-3-grams (dev splits, ``docs/decisions.md#text-without-spaces``)."""
     if profile.units is None:
         return []
-    kind = profile.units.kind
-    choices = [Choice("data.tokenizer", kind, profile.units.reason())]
-    if kind in SUBWORD_KINDS and config.data.vocab_size != r.subword_vocab:
+    kind = TokenizerKind(profile.units.kind)
+    choices = [Choice("data.tokenizer", kind.value, profile.units.reason())]
+    if kind.subword and config.data.vocab_size != r.subword_vocab:
         choices.append(Choice("data.vocab_size", r.subword_vocab, f"text without spaces: {r.subword_vocab:,} subwords "
                               "(Wisesight's dev: 8,000 Unigram pieces' 1-3-grams above 32,000's in a linear model)"))
-    if kind == "word" or not config.model.ngram_buckets:
+    if kind is TokenizerKind.WORD or not config.model.ngram_buckets:
         return choices
-    if kind == "char" and config.model.ngram_max_n < r.char_max_n:
+    if kind is TokenizerKind.CHAR and config.model.ngram_max_n < r.char_max_n:
         choices.append(Choice("model.ngram_max_n", r.char_max_n, f"character tokens: the n-gram score reads "
                               f"character 1-{r.char_max_n}-grams, within and across words"))
     if config.model.ngram_weighting != "tfidf":
@@ -356,8 +357,8 @@ def _negation_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Ch
     training rows (IMDB's 25,000 reviews: 10,000). Other label sets keep the preset's (none), and so does text
     read as characters (Chinese, Thai): the scope runs over words after an English negator, and the augmentation's
     rules rewrite English words ("was good" -> "was not good")."""
-    kind = profile.units.kind if profile.units else config.data.tokenizer
-    if polar_labels(profile.labels) is None or kind != "word":
+    kind = profile.units.kind if profile.units else config.data.tokenizer   # "auto" unresolved: not words
+    if polar_labels(profile.labels) is None or kind != TokenizerKind.WORD:
         return []
     pairs = min(r.negation_pairs, round(r.negation_share * profile.train_rows))
     return [Choice("data.negation_scope", "sentence", "two-class sentiment: words a negator governs are marked "

@@ -31,7 +31,6 @@ from ..data.tokenizer import UNK_ID
 from ..errors import Interrupted, SentimentError
 from ..evaluation.evaluate import evaluate_ids
 from ..runtime import autocast, free_threads, pinned_threads
-from .context import RunContext
 from .optim import lr_lambda, optimizer_step
 from .resume import rng_states
 from .setup import Fit
@@ -359,7 +358,7 @@ def _improves(state: LoopState, val_acc: float | None, val_loss: float | None) -
     lower validation loss (always, without a validation split).
 
     Accuracy ties are common on a hold-out of a few hundred rows. Dev evidence for the loss as their
-    tie-break: ``docs/experiments.md``, "Validation ties".
+    tie-break: ``docs/decisions.md#validation-ties``.
     """
     if val_acc is None or val_acc != state.best_accuracy:
         return val_acc is None or val_acc > state.best_accuracy

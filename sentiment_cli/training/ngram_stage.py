@@ -12,56 +12,24 @@ again (issue 54).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import torch
 
 from ..config import Config
 from ..data.splits import DataSpec
-from ..data.tokenizer import tokenizer_from_str, tokenizer_kind, vocabulary
-from ..errors import Interrupted
-from ..evaluation import calibration
-from ..inference.multilabel import fit_decision, row_binary_nll
-from ..ngram.crossfit import full_logits
-from ..ngram.estimator import NgramEstimator
-from ..ngram.features import TFIDF, ngram_features, term_frequency, weighted_rows, word_pieces
-from ..ngram.fit import fit_key, fit_weighting, rows_digest
-from ..ngram.memory import fit_limit
+from ..data.tokenizer import tokenizer_from_str, tokenizer_kind
+from ..ngram.features import TFIDF
+from ..ngram.fit import fit_key, fit_weighting
 from .budget import Budget
 from .callbacks import TrainCallbacks
-from .candidate import Candidate, result_line, within_se
+from .candidate import Candidate, within_se
 from .interrupts import StopFlag
+from .ngram_candidate import Reading, StageFeatures, ngram_fit, reads_terms
 from .policy import DEFAULT, NgramStagePolicy
 from .run_data import RunData
-
-PIECE_TOKENIZERS = ("word", "unigram", "bpe")   # not characters: a character has no pieces
-
-
-class Reading(NamedTuple):
-    """How the n-gram score reads a text: ``chars``, its words' character 2-``chars``-grams (0: none; ``[model]
-    ngram_word_chars``), ``weighting``, ``max_n`` and ``min_df`` (``[model] ngram_weighting``, ``ngram_max_n``,
-    ``ngram_min_df``)."""
-
-    chars: int
-    weighting: str
-    max_n: int
-    min_df: int
-
-    @classmethod
-    def of(cls, config: Config, **changes: Any) -> "Reading":
-        """The config's reading, with ``changes``."""
-        m = config.model
-        return cls(m.ngram_word_chars, m.ngram_weighting, m.ngram_max_n, m.ngram_min_df)._replace(**changes)
-
-
-READING_SETTINGS = {"chars": "model.ngram_word_chars", "weighting": "model.ngram_weighting",
-                    "max_n": "model.ngram_max_n", "min_df": "model.ngram_min_df"}
-FORM_NAMES = {"nb-lr": "NB-LR", "lr": "LR"}
-
 
 @dataclass
 class NgramStage:
@@ -117,7 +85,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     cb.on_stage(f"the search: the n-gram score alone, on {len(train):,} training and {len(val):,} validation rows")
     began = budget.clock()
     tokenizer = tokenizer_from_str(data.tokenizer_json(train, config.data, cb.on_stage), "the run's tokenizer")
-    features = _StageFeatures(config, data, tokenizer, train, val)
+    features = StageFeatures(config, data, tokenizer, train, val)
     stage.vocab_size, stage.mean_tokens = tokenizer.get_vocab_size(), features.mean_tokens()
     features.of(Reading.of(config))
     stage.setup_seconds = budget.clock() - began
@@ -129,7 +97,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     def fit(form: str, C: float, class_weight: str, reading: Reading) -> Candidate:
         x, xv, rows = features.of(reading)
         key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df)
-        return _ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
+        return ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
 
     fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label), budget,
                  policy)
@@ -140,7 +108,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
 
 
 def _fit_readings(fits: "_Fits", config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
-                  features: "_StageFeatures", tokenizer: Any, multi_label: bool, cb: TrainCallbacks) -> None:
+                  features: "StageFeatures", tokenizer: Any, multi_label: bool, cb: TrainCallbacks) -> None:
     """The stage's fits in order: the term reading's first C (several labels per text: a short budget's share may
     hold one fit; Reuters' 300 s: 90 s, one fit of 68 s), words alone, words with their pieces, then the term
     reading with pieces and at its other C's."""
@@ -207,7 +175,7 @@ class _Fits:
         """LR per label over ``reading`` (the term reading, perhaps with word pieces) at each of ``Cs`` in turn while
         the next fit ends within the budget (the first fit of the stage always): a fit as long as the longest so
         far, or as the slowest over terms times ``scale`` (the entries word pieces add,
-        :meth:`_StageFeatures.size_ratio`) when that is longer."""
+        :meth:`StageFeatures.size_ratio`) when that is longer."""
         for C in Cs:
             slowest = max((c.seconds for c in self.out if reads_terms(c.settings)), default=0.0)
             if not self.next_fits(self.budget) or (self.out and not self.budget.fits(slowest * scale)):
@@ -225,59 +193,6 @@ class _Fits:
             if self.out[-1].rank_key() > self.out[-2].rank_key():
                 self.weighting = other
         _keep_best_fit(self.out)
-
-
-class _StageFeatures:
-    """The n-gram stage's feature matrices ``(x, x_validation, rows_digest)``, made once for each :class:`Reading`:
-    words alone (``chars`` 0) or with their character 2-``chars``-grams
-    (:func:`~sentiment_cli.ngram.features.word_pieces`), binarised or as TF-IDF rows, as the model's score reads them
-    (``[model] ngram_word_chars``, ``ngram_weighting``, ``ngram_max_n``, ``ngram_min_df``)."""
-
-    def __init__(self, config: Config, data: RunData, tokenizer: Any, train: Any, val: Any):
-        self.config, self.tokenizer = config, tokenizer
-        self.train_ids = data.ids(tokenizer, train.texts, config.data)
-        self.val_ids = data.ids(tokenizer, val.texts, config.data)
-        self.labels, self.max_length = train.labels, config.data.max_length
-        self.made: dict[Reading, tuple[Any, Any, str]] = {}
-        self.tables: dict[int, torch.Tensor] = {}
-        self.ratios: dict[int, float] = {}
-
-    def mean_tokens(self) -> int:
-        """A training text's mean token count (its ids are cut at ``max_length``)."""
-        return int(round(float(np.mean(self.train_ids.lengths)))) if len(self.train_ids) else 0
-
-    def pieces(self, chars: int) -> torch.Tensor | None:
-        """The vocabulary's pieces table for ``chars`` (``None`` for 0), made once for both weightings and the
-        size estimate."""
-        if not chars:
-            return None
-        if chars not in self.tables:
-            self.tables[chars] = torch.from_numpy(word_pieces(vocabulary(self.tokenizer),
-                                                              self.config.model.ngram_buckets, chars))
-        return self.tables[chars]
-
-    def of(self, reading: Reading) -> tuple[Any, Any, str]:
-        """``(x, x_validation, rows_digest)`` of a reading; the digest is of where the rows' entries lie
-        (:func:`fit_key`)."""
-        if reading not in self.made:
-            buckets, pieces = self.config.model.ngram_buckets, self.pieces(reading.chars)
-            tf, n = term_frequency(reading.weighting), reading.max_n
-            x = ngram_features(self.train_ids, buckets, max_n=n, pieces=pieces, tf=tf)
-            xv = ngram_features(self.val_ids, buckets, max_n=n, pieces=pieces, tf=tf)
-            rows = rows_digest(x, self.labels)
-            (x, xv), _ = weighted_rows(x, reading.weighting, reading.min_df, xv)   # as the model's score weighs them
-            self.made[reading] = (x, xv, rows)
-        return self.made[reading]
-
-    def size_ratio(self, chars: int, sample: int = 500) -> float:
-        """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured once
-        on its first ``sample`` texts (a fit's time grows with them)."""
-        if chars not in self.ratios:
-            m, ids = self.config.model, self.train_ids[:sample]
-            alone = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n).nnz
-            with_pieces = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=self.pieces(chars)).nnz
-            self.ratios[chars] = with_pieces / max(1, alone)
-        return self.ratios[chars]
 
 
 def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]],
@@ -316,11 +231,6 @@ def _ladder_step(ladder: tuple[float, ...], C: float, steps: int) -> float:
     return ladder[i]
 
 
-def reads_terms(settings: dict[str, Any]) -> bool:
-    """Whether a candidate's ``settings`` are the term reading's (the only reading that sets ``min_df``)."""
-    return "model.ngram_min_df" in settings
-
-
 def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bool:
     """Whether the stage also fits the term reading: several labels per text, plain LR (the multi-label rules'
     form), and none of the reading's settings given on the command line or set otherwise than their defaults."""
@@ -332,20 +242,21 @@ def _tries_terms(config: Config, given: frozenset[str], multi_label: bool) -> bo
 
 def _tries_pieces(config: Config, given: frozenset[str], multi_label: bool, tokenizer: Any) -> bool:
     """Whether the stage also fits tokens with their character n-grams: a word or subword tokenizer
-    (:data:`PIECE_TOKENIZERS`), one label per text (a multi-label run's rules pin its form), and ``[model]
+    (:attr:`~sentiment_cli.data.tokenizer_kind.TokenizerKind.has_pieces`), one label per text (a multi-label run's rules pin its form), and ``[model]
     ngram_word_chars`` neither set nor given (:func:`_reads_pieces`)."""
     return not multi_label and _reads_pieces(config, given, tokenizer)
 
 
 def _reads_pieces(config: Config, given: frozenset[str], tokenizer: Any) -> bool:
     """Whether a reading may add each token's character n-grams: a word or subword tokenizer
-    (:data:`PIECE_TOKENIZERS`), and ``[model] ngram_word_chars`` neither set nor given (a given 0 stays 0)."""
+    (:attr:`~sentiment_cli.data.tokenizer_kind.TokenizerKind.has_pieces`), and ``[model] ngram_word_chars`` neither
+    set nor given (a given 0 stays 0)."""
     return (not config.model.ngram_word_chars and "model.ngram_word_chars" not in given
-            and tokenizer_kind(tokenizer) in PIECE_TOKENIZERS)
+            and tokenizer_kind(tokenizer).has_pieces)
 
 
 def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
-                features: _StageFeatures, cb: TrainCallbacks) -> None:
+                features: StageFeatures, cb: TrainCallbacks) -> None:
     """Fit :func:`_piece_fits`' fits with word pieces, the first of them both ways when the class weighting is
     searched; a weighting given on the command line stays. The fits stop once one loses to its form's best fit on
     words alone beyond one paired standard error (:func:`_pieces_lose`)."""
@@ -389,7 +300,7 @@ def _best_of_each_form(candidates: list[Candidate]) -> dict[str, Candidate]:
     return best
 
 
-def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures, budget: Budget,
+def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: StageFeatures, budget: Budget,
                 policy: NgramStagePolicy) -> list[tuple[str, float, str | None, float]]:
     """The fits ``(form, C, weighting, seconds)`` with word pieces: :attr:`NgramStagePolicy.piece_fits` of the forms
     in ``grid``, the form whose best fit on words ranked higher first (in the policy's order within a form), each
@@ -414,14 +325,14 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
     return kept
 
 
-def _piece_seconds(done: list[Candidate], form: str, features: _StageFeatures, chars: int) -> float:
+def _piece_seconds(done: list[Candidate], form: str, features: StageFeatures, chars: int) -> float:
     """A fit's estimated seconds with word pieces: the form's slowest fit on words alone (of ``done``, complete
-    fits) times :meth:`_StageFeatures.size_ratio` (Turkish news topics, NB-LR: 16 s on words, 45-69 s with pieces,
+    fits) times :meth:`StageFeatures.size_ratio` (Turkish news topics, NB-LR: 16 s on words, 45-69 s with pieces,
     4.3 times the entries)."""
     return max(c.seconds for c in done if c.settings["model.ngram_fit"] == form) * features.size_ratio(chars)
 
 
-def _piece_reserve(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: _StageFeatures,
+def _piece_reserve(out: list[Candidate], grid: dict[str, tuple[float, ...]], features: StageFeatures,
                    budget: Budget, policy: NgramStagePolicy) -> float:
     """Seconds the fits on words alone leave for the first fit with word pieces: :func:`_piece_fits`' first, the best
     form's or, when that no longer fits ``budget``, a cheaper one's; 0 before any fit or when none fits (the words
@@ -444,54 +355,6 @@ def _keep_best_fit(candidates: list[Candidate]) -> None:
         for c in reading:
             if c is not best:
                 c.fit = None
-
-
-def _ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading, train: tuple[Any, Any],
-               val: tuple[Any, np.ndarray], k: int, cb: TrainCallbacks, stop: StopFlag | None,
-               key: str = "") -> Candidate:
-    """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)`` of
-    ``reading`` (:class:`Reading`) and scored on ``val``; its
-    line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``:
-    :func:`~sentiment_cli.ngram.fit.fit_key`).
-
-    Raises:
-        Interrupted: ``stop`` was set (a signal), checked before the fit.
-    """
-    form, C, class_weight = setting
-    if stop is not None and stop.requested:
-        raise Interrupted(f"interrupted by {stop.reason} during the search; the output folder is as it "
-                          "was: run the same command again", exit_code=stop.exit_code)
-    began = time.perf_counter()
-    weighting = fit_weighting(class_weight, train[1])
-    fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(*train)
-    accuracy, nll, losses = _scored(np.asarray(fitted.decision_function(val[0]), np.float64), val[1], k)
-    settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
-    if class_weight != config.training.class_weight:
-        settings["training.class_weight"] = class_weight
-    own = Reading.of(config)
-    settings.update({READING_SETTINGS[key]: value for key, value in reading._asdict().items()
-                     if value != getattr(own, key)})
-    name = f"n-gram alone, {FORM_NAMES[form]} C {C:g}" + ("" if class_weight == "none" else ", classes balanced")
-    name += _reading_phrase(settings)
-    c = Candidate(name, "ngram", settings,
-                  accuracy=accuracy, nll=nll,
-                  seconds=time.perf_counter() - began, losses=losses, fit=(key, fitted))
-    cb.on_note(result_line(c))
-    return c
-
-
-def _reading_phrase(settings: dict[str, Any]) -> str:
-    """How a candidate's reading differs from the config's, for its name: ``", TF-IDF, characters 2-5 within
-    each token"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"`` (with the characters after it when both), or
-    ``""``."""
-    weighting = {"tfidf": "TF-IDF", "sublinear": "sublinear TF-IDF"}.get(settings.get("model.ngram_weighting"))
-    n = settings.get("model.ngram_max_n")
-    df = settings.get("model.ngram_min_df")
-    phrase = "" if weighting is None else f", {weighting}" + (f" 1-{n}-grams" if n else "") + \
-        (f" in {df}+ texts" if df else "")
-    if "model.ngram_word_chars" in settings:
-        phrase += f", characters 2-{settings['model.ngram_word_chars']} within each token"
-    return phrase
 
 
 def fit_order(grid: dict[str, tuple[float, ...]], weighting: str) -> list[tuple[str, float]]:
@@ -524,17 +387,3 @@ def _weighting_searched(config: Config, given: frozenset[str], multi_label: bool
             and not multi_label)
 
 
-def _scored(scores: np.ndarray, y_val: np.ndarray, k: int) -> tuple[float, float, np.ndarray | None]:
-    """``(accuracy, nll, losses)`` of the n-gram score alone on validation, as a trial's run records them: accuracy
-    and the log-loss after the temperature, and each row's (``(n_validation,)``); with several labels per text
-    (``y_val`` a 0/1 matrix) the subset accuracy at each label's F1 threshold, the binary log-loss after a
-    temperature per label, and each row's (the mean over its labels)."""
-    if y_val.ndim == 2:
-        rule, p, _, _ = fit_decision(scores, y_val)
-        chosen = rule.labels(p)
-        losses = row_binary_nll(scores, y_val, np.asarray(rule.temperatures))
-        return float((chosen == y_val.astype(bool)).all(1).mean()), float(losses.mean()), losses
-    logits = full_logits(scores, k)
-    temperature = calibration.fit_temperature(logits, y_val)
-    losses = calibration.row_nll(logits, y_val, temperature)
-    return float((logits.argmax(1) == y_val).mean()), float(losses.mean()), losses

@@ -205,11 +205,11 @@ class SearchPolicy:
                               "a version projecting from 10 steps stopped IMDB's rules' run after 368 s; "
                               f"{DECISIONS}#trial-sizing; 0d3cb5f, 2026-11-28")
     timing_min_steps: int = tuned(10, "steps", "a slow machine's timing run ends after this many steps once "
-                                  f"timing_seconds have passed", f"{DECISIONS}#trial-sizing; 0d3cb5f, 2026-11-28")
+                                  "timing_seconds have passed", f"{DECISIONS}#trial-sizing; 0d3cb5f, 2026-11-28")
     timing_seconds: float = tuned(5.0, "seconds", "see timing_min_steps", f"{DECISIONS}#trial-sizing; 0d3cb5f, "
                                   "2026-11-28")
     size_margin: float = tuned(0.85, "share of the time left", "a trial's steps fill this share of its time "
-                               f"(slower steps, saving)", f"{DECISIONS}#trial-sizing; bc8882e, 2026-11-28")
+                               "(slower steps, saving)", f"{DECISIONS}#trial-sizing; bc8882e, 2026-11-28")
     validation_speedup: float = tuned(3.0, "ratio", "a validation row takes this many times less than a training "
                                       "row (no backward)", f"{DECISIONS}#trial-sizing; bc8882e, 2026-11-28")
     min_steps: int = tuned(50, "optimizer steps", "a trial fitting fewer steps (or half its schedule) is stopped at "

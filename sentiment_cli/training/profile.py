@@ -17,12 +17,10 @@ from ..config import Config
 from ..data.labels import imbalance
 from ..data.splits import DataSpec
 from ..data.tokenizer import SPACE_TOKEN, build_tokenizer, first_chars, pre_tokenizer_for
+from ..data.tokenizer_kind import TokenizerKind
 from ..data.units import Units, choose_units, distinct_char_ngrams
 from .policy import DEFAULT, RulesPolicy
 from .run_data import RunData
-
-SUBWORD_KINDS = ("unigram", "bpe")
-
 
 @dataclass(frozen=True)
 class Profile:
@@ -76,7 +74,7 @@ def read_profile(config: Config, data: RunData | None = None, rules: RulesPolicy
     found = data.unlabelled(spec)
     counts = tuple(train.class_counts().values())
     units = choose_units(train.texts, spec.seed) if config.data.tokenizer == "auto" else None
-    kind = units.kind if units else config.data.tokenizer
+    kind = TokenizerKind(units.kind if units else config.data.tokenizer)
     lengths = _token_counts(train.texts, config, spec.seed, kind, rules)
     quantile, ratio = np.quantile(lengths, rules.length_quantile), 1.0
     if "validation" in src.splits:   # what the model will read may be longer than what it learns from (phrases)
@@ -90,19 +88,20 @@ def read_profile(config: Config, data: RunData | None = None, rules: RulesPolicy
                    notes=tuple(found.notes) if found else (), labels=tuple(train.label_names),
                    reading=train.reading, units=units,
                    char_ngrams=distinct_char_ngrams(train.texts, max(rules.char_max_n, config.model.ngram_max_n),
-                                                    config.data.max_length) if kind == "char" else 0)
+                                                    config.data.max_length) if kind is TokenizerKind.CHAR else 0)
 
 
-def _token_counts(texts: list[str], config: Config, seed: int, kind: str, rules: RulesPolicy) -> np.ndarray:
+def _token_counts(texts: list[str], config: Config, seed: int, kind: TokenizerKind,
+                  rules: RulesPolicy) -> np.ndarray:
     """Token counts of up to :attr:`~.policy.RulesPolicy.length_sample` texts, a seeded draw: characters (a run of
     whitespace one) with character tokens; subwords with a subword tokenizer, as one trained on the first of them up
     to :attr:`~.policy.RulesPolicy.subword_sample_chars` characters cuts them (seconds; a little finer than the
     run's, trained on more text); else pre-tokenizer words."""
     rows = np.random.default_rng(seed).permutation(len(texts))[:rules.length_sample]
     cleaned = [re.sub(r"<br\s*/?>", " ", texts[i][:200_000]) for i in rows]
-    if kind == "char":
+    if kind is TokenizerKind.CHAR:
         return np.asarray([len(re.sub(r"\s+", SPACE_TOKEN, t.strip())) for t in cleaned])
-    if kind in SUBWORD_KINDS:
+    if kind.subword:
         vocab = config.data.vocab_size if config.data.tokenizer == kind else rules.subword_vocab
         data = dataclasses.replace(config.data, tokenizer=kind, vocab_size=vocab)
         tok = build_tokenizer(list(first_chars(cleaned, rules.subword_sample_chars)), data)

@@ -10,8 +10,8 @@ they keep the first run's temperature.
 This is scikit-learn's ``refit=True`` for the one setting validation chose here (the epoch count), as
 in AutoGluon's ``refit_full``. The temperature was fitted on the first model's held-out logits. The
 refitted model trains on ``1 / (1 - validation_fraction)`` times the rows for as many epochs, so its
-confidence is close to the first model's. Dev evidence is in ``docs/experiments.md`` ("The hold-out,
-trained on"); it costs a second fine-tuning.
+confidence is close to the first model's. Dev evidence is in ``docs/decisions.md#the-refit``; it costs a
+second fine-tuning.
 
 The refit trains into a hidden sibling folder (``.<output>.refit``), which holds only its trainer state; its record
 stays in memory until the orchestrator writes the output folder once. A stop during it writes the first run's

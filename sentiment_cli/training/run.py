@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
