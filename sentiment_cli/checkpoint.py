@@ -506,6 +506,21 @@ def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[st
     return config, vocab_size, labels
 
 
+def checkpoint_inputs(directory: str | Path, data: str | None = None) -> list[tuple[str, str | Path]]:
+    """What a command scoring the checkpoint ``directory`` reads, as ``(what, path)`` pairs for
+    :func:`~sentiment_cli.outputs.check_output`'s ``inputs``: the folder itself, and ``data`` (``--data``) or,
+    without it, the data the checkpoint was trained on (``config.json``'s ``[data] source``; left out when
+    ``config.json`` cannot be read, which loading the checkpoint then reports). Reads only ``config.json``."""
+    inputs: list[tuple[str, str | Path]] = [("the checkpoint", directory)]
+    if data is not None:
+        return inputs + [("--data", data)]
+    try:
+        source = (_read_json(Path(directory) / CONFIG_FILE).get("data") or {}).get("source")
+    except (CheckpointError, AttributeError):
+        return inputs
+    return inputs + ([("the checkpoint's data", source)] if isinstance(source, str) and source else [])
+
+
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *,
                     pretrained_ok: bool = False) -> Checkpoint:
     """Load a checkpoint folder for inference, without unpickling anything.

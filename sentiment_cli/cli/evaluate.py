@@ -40,6 +40,8 @@ ErrorsOption = Annotated[int, typer.Option("--errors", min=0, metavar="N",
 PlotOption = Annotated[Optional[Path], typer.Option(
     "--plot", metavar="PATH", help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
                                    "diagram beside it as PATH's name + '-reliability.png'.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file (never the checkpoint's "
+                                                            "files or the --data and --audit files it reads).")]
 AuditOption = Annotated[Optional[Path], typer.Option(
     "--audit", metavar="FILE", help="With --errors: mark the mistakes whose rows 'sentiment audit --output FILE' "
                                     "flagged as likely mislabelled (the data's error, not the model's).")]
@@ -59,6 +61,7 @@ def eval_(
     errors: ErrorsOption = 0,
     plot: PlotOption = None,
     audit: AuditOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Score a split: accuracy, per-class and averaged precision/recall/F1, confusion matrix, calibration (ECE).
 
@@ -70,8 +73,10 @@ def eval_(
         from ..evaluation.evaluate import evaluate_checkpoint
         from ..runtime import resolve_device
 
-        if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
-            _check_plot(plot)
+        if plot is not None:  # before any work: matplotlib is there, and the pictures may be written
+            from ..checkpoint import checkpoint_inputs
+
+            _check_plot(plot, force, checkpoint_inputs(checkpoint, data) + ([("--audit", audit)] if audit else []))
         flags = _read_flags(audit, errors, text_column) if audit is not None else None
         columns = parse_label_columns(label_columns)   # a multi-label model's 0/1 columns in --data
         more = {"label_columns": columns} if columns else {}
@@ -104,18 +109,21 @@ def _read_flags(audit: Path, errors: int, text_column: Optional[str]) -> dict[st
     return read_flags(audit, text_column)
 
 
-def _check_plot(plot: Path) -> None:
-    """Fail early when ``--plot`` cannot be written.
+def _check_plot(plot: Path, force: bool, inputs: list[tuple[str, Any]]) -> None:
+    """Fail early when ``--plot`` cannot be written: the picture and the reliability diagram beside it follow
+    every command's output rule (:func:`~sentiment_cli.outputs.check_output`: ``--force`` to replace a file,
+    never one of ``inputs``, never a device or FIFO).
 
     Raises:
         PlotUnavailable: matplotlib is not installed (the message says how to get it).
-        UsageError: ``plot``'s folder does not exist.
+        UsageError: ``plot``'s folder does not exist, or either file may not be written.
     """
     from ..evaluation import plots
+    from ..outputs import check_output
 
     plots.require_matplotlib()
-    if not plot.parent.is_dir():
-        raise UsageError(f"--plot {plot}: folder {plot.parent} does not exist")
+    check_output(plot, force=force, option="--plot", inputs=inputs)
+    check_output(plots.reliability_path(plot), force=force, option="--plot's reliability diagram", inputs=inputs)
 
 
 def _write_plots(plot: Path, split: str, result: dict[str, Any]) -> Path:

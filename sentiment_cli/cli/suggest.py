@@ -93,7 +93,8 @@ def suggest(
 
         # before any work: the answer would have nowhere to go, or would write over what it reads
         check_output(output, force=force, suffixes=TABLE_TYPES,
-                     inputs=[("--unlabelled", unlabelled), *([("--labelled", labelled)] if labelled else [])])
+                     inputs=[("the checkpoint", checkpoint), ("--unlabelled", unlabelled),
+                             *([("--labelled", labelled)] if labelled else [])])
         out, err = consoles()
         predictor = Predictor(checkpoint, resolve_device(device.value))
         texts, where, known = _read_texts(err, unlabelled, labelled, text_column or "", spinner=not as_json)

@@ -51,7 +51,8 @@ from torch import Tensor, nn
 
 from ..card.facts import model_card
 from ..card.readme import write_card
-from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
+from ..checkpoint import (CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, checkpoint_inputs, load_checkpoint,
+                          write_json)
 from ..errors import SentimentError, UsageError
 from ..model.classifier import SentimentClassifier
 from ..outputs import check_output
@@ -298,9 +299,9 @@ def check_export_output(checkpoint: Path, output: str | Path | None, quantize: s
     """
     path = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
     onnx = path.suffix.lower() == ".onnx"
-    inputs: list[tuple[str, str | Path]] = [] if onnx else [("the checkpoint folder", checkpoint)]
-    if data is not None and Path(data).expanduser().exists():
-        inputs.append(("--data", data))
+    inputs = checkpoint_inputs(checkpoint, data)   # the folder, and --data or the data it was trained on
+    if onnx:   # an export may go into the checkpoint folder (its default place), over an earlier export
+        inputs = [(what, where) for what, where in inputs if what != "the checkpoint"]
     return check_output(path, force=force or onnx, inputs=inputs)
 
 

