@@ -103,3 +103,40 @@ def test_export_and_ray_output_never_write_over_what_the_checkpoint_reads(ck, tm
         check_export_output(trained, data, force=True)
     with pytest.raises(UsageError, match="would write into the checkpoint"):
         OutputFolder.check(trained, force=True, data=find_input(data, None), inputs=[("the checkpoint", trained)])
+
+
+# ---------------------------------------------------------------------------- 4. labels that look like markup
+
+def test_labels_that_look_like_rich_markup_print_as_they_are(tmp_path):
+    """Labels `[/]` and `[neutral]`: `info` ended in `rich.errors.MarkupError`, `eval --errors 3` crashed after the
+    whole evaluation, and `[neutral]` printed as an empty string."""
+    import csv
+
+    data = tmp_path / "marked.csv"
+    with open(REVIEWS, newline="", encoding="utf-8") as src, open(data, "w", newline="", encoding="utf-8") as dst:
+        rows = csv.DictReader(src)
+        out = csv.DictWriter(dst, fieldnames=rows.fieldnames)
+        out.writeheader()
+        for row in rows:
+            out.writerow({**row, "sentiment": {"neg": "[/]", "pos": "[neutral]"}[row["sentiment"]]})
+    folder = tmp_path / "[bold]ck"
+    r = invoke("train", "--config", "seed", "--data", data, "--output", folder, "--epochs", 1)
+    assert r.exit_code == 0, r.stderr
+    r = invoke("info", "--checkpoint", folder)
+    assert r.exit_code == 0, r.stderr
+    assert "[/] " in r.stdout and "[neutral] " in r.stdout and "[bold]ck" in r.stdout
+    held = shutil.copy(data, tmp_path / "held.csv")
+    r = invoke("eval", "--checkpoint", folder, "--data", held, "--errors", 3)
+    assert r.exit_code == 0, r.stderr
+    table = r.stdout.split("3 most confident mistakes")[1]
+    assert "[/]" in table and "[neutral]" in table
+
+
+def test_one_escape_for_rich_in_the_cli():
+    """Every command module escapes through `render.safe`; none imports Rich's `escape` on its own."""
+    cli = ROOT / "sentiment_cli" / "cli"
+    own = [p.name for p in cli.glob("*.py") if p.name != "render.py" and "rich.markup import escape" in p.read_text()]
+    assert own == []
+    from sentiment_cli.cli.render import safe
+
+    assert safe("[/]") == "\\[/]" and safe("[neutral] \x1b[2J") == "\\[neutral] \\x1b[2J"
