@@ -40,6 +40,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
+from .decoding import json_loads
 from .errors import CheckpointError, ConfigError, UsageError
 from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
@@ -279,8 +280,8 @@ def read_checkpoint_file(path: Path, limit: int = JSON_LIMIT) -> bytes:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        obj = json.loads(read_checkpoint_file(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        obj = json_loads(read_checkpoint_file(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:   # JsonNumberTooLong: over Python's 4,300 digits
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
@@ -389,7 +390,7 @@ def safetensors_specs(data: bytes, path: str | Path) -> tuple[dict[str, tuple[An
         size = int.from_bytes(data[:8], "little")
         if len(data) < 8 or size > len(data) - 8:
             raise ValueError("the header is longer than the file")
-        header = json.loads(data[8:8 + size])
+        header = json_loads(data[8:8 + size])
         found = {name: (_SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(int(n) for n in entry["shape"]))
                  for name, entry in header.items() if name != "__metadata__"}
         packed = packed_shapes(header.get("__metadata__"))
@@ -691,7 +692,7 @@ def _current_records(directory: Path, prefix: str, required: str, weights: str |
     current = weights or weights_digest(directory)
     for path in sorted(directory.glob(f"{prefix}*.json")):
         try:
-            record = json.loads(read_checkpoint_file(path))
+            record = json_loads(read_checkpoint_file(path))
         except (CheckpointError, ValueError):
             continue
         if isinstance(record, dict) and record.get("weights") == current and required in record:

@@ -12,13 +12,13 @@ Imports neither torch nor the data libraries: the CLI checks an output name befo
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from .decoding import json_loads
 from .errors import UsageError
 
 TABLE_TYPES = (".csv", ".jsonl")   # what arrow_output.write_table writes; the suffix chooses the format
@@ -124,7 +124,7 @@ def _made_by_us(folder: Path) -> bool:
     try:
         if not mark.is_file() or mark.stat().st_size > 1 << 24:
             return False
-        data = json.loads(mark.read_text(encoding="utf-8"))
+        data = json_loads(mark.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and "format_version" in data

@@ -140,3 +140,42 @@ def test_one_escape_for_rich_in_the_cli():
     from sentiment_cli.cli.render import safe
 
     assert safe("[/]") == "\\[/]" and safe("[neutral] \x1b[2J") == "\\[neutral] \\x1b[2J"
+
+
+# ---------------------------------------------------------------------------- 6. integers over 4,300 digits
+
+BIG = "7" * 5000   # Python's int() refuses over 4,300 digits: tomllib and json raised a plain ValueError
+
+
+def test_integers_over_pythons_limit_are_one_line_errors_everywhere_toml_or_json_is_read(ck, tmp_path):
+    toml = tmp_path / "big.toml"
+    toml.write_text(f"[training]\nepochs = {BIG}\n")
+    r = invoke("config", "--config", toml)
+    assert_one_error_line(r, 2, f"{toml}: not valid TOML: an integer of 5,000 digits, over the 4,300 that Python "
+                                "reads; write a smaller number (at line 2, column 10)")
+    r = invoke("config", "--set", f"training.epochs={BIG}")
+    assert_one_error_line(r, 2, "--set training.epochs: an integer of 5,000 digits")
+    assert len(r.stderr) < 200
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f"seed = {BIG}\n")
+    r = invoke("check", "--checkpoint", ck, "--suite", suite)
+    assert_one_error_line(r, 2, "an integer of 5,000 digits")
+    for name, old, new in (("metrics.json", '"seed": 1234', f'"seed": {BIG}'),
+                           ("config.json", '"epochs": 1', f'"epochs": {BIG}')):
+        folder = copy_of(ck, tmp_path, name)
+        path = folder / name
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, new, 1))
+        for command in (("info",), ("predict", "fine")):
+            r = invoke(*command[:1], "--checkpoint", folder, *command[1:])
+            assert_one_error_line(r, 1, f"{path}: not valid JSON (an integer of 5,000 digits")
+    flags = tmp_path / "flags.jsonl"   # `eval --audit FILE` reads an audit's JSON Lines
+    flags.write_text(f'{{"rank": {BIG}, "text": "x", "suggested": "pos"}}\n')
+    r = invoke("eval", "--checkpoint", ck, "--data", REVIEWS, "--errors", 3, "--audit", flags)
+    assert_one_error_line(r, 1, f"{flags}: not an audit's output (an integer of 5,000 digits")
+
+
+def test_epochs_are_bounded_like_the_other_sizes():
+    r = invoke("config", "--set", "training.epochs=99999999999999999999")
+    assert_one_error_line(r, 2, "[training] epochs must be <= 100000, got 99999999999999999999")
+    assert invoke("config", "--set", "training.epochs=100000").exit_code == 0

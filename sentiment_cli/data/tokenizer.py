@@ -30,6 +30,7 @@ from tokenizers.models import BPE, Unigram, WordLevel
 from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordLevelTrainer
 
 from ..config import DataConfig
+from ..decoding import json_loads
 from ..errors import CheckpointError
 from .negation import mark_scope, token_roles, vocabulary_id
 from .token_ids import TokenIds, TokenIdsWriter
@@ -104,7 +105,7 @@ def check_structure(text: str, where: str | Path) -> None:
         CheckpointError: naming ``where`` and the part that differs.
     """
     try:
-        raw = json.loads(text)
+        raw = json_loads(text)
     except ValueError as exc:
         raise CheckpointError(f"{where}: not a valid tokenizer file ({exc})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):

@@ -18,7 +18,6 @@ PyTorch model's to about 1e-6 (checked at export).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..config import stored_config_from_dict
+from ..decoding import json_loads
 from ..errors import CheckpointError, ConfigError, SentimentError
 from ..data.labels import LABELS
 from ..data.tokenizer import PAD_ID, check_token_ids, tokenizer_from_str
@@ -298,7 +298,7 @@ def _json_meta(meta: dict[str, str], key: str, path: Path) -> Any:
         CheckpointError: it is not valid JSON; the message names ``key``.
     """
     try:
-        return json.loads(meta[key])
+        return json_loads(meta[key])
     except ValueError as exc:
         raise CheckpointError(f"{path}: its {key} metadata is not valid JSON ({str(exc)[:100]})") from None
 
