@@ -47,7 +47,8 @@ from .model.classifier import SentimentClassifier
 from .model.skeleton import tensor_specs, uninitialised_classifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
 from .weights_file import dense_specs, pack, packed_shapes, unpack
-from .untrusted import open_regular_file, read_regular_file, stored_decision, stored_temperature, stored_vocab_size
+from .untrusted import (open_regular_file, read_regular_file, stored_decision, stored_metrics, stored_temperature,
+                        stored_vocab_size)
 
 # 2: the weights file may hold packed tables; 3: a packed table's values may be float16 (weights_file.py). All read.
 CHECKPOINT_FORMAT_VERSION = 3
@@ -292,11 +293,20 @@ def read_metrics(directory: str | Path) -> dict[str, Any]:
     """A checkpoint's ``metrics.json`` (training's record: history, data, device, versions...), read as every
     file of the folder is (:func:`read_checkpoint_file`, within :data:`JSON_LIMIT`); ``{}`` when there is none.
 
+    Every reader takes it from here, checked (:func:`~sentiment_cli.untrusted.stored_metrics`: each key it
+    knows of the type its readers expect), so a crafted or damaged file is one error, not a crash in the card.
+
     Raises:
-        CheckpointError: not a regular file inside the folder, over the limit, or not a JSON object.
+        CheckpointError: not a regular file inside the folder, over the limit, not a JSON object, or a key of
+            the wrong type (the message names it: ``metrics.json: data must be an object, got an integer``).
     """
     path = Path(directory) / METRICS_FILE
-    return _read_json(path) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        return stored_metrics(_read_json(path))
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}"[:300]) from None
 
 
 @dataclass

@@ -179,3 +179,95 @@ def test_epochs_are_bounded_like_the_other_sizes():
     r = invoke("config", "--set", "training.epochs=99999999999999999999")
     assert_one_error_line(r, 2, "[training] epochs must be <= 100000, got 99999999999999999999")
     assert invoke("config", "--set", "training.epochs=100000").exit_code == 0
+
+
+# ---------------------------------------------------------------------------- 5. metrics.json of odd shapes
+
+def _search_record() -> dict:
+    """A `metrics.json` "search" record as training/search.py writes it (an n-gram candidate, an encoder one)."""
+    return {"budget_seconds": 120, "seconds": 100.0, "metric": "validation log-loss", "chosen": "encoder 1",
+            "chosen_settings": {"training.lr": 0.002}, "encoder_budget_hint": None,
+            "chosen_by": {"rule": "one standard error", "nll_difference": 0.01, "why": "within one standard error"},
+            "candidates": [
+                {"name": "n-gram nb-lr", "kind": "ngram", "settings": {"model.ngram_fit": "nb-lr"},
+                 "validation_accuracy": 0.8, "validation_nll": 0.4, "seconds": 1.0, "status": "complete"},
+                {"name": "encoder 1", "kind": "encoder", "settings": {"training.lr": 0.002, "training.epochs": 3},
+                 "validation_accuracy": 0.81, "validation_nll": 0.39, "seconds": 30.0, "status": "complete",
+                 "ended": "the time budget", "examples_per_second": 100.0, "needs_seconds": None}]}
+
+
+def _paths(obj, prefix=()):
+    """Every key path of a JSON document (each list item too)."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for key, value in items:
+        yield prefix + (key,)
+        yield from _paths(value, prefix + (key,))
+
+
+def _set(obj, path, value):
+    obj = json.loads(json.dumps(obj))
+    inner = obj
+    for key in path[:-1]:
+        inner = inner[key]
+    if value is _DELETE:
+        del inner[path[-1]]
+    else:
+        inner[path[-1]] = value
+    return obj
+
+
+_DELETE = object()
+
+
+@pytest.mark.slow   # about 15 s: some 500 crafted files, each card built and rendered
+def test_metrics_json_of_any_shape_is_checked_at_load_with_the_key_named(ck, tmp_path):
+    """11 of 15 shapes crashed `info` (`{"data": 5}`: AttributeError; `"history": 5`: TypeError; `search`,
+    `behaviour`, `calibration`, `versions`, `data_rules`, `class_counts` of the wrong type). Every key path of a
+    real `metrics.json` (plus a search's, the default's data rules, class weights, a refit's), set to each JSON type
+    or removed: the card is built and rendered, or loading refuses it naming the key."""
+    import io
+
+    from rich.console import Console
+
+    from sentiment_cli.card.facts import model_card
+    from sentiment_cli.card.readme import card_markdown
+    from sentiment_cli.checkpoint import read_metrics
+    from sentiment_cli.cli.info import render_card
+    from sentiment_cli.errors import CheckpointError
+
+    folder = copy_of(ck, tmp_path)
+    base = json.loads((folder / "metrics.json").read_text())
+    base.update(search=_search_record(), class_weights={"neg": 1.1, "pos": 0.9},
+                data_rules=[{"key": "training.epochs", "value": 4, "reason": "a small set"}],
+                held_out_run={"validation_examples": 60, "best_epoch": 1, "best_validation_accuracy": 0.5})
+    base["calibration"]["ngram_scale"] = 1.0
+    refused = 0
+    paths = [p for p in _paths(base) if p[0] != "config" and not any(isinstance(k, int) and k for k in p)]
+    for path in paths:   # config is read from config.json; one item of each list
+        for value in (5, "x", True, None, [], {"a": 5}, _DELETE):
+            metrics = _set(base, path, value)
+            (folder / "metrics.json").write_text(json.dumps(metrics))
+            try:
+                read_metrics(folder)   # the check at load, alone: cheap
+                card = model_card(folder)
+            except CheckpointError as exc:
+                key = str(path[-1]) if not isinstance(path[-1], int) else str(path[-2])
+                assert str(exc).startswith(f"{folder / 'metrics.json'}: ") and key in str(exc), (path, value, exc)
+                refused += 1
+                continue
+            card_markdown(card)
+            render_card(Console(file=io.StringIO(), width=100), card)
+    assert refused > 100
+
+
+def test_metrics_json_shapes_that_crashed_info_eval_and_export(ck, tmp_path):
+    """The issue's shapes: `info` crashed on each; `eval` and `export` (after 11 s of work) on `{"data": 5}`."""
+    folder = copy_of(ck, tmp_path)
+    base = json.loads((folder / "metrics.json").read_text())
+    for shape in ({"data": 5}, {"history": 5}, {"search": []}, {"versions": "3.11"}, {"behaviour": 1},
+                  {"calibration": [1]}, {"data_rules": {}}, {"data": {"class_counts": 7}}):
+        (folder / "metrics.json").write_text(json.dumps({**base, **shape}))
+        key = next(iter(shape))
+        for command in (("info",), ("eval", "--data", REVIEWS), ("export", "--format", "onnx")):
+            r = invoke(command[0], "--checkpoint", folder, *command[1:])
+            assert_one_error_line(r, 1, f"{folder / 'metrics.json'}: {key}")
