@@ -271,3 +271,22 @@ def test_metrics_json_shapes_that_crashed_info_eval_and_export(ck, tmp_path):
         for command in (("info",), ("eval", "--data", REVIEWS), ("export", "--format", "onnx")):
             r = invoke(command[0], "--checkpoint", folder, *command[1:])
             assert_one_error_line(r, 1, f"{folder / 'metrics.json'}: {key}")
+
+
+# ---------------------------------------------------------------------------- 8. a vocabulary of no words
+
+def test_a_vocabulary_of_no_words_stops_before_training(tmp_path):
+    """`--set data.min_frequency=100000`, or texts that are all `<br />`: a whole epoch trained, then `exit 1` with
+    `config.json: vocab_size must be an integer from 3 to 4,000,000, got 2` and a checkpoint nothing could load."""
+    out = tmp_path / "o"
+    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out, "--set", "data.min_frequency=100000")
+    assert_one_error_line(r, 2, "[data] min_frequency = 100,000: no token occurs 100,000 times in the training texts")
+    assert "epoch" not in r.stderr and not (out / "config.json").exists()
+    data = tmp_path / "br.csv"
+    data.write_text("review,sentiment\n" + "".join(f"<br /><br />  <br/>,{'pos' if i % 2 else 'neg'}\n"
+                                                   for i in range(60)), encoding="utf-8")
+    r = invoke("train", "--config", "seed", "--data", data, "--output", out)
+    assert_one_error_line(r, 1, "the training texts hold no token")
+    r = invoke("train", "--config", "seed", "--data", data, "--output", out, "--set", "data.tokenizer=char")
+    assert_one_error_line(r, 1, "the training texts hold no character")
+    assert not (out / "config.json").exists()
