@@ -290,3 +290,28 @@ def test_a_vocabulary_of_no_words_stops_before_training(tmp_path):
     r = invoke("train", "--config", "seed", "--data", data, "--output", out, "--set", "data.tokenizer=char")
     assert_one_error_line(r, 1, "the training texts hold no character")
     assert not (out / "config.json").exists()
+
+
+# ---------------------------------------------------------------------------- 7. sizes too big together
+
+def test_a_model_too_big_for_the_machine_is_refused_before_it_is_allocated(tmp_path):
+    """`--set model.d_model=4096 model.d_ff=65536 model.n_layers=64 model.n_heads=64` on 300 rows: each size within
+    its bound, `RuntimeError: DefaultCPUAllocator: can't allocate memory` after 17 s (about 150 GB of weights)."""
+    import torch
+
+    from sentiment_cli.config import load_config
+    from sentiment_cli.model.classifier import SentimentClassifier
+    from sentiment_cli.model.memory import model_values, training_bytes
+    from sentiment_cli.runtime import memory_bytes
+
+    out = tmp_path / "o"
+    sizes = ("model.d_model=4096", "model.d_ff=65536", "model.n_layers=64", "model.n_heads=64")
+    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out, *(a for s in sizes for a in ("--set", s)))
+    have = memory_bytes(torch.device("cpu"))[0]
+    assert_one_error_line(r, 2, "the model ([model] d_model 4,096, d_ff 65,536, n_layers 64, vocabulary ")
+    assert "38.7 billion values) needs about " in r.stderr and f"more than the {have / 1e9:,.1f} GB of this machine" \
+        in r.stderr and not (out / "config.json").exists()
+    seed = load_config("seed")
+    built = SentimentClassifier.from_config(seed, 1000, 2).state_dict()
+    assert model_values(seed, 1000, 2) == sum(t.numel() for t in built.values())   # counted on the meta device
+    assert training_bytes(seed, 1000, 2) < 100e6   # the seed preset: far below any machine
