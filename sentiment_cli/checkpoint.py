@@ -47,8 +47,8 @@ from .model.classifier import SentimentClassifier
 from .model.skeleton import tensor_specs, uninitialised_classifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
 from .weights_file import dense_specs, pack, packed_shapes, unpack
-from .untrusted import (open_regular_file, read_regular_file, stored_decision, stored_metrics, stored_temperature,
-                        stored_vocab_size)
+from .untrusted import (WEIGHTS_LIMIT, file_digest, read_regular_file, stored_decision, stored_metrics,
+                        stored_temperature, stored_vocab_size)
 
 # 2: the weights file may hold packed tables; 3: a packed table's values may be float16 (weights_file.py). All read.
 CHECKPOINT_FORMAT_VERSION = 3
@@ -58,9 +58,8 @@ TOKENIZER_FILE = "tokenizer.json"
 METRICS_FILE = "metrics.json"
 STATE_DIR = "trainer_state"   # the last completed epoch, for `train --resume` (training/state.py)
 # The most a file of a checkpoint may hold, in bytes: a checkpoint is untrusted input, read only as regular
-# files inside its folder (untrusted.read_regular_file). Generous: the weights of a 4,000,000-word vocabulary at
-# d_model 256 are 4 GB; a 4,000,000-word tokenizer.json is about 120 MB.
-WEIGHTS_LIMIT = 8 << 30
+# files inside its folder (untrusted.read_regular_file). Generous: the weights (untrusted.WEIGHTS_LIMIT, 8 GiB);
+# a 4,000,000-word tokenizer.json is about 120 MB.
 TOKENIZER_LIMIT = 512 << 20
 JSON_LIMIT = 64 << 20
 # safetensors' dtype names (its header) as torch dtypes, to compare a file's tensors with a model's
@@ -655,8 +654,7 @@ def weights_digest(directory: str | Path) -> str | None:
     """
     path = Path(directory) / WEIGHTS_FILE
     try:
-        with open_regular_file(path, WEIGHTS_LIMIT, path.parent) as fh:
-            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+        return file_digest(path, WEIGHTS_LIMIT, path.parent)
     except FileNotFoundError:
         return None
 

@@ -9,6 +9,7 @@ checks each stored value before anything is allocated from it (:func:`stored_tem
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import stat
@@ -22,6 +23,9 @@ MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size an
 # softmax(logits / T) in float32 (inference/probabilities.py) stays finite while T is a normal float32 and
 # logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
 TEMPERATURE_RANGE = (1e-3, 1e3)
+# The most a checkpoint's model.safetensors may hold, in bytes. Generous: the weights of a 4,000,000-word
+# vocabulary at d_model 256 are 4 GB.
+WEIGHTS_LIMIT = 8 << 30
 
 
 def stored_temperature(value: Any) -> float:
@@ -93,6 +97,18 @@ def read_regular_file(path: str | Path, limit: int, folder: str | Path | None = 
     return data
 
 
+
+
+def file_digest(path: str | Path, limit: int, folder: str | Path | None = None) -> str:
+    """``"sha256:<hex>"`` of a file read as :func:`open_regular_file` reads it (a regular file within ``limit``
+    bytes, inside ``folder``): the tag of a checkpoint's weights on its eval and export records, and in an
+    exported ONNX file (``inference/export.py``), checked by the ONNX backend without torch.
+
+    Raises:
+        FileNotFoundError, CheckpointError: as :func:`open_regular_file`.
+    """
+    with open_regular_file(path, limit, folder) as fh:
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 DECISION_TEMPERATURES = (1e-3, 1e3)   # a multi-label record's per-label temperatures outside are refused

@@ -315,3 +315,54 @@ def test_a_model_too_big_for_the_machine_is_refused_before_it_is_allocated(tmp_p
     built = SentimentClassifier.from_config(seed, 1000, 2).state_dict()
     assert model_values(seed, 1000, 2) == sum(t.numel() for t in built.values())   # counted on the meta device
     assert training_bytes(seed, 1000, 2) < 100e6   # the seed preset: far below any machine
+
+
+# ---------------------------------------------------------------------------- 3. an ONNX file tied to its weights
+
+def test_an_export_beside_other_weights_is_refused_without_torch(ck, tmp_path):
+    """The check the ONNX backend makes at load (`check_exported_from`), on a copy of the checkpoint: the digest
+    recorded at export against the weights and config.json beside the file. `predict --onnx` served a model
+    older than the weights (`pos` where `predict` said `yes`)."""
+    from sentiment_cli import checkpoint
+    from sentiment_cli.errors import CheckpointError
+    from sentiment_cli.inference import onnx_backend
+    from sentiment_cli.inference.onnx_backend import META_CONFIG, META_WEIGHTS, check_exported_from
+
+    assert (onnx_backend.WEIGHTS_FILE, onnx_backend.CONFIG_FILE, onnx_backend.CONFIG_LIMIT) == \
+        (checkpoint.WEIGHTS_FILE, checkpoint.CONFIG_FILE, checkpoint.JSON_LIMIT)
+    folder = copy_of(ck, tmp_path)
+    meta = {META_WEIGHTS: checkpoint.weights_digest(folder), META_CONFIG: (folder / "config.json").read_text()}
+    onnx = folder / "model.onnx"
+    check_exported_from(meta, onnx)   # as exported
+    check_exported_from({META_CONFIG: "{}"}, onnx)   # exported before the digest was recorded: not checked
+    check_exported_from({**meta, META_WEIGHTS: "sha256:0"}, tmp_path / "alone" / "model.onnx")   # no checkpoint
+    for changed in ({META_WEIGHTS: "sha256:0"}, {META_CONFIG: meta[META_CONFIG] + " "}):
+        with pytest.raises(CheckpointError, match=f"{onnx}: not an export of {folder / 'model.safetensors'} as it is "
+                                                  f"now .*; export it again: sentiment export --format onnx "
+                                                  f"--checkpoint {folder}$"):
+            check_exported_from({**meta, **changed}, onnx)
+    with pytest.raises(CheckpointError, match=f"--output {folder / 'model.int8.onnx'}$"):
+        check_exported_from({**meta, META_WEIGHTS: "sha256:0"}, folder / "model.int8.onnx")
+
+
+@pytest.mark.slow   # exports to ONNX (about 10 s) and trains twice
+def test_predict_onnx_refuses_an_export_of_older_weights(ck, tmp_path):
+    import csv
+
+    folder = copy_of(ck, tmp_path)
+    held = shutil.copy(REVIEWS, tmp_path / "held.csv")   # a file other than the one trained on: the held-out texts
+    r = invoke("export", "--format", "onnx", "--checkpoint", folder, "--data", held, "--parity-reviews", 20)
+    assert r.exit_code == 0, r.stderr
+    assert invoke("predict", "--onnx", "--checkpoint", folder, "good film").exit_code == 0
+    data = tmp_path / "yes_no.csv"
+    with open(REVIEWS, newline="", encoding="utf-8") as src, open(data, "w", newline="", encoding="utf-8") as dst:
+        rows = csv.DictReader(src)
+        out = csv.DictWriter(dst, fieldnames=rows.fieldnames)
+        out.writeheader()
+        out.writerows({**row, "sentiment": {"neg": "no", "pos": "yes"}[row["sentiment"]]} for row in rows)
+    assert invoke("train", "--config", "seed", "--data", data, "--output", folder, "--epochs", 1).exit_code == 0
+    r = invoke("predict", "--onnx", "--checkpoint", folder, "good film")
+    assert_one_error_line(r, 1, f"{folder / 'model.onnx'}: not an export of {folder / 'model.safetensors'} as it is "
+                                "now")
+    shutil.copy(folder / "model.onnx", tmp_path / "alone.onnx")   # deployed on its own: self-contained
+    assert invoke("predict", "--onnx", "--checkpoint", tmp_path / "alone.onnx", "good film").exit_code == 0
