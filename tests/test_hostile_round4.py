@@ -366,3 +366,69 @@ def test_predict_onnx_refuses_an_export_of_older_weights(ck, tmp_path):
                                 "now")
     shutil.copy(folder / "model.onnx", tmp_path / "alone.onnx")   # deployed on its own: self-contained
     assert invoke("predict", "--onnx", "--checkpoint", tmp_path / "alone.onnx", "good film").exit_code == 0
+
+
+# ---------------------------------------------------------------------------- 10. SIGTERM in any command that writes
+
+def _sigterm_self():
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(10_000):   # the handler runs between bytecodes
+        pass
+    raise AssertionError("SIGTERM did not stop the command")
+
+
+def test_sigterm_in_any_command_removes_its_temporary_files(ck, tmp_path, monkeypatch):
+    """SIGTERM during `export` exited 143 with no `error:` line and left `.export-…` in the checkpoint folder
+    (round 3 fixed `predict --data` alone). Every command runs under the same handler (`handle_errors`): here
+    `export` inside its temporary folder and `eval --plot` inside its temporary file."""
+    from sentiment_cli.evaluation import plots
+    from sentiment_cli.inference import export
+
+    folder = copy_of(ck, tmp_path)
+    held = shutil.copy(REVIEWS, tmp_path / "held.csv")
+    before = signal.getsignal(signal.SIGTERM)
+
+    def graph_then_sigterm(ckpt, checkpoint, path):
+        path.write_bytes(b"half an export")
+        _sigterm_self()
+
+    monkeypatch.setattr(export, "_write_graph", graph_then_sigterm)
+    r = invoke("export", "--format", "onnx", "--checkpoint", folder, "--data", held, "--parity-reviews", 5)
+    assert_one_error_line(r, 143, "stopped by SIGTERM")
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")] and not (folder / "model.onnx").exists()
+
+    def write_then_sigterm(path, png):   # the signal comes once the temporary file is written, before os.replace
+        from sentiment_cli.checkpoint import atomic_write
+
+        monkeypatch.setattr("os.replace", lambda *a: _sigterm_self())
+        atomic_write(path, png)
+
+    monkeypatch.setattr(plots, "write_png", write_then_sigterm)
+    r = invoke("eval", "--checkpoint", folder, "--data", held, "--plot", tmp_path / "cm.png")
+    monkeypatch.undo()
+    assert_one_error_line(r, 143, "stopped by SIGTERM")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "held.csv"]
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.slow   # starts `sentiment export` and signals it
+def test_sigterm_during_a_real_export_leaves_no_temporary_folder(ck, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import SUBPROCESS_ENV
+
+    folder = copy_of(ck, tmp_path)
+    held = shutil.copy(REVIEWS, tmp_path / "held.csv")
+    proc = subprocess.Popen([sys.executable, "-m", "sentiment_cli", "export", "--format", "onnx", "--checkpoint",
+                             str(folder), "--data", str(held), "--parity-reviews", "20"], env=SUBPROCESS_ENV,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.startswith(".export-") for p in folder.iterdir()):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM"), stderr
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors, sigterm_as_interrupt
+from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .render import consoles, json_text, label_style, printable, safe
 
 
@@ -123,7 +123,7 @@ def _predict_data(data: str, split: str | None, text_column: str, output: str | 
 
         stream = open_split(data, split, text_column)
         predictor = _load_predictor(*predictor_args)
-        with sigterm_as_interrupt(), ArrowStreamWriter(output) as writer:   # SIGTERM removes the partial file
+        with ArrowStreamWriter(output) as writer:   # SIGTERM (handle_errors) or Ctrl-C removes the partial file
             progress.on_start(stream.num_rows)
             rows = predict_split(predictor, stream, writer, explain=explain, on_batch=progress.on_batch)
     finally:
