@@ -432,3 +432,24 @@ def test_sigterm_during_a_real_export_leaves_no_temporary_folder(ck, tmp_path):
     assert proc.returncode == 143, stderr
     assert stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM"), stderr
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
+
+
+# ---------------------------------------------------------------------------- 11. check: a case a perturbation empties
+
+def test_check_leaves_out_and_counts_a_case_a_perturbation_empties(ck, tmp_path):
+    """An INV `punctuation` test with the template `"!"` stopped the run: `error: review 4 is empty`, exit 2."""
+    suite = tmp_path / "s.toml"
+    suite.write_text('name = "s"\nsamples = 1\n\n'
+                     '[[test]]\nname = "bang"\ncapability = "robustness"\ntype = "INV"\nperturb = "punctuation"\n'
+                     'templates = ["!", "A fine film."]\n\n'
+                     '[[test]]\nname = "numbers"\ncapability = "robustness"\ntype = "INV"\nperturb = "number"\n'
+                     'templates = ["No number here.", "It cost 40 dollars."]\n')
+    r = invoke("check", "--checkpoint", ck, "--suite", suite, "--json")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    tests = {t["name"]: t for t in report["tests"]}
+    assert (tests["bang"]["cases"], tests["bang"]["left_out"]) == (1, 1)        # "!" emptied; "A fine film." kept
+    assert (tests["numbers"]["cases"], tests["numbers"]["left_out"]) == (1, 1)  # no number to change
+    assert report["overall"]["left_out"] == 2
+    r = invoke("check", "--checkpoint", ck, "--suite", suite)
+    assert r.exit_code == 0 and "2 cases · 2 left out (the perturbation does not apply, or empties" in r.stdout

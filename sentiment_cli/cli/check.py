@@ -106,7 +106,9 @@ def render_check(console, report: dict, output=None) -> None:
 
     o = report["overall"]
     half = "" if report["half"] == "all" else f" · {report['half']} half"
-    console.print(f"[bold]{safe(report['suite'])}[/]{half}: {o['tests']} tests · {o['cases']:,} cases · mean "
+    left = (f" · {o['left_out']:,} left out (the perturbation does not apply, or empties the sentence)"
+            if o.get("left_out") else "")
+    console.print(f"[bold]{safe(report['suite'])}[/]{half}: {o['tests']} tests · {o['cases']:,} cases{left} · mean "
                   f"failure rate over tests [bold]{_rate(o['mean_failure_rate'])}[/]", highlight=False)
     caps = Table(title="by capability", title_justify="left")
     for col in ("capability", "tests", "cases", "failure rate"):
