@@ -453,3 +453,49 @@ def test_check_leaves_out_and_counts_a_case_a_perturbation_empties(ck, tmp_path)
     assert report["overall"]["left_out"] == 2
     r = invoke("check", "--checkpoint", ck, "--suite", suite)
     assert r.exit_code == 0 and "2 cases · 2 left out (the perturbation does not apply, or empties" in r.stdout
+
+
+# ---------------------------------------------------------------------------- 9. two runs pretraining one folder
+
+@pytest.fixture(scope="module")
+def pretrained_pair(tmp_path_factory):
+    """Two `sentiment pretrain` folders (word2vec, 2 epochs on the committed slice's training part, a second or
+    two each): one with the stage config's settings, one with another d_model."""
+    from sentiment_cli.training.pretrain import pretrain
+
+    from .test_pretrain_stage import stage_config
+
+    root = tmp_path_factory.mktemp("race")
+    same, other = root / "same", root / "other"
+    pretrain(stage_config(root / "unused"), same)
+    pretrain(stage_config(root / "unused").override("model", d_model=16, n_heads=2), other)
+    return same, other
+
+
+def test_the_second_run_to_pretrain_a_folder_takes_the_winners(pretrained_pair, tmp_path, monkeypatch):
+    """Two runs building the same missing `init_from` folder: the second to finish ended `error: …: Directory not
+    empty` and left its hidden `.pt.pretraining-…` folder."""
+    from sentiment_cli.errors import ConfigError
+    from sentiment_cli.training import pretrain as stage
+
+    from .test_pretrain_stage import Stages, stage_config
+
+    for winner in pretrained_pair:
+        target = tmp_path / winner.name / "pt"
+
+        def finish_second(config, partial, cb, **_):   # this run's folder is done once the other's is in place
+            shutil.copytree(winner, target)
+            shutil.copytree(pretrained_pair[0], partial)
+
+        monkeypatch.setattr(stage, "pretrain", finish_second)
+        cb = Stages()
+        cb.on_note = cb.stages.append
+        if winner == pretrained_pair[0]:
+            ckpt, made = stage.ensure_pretrained(stage_config(target), cb)
+            assert not made and ckpt.directory == target
+            assert any(s.startswith(f"another run pretrained {target} while this one did") for s in cb.stages)
+        else:
+            with pytest.raises(ConfigError, match=r"\[model\] d_model is 16 there but 32 in this config"):
+                stage.ensure_pretrained(stage_config(target), cb)
+        assert sorted(p.name for p in target.parent.iterdir()) == ["pt"]   # no hidden folder left
+        assert (target / "model.safetensors").read_bytes() == (winner / "model.safetensors").read_bytes()

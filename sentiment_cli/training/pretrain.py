@@ -504,14 +504,21 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         p = config.pretrain
         cb.on_stage(f"no pretrained encoder in {directory}: pretraining one first ({p.objective}, {p.epochs} "
                     f"epochs on {p.splits}; `sentiment pretrain` runs this stage alone)")
-        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, seconds)
-        made = True
+        made = _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, seconds)
     return load_pretrained(directory, config), made
 
 
 def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData | None,
-                   seconds: float | None = None) -> None:
-    """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``."""
+                   seconds: float | None = None) -> bool:
+    """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``; whether it
+    did (``False``: another run pretrained ``directory`` meanwhile and finished first, and its folder is kept,
+    this one's removed; :func:`load_pretrained` then takes it if its settings are this config's, or names the
+    key that differs).
+
+    Raises:
+        Interrupted, SentimentError: as :func:`pretrain` (the hidden folder removed).
+        OSError: the rename failed for another reason (the hidden folder removed).
+    """
     directory.parent.mkdir(parents=True, exist_ok=True)
     partial = directory.parent / f".{directory.name}.pretraining-{uuid.uuid4().hex[:8]}"
     try:
@@ -524,9 +531,18 @@ def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: St
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    if directory.is_dir():
-        directory.rmdir()   # empty (checked above); a folder cannot be renamed over a non-empty one
-    os.replace(partial, directory)
+    try:
+        if directory.is_dir():
+            directory.rmdir()   # empty (checked before); a folder cannot be renamed over a non-empty one
+        os.replace(partial, directory)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        if not (directory / CONFIG_FILE).exists():
+            raise
+        cb.on_note(f"another run pretrained {directory} while this one did, and finished first: its folder is "
+                   "used (if its settings are this run's), this run's removed")
+        return False
+    return True
 
 
 def _rebuild_hint(directory: Path) -> str:
