@@ -499,3 +499,62 @@ def test_the_second_run_to_pretrain_a_folder_takes_the_winners(pretrained_pair, 
                 stage.ensure_pretrained(stage_config(target), cb)
         assert sorted(p.name for p in target.parent.iterdir()) == ["pt"]   # no hidden folder left
         assert (target / "model.safetensors").read_bytes() == (winner / "model.safetensors").read_bytes()
+
+
+# ---------------------------------------------------------------------------- lesser: serve's 413, the API's arrays
+
+def test_a_body_over_the_limit_is_read_before_its_413_so_the_client_reads_the_answer():
+    """`serve` answered a 7.7 MB body with a connection reset: its 413 was sent and the connection closed with the
+    body unread, and the kernel's reset reached the client before the answer. The guard now reads and drops the
+    rest of the body (bounded) before it answers."""
+    import asyncio
+
+    from sentiment_cli.serving.guard import DRAIN_BYTES, BodyGuard
+    from sentiment_cli.serving.metrics import Metrics
+
+    chunk = b"x" * (1 << 20)
+
+    async def run(declared: int, chunks: int, expect: bool = False):
+        pending = [{"type": "http.request", "body": chunk, "more_body": i < chunks - 1} for i in range(chunks)]
+        read, sent = [], []
+
+        async def receive():
+            read.append(1)
+            return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        async def app(scope, receive, send):   # pragma: no cover (never reached)
+            raise AssertionError("the app saw a refused body")
+
+        headers = [(b"content-length", str(declared).encode())] + ([(b"expect", b"100-continue")] if expect else [])
+        guard = BodyGuard(app, max_body_bytes=4 << 20, read_timeout=5, metrics=Metrics())
+        await guard({"type": "http", "method": "POST", "path": "/v1/predict", "headers": headers}, receive, send)
+        return len(read), sent[0]["status"], pending
+
+    count, status, left = asyncio.run(run(8 << 20, 8))
+    assert status == 413 and count == 8 and not left   # every chunk read before the answer
+    count, status, left = asyncio.run(run(DRAIN_BYTES + 1, 3))
+    assert status == 413 and count == 0                 # too big to drain: answered at once
+    count, status, _ = asyncio.run(run(8 << 20, 8, expect=True))
+    assert status == 413 and count == 0                 # 100-continue: the client has sent nothing yet
+
+
+def test_the_python_apis_steps_on_no_texts_and_on_arrays_of_the_wrong_shape(ck):
+    """`forward(preprocess([]))` raised `ValueError: range() arg 3 must not be zero`, `decide()` of a 1-D array
+    `AxisError`, and `postprocess()` of 3 columns on a 2-label model returned 3 columns."""
+    import numpy as np
+
+    import sentiment_cli
+
+    p = sentiment_cli.load(ck)
+    logits, shares, bias = p.forward(p.preprocess([]))
+    assert logits.shape == (0, 2) and logits.dtype == np.float32 and shares is None and bias is None
+    assert p.forward(p.preprocess([]), token_logits=True)[1] == []
+    assert p.postprocess(logits).shape == (0, 2) and p.decide(p.postprocess(logits)).shape == (0,)
+    with pytest.raises(UsageError, match=r"probabilities: expected an \(n, 2\) array, a column per label \(neg, pos\), "
+                                         r"got shape \(2,\)"):
+        p.decide(np.array([0.2, 0.8]))
+    with pytest.raises(UsageError, match=r"logits: expected an \(n, 2\) array.*got shape \(4, 3\)"):
+        p.postprocess(np.zeros((4, 3), np.float32))
