@@ -54,18 +54,19 @@ def test_eval_plot_follows_the_output_rule(ck, tmp_path):
     shutil.copy(REVIEWS, held)
     weights = ck / "model.safetensors"
     before = {held: held.read_bytes(), weights: weights.read_bytes()}
-    r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", held, "--force")
-    assert_one_error_line(r, 2, f"--plot {held}: would write over --data {held}, which this command reads")
-    r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", weights, "--force")
-    assert_one_error_line(r, 2, f"--plot {weights}: would write into the checkpoint {ck}")
-    r = invoke("eval", "--checkpoint", ck, "--plot", REVIEWS, "--force")   # the data it was trained on
-    assert_one_error_line(r, 2, f"--plot {REVIEWS}: would write over the checkpoint's data {REVIEWS}")
-    assert all(path.read_bytes() == data for path, data in before.items())
     fifo = tmp_path / "fifo.png"
     os.mkfifo(fifo)
-    r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", fifo, "--force")
-    assert_one_error_line(r, 2, f"--plot {fifo}: not a regular file (a device, FIFO or socket)")
-    assert fifo.is_fifo()
+    for force in ((), ("--force",)):
+        r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", held, *force)
+        assert_one_error_line(r, 2, f"--plot {held}: would write over --data {held}, which this command reads")
+        r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", weights, *force)
+        assert_one_error_line(r, 2, f"--plot {weights}: would write into the checkpoint {ck}")
+        r = invoke("eval", "--checkpoint", ck, "--plot", REVIEWS, *force)   # the data it was trained on
+        assert_one_error_line(r, 2, f"--plot {REVIEWS}: would write over the checkpoint's data {REVIEWS}")
+        assert all(path.read_bytes() == data for path, data in before.items())
+        r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", fifo, *force)
+        assert_one_error_line(r, 2, f"--plot {fifo}: not a regular file (a device, FIFO or socket)")
+        assert fifo.is_fifo()
     png = tmp_path / "cm.png"
     assert invoke("eval", "--checkpoint", ck, "--data", held, "--plot", png).exit_code == 0
     for target, option in ((png, "--plot"), (tmp_path / "cm-reliability.png", "--plot's reliability diagram")):
@@ -299,16 +300,17 @@ def test_a_model_too_big_for_the_machine_is_refused_before_it_is_allocated(tmp_p
     its bound, `RuntimeError: DefaultCPUAllocator: can't allocate memory` after 17 s (about 150 GB of weights)."""
     import torch
 
+    out = tmp_path / "o"
+    sizes = ("model.d_model=4096", "model.d_ff=65536", "model.n_layers=64", "model.n_heads=64")
+    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out, *(a for s in sizes for a in ("--set", s)))
+    assert_one_error_line(r, 2, "the model ([model] d_model 4,096, d_ff 65,536, n_layers 64, vocabulary ")
+
     from sentiment_cli.config import load_config
     from sentiment_cli.model.classifier import SentimentClassifier
     from sentiment_cli.model.memory import model_values, training_bytes
     from sentiment_cli.runtime import memory_bytes
 
-    out = tmp_path / "o"
-    sizes = ("model.d_model=4096", "model.d_ff=65536", "model.n_layers=64", "model.n_heads=64")
-    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out, *(a for s in sizes for a in ("--set", s)))
     have = memory_bytes(torch.device("cpu"))[0]
-    assert_one_error_line(r, 2, "the model ([model] d_model 4,096, d_ff 65,536, n_layers 64, vocabulary ")
     assert "38.7 billion values) needs about " in r.stderr and f"more than the {have / 1e9:,.1f} GB of this machine" \
         in r.stderr and not (out / "config.json").exists()
     seed = load_config("seed")
@@ -509,7 +511,7 @@ def test_a_body_over_the_limit_is_read_before_its_413_so_the_client_reads_the_an
     rest of the body (bounded) before it answers."""
     import asyncio
 
-    from sentiment_cli.serving.guard import DRAIN_BYTES, BodyGuard
+    from sentiment_cli.serving.guard import BodyGuard
     from sentiment_cli.serving.metrics import Metrics
 
     chunk = b"x" * (1 << 20)
@@ -535,6 +537,8 @@ def test_a_body_over_the_limit_is_read_before_its_413_so_the_client_reads_the_an
 
     count, status, left = asyncio.run(run(8 << 20, 8))
     assert status == 413 and count == 8 and not left   # every chunk read before the answer
+    from sentiment_cli.serving.guard import DRAIN_BYTES
+
     count, status, left = asyncio.run(run(DRAIN_BYTES + 1, 3))
     assert status == 413 and count == 0                 # too big to drain: answered at once
     count, status, _ = asyncio.run(run(8 << 20, 8, expect=True))
