@@ -521,7 +521,7 @@ def checkpoint_inputs(directory: str | Path, data: str | None = None) -> list[tu
     :func:`~sentiment_cli.outputs.check_output`'s ``inputs``: the folder itself, and ``data`` (``--data``) or,
     without it, the data the checkpoint was trained on (``config.json``'s ``[data] source``; left out when
     ``config.json`` cannot be read, which loading the checkpoint then reports). Reads only ``config.json``."""
-    inputs: list[tuple[str, str | Path]] = [("the checkpoint", directory)]
+    inputs: list[tuple[str, str | Path]] = [("the checkpoint folder", directory)]
     if data is not None:
         return inputs + [("--data", data)]
     try:

@@ -188,8 +188,9 @@ class DataConfig:
 class TrainingConfig:
     """Optimisation: AdamW, schedule, regularisation, device."""
 
-    epochs: int = _spec(10, lo=0, hi=MAX_EPOCHS, help="passes over the training split; 0: no encoder epoch, the dense head stays "
-                                       "zero and the logits are the n-gram score's alone (ngram_buckets > 0)")
+    epochs: int = _spec(10, lo=0, hi=MAX_EPOCHS,
+                        help="passes over the training split; 0: no encoder epoch, the dense head stays zero and the "
+                             "logits are the n-gram score's alone (ngram_buckets > 0)")
     batch_size: int = _spec(164, lo=1, help="texts per optimizer step")
     lr: float = _spec(1e-3, lo=0.0, lo_open=True, help="peak AdamW learning rate")
     weight_decay: float = _spec(0.01, lo=0.0, help="AdamW decoupled weight decay (torch default 0.01)")

@@ -60,7 +60,7 @@ def test_eval_plot_follows_the_output_rule(ck, tmp_path):
         r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", held, *force)
         assert_one_error_line(r, 2, f"--plot {held}: would write over --data {held}, which this command reads")
         r = invoke("eval", "--checkpoint", ck, "--data", held, "--plot", weights, *force)
-        assert_one_error_line(r, 2, f"--plot {weights}: would write into the checkpoint {ck}")
+        assert_one_error_line(r, 2, f"--plot {weights}: would write into the checkpoint folder {ck}")
         r = invoke("eval", "--checkpoint", ck, "--plot", REVIEWS, *force)   # the data it was trained on
         assert_one_error_line(r, 2, f"--plot {REVIEWS}: would write over the checkpoint's data {REVIEWS}")
         assert all(path.read_bytes() == data for path, data in before.items())
@@ -302,7 +302,8 @@ def test_a_model_too_big_for_the_machine_is_refused_before_it_is_allocated(tmp_p
 
     out = tmp_path / "o"
     sizes = ("model.d_model=4096", "model.d_ff=65536", "model.n_layers=64", "model.n_heads=64")
-    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out, *(a for s in sizes for a in ("--set", s)))
+    r = invoke("train", "--config", "seed", "--data", REVIEWS, "--output", out,
+               *(a for s in sizes for a in ("--set", s)))
     assert_one_error_line(r, 2, "the model ([model] d_model 4,096, d_ff 65,536, n_layers 64, vocabulary ")
 
     from sentiment_cli.config import load_config

@@ -125,9 +125,9 @@ def handle_errors():
 
 @contextmanager
 def sigterm_as_interrupt():
-    """Within the block, SIGTERM raises :class:`~sentiment_cli.errors.Terminated` (a ``KeyboardInterrupt``, exit
-    143) in the main thread, as Ctrl-C raises ``KeyboardInterrupt``: ``with`` blocks unwind, so a temporary output file is
-    removed (``outputs.atomic_file``) and the command ends with one ``error:`` line. Every command runs in it
+    """Within the block, SIGTERM raises :class:`~sentiment_cli.errors.Terminated` (a ``KeyboardInterrupt``,
+    exit 143) in the main thread, as Ctrl-C raises ``KeyboardInterrupt``: ``with`` blocks unwind, so a temporary
+    output file is removed (``outputs.atomic_file``) and the command ends with one ``error:`` line. Every command runs in it
     (:func:`handle_errors`). Outside the main thread (where no handler can be set) it does nothing."""
     import signal
     import threading

@@ -1,6 +1,6 @@
 """What the commands' rendering shares: ``--json``'s one line, the consoles, notes, a label's colour, a text made
-safe and short for a table, and :func:`safe`, the one escape of every string of the user's that reaches Rich. Each command's own tables and panels live beside it, in its module (spaCy's CLI
-style: ``cli/train.py`` renders train and pretrain, ``cli/evaluate.py`` eval, ...).
+safe and short for a table, and :func:`safe`, the one escape of every string of the user's that reaches Rich.
+Each command's own tables and panels live beside it, in its module (spaCy's CLI style: ``cli/train.py`` renders train and pretrain, ``cli/evaluate.py`` eval, ...).
 
 Everything here only draws what a library call returned; nothing computes.
 """

@@ -301,7 +301,7 @@ def check_export_output(checkpoint: Path, output: str | Path | None, quantize: s
     onnx = path.suffix.lower() == ".onnx"
     inputs = checkpoint_inputs(checkpoint, data)   # the folder, and --data or the data it was trained on
     if onnx:   # an export may go into the checkpoint folder (its default place), over an earlier export
-        inputs = [(what, where) for what, where in inputs if what != "the checkpoint"]
+        inputs = [(what, where) for what, where in inputs if what != "the checkpoint folder"]
     return check_output(path, force=force or onnx, inputs=inputs)
 
 
