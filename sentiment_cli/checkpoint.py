@@ -40,13 +40,15 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from .config import Config, stored_config_from_dict
+from .decoding import json_loads
 from .errors import CheckpointError, ConfigError, UsageError
 from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
 from .model.skeleton import tensor_specs, uninitialised_classifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
 from .weights_file import dense_specs, pack, packed_shapes, unpack
-from .untrusted import open_regular_file, read_regular_file, stored_decision, stored_temperature, stored_vocab_size
+from .untrusted import (WEIGHTS_LIMIT, file_digest, read_regular_file, stored_decision, stored_metrics,
+                        stored_temperature, stored_vocab_size)
 
 # 2: the weights file may hold packed tables; 3: a packed table's values may be float16 (weights_file.py). All read.
 CHECKPOINT_FORMAT_VERSION = 3
@@ -56,9 +58,8 @@ TOKENIZER_FILE = "tokenizer.json"
 METRICS_FILE = "metrics.json"
 STATE_DIR = "trainer_state"   # the last completed epoch, for `train --resume` (training/state.py)
 # The most a file of a checkpoint may hold, in bytes: a checkpoint is untrusted input, read only as regular
-# files inside its folder (untrusted.read_regular_file). Generous: the weights of a 4,000,000-word vocabulary at
-# d_model 256 are 4 GB; a 4,000,000-word tokenizer.json is about 120 MB.
-WEIGHTS_LIMIT = 8 << 30
+# files inside its folder (untrusted.read_regular_file). Generous: the weights (untrusted.WEIGHTS_LIMIT, 8 GiB);
+# a 4,000,000-word tokenizer.json is about 120 MB.
 TOKENIZER_LIMIT = 512 << 20
 JSON_LIMIT = 64 << 20
 # safetensors' dtype names (its header) as torch dtypes, to compare a file's tensors with a model's
@@ -279,8 +280,8 @@ def read_checkpoint_file(path: Path, limit: int = JSON_LIMIT) -> bytes:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        obj = json.loads(read_checkpoint_file(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        obj = json_loads(read_checkpoint_file(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:   # JsonNumberTooLong: over Python's 4,300 digits
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
@@ -291,11 +292,20 @@ def read_metrics(directory: str | Path) -> dict[str, Any]:
     """A checkpoint's ``metrics.json`` (training's record: history, data, device, versions...), read as every
     file of the folder is (:func:`read_checkpoint_file`, within :data:`JSON_LIMIT`); ``{}`` when there is none.
 
+    Every reader takes it from here, checked (:func:`~sentiment_cli.untrusted.stored_metrics`: each key it
+    knows of the type its readers expect), so a crafted or damaged file is one error, not a crash in the card.
+
     Raises:
-        CheckpointError: not a regular file inside the folder, over the limit, or not a JSON object.
+        CheckpointError: not a regular file inside the folder, over the limit, not a JSON object, or a key of
+            the wrong type (the message names it: ``metrics.json: data must be an object, got an integer``).
     """
     path = Path(directory) / METRICS_FILE
-    return _read_json(path) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        return stored_metrics(_read_json(path))
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}"[:300]) from None
 
 
 @dataclass
@@ -389,7 +399,7 @@ def safetensors_specs(data: bytes, path: str | Path) -> tuple[dict[str, tuple[An
         size = int.from_bytes(data[:8], "little")
         if len(data) < 8 or size > len(data) - 8:
             raise ValueError("the header is longer than the file")
-        header = json.loads(data[8:8 + size])
+        header = json_loads(data[8:8 + size])
         found = {name: (_SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(int(n) for n in entry["shape"]))
                  for name, entry in header.items() if name != "__metadata__"}
         packed = packed_shapes(header.get("__metadata__"))
@@ -504,6 +514,21 @@ def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[st
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
     return config, vocab_size, labels
+
+
+def checkpoint_inputs(directory: str | Path, data: str | None = None) -> list[tuple[str, str | Path]]:
+    """What a command scoring the checkpoint ``directory`` reads, as ``(what, path)`` pairs for
+    :func:`~sentiment_cli.outputs.check_output`'s ``inputs``: the folder itself, and ``data`` (``--data``) or,
+    without it, the data the checkpoint was trained on (``config.json``'s ``[data] source``; left out when
+    ``config.json`` cannot be read, which loading the checkpoint then reports). Reads only ``config.json``."""
+    inputs: list[tuple[str, str | Path]] = [("the checkpoint folder", directory)]
+    if data is not None:
+        return inputs + [("--data", data)]
+    try:
+        source = (_read_json(Path(directory) / CONFIG_FILE).get("data") or {}).get("source")
+    except (CheckpointError, AttributeError):
+        return inputs
+    return inputs + ([("the checkpoint's data", source)] if isinstance(source, str) and source else [])
 
 
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *,
@@ -629,8 +654,7 @@ def weights_digest(directory: str | Path) -> str | None:
     """
     path = Path(directory) / WEIGHTS_FILE
     try:
-        with open_regular_file(path, WEIGHTS_LIMIT, path.parent) as fh:
-            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+        return file_digest(path, WEIGHTS_LIMIT, path.parent)
     except FileNotFoundError:
         return None
 
@@ -676,7 +700,7 @@ def _current_records(directory: Path, prefix: str, required: str, weights: str |
     current = weights or weights_digest(directory)
     for path in sorted(directory.glob(f"{prefix}*.json")):
         try:
-            record = json.loads(read_checkpoint_file(path))
+            record = json_loads(read_checkpoint_file(path))
         except (CheckpointError, ValueError):
             continue
         if isinstance(record, dict) and record.get("weights") == current and required in record:

@@ -28,6 +28,7 @@ from typing import Any
 from . import objectives
 from .errors import ConfigError, UsageError
 from .toml_writer import toml_tables
+from .decoding import TomlNumberTooLong, toml_loads
 from .untrusted import MAX_VOCAB_SIZE
 
 # Presets ship as package data (sentiment_cli/configs/<name>.toml); the repository's top-level configs/
@@ -43,6 +44,9 @@ DEFAULT_PRESET = "default"
 SEED_MAX = 2**32 - 1   # [training] seed and every --seed: numpy's seeds are 0 to 2**32 - 1
 # The most memory the n-gram score's fit may take, in GB ([training] ngram_fit_gb's default; sentiment audit's).
 NGRAM_FIT_GB = 8.0
+
+
+MAX_EPOCHS = 100_000   # [training] and [pretrain] epochs: a bound like the sizes', not a run anyone would wait for
 
 
 def _spec(default: Any, *, lo: float | None = None, hi: float | None = None,
@@ -184,8 +188,9 @@ class DataConfig:
 class TrainingConfig:
     """Optimisation: AdamW, schedule, regularisation, device."""
 
-    epochs: int = _spec(10, lo=0, help="passes over the training split; 0: no encoder epoch, the dense head stays "
-                                       "zero and the logits are the n-gram score's alone (ngram_buckets > 0)")
+    epochs: int = _spec(10, lo=0, hi=MAX_EPOCHS,
+                        help="passes over the training split; 0: no encoder epoch, the dense head stays zero and the "
+                             "logits are the n-gram score's alone (ngram_buckets > 0)")
     batch_size: int = _spec(164, lo=1, help="texts per optimizer step")
     lr: float = _spec(1e-3, lo=0.0, lo_open=True, help="peak AdamW learning rate")
     weight_decay: float = _spec(0.01, lo=0.0, help="AdamW decoupled weight decay (torch default 0.01)")
@@ -271,7 +276,7 @@ class PretrainConfig:
     """Pretraining on unlabelled reviews (``sentiment pretrain``): word2vec embeddings or a masked language model."""
 
     objective: str = _spec("word2vec", choices=objectives.names, help=objectives.summary())   # objectives/
-    epochs: int = _spec(5, lo=1, help="passes over the pretraining texts")
+    epochs: int = _spec(5, lo=1, hi=MAX_EPOCHS, help="passes over the pretraining texts")
     window: int = _spec(5, lo=1, help="word2vec: context words on each side")
     subsample: float = _spec(1e-3, lo=0.0, hi=1.0,
                              help="word2vec: frequent-word downsampling threshold t (Mikolov et al. 2013, 2.3; "
@@ -546,8 +551,8 @@ def preset_text(name: str) -> str:
 
 def _parse_toml(text: str, origin: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return toml_loads(text)
+    except tomllib.TOMLDecodeError as exc:   # TomlNumberTooLong too: an integer over Python's 4,300 digits
         raise ConfigError(f"{origin}: not valid TOML: {exc}") from None
 
 
@@ -600,7 +605,9 @@ def parse_overrides(items: Iterable[str]) -> dict[str, dict[str, Any]]:
         if not eq or not dot or not section or not key or "." in key:
             raise ConfigError(f"--set {item}: expected section.key=value, e.g. training.lr=1e-3")
         try:
-            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+            value = toml_loads(f"v = {raw.strip()}")["v"]
+        except TomlNumberTooLong as exc:   # not a string to keep: a number Python cannot read
+            raise ConfigError(f"--set {name.strip()}: {str(exc).split(' (at line')[0]}") from None
         except tomllib.TOMLDecodeError:
             value = raw.strip()
         if key in out.setdefault(section, {}):

@@ -42,3 +42,13 @@ class Interrupted(SentimentError):
         super().__init__(message)
         self.exit_code = exit_code
         self.resumable = resumable
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises ``KeyboardInterrupt`` (``cli/app.py``'s
+    ``sigterm_as_interrupt``, around every command): like it a ``BaseException``, so no ``except Exception`` (a
+    library's error wrapper, a backend's fallback) takes it for a failure of its own, and every ``with`` block
+    unwinds (temporary files and folders removed). The CLI prints it as one ``error:`` line, exit
+    :attr:`exit_code`."""
+
+    exit_code = 143

@@ -2,7 +2,8 @@
 
 The rule every command follows (:func:`check_output`, called before any work): a command writes over an
 existing file only with ``--force``, and never over its own input (a ``--data`` file, a file inside a
-``--data`` folder, a checkpoint's files), ``--force`` or not. A file is written to a temporary file in the
+``--data`` folder, a checkpoint's files) or over anything that is not a regular file (a device such as
+``/dev/sda``, a FIFO, a socket), ``--force`` or not. A file is written to a temporary file in the
 same folder moved into place (:func:`atomic_file`), so a failed write leaves no half file and the old file as
 it was; the one table writer, of CSV, JSON Lines or Parquet, is ``arrow_output.py``'s.
 
@@ -11,13 +12,13 @@ Imports neither torch nor the data libraries: the CLI checks an output name befo
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from .decoding import json_loads
 from .errors import UsageError
 
 TABLE_TYPES = (".csv", ".jsonl")   # what arrow_output.write_table writes; the suffix chooses the format
@@ -38,12 +39,15 @@ def check_output(path: str | Path, *, force: bool = False, option: str = "--outp
 
     Raises:
         UsageError: ``path`` is a folder, is in a folder that does not exist, has another suffix, is (or is
-            inside) one of ``inputs``, or exists and ``force`` is not set.
+            inside) one of ``inputs``, is not a regular file (a device, FIFO or socket: ``os.replace`` would put a
+            file in its place), or exists and ``force`` is not set.
     """
     p = Path(path)
     target = p.expanduser()
     if target.is_dir():
         raise UsageError(f"{option} {path}: is a folder; give a file name")
+    if target.exists() and not target.is_file():
+        raise UsageError(f"{option} {path}: not a regular file (a device, FIFO or socket); give a file name")
     if suffixes is not None and target.suffix.lower() not in suffixes:
         raise UsageError(f"{option} {path}: write {' or '.join(suffixes)} (the suffix chooses the format)")
     if not target.parent.is_dir():
@@ -120,7 +124,7 @@ def _made_by_us(folder: Path) -> bool:
     try:
         if not mark.is_file() or mark.stat().st_size > 1 << 24:
             return False
-        data = json.loads(mark.read_text(encoding="utf-8"))
+        data = json_loads(mark.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and "format_version" in data

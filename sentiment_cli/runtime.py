@@ -145,6 +145,30 @@ def free_threads(own: float) -> int:
     return max(1, min(cores, int(cores - others + 0.5)))
 
 
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")   # v2, v1
+
+
+def memory_bytes(device: torch.device) -> tuple[int | None, str]:
+    """The memory a model trained on ``device`` can have, in bytes, and its name for a message: the GPU's
+    total memory; on the CPU the machine's physical memory, or a container's (cgroup) limit when lower.
+    ``None`` when it cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory, "the GPU"
+    try:
+        total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not a POSIX system that says
+        total = None
+    for path in CGROUP_LIMITS:
+        try:
+            with open(path, encoding="ascii") as fh:
+                limit = fh.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if limit.isdigit():   # "max": no limit
+            total = min(total, int(limit)) if total else int(limit)
+    return total, "this machine"
+
+
 def versions() -> dict[str, str]:
     """Versions of Python and the libraries a run depends on."""
     import tokenizers

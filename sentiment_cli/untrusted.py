@@ -9,6 +9,7 @@ checks each stored value before anything is allocated from it (:func:`stored_tem
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import stat
@@ -22,6 +23,9 @@ MAX_VOCAB_SIZE = 4_000_000   # rows of the token embedding; [data] vocab_size an
 # softmax(logits / T) in float32 (inference/probabilities.py) stays finite while T is a normal float32 and
 # logits / T cannot overflow: with T >= 1e-3 that needs |logits| > 3.4e35. Training fits T in [0.05, 20].
 TEMPERATURE_RANGE = (1e-3, 1e3)
+# The most a checkpoint's model.safetensors may hold, in bytes. Generous: the weights of a 4,000,000-word
+# vocabulary at d_model 256 are 4 GB.
+WEIGHTS_LIMIT = 8 << 30
 
 
 def stored_temperature(value: Any) -> float:
@@ -95,6 +99,18 @@ def read_regular_file(path: str | Path, limit: int, folder: str | Path | None = 
 
 
 
+def file_digest(path: str | Path, limit: int, folder: str | Path | None = None) -> str:
+    """``"sha256:<hex>"`` of a file read as :func:`open_regular_file` reads it (a regular file within ``limit``
+    bytes, inside ``folder``): the tag of a checkpoint's weights on its eval and export records, and in an
+    exported ONNX file (``inference/export.py``), checked by the ONNX backend without torch.
+
+    Raises:
+        FileNotFoundError, CheckpointError: as :func:`open_regular_file`.
+    """
+    with open_regular_file(path, limit, folder) as fh:
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 DECISION_TEMPERATURES = (1e-3, 1e3)   # a multi-label record's per-label temperatures outside are refused
 
 
@@ -127,3 +143,124 @@ def _numbers(value: Any, n: int, name: str) -> list[float]:
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
         raise ValueError(f"multi_label {name} must be a list of {n} finite numbers")
     return [float(v) for v in value]
+
+
+# ----------------------------------------------------------------------------- metrics.json's shape
+# A spec: a kind ("int", "number", "str", "bool", "any"), a tuple of specs (any of them; None: null), an
+# _Object (known keys, each optional unless required; other keys pass), a _ListOf or a _MapOf.
+
+class _Object:
+    def __init__(self, fields: dict[str, Any], required: tuple[str, ...] = ()):
+        self.fields, self.required = fields, required
+
+
+class _ListOf:
+    def __init__(self, item: Any):
+        self.item = item
+
+
+class _MapOf:
+    def __init__(self, value: Any):
+        self.value = value
+
+
+_NUM, _OPT_NUM, _OPT_INT, _OPT_STR = "number", ("number", None), ("int", None), ("str", None)
+_TOML_VALUE = ("int", "number", "str", "bool", _ListOf(("int", "number", "str", "bool")))
+_HISTORY_ROW = _Object({"epoch": "int", **{k: _OPT_NUM for k in (
+    "train_loss", "train_accuracy", "validation_loss", "validation_accuracy", "validation_f1_macro",
+    "train_examples_per_second", "train_seconds")}}, required=("epoch",))
+_CANDIDATE = _Object({"name": "str", "kind": "str", "status": "str", "validation_accuracy": _OPT_NUM,
+                      "validation_nll": _OPT_NUM, "seconds": _OPT_NUM, "ended": _OPT_STR,
+                      "settings": (_MapOf("any"), None)})
+_BEHAVIOUR = _Object({"suite": "str", "half": "str", "mean_failure_rate": _OPT_NUM, "cases": "int",
+                      "capabilities": _ListOf(_Object({"capability": "str", "tests": "int", "failure_rate": _OPT_NUM})),
+                      "tests": _ListOf(_Object({"name": "str", "capability": "str", "type": "str", "cases": "int",
+                                                "failure_rate": _OPT_NUM}, required=("name",)))})
+METRICS_SHAPE = _Object({
+    "created": "str", "seed": "int", "kind": "str", "objective": "str", "num_parameters": _MapOf("int"),
+    "config": _MapOf("any"), "history": _ListOf(_HISTORY_ROW), "best_epoch": _OPT_INT,
+    "best_validation_accuracy": _OPT_NUM, "best_validation_f1_macro": _OPT_NUM, "stopped_early": "bool",
+    "wall_time_seconds": _OPT_NUM, "device": "str", "device_name": _OPT_STR, "world_size": "int",
+    "versions": _MapOf(_OPT_STR), "class_weights": (_MapOf(_NUM), None), "made_by_this_run": "bool",
+    "pretrained": (_MapOf("any"), None), "held_out_run": (_MapOf("any"), None),
+    "data": _Object({"source": "str", "train_examples": _OPT_INT, "validation_examples": _OPT_INT,
+                     "reviews": _OPT_INT, "fingerprint": "str", "negation_augment": "int", "multi_label": "bool",
+                     "reading": _OPT_STR, "unlabelled_rows": "int", "validation_from": _OPT_STR,
+                     "labels": _ListOf("str"), "class_counts": (_MapOf((_MapOf("int"), None)), None)}),
+    "calibration": _Object({"temperature": _NUM, "ece": _NUM, "ece_uncalibrated": _OPT_NUM, "ngram_scale": _NUM,
+                            "decision": (_MapOf("any"), None), "shared_threshold_labels": (_ListOf("any"), None)}),
+    "behaviour": (_BEHAVIOUR, None),
+    "search": (_Object({"chosen": "str", "chosen_by": _Object({"rule": "str", "why": _OPT_STR}), "metric": "str",
+                        "budget_seconds": _OPT_NUM, "seconds": _OPT_NUM, "candidates": _ListOf(_CANDIDATE)}), None),
+    "data_rules": _ListOf(_Object({"key": "str", "value": _TOML_VALUE, "reason": "str"},
+                                  required=("key", "value", "reason"))),
+})
+
+
+def stored_metrics(raw: Any) -> dict[str, Any]:
+    """A checkpoint's ``metrics.json`` (training's record), checked against :data:`METRICS_SHAPE`: each key the
+    readers (the model card, ``info``, ``eval``, ``export``, ``train --init``) use, where present, of the type
+    they expect, down to the rows of ``history``, the search's candidates and the behavioural tests. Keys it
+    does not know pass (a newer version's).
+
+    Raises:
+        ValueError: not an object, or a key of another type; the message names the key's path
+            (``data.class_counts.train must be an object, got int``).
+    """
+    _check(raw, METRICS_SHAPE, "")
+    return raw
+
+
+def _check(value: Any, spec: Any, path: str) -> None:
+    """Raise a ValueError naming ``path`` unless ``value`` fits ``spec`` (see :data:`METRICS_SHAPE`)."""
+    if isinstance(spec, tuple):
+        if value is None and None in spec:
+            return
+        fits = [s for s in spec if s is not None and _kind_fits(value, s)]
+        if not fits:
+            raise ValueError(_wrong(path, " or ".join(_name(s) for s in spec), value))
+        return _check(value, fits[0], path)
+    if not _kind_fits(value, spec):
+        raise ValueError(_wrong(path, _name(spec), value))
+    if isinstance(spec, _Object):
+        for key in spec.required:
+            if key not in value:
+                raise ValueError(f"{path or 'metrics.json'} has no {key!r}")
+        for key, inner in spec.fields.items():
+            if key in value:
+                _check(value[key], inner, f"{path}.{key}" if path else key)
+    elif isinstance(spec, _ListOf):
+        for i, item in enumerate(value):
+            _check(item, spec.item, f"{path}[{i}]")
+    elif isinstance(spec, _MapOf):
+        for key, item in value.items():
+            _check(item, spec.value, f"{path}.{key}")
+
+
+def _kind_fits(value: Any, spec: Any) -> bool:
+    if isinstance(spec, (_Object, _MapOf)):
+        return isinstance(value, dict)
+    if isinstance(spec, _ListOf):
+        return isinstance(value, list)
+    if spec == "any":
+        return True
+    if isinstance(value, bool):
+        return spec == "bool"
+    return isinstance(value, {"int": int, "number": (int, float), "str": str, "bool": bool}[spec])
+
+
+def _name(spec: Any) -> str:
+    if spec is None:
+        return "null"
+    if isinstance(spec, (_Object, _MapOf)):
+        return "an object"
+    if isinstance(spec, _ListOf):
+        return "a list"
+    return {"int": "an integer", "number": "a number", "str": "a string", "bool": "true or false"}.get(spec, spec)
+
+
+def _wrong(path: str, expected: str, value: Any) -> str:
+    found = ("null" if value is None else "true or false" if isinstance(value, bool) else
+             {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number"}
+             .get(type(value), type(value).__name__))
+    return f"{path or 'metrics.json'} must be {expected}, got {found}"

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from .decoding import json_loads
+
 PACK_MIN_ROWS = 1 << 16     # smaller tables are stored whole: the index would save too little to be worth a format
 PACK_MAX_SHARE = 0.9        # packed when its rows and their int32 indices take at most this share of the table
 ROWS, VALUES = "@rows", "@values"
@@ -99,7 +101,7 @@ def packed_shapes(metadata: dict[str, Any] | None) -> dict[str, tuple[int, ...]]
     raw = (metadata or {}).get(METADATA_KEY)
     if raw is None:
         return {}
-    shapes = json.loads(raw) if isinstance(raw, str) else None
+    shapes = json_loads(raw) if isinstance(raw, str) else None
     if not isinstance(shapes, dict) or not all(
             isinstance(s, list) and s and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in s)
             for s in shapes.values()):

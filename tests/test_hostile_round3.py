@@ -212,11 +212,11 @@ def test_sigterm_inside_an_output_file_removes_the_temporary_file(tmp_path):
     import signal
 
     from sentiment_cli.cli.app import sigterm_as_interrupt
-    from sentiment_cli.errors import Interrupted
+    from sentiment_cli.errors import Terminated   # a KeyboardInterrupt since issue 78 (was Interrupted)
     from sentiment_cli.outputs import atomic_file
 
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(Interrupted) as caught:
+    with pytest.raises(Terminated) as caught:
         with sigterm_as_interrupt(), atomic_file(tmp_path / "out.csv") as tmp:
             tmp.write_text("half")
             os.kill(os.getpid(), signal.SIGTERM)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..decoding import json_loads
 from ..errors import UsageError
 from ..arrow_output import write_table
 from ..outputs import TABLE_TYPES
@@ -122,7 +123,7 @@ def read_flags(path: str | Path, text_column: str | None = None) -> dict[str, di
     try:
         with open(p, encoding="utf-8", newline="") as fh, field_limit(p):
             records = list(csv.DictReader(fh)) if p.suffix.lower() == ".csv" else \
-                [json.loads(line) for line in fh if line.strip()]
+                [json_loads(line) for line in fh if line.strip()]
     except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
         raise DataError(f"{path}: not an audit's output ({exc})") from None
     if not records:

@@ -4,6 +4,7 @@ perturbed copies (``perturb.py``). The same suite gives the same cases on every 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
 from .perturb import perturbed
@@ -81,23 +82,34 @@ def check_workload(suite: Suite, wanted: str = "all", *, max_cases: int = MAX_CA
                          "--max-characters")
 
 
-def test_cases(suite: Suite, test: Test, wanted: str = "all") -> list[Case]:
+def test_cases(suite: Suite, test: Test, wanted: str = "all", left_out: Counter | None = None) -> list[Case]:
     """The cases of ``test`` in the ``wanted`` half (``"dev"``, ``"test"`` or ``"all"``).
 
-    INV and DIR cases keep only sentences the perturbation applies to (a number to change, a name to swap).
+    INV and DIR cases keep only sentences the perturbation applies to (a number to change, a name to swap), and
+    only the copies it does not empty; a sentence that is empty, or whose copies are all empty, is left out too
+    (no model scores an empty text). Each case left out is counted in ``left_out``, when given, under its
+    reason: ``"does not apply"`` or ``"empty"`` (a template ``"!"`` whose mark the ``punctuation`` perturbation
+    removes).
     """
     entries = suite.lexicons.get(test.lexicon) if test.lexicon else None
+    left_out = Counter() if left_out is None else left_out
     cases: list[Case] = []
     for half, template in test.templates:
         if not in_half(half, wanted):
             continue
         rng = random.Random(f"{suite.seed}|{test.name}|{template}")
         for sentence in fill(template, suite.lexicons, test.samples, rng):
+            if not sentence.strip():
+                left_out["empty"] += 1
+                continue
             if test.type == "MFT":
                 cases.append(Case(test.name, half, (sentence,)))
                 continue
             copies = perturbed(test.perturb, sentence, random.Random(f"{suite.seed}|{test.name}|{sentence}"),
                                test.variants, entries)
-            if copies:
-                cases.append(Case(test.name, half, (sentence, *copies)))
+            kept = tuple(c for c in copies if c.strip())
+            if kept:
+                cases.append(Case(test.name, half, (sentence, *kept)))
+            else:
+                left_out["empty" if copies else "does not apply"] += 1
     return cases

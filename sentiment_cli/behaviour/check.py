@@ -15,6 +15,7 @@ over their tests (each test counts once, however many cases it draws).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,13 +38,15 @@ class LabelMismatch(UsageError):
 
 @dataclass
 class TestResult:
-    """One test's outcome: ``cases`` judged, ``failures`` among them, and up to three failing ``examples``
-    (the most confidently wrong first), each a dict (``docs/check.md``)."""
+    """One test's outcome: ``cases`` judged, ``failures`` among them, up to three failing ``examples``
+    (the most confidently wrong first), each a dict (``docs/check.md``), and the cases ``left_out`` (a
+    perturbation that does not apply to the sentence, or empties it)."""
 
     test: Test
     cases: int
     failures: int
     examples: list[dict[str, Any]] = field(default_factory=list)
+    left_out: int = 0   # cases not built: the perturbation does not apply, or empties them (cases.test_cases)
 
     @property
     def failure_rate(self) -> float | None:
@@ -115,7 +118,8 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
     """
     ids = resolve_labels(suite, model_labels)
     check_workload(suite, half, max_cases=max_cases, max_characters=max_characters)
-    cases = {t.name: test_cases(suite, t, half) for t in suite.tests}
+    left_out = {t.name: Counter() for t in suite.tests}
+    cases = {t.name: test_cases(suite, t, half, left_out[t.name]) for t in suite.tests}
     texts = list(dict.fromkeys(text for cs in cases.values() for c in cs for text in c.texts))
     probs = _score(scorer, texts, len(model_labels), on_progress)
     chosen = _Sets(probs, decide)
@@ -126,7 +130,7 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
         judged = [(case, _judge(test, chosen, rs, ids)) for case, rs in scored]
         failing = sorted((k for k, (_, (passed, _)) in enumerate(judged) if not passed), key=lambda k: -judged[k][1][1])
         examples = [_example(test, *scored[k], chosen, ids, model_labels) for k in failing[:EXAMPLES]]
-        results.append(TestResult(test, len(judged), len(failing), examples))
+        results.append(TestResult(test, len(judged), len(failing), examples, sum(left_out[test.name].values())))
         rows.extend(_rows(test, judged, chosen, row_of, model_labels))
     return results, rows
 
@@ -230,14 +234,15 @@ def summary(results: Sequence[TestResult]) -> dict[str, Any]:
     appearance order) and over the suite; rates are fractions, ``None`` where no case was judged."""
     tests = [{"name": r.test.name, "capability": r.test.capability, "type": r.test.type, "cases": r.cases,
               "failures": r.failures, "failure_rate": r.failure_rate, "description": r.test.description,
-              "examples": r.examples} for r in results]
+              "examples": r.examples, "left_out": r.left_out} for r in results]
     capabilities = []
     for cap in dict.fromkeys(r.test.capability for r in results):
         mine = [r for r in results if r.test.capability == cap]
         capabilities.append({"capability": cap, "tests": len(mine), "cases": sum(r.cases for r in mine),
                              "failures": sum(r.failures for r in mine), "failure_rate": _mean(mine)})
     overall = {"tests": len(results), "cases": sum(r.cases for r in results),
-               "failures": sum(r.failures for r in results), "mean_failure_rate": _mean(results)}
+               "failures": sum(r.failures for r in results), "mean_failure_rate": _mean(results),
+               "left_out": sum(r.left_out for r in results)}
     return {"tests": tests, "capabilities": capabilities, "overall": overall}
 
 

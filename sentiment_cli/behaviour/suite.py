@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.labels import LABELS, SENTIMENT_ALIASES
+from ..decoding import toml_loads
 from ..errors import UsageError
 from ..wording import listed
 from .perturb import PERTURBATIONS, NEEDS_LEXICON
@@ -132,7 +133,7 @@ def parse_suite(text: str, where: str) -> Suite:
         SuiteError: not TOML, or breaks the format.
     """
     try:
-        raw = tomllib.loads(text)
+        raw = toml_loads(text)   # an integer over Python's 4,300 digits: a TOMLDecodeError too
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{where}: not valid TOML ({exc})") from None
     _known(raw, {"name", "description", "labels", "label_aliases", "seed", "samples", "lexicons", "test"}, where)

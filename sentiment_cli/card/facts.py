@@ -196,7 +196,7 @@ def _calibration(directory: Path, metrics: dict[str, Any], evals: dict[str, dict
     fitted = metrics.get("calibration") or {}
     ece: dict[str, dict[str, float]] = {}
     if "ece" in fitted:
-        ece["validation"] = {"ece": fitted["ece"], "ece_uncalibrated": fitted["ece_uncalibrated"]}
+        ece["validation"] = {"ece": fitted["ece"], "ece_uncalibrated": fitted.get("ece_uncalibrated")}
     for split, r in evals.items():
         if "ece" in r:
             ece[split] = {"ece": r["ece"], "ece_uncalibrated": r.get("ece_uncalibrated")}

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from ..errors import Interrupted, SentimentError
+from ..errors import Interrupted, SentimentError, Terminated
 
 # Typer (vendored click in new releases, click itself in older ones) raises this for bad flags.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -85,14 +85,27 @@ class Device(str, Enum):
 
 @contextmanager
 def handle_errors():
-    """Turn library errors into one stderr line and a meaningful exit code."""
+    """Turn library errors into one stderr line and a meaningful exit code; every command runs in it.
+
+    Within it SIGTERM stops the command as Ctrl-C does (:func:`sigterm_as_interrupt`): ``with`` blocks unwind, so
+    every temporary file or folder a command writes through (``outputs.atomic_file``, ``checkpoint.atomic_write``,
+    ``export``'s ``.export-…`` folder) is removed, and it ends with one ``error:`` line, exit 143 (Ctrl-C: 130).
+    Commands with a graceful stop of their own (``train``, ``pretrain``: a flag polled between steps; ``serve``)
+    install it over this one while they run.
+    """
     try:
-        yield
+        with sigterm_as_interrupt():
+            yield
     except SentimentError as exc:
         if _state["debug"]:
             raise
         if not (isinstance(exc, Interrupted) and os.environ.get("RANK", "0") != "0"):   # torchrun: rank 0 speaks
             typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except Terminated as exc:   # before KeyboardInterrupt, its base
+        if _state["debug"]:
+            raise
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         if _state["debug"]:
@@ -112,10 +125,10 @@ def handle_errors():
 
 @contextmanager
 def sigterm_as_interrupt():
-    """Within the block, SIGTERM raises :class:`~sentiment_cli.errors.Interrupted` (exit 143) in the main
-    thread, as Ctrl-C raises ``KeyboardInterrupt``: ``with`` blocks unwind, so a temporary output file is
-    removed (``outputs.atomic_file``) and the command ends with one ``error:`` line. Outside the main thread
-    (where no handler can be set) it does nothing."""
+    """Within the block, SIGTERM raises :class:`~sentiment_cli.errors.Terminated` (a ``KeyboardInterrupt``,
+    exit 143) in the main thread, as Ctrl-C raises ``KeyboardInterrupt``: ``with`` blocks unwind, so a temporary
+    output file is removed (``outputs.atomic_file``) and the command ends with one ``error:`` line. Every command runs in it
+    (:func:`handle_errors`). Outside the main thread (where no handler can be set) it does nothing."""
     import signal
     import threading
 
@@ -124,7 +137,7 @@ def sigterm_as_interrupt():
         return
 
     def stop(_signum, _frame):
-        raise Interrupted("stopped by SIGTERM (an output file is not left half written)", exit_code=143)
+        raise Terminated("stopped by SIGTERM (no output is left half written)")
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:

@@ -14,7 +14,7 @@ from ..wording import plural
 from .app import app, handle_errors
 from .options import column_options
 from .progress import RichAuditCallbacks
-from .render import consoles, json_text, label_style, print_note, printable, shorten
+from .render import consoles, json_text, label_style, print_note, printable, safe, shorten
 
 
 class SplitName(str, Enum):
@@ -127,7 +127,6 @@ def _findings_table(result, shown: int, what: str, caption: str):
 
 def render_audit(console, result, top: int) -> None:
     """An ``audit`` result: what scored the rows, then the ``top`` most likely label errors with their reasons."""
-    from rich.markup import escape
     from rich.text import Text
 
     if getattr(result, "multi_label", False):
@@ -135,7 +134,7 @@ def render_audit(console, result, top: int) -> None:
         return
     m = result.method
     _headline(console, result, f"{len(result.labels)} classes", "label errors",
-              f"out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} stratified folds "
+              f"out-of-fold probabilities: {safe(m['model'])}, cross-fitted over {m['folds']} stratified folds "
               f"({m['seconds']:.0f} s), temperature {m['temperature']:.3f}; out-of-fold accuracy "
               f"{m['out_of_fold_accuracy']:.2%}; ranked by cleanlab")
     _render_findings(console, result, top, "most likely label error",
@@ -148,17 +147,15 @@ def render_audit(console, result, top: int) -> None:
 def _headline(console, result, units: str, flagged: str, method: str) -> None:
     """An audit's first two lines: where, its rows and ``units``, how many rows were flagged as likely ``flagged``
     and the time; then ``method`` (markup, its values escaped), how the rows were scored, dimmed."""
-    from rich.markup import escape
 
     s = result.summary
-    console.print(f"[bold]{escape(result.where)}[/]: {s['rows']:,} rows  ·  {units}  ·  [bold]{s['flagged']:,}[/] "
+    console.print(f"[bold]{safe(result.where)}[/]: {s['rows']:,} rows  ·  {units}  ·  [bold]{s['flagged']:,}[/] "
                   f"flagged as likely {flagged}  ·  {result.seconds:.0f} s", highlight=False)
     console.print(f"[dim]{method}[/]", highlight=False, soft_wrap=True)
 
 
 def render_audit_summary(console, result) -> None:
     """An ``audit`` result's summary: the estimated label error rate per class and the most confused pairs."""
-    from rich.markup import escape
     from rich.table import Table
 
     s = result.summary
@@ -170,17 +167,17 @@ def render_audit_summary(console, result) -> None:
     for col in ("class", "rows", "flagged", "est. error rate"):
         per.add_column(col, justify="left" if col == "class" else "right")
     for c in s["classes"]:
-        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['estimated_error_rate']:.1%}")
+        per.add_row(safe(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['estimated_error_rate']:.1%}")
     console.print(per)
     if s["pairs"]:
         pairs = Table(title="most confused: given label → likely true label", title_justify="left")
         for col in ("given", "likely", "est. rows", "flagged"):
             pairs.add_column(col, justify="right" if col in ("est. rows", "flagged") else "left")
         for p in s["pairs"]:
-            pairs.add_row(escape(p["given"]), escape(p["likely"]), f"{p['estimated_rows']:,.0f}", f"{p['flagged']:,}")
+            pairs.add_row(safe(p["given"]), safe(p["likely"]), f"{p['estimated_rows']:,.0f}", f"{p['flagged']:,}")
         console.print(pairs)
     if result.output is not None:
-        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {safe(str(result.output))}[/]", highlight=False)
     for note in result.method.get("notes", ()):
         print_note(console, note)
 
@@ -188,12 +185,11 @@ def render_audit_summary(console, result) -> None:
 def render_label_set_audit(console, result, top: int) -> None:
     """A multi-label ``audit`` result (``audit/label_sets.py``): what scored the rows, then the ``top`` most
     likely label-set errors: given and suggested sets, the doubted labels with their probabilities."""
-    from rich.markup import escape
     from rich.text import Text
 
     m = result.method
     _headline(console, result, f"{len(result.labels)} labels (several per row)", "label-set errors",
-              f"out-of-fold probabilities: {escape(m['model'])}, cross-fitted over {m['folds']} random folds "
+              f"out-of-fold probabilities: {safe(m['model'])}, cross-fitted over {m['folds']} random folds "
               f"({m['seconds']:.0f} s), a temperature per label (mean {m['temperature']:.3f}); out-of-fold subset "
               f"accuracy {m['out_of_fold_accuracy']:.2%}, micro-F1 {m['out_of_fold_micro_f1']:.3f}; ranked by "
               "cleanlab (multi-label)")
@@ -205,7 +201,6 @@ def render_label_set_audit(console, result, top: int) -> None:
 
 def _render_label_set_summary(console, result) -> None:
     """A multi-label ``audit`` result's summary: per label, its rows, the flags and the estimated error rate."""
-    from rich.markup import escape
     from rich.table import Table
 
     s = result.summary
@@ -214,10 +209,10 @@ def _render_label_set_summary(console, result) -> None:
     for col in ("label", "rows", "unlikely", "missing", "est. error rate"):
         per.add_column(col, justify="left" if col == "label" else "right")
     for c in s["classes"]:
-        per.add_row(escape(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['missing']:,}",
+        per.add_row(safe(c["label"]), f"{c['rows']:,}", f"{c['flagged']:,}", f"{c['missing']:,}",
                     f"{c['estimated_error_rate']:.1%}")
     console.print(per)
     if result.output is not None:
-        console.print(f"[dim]{s['flagged']:,} flagged rows written to {escape(str(result.output))}[/]", highlight=False)
+        console.print(f"[dim]{s['flagged']:,} flagged rows written to {safe(str(result.output))}[/]", highlight=False)
     for note in result.method.get("notes", ()):
         print_note(console, note)

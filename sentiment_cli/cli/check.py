@@ -11,7 +11,7 @@ import typer
 
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .progress import RichEvalCallbacks
-from .render import consoles, json_text, printable, shorten
+from .render import consoles, json_text, printable, safe, shorten
 
 
 class Half(str, Enum):
@@ -101,37 +101,38 @@ def _rate_style(rate) -> str | None:
 
 def render_check(console, report: dict, output=None) -> None:
     """``sentiment check``'s report: failure rates by capability, then by test with the failing examples."""
-    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
     o = report["overall"]
     half = "" if report["half"] == "all" else f" · {report['half']} half"
-    console.print(f"[bold]{escape(report['suite'])}[/]{half}: {o['tests']} tests · {o['cases']:,} cases · mean "
+    left = (f" · {o['left_out']:,} left out (the perturbation does not apply, or empties the sentence)"
+            if o.get("left_out") else "")
+    console.print(f"[bold]{safe(report['suite'])}[/]{half}: {o['tests']} tests · {o['cases']:,} cases{left} · mean "
                   f"failure rate over tests [bold]{_rate(o['mean_failure_rate'])}[/]", highlight=False)
     caps = Table(title="by capability", title_justify="left")
     for col in ("capability", "tests", "cases", "failure rate"):
         caps.add_column(col, justify="left" if col == "capability" else "right")
     for c in report["capabilities"]:
-        caps.add_row(escape(c["capability"]), str(c["tests"]), f"{c['cases']:,}",
+        caps.add_row(safe(c["capability"]), str(c["tests"]), f"{c['cases']:,}",
                      Text(_rate(c["failure_rate"]), style=_rate_style(c["failure_rate"]) or ""))
     console.print(caps)
     tests = Table(title="by test", title_justify="left")
     for col in ("capability", "test", "type", "cases", "failure rate"):
         tests.add_column(col, justify="right" if col in ("cases", "failure rate") else "left")
     for t in report["tests"]:
-        tests.add_row(escape(t["capability"]), escape(t["name"]), t["type"], f"{t['cases']:,}",
+        tests.add_row(safe(t["capability"]), safe(t["name"]), t["type"], f"{t['cases']:,}",
                       Text(_rate(t["failure_rate"]), style=_rate_style(t["failure_rate"]) or ""))
     console.print(tests)
     failing = [t for t in report["tests"] if t["examples"]]
     if failing:
         console.print("[bold]failing examples[/] (the most confidently wrong first)", highlight=False)
     for t in failing:
-        console.print(f"  [bold]{escape(t['name'])}[/] ({t['type']}, {_rate(t['failure_rate'])})", highlight=False)
+        console.print(f"  [bold]{safe(t['name'])}[/] ({t['type']}, {_rate(t['failure_rate'])})", highlight=False)
         for e in t["examples"]:
             console.print(Text("    " + _check_example(t["type"], e)), soft_wrap=True)
     if output is not None:
-        console.print(f"[dim]every case: {escape(str(output))}[/]", highlight=False)
+        console.print(f"[dim]every case: {safe(str(output))}[/]", highlight=False)
 
 
 def _check_example(kind: str, e: dict) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
-from .render import consoles, json_text
+from .render import consoles, json_text, safe
 
 if TYPE_CHECKING:
     from ..serving.server import Listening
@@ -129,7 +129,7 @@ def export(
         with err.status("exporting") as status:
             result = export_onnx(checkpoint, output, quantize=quantize.value if quantize else None, data=data,
                                  parity_reviews=parity_reviews, max_accuracy_drop=max_accuracy_drop, force=force,
-                                 on_stage=lambda text: status.update(text))
+                                 on_stage=lambda text: status.update(safe(text)))
         if as_json:
             typer.echo(json_text(result.record))
         else:
@@ -141,14 +141,13 @@ def export(
 # ----------------------------------------------------------------------------- rendering: export's output
 def render_export(console, result) -> None:
     """``sentiment export``'s result: the file, its parity check against PyTorch, int8 accuracy, how to use it."""
-    from rich.markup import escape
 
     r = result.record
     p, b = r["parity"], r["bytes"]
     mib = 2**20
     size = b.get("onnx_int8", b["onnx"])
     before = f", {b['onnx'] / mib:.1f} MiB before int8" if "onnx_int8" in b else ""
-    console.print(f"wrote [bold]{escape(str(result.path))}[/] ({size / mib:.1f} MiB; PyTorch weights "
+    console.print(f"wrote [bold]{safe(str(result.path))}[/] ({size / mib:.1f} MiB; PyTorch weights "
                   f"{b['pytorch_weights'] / mib:.1f} MiB{before}; opset {r['opset']})", highlight=False, soft_wrap=True)
     console.print(f"parity with PyTorch on {p['reviews']:,} held-out texts: label agreement "
                   f"[bold]{p['label_agreement']:.2%}[/] (needs ≥ {p['min_agreement']:.1%}), max logit difference "
@@ -160,5 +159,5 @@ def render_export(console, result) -> None:
                       f"({q['test_reviews']:,} texts; {q['accuracy_after'] - q['accuracy_before']:+.2%}), "
                       f"size {b['onnx'] / mib:.1f} → {b['onnx_int8'] / mib:.1f} MiB; agreement with PyTorch "
                       f"{q['label_agreement_with_pytorch']:.2%}", highlight=False, soft_wrap=True)
-    console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {escape(str(result.path))} \"...\"  ·  "
-                  f"sentiment serve --onnx --checkpoint {escape(str(result.path))}[/]", highlight=False, soft_wrap=True)
+    console.print(f"[dim]use it: sentiment predict --onnx --checkpoint {safe(str(result.path))} \"...\"  ·  "
+                  f"sentiment serve --onnx --checkpoint {safe(str(result.path))}[/]", highlight=False, soft_wrap=True)

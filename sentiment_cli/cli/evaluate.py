@@ -14,7 +14,7 @@ from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import LabelColumnsOption, column_options, label_columns as parse_label_columns
 from .progress import RichEvalCallbacks
-from .render import consoles, json_text, label_style, shorten
+from .render import consoles, json_text, label_style, printable, safe, shorten
 
 
 class SplitName(str, Enum):
@@ -40,6 +40,8 @@ ErrorsOption = Annotated[int, typer.Option("--errors", min=0, metavar="N",
 PlotOption = Annotated[Optional[Path], typer.Option(
     "--plot", metavar="PATH", help="Write the confusion matrix as a PNG (needs matplotlib), and the reliability "
                                    "diagram beside it as PATH's name + '-reliability.png'.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file (never the checkpoint's "
+                                                            "files or the --data and --audit files it reads).")]
 AuditOption = Annotated[Optional[Path], typer.Option(
     "--audit", metavar="FILE", help="With --errors: mark the mistakes whose rows 'sentiment audit --output FILE' "
                                     "flagged as likely mislabelled (the data's error, not the model's).")]
@@ -59,6 +61,7 @@ def eval_(
     errors: ErrorsOption = 0,
     plot: PlotOption = None,
     audit: AuditOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Score a split: accuracy, per-class and averaged precision/recall/F1, confusion matrix, calibration (ECE).
 
@@ -70,8 +73,10 @@ def eval_(
         from ..evaluation.evaluate import evaluate_checkpoint
         from ..runtime import resolve_device
 
-        if plot is not None:  # before any work: say how to get matplotlib, or that the folder is missing
-            _check_plot(plot)
+        if plot is not None:  # before any work: matplotlib is there, and the pictures may be written
+            from ..checkpoint import checkpoint_inputs
+
+            _check_plot(plot, force, checkpoint_inputs(checkpoint, data) + ([("--audit", audit)] if audit else []))
         flags = _read_flags(audit, errors, text_column) if audit is not None else None
         columns = parse_label_columns(label_columns)   # a multi-label model's 0/1 columns in --data
         more = {"label_columns": columns} if columns else {}
@@ -104,18 +109,21 @@ def _read_flags(audit: Path, errors: int, text_column: Optional[str]) -> dict[st
     return read_flags(audit, text_column)
 
 
-def _check_plot(plot: Path) -> None:
-    """Fail early when ``--plot`` cannot be written.
+def _check_plot(plot: Path, force: bool, inputs: list[tuple[str, Any]]) -> None:
+    """Fail early when ``--plot`` cannot be written: the picture and the reliability diagram beside it follow
+    every command's output rule (:func:`~sentiment_cli.outputs.check_output`: ``--force`` to replace a file,
+    never one of ``inputs``, never a device or FIFO).
 
     Raises:
         PlotUnavailable: matplotlib is not installed (the message says how to get it).
-        UsageError: ``plot``'s folder does not exist.
+        UsageError: ``plot``'s folder does not exist, or either file may not be written.
     """
     from ..evaluation import plots
+    from ..outputs import check_output
 
     plots.require_matplotlib()
-    if not plot.parent.is_dir():
-        raise UsageError(f"--plot {plot}: folder {plot.parent} does not exist")
+    check_output(plot, force=force, option="--plot", inputs=inputs)
+    check_output(plots.reliability_path(plot), force=force, option="--plot's reliability diagram", inputs=inputs)
 
 
 def _write_plots(plot: Path, split: str, result: dict[str, Any]) -> Path:
@@ -151,9 +159,8 @@ def _render(out, result: dict[str, Any], errors: int, plot: Optional[Path], reli
     if errors:
         render_errors(out, result["errors"], errors, result["labels"])
     if plot is not None:
-        from rich.markup import escape
-        out.print(f"[dim]confusion matrix written to {escape(str(plot))}, reliability diagram to "
-                  f"{escape(str(reliability_plot))}[/]", highlight=False, soft_wrap=True)
+        out.print(f"[dim]confusion matrix written to {safe(str(plot))}, reliability diagram to "
+                  f"{safe(str(reliability_plot))}[/]", highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- rendering: eval's output
@@ -161,7 +168,6 @@ def _render(out, result: dict[str, Any], errors: int, plot: Optional[Path], reli
 def render_eval(console, r: dict) -> None:
     """An ``eval`` result: the headline, per-class precision / recall / F1 with the macro and weighted
     averages, and the N x N confusion matrix (rows true, columns predicted)."""
-    from rich.markup import escape
     from rich.table import Table
 
     from ..data.labels import LABELS   # not at the top: numpy stays out of the CLI's start
@@ -176,7 +182,7 @@ def render_eval(console, r: dict) -> None:
     for col in ("class", "precision", "recall", "F1", "support"):
         per.add_column(col, justify="right" if col != "class" else "left")
     for name in labels:
-        per.add_row(escape(name), f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
+        per.add_row(safe(name), f"{r['precision'][name]:.4f}", f"{r['recall'][name]:.4f}", f"{r['f1'][name]:.4f}",
                     f"{support[name]:,}")
     per.add_section()
     for avg in ("macro", "weighted"):
@@ -188,9 +194,9 @@ def render_eval(console, r: dict) -> None:
                  caption="rows: true label · columns: predicted · bold: correct")
     conf.add_column("")
     for name in labels:
-        conf.add_column(escape(name), justify="right")
+        conf.add_column(safe(name), justify="right")
     for i, name in enumerate(labels):
-        conf.add_row(escape(name), *(f"[bold]{n:,}[/]" if i == j else f"{n:,}" for j, n in enumerate(cm[i])))
+        conf.add_row(safe(name), *(f"[bold]{n:,}[/]" if i == j else f"{n:,}" for j, n in enumerate(cm[i])))
     console.print(conf)
 
 
@@ -212,11 +218,10 @@ def render_multilabel_eval(console, metrics: dict) -> None:
     summary (micro / macro / weighted precision, recall and F1; subset accuracy, Hamming loss, LRAP, mean
     ECE) and the per-label table, most supported label first, with each label's threshold when the dict
     has ``"thresholds"`` (``{name: threshold}``)."""
-    from rich.markup import escape
     from rich.table import Table
 
     m = metrics
-    where = f"[bold]{escape(str(m['split']))}[/]: " if m.get("split") else ""
+    where = f"[bold]{safe(str(m['split']))}[/]: " if m.get("split") else ""
     console.print(f"{where}{m['examples']:,} texts  ·  {len(m['per_label'])} labels (multi-label)  ·  "
                   f"micro F1 [bold]{m['micro']['f1']:.4f}[/]  ·  subset accuracy {m['subset_accuracy']:.2%}",
                   highlight=False)
@@ -239,7 +244,6 @@ def render_multilabel_eval(console, metrics: dict) -> None:
 
 def _per_label_table(m: dict):
     """The per-label rows of :func:`render_multilabel_eval`, by support (most first; ties in label order)."""
-    from rich.markup import escape
     from rich.table import Table
 
     thresholds, ece = m.get("thresholds") or {}, m.get("ece_per_label") or {}
@@ -249,7 +253,7 @@ def _per_label_table(m: dict):
     for col in columns:
         per.add_column(col, justify="left" if col == "label" else "right")
     for name, r in sorted(m["per_label"].items(), key=lambda kv: -kv[1]["support"]):
-        cells = [escape(name), f"{r['precision']:.4f}", f"{r['recall']:.4f}", f"{r['f1']:.4f}", f"{r['support']:,}"]
+        cells = [safe(name), f"{r['precision']:.4f}", f"{r['recall']:.4f}", f"{r['f1']:.4f}", f"{r['support']:,}"]
         if thresholds:
             cells.append(f"{thresholds[name]:.2f}" if name in thresholds else "–")
         if ece:
@@ -273,9 +277,10 @@ def render_label_set_errors(console, errors: list[dict], asked: int) -> None:
         table.add_column(name, justify=justify)
     table.add_column("text", ratio=1)
     for i, e in enumerate(errors, 1):
-        table.add_row(str(i), str(e["index"]), ", ".join(e["labels"]) or "-", ", ".join(e["true_labels"]) or "-",
-                      Text(f"{', '.join(e['wrong'])} {e['probability']:.3f}", style="red"),
-                      Text(shorten(e["text"], 240)))
+        table.add_row(str(i), str(e["index"]), safe(", ".join(e["labels"]) or "-"),
+                      safe(", ".join(e["true_labels"]) or "-"),
+                      Text(f"{printable(', '.join(e['wrong']))} {e['probability']:.3f}", style="red"),
+                      Text(printable(shorten(e["text"], 240))))
     console.print(table)
 
 
@@ -298,12 +303,14 @@ def render_errors(console, errors: list[dict], asked: int, labels) -> None:
     table.add_column("review", ratio=1)
     for i, e in enumerate(errors, 1):
         color = label_style(e["label"], labels)
-        cells = [str(i), str(e["index"]), Text(f"{e['label']} {e['probability']:.3f}", style=color), e["true_label"]]
+        cells = [str(i), str(e["index"]), Text(f"{printable(e['label'])} {e['probability']:.3f}", style=color),
+                 safe(e["true_label"])]
         if audited:
             flag = e.get("audit")
-            cells.append(Text(f"likely mislabelled (#{flag['rank']}, suggests {flag['suggested']})", style="yellow")
+            cells.append(Text(f"likely mislabelled (#{flag['rank']}, suggests {printable(flag['suggested'])})",
+                              style="yellow")
                          if flag else Text("-", style="dim"))
-        table.add_row(*cells, Text(shorten(e["text"], 240)))
+        table.add_row(*cells, Text(printable(shorten(e["text"], 240))))
     console.print(table)
     if audited:
         n = sum(1 for e in errors if e.get("audit"))

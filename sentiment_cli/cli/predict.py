@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors, sigterm_as_interrupt
-from .render import consoles, json_text, label_style, printable
+from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
+from .render import consoles, json_text, label_style, printable, safe
 
 
 class DecodeErrors(str, Enum):
@@ -123,13 +123,13 @@ def _predict_data(data: str, split: str | None, text_column: str, output: str | 
 
         stream = open_split(data, split, text_column)
         predictor = _load_predictor(*predictor_args)
-        with sigterm_as_interrupt(), ArrowStreamWriter(output) as writer:   # SIGTERM removes the partial file
+        with ArrowStreamWriter(output) as writer:   # SIGTERM (handle_errors) or Ctrl-C removes the partial file
             progress.on_start(stream.num_rows)
             rows = predict_split(predictor, stream, writer, explain=explain, on_batch=progress.on_batch)
     finally:
         progress.close()
     if output is not None:
-        err.print(f"wrote {rows:,} rows to {output}", highlight=False, soft_wrap=True)
+        err.print(f"wrote {rows:,} rows to {safe(output)}", highlight=False, soft_wrap=True)
 
 
 def _predict_on_ray(cluster: tuple, data: str | None, text_column: str, output: str | None, force: bool,
@@ -150,7 +150,7 @@ def _predict_on_ray(cluster: tuple, data: str | None, text_column: str, output: 
     done = predict_with_ray(checkpoint, data, output, split=split, text_column=text_column, explain=explain,
                             address=address, workers=workers, batch_size=batch_size, onnx=onnx, force=force)
     _, err = consoles()
-    err.print(f"wrote {done['rows']:,} rows to {output} ({done['workers']} workers, "
+    err.print(f"wrote {done['rows']:,} rows to {safe(output)} ({done['workers']} workers, "
               f"{done['rows_per_second']:,.0f} rows/s)", highlight=False, soft_wrap=True)
 
 
@@ -322,7 +322,7 @@ def render_label_set_explanation(console, number: int, e) -> None:
     """A :class:`~sentiment_cli.inference.explain.LabelSetExplanation`: one panel per predicted label, each
     splitting that label's own logit over the tokens."""
     if not e.explanations:
-        console.print(f"{number} (no label reaches its threshold): {printable(e.text[:200])}")
+        console.print(f"{number} (no label reaches its threshold): {safe(e.text[:200])}", highlight=False)
     for x in e.explanations:
         render_explanation(console, number, x, own_logit=True)
 

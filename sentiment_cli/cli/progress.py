@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .render import print_note
+from .render import print_note, safe
 
 
 class RichTrainCallbacks:
@@ -34,8 +34,7 @@ class RichTrainCallbacks:
             self.stage.close()
 
     def on_stage(self, text: str) -> None:
-        from rich.markup import escape
-        self.console.print(f"[dim]{escape(text)}…[/]", highlight=False)
+        self.console.print(f"[dim]{safe(text)}…[/]", highlight=False)
 
     def on_note(self, text: str) -> None:
         print_note(self.console, text)
@@ -112,7 +111,7 @@ class RichEvalCallbacks(_SpinnerAndBar):
         self.status = self.progress = self.task = None
 
     def on_stage(self, text: str) -> None:
-        self.status = self.console.status(text)
+        self.status = self.console.status(safe(text))
         self.status.start()
 
     def on_start(self, num_examples: int) -> None:
@@ -121,14 +120,13 @@ class RichEvalCallbacks(_SpinnerAndBar):
         self._stop_status()
         self.progress = Progress(console=self.console, transient=True, disable=not self.console.is_terminal)
         self.progress.start()
-        self.task = self.progress.add_task(self.description, total=num_examples)
+        self.task = self.progress.add_task(safe(self.description), total=num_examples)
 
     def on_batch(self, examples: int) -> None:
         self.progress.update(self.task, advance=examples)
 
     def on_note(self, text: str) -> None:
-        from rich.markup import escape
-        self.console.print(f"[dim]note: {escape(text)}[/]", highlight=False, soft_wrap=True)
+        self.console.print(f"[dim]note: {safe(text)}[/]", highlight=False, soft_wrap=True)
 
 
 class RichAuditCallbacks(_SpinnerAndBar):
@@ -143,7 +141,7 @@ class RichAuditCallbacks(_SpinnerAndBar):
     def on_stage(self, text: str) -> None:
         self.close()
         if self.console.is_terminal:
-            self.status = self.console.status(text)
+            self.status = self.console.status(safe(text))
             self.status.start()
 
     def on_fold_start(self, fold: int, folds: int, fit_rows: int, held_out_rows: int) -> None:
@@ -173,7 +171,7 @@ class RichRowsProgress(_SpinnerAndBar):
 
     def on_stage(self, text: str) -> None:
         if self.console.is_terminal:
-            self.status = self.console.status(text)
+            self.status = self.console.status(safe(text))
             self.status.start()
 
     def on_start(self, rows: int) -> None:
@@ -185,7 +183,7 @@ class RichRowsProgress(_SpinnerAndBar):
                                  TimeRemainingColumn(), console=self.console, transient=True,
                                  disable=not self.console.is_terminal)
         self.progress.start()
-        self.task = self.progress.add_task(self.description, total=rows, rate="")
+        self.task = self.progress.add_task(safe(self.description), total=rows, rate="")
 
     def on_batch(self, rows: int) -> None:
         self.progress.update(self.task, advance=rows)

@@ -1,6 +1,6 @@
 """What the commands' rendering shares: ``--json``'s one line, the consoles, notes, a label's colour, a text made
-safe and short for a table. Each command's own tables and panels live beside it, in its module (spaCy's CLI
-style: ``cli/train.py`` renders train and pretrain, ``cli/evaluate.py`` eval, ...).
+safe and short for a table, and :func:`safe`, the one escape of every string of the user's that reaches Rich.
+Each command's own tables and panels live beside it, in its module (spaCy's CLI style: ``cli/train.py`` renders train and pretrain, ``cli/evaluate.py`` eval, ...).
 
 Everything here only draws what a library call returned; nothing computes.
 """
@@ -39,10 +39,22 @@ def consoles():
     return Console(), Console(stderr=True)
 
 
+def safe(value: Any) -> str:
+    """``value`` as text Rich prints as it is: every ``[`` that Rich's markup would read as a tag escaped (a label
+    ``[/]`` would end in ``MarkupError``, ``[neutral]`` would print as nothing), control characters and bidi
+    overrides shown as escapes (:func:`printable`).
+
+    The one escape of the CLI: every string that comes from the user or their data (labels, column names,
+    texts, file names, suite and test names, a library's message) goes through it before it reaches a Rich
+    console, table cell, title, status or progress description; the markup the CLI writes itself does not.
+    """
+    from rich.markup import escape
+    return escape(printable(str(value)))
+
+
 def print_note(console, text: str) -> None:
     """A yellow ``note:`` line: something the user should know that did not stop the command."""
-    from rich.markup import escape
-    console.print(f"[yellow]note:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    console.print(f"[yellow]note:[/] {safe(text)}", highlight=False, soft_wrap=True)
 
 
 def label_style(label: str, labels) -> str | None:

@@ -15,7 +15,7 @@ from ..config import SEED_MAX
 from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, Device, app, handle_errors
 from .options import column_options
-from .render import consoles, json_text, label_style, print_note, printable, shorten
+from .render import consoles, json_text, label_style, print_note, printable, safe, shorten
 
 if TYPE_CHECKING:
     from ..suggest.run import Suggestions
@@ -93,7 +93,8 @@ def suggest(
 
         # before any work: the answer would have nowhere to go, or would write over what it reads
         check_output(output, force=force, suffixes=TABLE_TYPES,
-                     inputs=[("--unlabelled", unlabelled), *([("--labelled", labelled)] if labelled else [])])
+                     inputs=[("the checkpoint", checkpoint), ("--unlabelled", unlabelled),
+                             *([("--labelled", labelled)] if labelled else [])])
         out, err = consoles()
         predictor = Predictor(checkpoint, resolve_device(device.value))
         texts, where, known = _read_texts(err, unlabelled, labelled, text_column or "", spinner=not as_json)
@@ -181,7 +182,6 @@ def _predicted_text(pick) -> str:
 def render_suggestions(console, result, where: str, output) -> None:
     """The picks of ``sentiment suggest`` (:class:`~sentiment_cli.suggest.run.Suggestions`), what was left out and
     why, and where the CSV went."""
-    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
@@ -210,11 +210,11 @@ def render_suggestions(console, result, where: str, output) -> None:
         table.add_row(*cells, Text(printable(shorten(p.text, 400))))
     console.print(table)
     clusters = f"; {result.clusters} clusters of {result.space} vectors" if diverse else ""
-    console.print(f"read {result.read:,} texts from {escape(where)}; scored {result.scored:,} in "
+    console.print(f"read {result.read:,} texts from {safe(where)}; scored {result.scored:,} in "
                   f"{result.seconds:.1f} s{clusters}", highlight=False, soft_wrap=True)
     for reason, count in result.left_out.items():
         console.print(f"left out {count:,} ({reason}): {LEFT_OUT[reason]}", highlight=False, soft_wrap=True)
     column = "labels column (the label names joined by ',')" if getattr(result, "multi_label", False) \
         else "label column"
-    console.print(f"wrote {escape(str(output))}: fill in its {column}, then `sentiment train --data "
-                  f"{escape(str(output))}`", highlight=False, soft_wrap=True)
+    console.print(f"wrote {safe(str(output))}: fill in its {column}, then `sentiment train --data "
+                  f"{safe(str(output))}`", highlight=False, soft_wrap=True)

@@ -15,7 +15,7 @@ from ..wording import plural
 from .app import DEFAULT_CHECKPOINT, DEFAULT_PRETRAINED, Device, app, handle_errors
 from .options import LabelColumnsOption, column_options, label_columns as parse_label_columns
 from .progress import RichPretrainCallbacks, RichTrainCallbacks
-from .render import consoles, json_text, print_note
+from .render import consoles, json_text, print_note, safe
 
 
 _CONFIG_HELP = "Preset (" + ", ".join(PRESETS) + ") or TOML file."
@@ -263,7 +263,6 @@ def render_train_summary(console, result) -> None:
     """The per-epoch table of a finished training run (validation loss, accuracy and macro F1 when it was
     validated) and where its best epoch was saved. A refitted run (``training/refit.py``) shows the held-out
     run's table, which chose the epoch count, and says that the saved weights learned from every row."""
-    from rich.markup import escape
     from rich.table import Table
 
     if result.metrics.get("search"):
@@ -298,7 +297,7 @@ def render_train_summary(console, result) -> None:
         kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
-    console.print(f"{kept} saved to {escape(str(result.checkpoint))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
+    console.print(f"{kept} saved to {safe(str(result.checkpoint))}  ·  {result.metrics['wall_time_seconds']:.0f} s "
                   f"on {m['device']}"
                   + ("  ·  stopped early" if m["stopped_early"] else ""), highlight=False)
     cal = m.get("calibration") or {}
@@ -321,7 +320,6 @@ def render_train_summary(console, result) -> None:
 def render_search(console, search: dict) -> None:
     """The default's search (``metrics.json``'s ``"search"``): a row per candidate with its validation accuracy,
     log-loss and seconds, or what became of it; the chosen one in bold green."""
-    from rich.markup import escape
     from rich.table import Table
 
     from ..card.text import settings_phrase
@@ -335,10 +333,10 @@ def render_search(console, search: dict) -> None:
     for c in search["candidates"]:
         done = c["status"] == "complete"
         settings = settings_phrase(c["settings"]) if c["kind"] == "encoder" else ""
-        table.add_row(escape(c["name"]), f"{c['validation_accuracy']:.2%}" if done else "–",
+        table.add_row(safe(c["name"]), f"{c['validation_accuracy']:.2%}" if done else "–",
                       f"{c['validation_nll']:.4f}" if done and c["validation_nll"] is not None else "–",
-                      f"{c['seconds']:,.1f}", escape(c["status"] + (f": {c['ended']}" if c.get("ended") else "")),
-                      escape(settings),
+                      f"{c['seconds']:,.1f}", safe(c["status"] + (f": {c['ended']}" if c.get("ended") else "")),
+                      safe(settings),
                       style="bold green" if c["name"] == search["chosen"] else None)
     console.print(table)
 
@@ -349,15 +347,14 @@ def _f1(value) -> str:
 
 def render_report_note(console, report) -> None:
     """Where the curves and the model card were written (or why there are no curves)."""
-    from rich.markup import escape
 
     if report is None:
         return
     if report.curves is not None:
-        console.print(f"[dim]curves: {escape(str(report.curves))}  ·  model card: {escape(str(report.card))}[/]",
+        console.print(f"[dim]curves: {safe(str(report.curves))}  ·  model card: {safe(str(report.card))}[/]",
                       highlight=False, soft_wrap=True)
     else:
-        console.print(f"[dim]model card: {escape(str(report.card))}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[dim]model card: {safe(str(report.card))}[/]", highlight=False, soft_wrap=True)
         print_note(console, report.note)
 
 
@@ -365,10 +362,8 @@ def render_pretrain_summary(console, result) -> None:
     """Where the pretrained weights were saved, and how to fine-tune them."""
     import shlex
 
-    from rich.markup import escape
-
     m = result.metrics
-    console.print(f"pretrained {m['objective']} weights saved to {escape(str(result.checkpoint))}  ·  "
+    console.print(f"pretrained {m['objective']} weights saved to {safe(str(result.checkpoint))}  ·  "
                   f"{m['data']['reviews']:,} reviews ({m['data']['splits']})  ·  "
                   f"{m['wall_time_seconds']:.0f} s on {m['device']}", highlight=False)
-    console.print(f"fine-tune it: sentiment train --init {escape(shlex.quote(str(result.checkpoint)))}", highlight=False)
+    console.print(f"fine-tune it: sentiment train --init {safe(shlex.quote(str(result.checkpoint)))}", highlight=False)

@@ -39,7 +39,7 @@ def make_batches(lengths: Sequence[int], batch_size: int, *, shuffle: bool, seed
     rng = np.random.default_rng(seed)
     order = rng.permutation(n) if shuffle else np.arange(n)
     if bucket:
-        pool = batch_size * pool_batches if shuffle else n
+        pool = batch_size * pool_batches if shuffle else max(n, 1)   # no examples: no batch (a step of 0 is no range)
         chunks = [order[i:i + pool] for i in range(0, n, pool)]
         order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks]) if n else order
     batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]

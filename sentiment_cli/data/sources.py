@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..decoding import json_loads
 from ..errors import DataError, UsageError
 from .labels import LABELS
 
@@ -219,7 +220,7 @@ def _locate_error(path: Path, builder: str, sep: str) -> str | None:
         fh.seek(0)
         if head.startswith("["):
             try:
-                json.load(fh)
+                json_loads(fh.read())
             except json.JSONDecodeError as exc:
                 return f"line {exc.lineno}: not valid JSON ({exc.msg})"
             return None
@@ -227,7 +228,7 @@ def _locate_error(path: Path, builder: str, sep: str) -> str | None:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json_loads(line)
             except json.JSONDecodeError as exc:
                 return f"line {n}: not valid JSON ({exc.msg}, column {exc.colno})"
             if not isinstance(obj, dict):

@@ -30,6 +30,7 @@ from tokenizers.models import BPE, Unigram, WordLevel
 from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordLevelTrainer
 
 from ..config import DataConfig
+from ..decoding import json_loads
 from ..errors import CheckpointError
 from .negation import mark_scope, token_roles, vocabulary_id
 from .token_ids import TokenIds, TokenIdsWriter
@@ -105,7 +106,7 @@ def check_structure(text: str, where: str | Path) -> None:
         CheckpointError: naming ``where`` and the part that differs.
     """
     try:
-        raw = json.loads(text)
+        raw = json_loads(text)
     except ValueError as exc:
         raise CheckpointError(f"{where}: not a valid tokenizer file ({exc})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
@@ -139,6 +140,11 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
 
     Returns:
         A trained :class:`tokenizers.Tokenizer` with ``<pad>`` = 0 and ``<unk>`` = 1.
+
+    Raises:
+        ConfigError: a word or character vocabulary of no token, ``min_frequency`` above 1 (no token occurs that
+            often), before any training.
+        DataError: the same with ``min_frequency`` 1: the texts hold no token (all ``<br />`` or spaces).
     """
     kind = resolved_kind(texts, config)
     tok = _untrained(kind, config)
@@ -162,7 +168,26 @@ def build_tokenizer(texts: Iterable[str], config: DataConfig, length: int | None
         state["model"]["byte_fallback"] = True
         tok = Tokenizer.from_str(json.dumps(state))
     assert tok.token_to_id(PAD_TOKEN) == PAD_ID and tok.token_to_id(UNK_TOKEN) == UNK_ID
+    if tok.get_vocab_size() <= len(specials):   # words or characters: only <pad> and <unk>, every text all <unk>
+        _refuse_empty_vocabulary(kind, config.min_frequency)
     return tok
+
+
+def _refuse_empty_vocabulary(kind: str, min_frequency: int) -> None:
+    """Say why a word or character vocabulary came out empty, before a run trains on texts of ``<unk>`` alone.
+
+    Raises:
+        ConfigError: ``min_frequency`` above 1.
+        DataError: otherwise (the texts hold no token).
+    """
+    from ..errors import ConfigError, DataError
+
+    unit = "character" if kind == "char" else "token"
+    if min_frequency > 1:
+        raise ConfigError(f"[data] min_frequency = {min_frequency:,}: no {unit} occurs {min_frequency:,} times in "
+                          "the training texts, so the vocabulary would hold none; lower min_frequency")
+    raise DataError(f"the training texts hold no {unit} (once <br /> and spaces are removed), so the vocabulary "
+                    "would hold none; give texts with words")
 
 
 def first_chars(texts: Iterable[str], limit: int) -> Iterator[str]:

@@ -51,13 +51,14 @@ from torch import Tensor, nn
 
 from ..card.facts import model_card
 from ..card.readme import write_card
-from ..checkpoint import CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, load_checkpoint, write_json
+from ..checkpoint import (CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, checkpoint_inputs, load_checkpoint,
+                          weights_digest, write_json)
 from ..errors import SentimentError, UsageError
 from ..model.classifier import SentimentClassifier
 from ..outputs import check_output
 from .multilabel import Decision
-from .onnx_backend import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, ONNX_FILE,
-                           ONNX_INSTALL, OnnxBackend, pad)
+from .onnx_backend import (META_BIAS, META_CARD, META_CONFIG, META_LABELS, META_TOKENIZER, META_WEIGHTS,
+                           ONNX_FILE, ONNX_INSTALL, OnnxBackend, pad)
 
 INT8_FILE = "model.int8.onnx"
 MIN_AGREEMENT = 0.999
@@ -298,9 +299,9 @@ def check_export_output(checkpoint: Path, output: str | Path | None, quantize: s
     """
     path = Path(output) if output is not None else checkpoint / (INT8_FILE if quantize else ONNX_FILE)
     onnx = path.suffix.lower() == ".onnx"
-    inputs: list[tuple[str, str | Path]] = [] if onnx else [("the checkpoint folder", checkpoint)]
-    if data is not None and Path(data).expanduser().exists():
-        inputs.append(("--data", data))
+    inputs = checkpoint_inputs(checkpoint, data)   # the folder, and --data or the data it was trained on
+    if onnx:   # an export may go into the checkpoint folder (its default place), over an earlier export
+        inputs = [(what, where) for what, where in inputs if what != "the checkpoint folder"]
     return check_output(path, force=force or onnx, inputs=inputs)
 
 
@@ -342,7 +343,8 @@ def _write_graph(ckpt, checkpoint: Path, path: Path) -> dict[str, str]:
         bias = ckpt.model.eval()(ids, ids == 0, token_logits=True).bias
     meta = {META_CONFIG: (checkpoint / CONFIG_FILE).read_text(encoding="utf-8"),
             META_TOKENIZER: (checkpoint / TOKENIZER_FILE).read_text(encoding="utf-8"),
-            META_LABELS: json.dumps(list(ckpt.labels)), META_BIAS: json.dumps(bias.float().tolist())}
+            META_LABELS: json.dumps(list(ckpt.labels)), META_BIAS: json.dumps(bias.float().tolist()),
+            META_WEIGHTS: weights_digest(checkpoint)}   # the ONNX backend checks it against the folder's
     _set_metadata(path, meta)
     return meta
 
@@ -376,7 +378,6 @@ def _checked_parity(reference: np.ndarray, fp32: Path, held_out: _HeldOut, batch
 
 def _record(checkpoint: Path, output: Path, quantize: str | None, check: dict[str, Any], fp32: Path) -> dict[str, Any]:
     """The export record the model card shows (sizes, parity, versions, the weights' digest)."""
-    from ..checkpoint import weights_digest
 
     return {"format": "onnx", "file": str(output), "quantization": quantize, "parity": check,
             "opset": _opset(fp32), "bytes": {"pytorch_weights": (checkpoint / WEIGHTS_FILE).stat().st_size,

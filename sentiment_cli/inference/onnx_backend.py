@@ -18,7 +18,6 @@ PyTorch model's to about 1e-6 (checked at export).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,21 @@ from typing import Any
 import numpy as np
 
 from ..config import stored_config_from_dict
+from ..decoding import json_loads
 from ..errors import CheckpointError, ConfigError, SentimentError
 from ..data.labels import LABELS
 from ..data.tokenizer import PAD_ID, check_token_ids, tokenizer_from_str
-from ..untrusted import read_regular_file, stored_decision, stored_temperature, stored_vocab_size
+from ..untrusted import (WEIGHTS_LIMIT, file_digest, read_regular_file, stored_decision, stored_temperature,
+                         stored_vocab_size)
 
 ONNX_FILE = "model.onnx"
 ONNX_INSTALL = 'pip install "sentiment-cli[onnx]"'
 # metadata keys written by sentiment_cli.inference.export
 META_CONFIG, META_TOKENIZER, META_LABELS = "sentiment.config", "sentiment.tokenizer", "sentiment.labels"
 META_BIAS, META_CARD = "sentiment.head_bias", "sentiment.card"
+META_WEIGHTS = "sentiment.weights"   # "sha256:<hex>" of the model.safetensors it was exported from
+WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "config.json"   # checkpoint.py's names (it imports torch)
+CONFIG_LIMIT = 64 << 20   # checkpoint.JSON_LIMIT
 OUTPUTS = ["logits", "token_logits"]   # the graph's outputs, in order
 # The most an exported file may hold, in bytes: one protobuf (at most 2 GiB) without external data.
 ONNX_LIMIT = 2 << 30
@@ -114,6 +118,7 @@ class OnnxBackend:
         del model
         meta = self.session.get_modelmeta().custom_metadata_map
         raw, labels, self.bias = _metadata(meta, self.path)
+        check_exported_from(meta, self.path)   # beside a checkpoint: of its weights and config as they are now
         _check_outputs(self.session, len(labels), self.path)
         self.temperature = _stored(stored_temperature, raw, "temperature", 1.0, self.path)
         vocab_size = _stored(stored_vocab_size, raw, "vocab_size", None, self.path)
@@ -291,6 +296,34 @@ def _metadata(meta: dict[str, str], path: Path) -> tuple[dict[str, Any], tuple[s
     return raw, tuple(labels), bias
 
 
+def check_exported_from(meta: dict[str, str], path: Path) -> None:
+    """An exported file that sits beside a checkpoint's ``model.safetensors`` and ``config.json`` (its folder's
+    ``model.onnx``, or any ``.onnx`` there) must be an export of those files as they are now: the weights'
+    digest it recorded at export (:data:`META_WEIGHTS`) and the ``config.json`` it embeds must match them.
+    A file on its own (deployed without the checkpoint) is self-contained and not checked; nor is one exported
+    before the digest was recorded. Torch-free: the digest is ``untrusted.file_digest``'s.
+
+    Raises:
+        CheckpointError: the checkpoint was trained (or its config changed) since the export; the message says
+            to export again.
+    """
+    folder = path.parent
+    weights, config = folder / WEIGHTS_FILE, folder / CONFIG_FILE
+    recorded = meta.get(META_WEIGHTS)
+    if recorded is None or not weights.exists() or not config.exists():
+        return
+    try:
+        same = (file_digest(weights, WEIGHTS_LIMIT, folder) == recorded
+                and read_regular_file(config, CONFIG_LIMIT, folder).decode("utf-8") == meta[META_CONFIG])
+    except (OSError, CheckpointError, UnicodeDecodeError):
+        same = False
+    if not same:
+        raise CheckpointError(f"{path}: not an export of {weights} as it is now (the checkpoint was trained again, "
+                              f"or its config.json changed, after the export); export it again: "
+                              f"sentiment export --format onnx --checkpoint {folder}"
+                              + ("" if path.name == ONNX_FILE else f" --output {path}"))
+
+
 def _json_meta(meta: dict[str, str], key: str, path: Path) -> Any:
     """The metadata entry ``key``, parsed as JSON.
 
@@ -298,7 +331,7 @@ def _json_meta(meta: dict[str, str], key: str, path: Path) -> Any:
         CheckpointError: it is not valid JSON; the message names ``key``.
     """
     try:
-        return json.loads(meta[key])
+        return json_loads(meta[key])
     except ValueError as exc:
         raise CheckpointError(f"{path}: its {key} metadata is not valid JSON ({str(exc)[:100]})") from None
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..config import Config
 from ..data.tokenizer import encode_texts, tokenizer_kind
-from ..errors import CheckpointError
+from ..errors import CheckpointError, UsageError
 from .explain import LabelSetExplanation, explanations, label_set_explanations
 from .multilabel import Decision, LabelSet, label_sets
 from .prediction import Explanation, Prediction, check_iterable, check_texts, chunked, predictions, text_list, token_rows
@@ -173,7 +173,11 @@ class Predictor:
         what :meth:`predict` reports; float64: the calibration metrics' and ``suggest``'s arithmetic). Multi-label:
         each label's ``sigmoid(logit / T_label)`` (:meth:`~.multilabel.Decision.probabilities`, float64), cast to
         ``dtype``.
+
+        Raises:
+            UsageError: ``logits`` is not ``(n, num_labels)`` (another model's, or a 1-D array).
         """
+        logits = self._by_label(logits, "logits")
         if self.multi_label:
             return self.decision.probabilities(logits).astype(dtype, copy=False)
         return softmax(logits, self.temperature, dtype)
@@ -181,10 +185,27 @@ class Predictor:
     def decide(self, probabilities: np.ndarray) -> np.ndarray:
         """What each text is given, from :meth:`postprocess`'s ``(n, num_labels)`` probabilities: a multi-label
         model's ``(n, num_labels)`` bool label sets (:meth:`~.multilabel.Decision.labels`: a threshold per label,
-        ``min_labels``); a single-label model's ``(n,)`` label ids (the most probable, the lower id on a tie)."""
+        ``min_labels``); a single-label model's ``(n,)`` label ids (the most probable, the lower id on a tie).
+
+        Raises:
+            UsageError: ``probabilities`` is not ``(n, num_labels)``.
+        """
+        probabilities = self._by_label(probabilities, "probabilities")
         if self.multi_label:
             return self.decision.labels(probabilities)
-        return np.asarray(probabilities).argmax(axis=1)
+        return probabilities.argmax(axis=1)
+
+    def _by_label(self, values: Any, what: str) -> np.ndarray:
+        """``values`` as an ``(n, num_labels)`` array, a column per label of this model (n may be 0).
+
+        Raises:
+            UsageError: another shape (a 1-D array, another number of columns), naming ``what``.
+        """
+        array = np.asarray(values)
+        if array.ndim != 2 or array.shape[1] != len(self.labels):
+            raise UsageError(f"{what}: expected an (n, {len(self.labels)}) array, a column per label "
+                             f"({', '.join(self.labels)})"[:200] + f", got shape {array.shape}")
+        return array
 
     def logits(self, texts: Sequence[str], *, first: int = 1) -> np.ndarray:
         """``(len(texts), num_labels)`` float32 logits, in input order (before the temperature).

@@ -24,6 +24,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def predict_with_ray(checkpoint: str | Path, data: str | Path, output: str | Pat
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1, got {value}")
     source = find_input(data, split)
-    target = OutputFolder.check(output, force=force, data=source)
+    target = OutputFolder.check(output, force=force, data=source, inputs=[("the checkpoint", checkpoint)])
     _check_checkpoint(checkpoint, onnx)
     started = _connect(ray, address)
     try:
@@ -218,16 +219,23 @@ class OutputFolder:
     replace: bool          # an old folder (or its contents) is replaced
 
     @classmethod
-    def check(cls, output: str | Path, *, force: bool, data: Input) -> "OutputFolder":
-        """Check that ``output`` may be written.
+    def check(cls, output: str | Path, *, force: bool, data: Input,
+              inputs: Iterable[tuple[str, str | Path]] = ()) -> "OutputFolder":
+        """Check that ``output`` may be written; ``inputs``: ``(what, path)`` of what else the command reads
+        (the checkpoint), which a local output may not be, be inside or hold, ``force`` or not
+        (:func:`~sentiment_cli.outputs.check_output_folder`'s rule).
 
         Raises:
-            UsageError: ``output`` is a file, is inside ``data`` (or holds it), is in a folder that does not
-                exist, or is a non-empty folder and ``force`` is not set.
+            UsageError: ``output`` is a file, is inside ``data`` or one of ``inputs`` (or holds it), is in a
+                folder that does not exist, or is a non-empty folder and ``force`` is not set.
         """
         import pyarrow.fs as pafs
 
+        from ..outputs import check_output_folder
+
         fs, path, local = _filesystem(output)
+        if local is not None:
+            check_output_folder(local, force=True, option="--output", inputs=inputs)
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.File:
             raise UsageError(f"--output {output}: is a file; with --ray, --output names a folder of Parquet files")

@@ -3,7 +3,9 @@
 Every HTTP request gets an ``X-Request-Id`` header. The whole body is read here, before the app
 sees it: a body over the limit is answered 413 (``{"error": ...}``, from Content-Length or as it
 arrives), a body that does not arrive in time 408, a Content-Length that is not a number 400, each closing the
-connection (the rest of that body would be read as the next request). While
+connection (the rest of that body would be read as the next request). Before a 413, the rest of the body is read
+and dropped (up to :data:`DRAIN_BYTES`, within the read timeout): a connection closed with unread bytes is
+reset, and the reset can reach the client before it has read the answer. While
 the app works, a client that goes away cancels the app's task (its reviews leave the batcher's
 queue); an exception the app lets through is a 500 that quotes the request id, logged with it; a request
 the server cancels (uvicorn, past the graceful timeout of a shutdown) is a 503 saying so.
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from .metrics import Metrics
 
 log = logging.getLogger("sentiment.serve")
+DRAIN_BYTES = 64 << 20   # the most of a refused body read and dropped so that its 413 is read, not reset
 
 
 def new_request_id() -> str:
@@ -136,16 +139,19 @@ class BodyGuard:
     async def _read_body(self, scope, receive):
         """``(body, None)``, or ``(None, (status, message))``, or ``(None, "disconnect")``."""
         limit = self.max_body_bytes
-        length = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
         if length is not None:
             try:
                 declared = int(length)
             except ValueError:
                 return None, (400, "Content-Length is not a number")
-            if declared > limit:
-                return None, (413, f"request body of {declared:,} bytes is over the limit of {limit:,}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_timeout
+        if length is not None and declared > limit:
+            if b"expect" not in headers:   # "Expect: 100-continue": nothing sent yet, nothing to drop
+                await _drain(receive, deadline, declared)
+            return None, (413, f"request body of {declared:,} bytes is over the limit of {limit:,}")
         chunks, size = [], 0
         while True:
             try:
@@ -160,6 +166,8 @@ class BodyGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
+                if message.get("more_body", False):
+                    await _drain(receive, deadline, None, size)
                 return None, (413, f"request body is over the limit of {limit:,} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -205,6 +213,24 @@ class BodyGuard:
             watcher.cancel()
             if not app_task.done():
                 app_task.cancel()
+
+
+async def _drain(receive, deadline: float, declared: int | None, read: int = 0) -> None:
+    """Read and drop the rest of a refused body (``read`` bytes of it read already): until its last message, a
+    disconnect, ``deadline`` (the loop's time), or :data:`DRAIN_BYTES` read; nothing at all when its declared
+    length is over that (the client then may see a reset)."""
+    if declared is not None and declared > DRAIN_BYTES:
+        return
+    loop = asyncio.get_running_loop()
+    while read <= DRAIN_BYTES and loop.time() < deadline:
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            return
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            return
+        read += len(message.get("body", b""))
 
 
 async def send_json(send, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:

@@ -530,14 +530,21 @@ def ensure_pretrained(config: Config, callbacks: TrainCallbacks | None = None, *
         if worth is not None and not worth(pretraining_texts(config, data or RunData(absolute_source(
                 config.data.source)))):
             return None, False
-        _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, budget)
-        made = True
+        made = _pretrain_into(config, directory, cb.for_pretraining(), stop or StopFlag(), data, budget)
     return load_pretrained(directory, config), made
 
 
 def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: StopFlag, data: RunData | None,
-                   budget: Budget | None = None) -> None:
-    """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``."""
+                   budget: Budget | None = None) -> bool:
+    """Run :func:`pretrain` into a hidden sibling of ``directory``, then rename it to ``directory``; whether it
+    did (``False``: another run pretrained ``directory`` meanwhile and finished first, and its folder is kept,
+    this one's removed; :func:`load_pretrained` then takes it if its settings are this config's, or names the
+    key that differs).
+
+    Raises:
+        Interrupted, SentimentError: as :func:`pretrain` (the hidden folder removed).
+        OSError: the rename failed for another reason (the hidden folder removed).
+    """
     directory.parent.mkdir(parents=True, exist_ok=True)
     partial = directory.parent / f".{directory.name}.pretraining-{uuid.uuid4().hex[:8]}"
     try:
@@ -550,9 +557,18 @@ def _pretrain_into(config: Config, directory: Path, cb: TrainCallbacks, stop: St
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    if directory.is_dir():
-        directory.rmdir()   # empty (checked above); a folder cannot be renamed over a non-empty one
-    os.replace(partial, directory)
+    try:
+        if directory.is_dir():
+            directory.rmdir()   # empty (checked before); a folder cannot be renamed over a non-empty one
+        os.replace(partial, directory)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        if not (directory / CONFIG_FILE).exists():
+            raise
+        cb.on_note(f"another run pretrained {directory} while this one did, and finished first: its folder is "
+                   "used (if its settings are this run's), this run's removed")
+        return False
+    return True
 
 
 def is_pretrained(directory: str | Path) -> bool:

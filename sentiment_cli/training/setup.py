@@ -31,9 +31,10 @@ from ..data.splits import DataSpec, Split
 from ..data.token_ids import TokenIds
 from ..data.tokenizer import tokenizer_from_str, vocabulary
 from ..model.classifier import SentimentClassifier
+from ..model.memory import check_training_memory
 from ..ngram.fit import FittedScore, check_fit_size, fit_ngram_score
 from ..ngram.report import REPORT_KEY
-from ..runtime import device_name, seed_everything, versions
+from ..runtime import device_name, memory_bytes, seed_everything, versions
 from .context import RunContext
 from .optim import lr_lambda, make_optimizer
 from .pretrain import pretrained_weights
@@ -253,8 +254,11 @@ def _build_model(ctx: RunContext, data: Reviews, saved: TrainerState | None,
 
     Raises:
         CheckpointError: the saved weights do not fit the model.
+        ConfigError: training it would need more memory than there is (``model/memory.py``).
     """
-    model = SentimentClassifier.from_config(ctx.config, data.tokenizer.get_vocab_size(), len(data.labels))
+    vocab, longest = data.tokenizer.get_vocab_size(), int(data.lengths.max(initial=1))   # before any allocation:
+    check_training_memory(ctx.config, vocab, len(data.labels), *memory_bytes(ctx.device), seq_len=longest)
+    model = SentimentClassifier.from_config(ctx.config, vocab, len(data.labels))
     if saved is not None:
         load_weights(model, saved.model, saved.tensors_path or state_path(ctx.output), against="state.json's config")
         return model
