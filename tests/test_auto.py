@@ -281,7 +281,8 @@ def test_a_pretrained_start_asked_for_on_a_small_set_reads_its_training_texts(tm
 
 def test_pretraining_reads_unlabelled_text_given_beside_a_source_without_it(tmp_path):
     """--unlabelled fills the `unsupervised` part of [pretrain] splits: here the 500 reviews of a .txt file."""
-    from sentiment_cli.training.pretrain import load_pretrained, pretrain
+    from sentiment_cli.training.pretrain import pretrain
+    from sentiment_cli.training.pretrained import load_pretrained
 
     from .conftest import small_config
 

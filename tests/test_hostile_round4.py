@@ -479,7 +479,7 @@ def test_the_second_run_to_pretrain_a_folder_takes_the_winners(pretrained_pair, 
     """Two runs building the same missing `init_from` folder: the second to finish ended `error: …: Directory not
     empty` and left its hidden `.pt.pretraining-…` folder."""
     from sentiment_cli.errors import ConfigError
-    from sentiment_cli.training import pretrain as stage
+    from sentiment_cli.training import pretrained as stage
 
     from .test_pretrain_stage import Stages, stage_config
 

@@ -280,7 +280,7 @@ def test_without_a_time_share_every_epoch_runs(tmp_path):
 
 
 def test_a_folder_its_time_share_ended_starts_a_run(tmp_path):
-    from sentiment_cli.training.pretrain import ensure_pretrained, load_pretrained
+    from sentiment_cli.training.pretrained import ensure_pretrained, load_pretrained
 
     cfg = pretrain_config(objective="word2vec", epochs=3).override("training", init_from=str(tmp_path / "pre"))
     ckpt, made = ensure_pretrained(cfg, budget=Budget.starting_now(1e-3))

@@ -17,7 +17,8 @@ from sentiment_cli.config import load_config
 from sentiment_cli.card.facts import model_card
 from sentiment_cli.card.text import card_sections
 from sentiment_cli.training import callbacks, run
-from sentiment_cli.training.pretrain import load_pretrained, pretrain, pretrained_weights
+from sentiment_cli.training.pretrain import pretrain
+from sentiment_cli.training.pretrained import load_pretrained, pretrained_weights
 
 from .conftest import small_config
 

@@ -803,7 +803,7 @@ def test_pretraining_gets_its_share_of_the_budget_when_a_trial_still_fits_after_
     (measured on a sample) and the cheapest encoder trial after it end in time; else the trials start from random
     vectors and a note says why."""
     from sentiment_cli.training import costs
-    from sentiment_cli.training import pretrain as pretrain_module
+    from sentiment_cli.training import pretrained as pretrain_module
 
     seen = {}
 

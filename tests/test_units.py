@@ -232,7 +232,7 @@ def test_sublinear_weighting_counts_repeats_as_the_fit_s_rows_do():
 
 def test_a_character_model_pretrains_in_a_folder_of_its_own():
     from sentiment_cli.training.auto import pretrained_folder
-    from sentiment_cli.training.pretrain import _TOKEN_KEYS
+    from sentiment_cli.training.pretrained import _TOKEN_KEYS
 
     words = load_config("default").override("data", source=str(THAI), tokenizer="word")
     chars = words.override("data", tokenizer="char")

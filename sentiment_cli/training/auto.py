@@ -29,7 +29,7 @@ from ..data.tokenizer_kind import TokenizerKind
 from .augment import polar_labels
 from .callbacks import TrainCallbacks
 from .policy import DEFAULT, RulesPolicy
-from .pretrain import pretraining_reads
+from .pretrained import pretraining_reads
 from .profile import Profile, read_profile
 from .run_data import RunData
 
@@ -406,7 +406,7 @@ def _many_short_texts(profile: Profile, r: RulesPolicy) -> bool:
 
 def pretrained_folder(config: Config) -> str:
     """The default's pretrained folder for this data: ``init_from`` with the source's name and a hash of what
-    pretraining reads (:func:`~sentiment_cli.training.pretrain.pretraining_reads`: the data, and the seed
+    pretraining reads (:func:`~sentiment_cli.training.pretrained.pretraining_reads`: the data, and the seed
     that draws the hold-out it must not read, and a tokenizer other than words with its size), so that runs on
     other data, with another ``--seed`` or other units never meet in one folder
     (``checkpoints/pretrained-trec6-1a2b3c``)."""

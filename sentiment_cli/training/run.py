@@ -44,7 +44,7 @@ from .context import RunContext
 from .interrupts import StopFlag
 from .lock import output_lock
 from .policy import DEFAULT, Policy
-from .pretrain import ensure_pretrained, load_pretrained
+from .pretrained import ensure_pretrained, load_pretrained
 from .resume import saved_run
 from .run_data import RunData
 from .setup import Fit, setup

@@ -147,9 +147,9 @@ def _pretrain_if_it_fits(config: Config, cb: TrainCallbacks, stop: StopFlag, dat
     Returns the config the trials read and the seconds pretraining took.
 
     Raises:
-        Interrupted, DataError, CheckpointError, SentimentError: as :func:`~.pretrain.ensure_pretrained`.
+        Interrupted, DataError, CheckpointError, SentimentError: as :func:`~.pretrained.ensure_pretrained`.
     """
-    from .pretrain import ensure_pretrained, is_pretrained
+    from .pretrained import ensure_pretrained, is_pretrained
 
     t = config.training
     if not t.init_from or is_pretrained(t.init_from):

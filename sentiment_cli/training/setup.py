@@ -37,7 +37,7 @@ from ..ngram.report import REPORT_KEY
 from ..runtime import device_name, memory_bytes, seed_everything, versions
 from .context import RunContext
 from .optim import lr_lambda, make_optimizer
-from .pretrain import pretrained_weights
+from .pretrained import pretrained_weights
 from .resume import check_same_data, resumed_state
 from .run_data import RunData
 from .state import STATE_DIR, TOKENIZER_FILE, LoopState, TrainerState, state_path
