@@ -9,6 +9,7 @@ or slow machine gets its own figures.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -41,6 +42,8 @@ def encoder_step_seconds(config: Config, vocab_size: int, num_labels: int, lengt
         device: where the trials train.
     """
     t = config.training
+    # the encoder's step leaves the n-gram score out (a multi-label score's table alone can hold 235 MB)
+    config = dataclasses.replace(config, model=dataclasses.replace(config.model, ngram_buckets=0))
     model = SentimentClassifier.from_config(config, vocab_size, num_labels).to(device)
     optimizer = make_optimizer(model, config)
     length = max(1, min(length, config.data.max_length))

@@ -214,8 +214,7 @@ def _publish(job: _Job, config: Config, result: TrainResult) -> TrainResult:
     """The command's final record (rank 0) with the built-in behavioural suite's part (``_with_behaviour``), written
     once into ``job.output`` with its curves and card; the trainer state removed unless ``job.keep_state`` (after a
     refit always: it would continue other weights than the folder's)."""
-    if not job.main or result.record is None:
-        distributed.barrier(distributed.from_env())
+    if not job.main or result.record is None:   # torchrun's other ranks: rank 0 alone writes
         return dataclasses.replace(result, checkpoint=job.output)
     record = _with_behaviour(result.record, job.output, job.cb)
     write_checkpoint(job.output, record)

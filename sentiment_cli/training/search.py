@@ -353,8 +353,8 @@ def _recorded(result: TrainResult, candidates: list[Candidate], winner: Candidat
               "chosen_settings": winner.settings, "chosen_by": chosen_by}
     if not any(c.kind == "encoder" and c.complete for c in candidates):
         record["encoder_budget_hint"] = _budget_hint(candidates, seconds, config.training.time_budget, shared, policy)
-    result.metrics["search"] = record
-    result.metrics["wall_time_seconds"] = round(seconds, 1)
+    for metrics in (result.metrics, result.record.metrics if result.record is not None else {}):
+        metrics["search"], metrics["wall_time_seconds"] = record, round(seconds, 1)
     return result
 
 
