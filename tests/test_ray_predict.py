@@ -200,7 +200,23 @@ def test_worker_plan_leaves_a_cpu_for_reads_and_writes():
     assert worker_plan(Cluster(2.0), 1) == (1, 1.0)
     assert worker_plan(Cluster(64.0), None) == (64, 63 / 64)
     assert worker_plan(Cluster(1.0), None) == (1, 0.0)
-    assert ray_predict.RAY_MISSING == "--ray needs Ray: pip install 'sentiment-cli[ray]'"
+
+
+def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
+    import builtins
+
+    from sentiment_cli.errors import UsageError
+
+    real = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(UsageError, match=r"^--ray needs Ray: pip install 'sentiment-cli\[ray\]'$"):
+        ray_predict.import_ray()
 
 
 def test_a_workers_error_is_found_in_what_ray_raises():
