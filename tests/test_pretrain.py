@@ -286,3 +286,25 @@ def test_a_folder_its_time_share_ended_starts_a_run(tmp_path):
     ckpt, made = ensure_pretrained(cfg, budget=Budget.starting_now(1e-3))
     assert made and len(ckpt.metrics["history"]) == 1
     assert load_pretrained(tmp_path / "pre", cfg).metrics["stopped_by_time"]["epoch"] == 1
+
+
+def test_init_from_a_trained_folder_continues_from_its_weights_alone(trained_checkpoint, tmp_path):
+    """``train --init DIR`` of a finished run (no trainer state): the new run starts from every weight the folder
+    holds but the n-gram score's (fitted again), the head included when it has as many classes; a folder of
+    another shape is refused with the key named."""
+    from sentiment_cli.checkpoint import read_weights
+    from sentiment_cli.model.classifier import SentimentClassifier
+    from sentiment_cli.training.pretrained import load_pretrained, pretrained_weights
+
+    cfg = small_config(epochs=1).override("training", init_from=str(trained_checkpoint))
+    start = load_pretrained(trained_checkpoint, cfg)
+    own = SentimentClassifier.from_config(cfg, start.model.vocab_size, 2).state_dict()
+    taken = pretrained_weights(start, like=own)
+    saved = read_weights(trained_checkpoint / "model.safetensors")
+    assert "head.weight" in taken and "token_embedding.weight" in taken
+    assert not any(k.startswith("ngram_") for k in taken)
+    assert all(torch.equal(taken[k], saved[k]) for k in taken)
+    result = train(cfg, tmp_path / "more")
+    assert result.metrics["pretrained"]["from"] == str(trained_checkpoint.resolve())
+    with pytest.raises(ConfigError, match=r"\[model\] d_model is"):
+        load_pretrained(trained_checkpoint, cfg.override("model", d_model=16, n_heads=2))

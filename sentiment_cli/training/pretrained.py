@@ -20,6 +20,7 @@ from ..checkpoint import CONFIG_FILE, Checkpoint, load_checkpoint
 from ..config import Config
 from ..data.sources import absolute_source
 from ..errors import CheckpointError, ConfigError, Interrupted, UsageError
+from ..objectives import ENCODER_KEYS
 from .budget import Budget
 from .callbacks import TrainCallbacks
 from .interrupts import StopFlag
@@ -170,9 +171,9 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
         raise CheckpointError(f"init_from {directory}: no pretrained encoder there; "
                               f"run `sentiment pretrain -o {shlex.quote(str(directory))}` first")
     ckpt = load_checkpoint(directory, pretrained_ok=True)
-    if ckpt.metrics.get("kind") != "pretrained":
-        raise CheckpointError(f"init_from {directory}: not written by `sentiment pretrain` "
-                              "(its metrics.json lacks \"kind\": \"pretrained\")")
+    if ckpt.metrics.get("kind") != "pretrained":   # a trained classifier: a run continues from its weights alone
+        _check_keys(directory, config, ckpt, ENCODER_KEYS + ("bigram_buckets",))
+        return ckpt
     objective = _objective(ckpt)
     if objective not in objectives.names():
         raise CheckpointError(f"init_from {directory}: unknown objective {objective!r} in its metrics.json "
@@ -182,12 +183,7 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
     if done < planned and not (isinstance(by_time, dict) and by_time.get("epoch") == done and done >= 1):
         raise CheckpointError(f"init_from {directory}: its pretraining stopped after epoch {done} of {planned}; "
                               f"delete {directory} to pretrain it again")
-    for section, keys in (("model", objectives.objective(objective).fixes), ("data", _TOKEN_KEYS)):
-        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
-        for key in keys:
-            if getattr(mine, key) != getattr(theirs, key):
-                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
-                                  f"but {getattr(mine, key)!r} in this config; {_rebuild_hint(directory)}")
+    _check_keys(directory, config, ckpt, objectives.objective(objective).fixes)
     theirs = {(s, k): v for s, k, v in pretraining_reads(ckpt.config)}
     theirs[("data", "source")] = ckpt.metrics.get("data", {}).get("source", theirs[("data", "source")])
     for section, key, mine in pretraining_reads(config):
@@ -197,7 +193,27 @@ def load_pretrained(directory: str | Path, config: Config) -> Checkpoint:
     return ckpt
 
 
-def pretrained_weights(pretrained) -> dict[str, torch.Tensor]:
-    """The tensors a fine-tuning run takes from a pretrained folder (its objective's ``takes``, ``objectives/``)."""
-    takes = objectives.objective(_objective(pretrained)).takes_tensor
-    return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}
+def _check_keys(directory: Path, config: Config, ckpt: Checkpoint, model_keys: tuple[str, ...]) -> None:
+    """Refuse a folder whose ``[model]`` ``model_keys`` or tokenizer settings differ from ``config``'s.
+
+    Raises:
+        ConfigError: naming the first key that differs and how to rebuild the folder.
+    """
+    for section, keys in (("model", model_keys), ("data", _TOKEN_KEYS)):
+        mine, theirs = getattr(config, section), getattr(ckpt.config, section)
+        for key in keys:
+            if getattr(mine, key) != getattr(theirs, key):
+                raise ConfigError(f"init_from {directory}: [{section}] {key} is {getattr(theirs, key)!r} there "
+                                  f"but {getattr(mine, key)!r} in this config; {_rebuild_hint(directory)}")
+
+
+def pretrained_weights(pretrained, like: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """The tensors a fine-tuning run takes from a pretrained folder (its objective's ``takes``, ``objectives/``), or
+    from a trained classifier's folder (``train --init`` of a finished run: every tensor but the n-gram score's,
+    which the run fits again, the dense head included when it has as many classes), those of ``like`` (the new
+    model's state dict) in its shapes."""
+    if pretrained.metrics.get("kind") == "pretrained":
+        takes = objectives.objective(_objective(pretrained)).takes_tensor
+        return {k: v for k, v in pretrained.model.state_dict().items() if takes(k)}
+    return {k: v for k, v in pretrained.model.state_dict().items() if not k.startswith("ngram_")
+            and (like is None or (k in like and like[k].shape == v.shape))}

@@ -263,7 +263,8 @@ def _build_model(ctx: RunContext, data: Reviews, saved: TrainerState | None,
         load_weights(model, saved.model, saved.tensors_path or state_path(ctx.output), against="state.json's config")
         return model
     if pretrained is not None:
-        model.load_state_dict({**model.state_dict(), **pretrained_weights(pretrained)})
+        own = model.state_dict()
+        model.load_state_dict({**own, **pretrained_weights(pretrained, like=own)})
     if model.ngram_score is not None:   # its word pieces, with [model] ngram_word_chars
         model.ngram_score.set_vocabulary(vocabulary(data.tokenizer))
     return model
