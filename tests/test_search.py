@@ -34,7 +34,8 @@ from .conftest import GOEMOTIONS_SMALL, SMALL_DATA, small_config
 REVIEWS = SMALL_DATA.parent / "reviews_small" / "reviews.csv"   # 600 labelled reviews, no dev split
 NGRAM = {"ngram_buckets": 1 << 16}
 GRID = DEFAULT.ngram.grid_dict()
-NO_EDGE = dataclasses.replace(DEFAULT, ngram=dataclasses.replace(DEFAULT.ngram, edge_steps=0))   # the grid alone
+NO_PEERS = dataclasses.replace(DEFAULT, ngram=dataclasses.replace(DEFAULT.ngram, peer_readings=()))   # own reading
+NO_EDGE = dataclasses.replace(NO_PEERS, ngram=dataclasses.replace(NO_PEERS.ngram, edge_steps=0))   # the grid alone
 
 
 def _stage(cfg, source, given=frozenset(), seconds=600.0, policy=DEFAULT):
@@ -285,7 +286,7 @@ def test_the_ngram_stage_goes_past_a_grid_edge_where_the_best_C_is():
     nb = _fitted("nb-lr", {0.1: 0.3, 0.3: 0.31, 1.0: 0.35})
     assert ngram_stage.past_the_edge(nb + _fitted("lr", lr), {"nb-lr": (0.1, 0.3, 1.0), **grid}) == ("nb-lr", 0.03)
     # the stage itself: after the grid, each fit past an edge follows a best C at that edge
-    found = _stage(_default(REVIEWS), REVIEWS, frozenset({"model.ngram_word_chars"}))
+    found = _stage(_default(REVIEWS), REVIEWS, frozenset({"model.ngram_word_chars"}), policy=NO_PEERS)
     order = ngram_stage.fit_order(GRID, "binary")
     assert [(c.settings["model.ngram_fit"], c.settings["model.ngram_c"]) for c in found[:len(order)]] == order
     for i in range(len(order), len(found)):
@@ -788,9 +789,9 @@ def test_the_ngram_stage_leaves_the_encoder_most_of_the_budget(tmp_path, monkeyp
     seen = {}
     real = search.ngram_candidates
 
-    def spy(config, data, cb, given, budget, stop, policy):
+    def spy(config, data, cb, given, budget, stop, policy, rules):
         seen["stage"] = budget.seconds
-        return real(config, data, cb, given, budget, stop, policy)
+        return real(config, data, cb, given, budget, stop, policy, rules)
 
     monkeypatch.setattr(search, "ngram_candidates", spy)
     fake = _Runner([0.9], tmp_path)

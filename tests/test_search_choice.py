@@ -10,6 +10,7 @@ from sentiment_cli.card.text import search_facts
 from sentiment_cli.evaluation import calibration
 from sentiment_cli.training.search import Candidate, choose
 from sentiment_cli.training.budget import Budget
+from sentiment_cli.training.ngram_peers import READING_KEYS
 from sentiment_cli.training.policy import DEFAULT
 
 
@@ -98,7 +99,7 @@ def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     stage = search.ngram_candidates(cfg, RunData(str(REVIEWS)), TrainCallbacks(),
                                     frozenset({"model.ngram_fit", "model.ngram_c"}), Budget.starting_now(60), None,
                                     DEFAULT.ngram).candidates
-    (ngram,) = [c for c in stage if "model.ngram_word_chars" not in c.settings]
+    (ngram,) = [c for c in stage if not READING_KEYS & set(c.settings)]   # words alone (no peer's reading)
     (pieces,) = [c for c in stage if c.settings.get("model.ngram_word_chars") == DEFAULT.ngram.piece_chars]
     assert pieces.settings == {"model.ngram_fit": "lr", "model.ngram_c": 3.0, "model.ngram_word_chars": 5,
                                "model.ngram_weighting": "tfidf"}   # LR C 10 left out: C 3 was given

@@ -269,8 +269,8 @@ def _ngram_buckets_rule(profile: Profile, config: Config, r: RulesPolicy) -> lis
 
 
 def _buckets(entries: int, r: RulesPolicy) -> int:
-    """The next power of two above ``entries``, at least ``r.min_buckets``."""
-    return max(r.min_buckets, 1 << max(0, math.ceil(math.log2(max(1, entries)))))
+    """The next power of two above ``entries``, at least ``r.min_buckets`` (:meth:`RulesPolicy.buckets`)."""
+    return r.buckets(entries)
 
 
 def _longer_dev_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Choice]:

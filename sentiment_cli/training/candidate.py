@@ -27,6 +27,8 @@ class Candidate:
         seconds: wall time it took.
         status: ``complete``, ``pruned at epoch N``, ``stopped: the budget`` or ``failed: ...``.
         folder: an encoder trial's folder while the search runs.
+        peer: an n-gram candidate whose representation is a linear peer's of the suite (``bench/suite.py``:
+            ``"tfidf-char"``, ``"tfidf"``, ``"nbsvm"``), else ``""`` (``ngram_peers.py``).
     """
 
     name: str
@@ -37,6 +39,7 @@ class Candidate:
     seconds: float = 0.0
     status: str = "complete"
     folder: Path | None = field(default=None, repr=False)
+    peer: str = ""
     ended: str = ""                 # why a trial with scores ended: its schedule, sized to the budget, cut short
     rate: float | None = None       # an encoder trial's training examples a second in its timing run
     needs: float | None = None      # seconds its whole planned schedule would have taken at that rate
@@ -60,6 +63,8 @@ class Candidate:
         """Its ``metrics.json`` record."""
         out = {"name": self.name, "kind": self.kind, "settings": self.settings, "validation_accuracy": self.accuracy,
                "validation_nll": self.nll, "seconds": round(self.seconds, 2), "status": self.status}
+        if self.peer:
+            out["peer"] = self.peer
         if self.kind == "encoder":
             out.update({"ended": self.ended or None, "examples_per_second": None if self.rate is None else
                         round(self.rate, 1), "needs_seconds": None if self.needs is None else round(self.needs, 1)})

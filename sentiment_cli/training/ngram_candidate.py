@@ -91,14 +91,19 @@ class StageFeatures:
             self.made[reading] = (x, xv, rows)
         return self.made[reading]
 
+    def entries(self, sample: int = 500) -> int:
+        """The entries of the first ``sample`` training texts' feature rows as the config reads them without word
+        pieces (a fit's time grows with them)."""
+        m = self.config.model
+        return ngram_features(self.train_ids[:sample], m.ngram_buckets, max_n=m.ngram_max_n).nnz
+
     def size_ratio(self, chars: int, sample: int = 500) -> float:
         """How many times the entries of words alone the training matrix with ``chars`` pieces holds, measured once
         on its first ``sample`` texts (a fit's time grows with them)."""
         if chars not in self.ratios:
             m, ids = self.config.model, self.train_ids[:sample]
-            alone = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n).nnz
             with_pieces = ngram_features(ids, m.ngram_buckets, max_n=m.ngram_max_n, pieces=self.pieces(chars)).nnz
-            self.ratios[chars] = with_pieces / max(1, alone)
+            self.ratios[chars] = with_pieces / max(1, self.entries(sample))
         return self.ratios[chars]
 
 
@@ -109,11 +114,12 @@ def reads_terms(settings: dict[str, Any]) -> bool:
 
 def ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading, train: tuple[Any, Any],
                val: tuple[Any, np.ndarray], k: int, cb: TrainCallbacks, stop: StopFlag | None,
-               key: str = "") -> Candidate:
+               key: str = "", extra: dict[str, Any] | None = None) -> Candidate:
     """One n-gram candidate: ``setting`` ``(form, C, class_weight)`` fitted on ``train`` ``(features, labels)`` of
     ``reading`` (:class:`Reading`) and scored on ``val``; its
     line told through ``cb.on_note``; its ``fit`` is ``(key, the estimator)`` (``key``:
-    :func:`~sentiment_cli.ngram.fit.fit_key`).
+    :func:`~sentiment_cli.ngram.fit.fit_key`). ``extra``: settings of the reading that ``config`` holds already
+    and the candidate sets over the run's (the character reading's tokenizer and its keys, ``ngram_peers.py``).
 
     Raises:
         Interrupted: ``stop`` was set (a signal), checked before the fit.
@@ -126,7 +132,7 @@ def ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading,
     weighting = fit_weighting(class_weight, train[1])
     fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(*train)
     accuracy, nll, losses = scored(np.asarray(fitted.decision_function(val[0]), np.float64), val[1], k)
-    settings = {"model.ngram_fit": form, "model.ngram_c": float(C)}
+    settings = {**(extra or {}), "model.ngram_fit": form, "model.ngram_c": float(C)}
     if class_weight != config.training.class_weight:
         settings["training.class_weight"] = class_weight
     own = Reading.of(config)
@@ -143,14 +149,16 @@ def ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading,
 
 def _reading_phrase(settings: dict[str, Any]) -> str:
     """How a candidate's reading differs from the config's, for its name: ``", TF-IDF, characters 2-5 within
-    each token"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"`` (with the characters after it when both), or
-    ``""``."""
+    each token"``, ``", sublinear TF-IDF 1-2-grams in 2+ texts"`` (with the characters after it when both),
+    ``", sublinear TF-IDF character 1-4-grams across spaces"`` (the character reading), or ``""``."""
     weighting = {"tfidf": "TF-IDF", "sublinear": "sublinear TF-IDF"}.get(settings.get("model.ngram_weighting"))
     n = settings.get("model.ngram_max_n")
     df = settings.get("model.ngram_min_df")
     phrase = "" if weighting is None else f", {weighting}" + (f" 1-{n}-grams" if n else "") + \
         (f" in {df}+ texts" if df else "")
-    if "model.ngram_word_chars" in settings:
+    if settings.get("data.tokenizer") == "char":
+        return f", {weighting or 'binary'} character 1-{n}-grams across spaces"
+    if settings.get("model.ngram_word_chars"):
         phrase += f", characters 2-{settings['model.ngram_word_chars']} within each token"
     return phrase
 

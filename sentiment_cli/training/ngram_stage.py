@@ -28,7 +28,8 @@ from .callbacks import TrainCallbacks
 from .candidate import Candidate, within_se
 from .interrupts import StopFlag
 from .ngram_candidate import Reading, StageFeatures, ngram_fit, reads_terms
-from .policy import DEFAULT, NgramStagePolicy
+from .ngram_peers import READING_KEYS, PeerFits, own_peer
+from .policy import DEFAULT, NgramStagePolicy, RulesPolicy
 from .run_data import RunData
 
 @dataclass
@@ -41,6 +42,9 @@ class NgramStage:
         vocab_size: the tokenizer's vocabulary (0: no stage ran).
         mean_tokens: a training text's mean token count, cut at ``max_length`` (0: no stage ran).
         train_rows, num_labels: the training split's rows and classes.
+        units: a tokenizer kind (``"char"``) -> ``(vocab_size, mean_tokens)`` of a peer reading that reads another
+            tokenizer than the run's (``ngram_peers.py``): what an encoder trial reading it is priced from.
+        peers_not_fitted: a linear peer -> why its reading was not fitted (``ngram_peers.peer_record``).
     """
 
     candidates: list[Candidate] = field(default_factory=list)
@@ -49,10 +53,13 @@ class NgramStage:
     mean_tokens: int = 0
     train_rows: int = 0
     num_labels: int = 2
+    units: dict[str, tuple[int, int]] = field(default_factory=dict)
+    peers_not_fitted: dict[str, str] = field(default_factory=dict)
 
 
 def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: frozenset[str], budget: Budget,
-                     stop: StopFlag | None = None, policy: NgramStagePolicy = DEFAULT.ngram) -> NgramStage:
+                     stop: StopFlag | None = None, policy: NgramStagePolicy = DEFAULT.ngram,
+                     rules: RulesPolicy = DEFAULT.rules) -> NgramStage:
     """The n-gram score alone, each form at each C of :attr:`NgramStagePolicy.grid` (a form or C the command line
     pinned: that one) in :func:`fit_order`, fitted on the training split and scored on the validation split, while
     the next fit (as long as the longest so far) ends within ``budget`` (one fit at least), then past a grid's edge
@@ -62,7 +69,11 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     a word or subword tokenizer, :attr:`NgramStagePolicy.piece_fits` follow with each token's character n-grams
     (:func:`_piece_fits`), the first of them both ways again when the weighting is searched; the fits on words
     alone leave time for the first of them (:func:`_piece_reserve`). With several labels per text,
-    :attr:`NgramStagePolicy.term_reading` is fitted first.
+    :attr:`NgramStagePolicy.term_reading` is fitted first. Then the linear peers' readings
+    (:class:`~.ngram_peers.PeerFits`: characters across spaces, TF-IDF word 1-2-grams), for whose first fits the
+    fits before them leave time too; every candidate holding a peer's representation is tagged with it
+    (:attr:`Candidate.peer`; NB-SVM's is the grid's NB-LR over binary word 1-3-grams). ``rules``: the numbers the
+    character reading's length and buckets are set by.
 
     The texts are tokenized as the n-gram score alone's run will tokenize them (the run's tokenizer, built once
     on the training split: :meth:`~.run_data.RunData.tokenizer_json`), so that run reads the same ids.
@@ -94,24 +105,34 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
         grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
 
-    def fit(form: str, C: float, class_weight: str, reading: Reading) -> Candidate:
-        x, xv, rows = features.of(reading)
-        key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df)
-        return ngram_fit(config, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key)
+    def make_fit(cfg: Config, feats: StageFeatures, extra: dict[str, Any]) -> Callable[..., Candidate]:
+        def fit(form: str, C: float, class_weight: str, reading: Reading) -> Candidate:
+            x, xv, rows = feats.of(reading)
+            key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df)
+            return ngram_fit(cfg, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key,
+                             extra)
+        return fit
 
-    fits = _Fits(fit, config.training.class_weight, _weighting_searched(config, given, train.multi_label), budget,
-                 policy)
-    _fit_readings(fits, config, given, grid, features, tokenizer, train.multi_label, cb)
+    fits = _Fits(make_fit(config, features, {}), config.training.class_weight,
+                 _weighting_searched(config, given, train.multi_label), budget, policy)
+    peers = PeerFits(config, given, grid, features, (data, train, val), make_fit, cb, policy, rules)
+    _fit_readings(fits, config, given, grid, features, tokenizer, train.multi_label, cb, peers)
+    kind = tokenizer_kind(tokenizer)
+    for c in fits.out:
+        c.peer = c.peer or own_peer(c.settings, config, kind)
     _leave_fits(fits.out, data)
-    stage.candidates = fits.out
+    stage.candidates, stage.units, stage.peers_not_fitted = fits.out, peers.units, peers.why_not
+    stage.setup_seconds = max(stage.setup_seconds, peers.setup_seconds)
     return stage
 
 
 def _fit_readings(fits: "_Fits", config: Config, given: frozenset[str], grid: dict[str, tuple[float, ...]],
-                  features: "StageFeatures", tokenizer: Any, multi_label: bool, cb: TrainCallbacks) -> None:
+                  features: "StageFeatures", tokenizer: Any, multi_label: bool, cb: TrainCallbacks,
+                  peers: PeerFits) -> None:
     """The stage's fits in order: the term reading's first C (several labels per text: a short budget's share may
     hold one fit; Reuters' 300 s: 90 s, one fit of 68 s), words alone, words with their pieces, then the term
-    reading with pieces and at its other C's."""
+    reading with pieces and at its other C's, then the linear peers' readings (``peers``), for whose first fits the
+    fits before them leave time."""
     policy = fits.policy
     terms = Reading.of(config, **dataclasses.asdict(policy.term_reading)) \
         if _tries_terms(config, given, multi_label) else None
@@ -120,10 +141,18 @@ def _fit_readings(fits: "_Fits", config: Config, given: frozenset[str], grid: di
                     f"{terms.min_df} training texts or more")
         fits.terms(terms, policy.term_cs[:1])
     pieces = _tries_pieces(config, given, multi_label, tokenizer)
-    reserve = (lambda: _piece_reserve(fits.out, grid, features, fits.budget, policy)) if pieces else None
+
+    def reserve() -> float:
+        return (_piece_reserve(fits.out, grid, features, fits.budget, policy) if pieces else 0.0) + \
+            peers.reserve(fits.out)
+
     fits.words(grid, Reading.of(config), reserve)
+    whole = fits.budget
     if pieces:
+        fits.budget = whole.less(peers.reserve(fits.out))   # the peers' first fits stay in time
         _add_pieces(fits, config, given, grid, features, cb)
+        fits.budget = whole
+    peers.fit(fits)
     if terms:
         if _reads_pieces(config, given, tokenizer):   # each token's character n-grams beside the terms
             chars = policy.piece_chars
@@ -182,17 +211,22 @@ class _Fits:
                 break
             self.add("lr", C, reading, False)
 
-    def add(self, form: str, C: float, reading: Reading, first: bool) -> None:
-        """One fit; the ``first`` of each reading both ways when the weighting is searched (past the share too: it is
-        the encoder's loss's as well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.3
-        points of accuracy to the balanced weights NB-LR on words alone chose)."""
-        self.out.append(self.fit(form, C, self.weighting, reading))
+    def add(self, form: str, C: float, reading: Reading, first: bool,
+            fit: Callable[..., Candidate] | None = None) -> Candidate:
+        """One fit (by ``fit``, a reading of other features: a peer's; else the stage's own), returned; the ``first``
+        of each reading both ways when the weighting is searched (past the share too: it is the encoder's loss's as
+        well), the rest in the better (on ASTD's dev, TF-IDF + LR with word pieces lost 5.3 points of accuracy to
+        the balanced weights NB-LR on words alone chose)."""
+        fit = fit or self.fit
+        self.out.append(fit(form, C, self.weighting, reading))
+        made = self.out[-1]
         if first and self.searched:
             other = "none" if self.weighting == "balanced" else "balanced"
-            self.out.append(self.fit(form, C, other, reading))
+            self.out.append(fit(form, C, other, reading))
             if self.out[-1].rank_key() > self.out[-2].rank_key():
                 self.weighting = other
         _keep_best_fit(self.out)
+        return made
 
 
 def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]],
@@ -203,7 +237,7 @@ def past_the_edge(out: list[Candidate], grid: dict[str, tuple[float, ...]],
     (:func:`~.candidate.within_se`: a slope within noise says the optimum is flat there, and each step costs a fit;
     IMDB's NB-LR at C 1 against 0.3, 0.2516 against 0.2525); at most :attr:`~NgramStagePolicy.edge_steps` past each edge. ``None``
     when no form's best is at such an edge (a grid of one C, as a pinned C or a multi-label run's, has none)."""
-    words = [c for c in out if c.complete and "model.ngram_word_chars" not in c.settings]
+    words = [c for c in out if c.complete and not READING_KEYS & set(c.settings)]   # the run's own reading
     ladder, steps = policy.c_ladder, policy.edge_steps
     for form, Cs in grid.items():
         mine = [c for c in words if c.settings["model.ngram_fit"] == form]
@@ -345,11 +379,12 @@ def _piece_reserve(out: list[Candidate], grid: dict[str, tuple[float, ...]], fea
 
 def _keep_best_fit(candidates: list[Candidate]) -> None:
     """Drop every n-gram candidate's estimator but the best one's of each reading (words alone, with word pieces,
-    term frequencies; on GoEmotions each holds 2,097,153 x 28 weights): the encoder trials take one of them
-    (:func:`_trials_ngram`)."""
-    readings: dict[tuple[bool, bool], list[Candidate]] = {}
+    term frequencies, a peer's; on GoEmotions each holds 2,097,153 x 28 weights): the encoder trials take one of
+    them (:func:`_trials_ngram`)."""
+    readings: dict[tuple[Any, ...], list[Candidate]] = {}
     for c in candidates:
-        readings.setdefault(("model.ngram_word_chars" in c.settings, reads_terms(c.settings)), []).append(c)
+        readings.setdefault(tuple(sorted((k, str(v)) for k, v in c.settings.items() if k in READING_KEYS)),
+                            []).append(c)
     for reading in readings.values():
         best = max(reading, key=Candidate.rank_key)
         for c in reading:

@@ -61,6 +61,27 @@ class TermReading:
 
 
 @dataclass(frozen=True)
+class PeerReading:
+    """A linear peer's representation, fitted by the n-gram stage as one of its readings (issue 75).
+
+    Attributes:
+        peer: the suite's name for the peer (``bench/suite.py``: ``"tfidf-char"``, ``"tfidf"``).
+        name: how the search's record and the card name it.
+        tokenizer: ``[data] tokenizer`` the reading needs (``"char"``), or ``""``: the run's own.
+        max_n: ``[model] ngram_max_n``: the longest token n-gram (character 4-grams, word 2-grams).
+        weighting: ``[model] ngram_weighting`` (the peers' sublinear TF-IDF).
+        min_frequency: ``[data] min_frequency`` of its own tokenizer (the peers keep every n-gram: ``min_df`` 1).
+    """
+
+    peer: str
+    name: str
+    tokenizer: str = ""
+    max_n: int = 2
+    weighting: str = "sublinear"
+    min_frequency: int = 1
+
+
+@dataclass(frozen=True)
 class RulesPolicy:
     """The data rules' numbers (``training/auto.py``, ``training/profile.py``): what the default reads of the data,
     and what it sets."""
@@ -141,6 +162,12 @@ class RulesPolicy:
                                      "buckets; 256 MB of float32)", f"a memory bound; {DECISIONS}#n-gram-buckets; "
                                      "44d7489, 2026-11-27")
 
+    def buckets(self, entries: int) -> int:
+        """The n-gram score's buckets for ``entries`` (already times :attr:`bucket_headroom`): the next power of two
+        above them, at least :attr:`min_buckets` (the buckets rule, ``auto.py``; the character reading,
+        ``ngram_peers.py``)."""
+        return max(self.min_buckets, 1 << max(0, math.ceil(math.log2(max(1, entries)))))
+
 
 @dataclass(frozen=True)
 class NgramStagePolicy:
@@ -169,6 +196,21 @@ class NgramStagePolicy:
                                         f"/ 30; {DECISIONS}#past-the-grids-edge; 6ed4a0f, 2026-11-29")
     edge_steps: int = tuned(2, "rungs", "rungs of c_ladder past the grid's edge at most",
                             f"{DECISIONS}#past-the-grids-edge; 6ed4a0f, 2026-11-29")
+    peer_readings: tuple[PeerReading, ...] = tuned(
+        (PeerReading("tfidf-char", "TF-IDF character 1-4-grams across spaces + LR", "char", 4),
+         PeerReading("tfidf", "TF-IDF word 1-2-grams + LR", "", 2)),
+        "readings", "the suite's linear peers' representations, each fitted as plain LR with C from peer_cs (NB-SVM's "
+        "is the grid's NB-LR over binary word 1-3-grams)", "an NSMC-like Korean set (15,000 / 2,000): validation "
+        "log-loss, words with their pieces 0.4169, characters 1-4 across spaces 0.3467 (the character peer 0.3543); "
+        f"{DECISIONS}#the-linear-peers-readings; 2026-12-07")
+    peer_cs: tuple[float, ...] = tuned((0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0), "C",
+                                       "a peer reading's C, from the middle of the grid towards the lower log-loss "
+                                       "until it rises (the suite's grid for its peers, bench/suite.py C_GRID)",
+                                       f"the suite's grid; {DECISIONS}#the-linear-peers-readings; 2026-12-07")
+    char_cut_share: float = tuned(0.1, "share of texts", "the character reading is fitted when at most this share "
+                                  "of the training texts is longer than the preset's max_length in characters (the "
+                                  "peer reads them whole)", "a bound, not tuned: Wisesight 2.1% of its messages, "
+                                  f"IMDB 90% of its reviews; {DECISIONS}#the-linear-peers-readings; 2026-12-07")
 
     def grid_dict(self) -> dict[str, tuple[float, ...]]:
         """:attr:`grid` as ``{form: Cs}``."""

@@ -27,6 +27,8 @@ from ..data.token_ids import TokenIds
 from ..data.tokenizer import build_tokenizer, encode_token_ids, save_tokenizer
 from ..data.unlabelled import Unlabelled, unlabelled_texts
 
+KEPT_TOKENIZERS = 2   # the ids of this many tokenizers are kept at once (RunData.ids)
+
 
 class RunData:
     """The source ``source`` (a Hub id, folder or file), loaded on first use and kept for the whole run.
@@ -40,7 +42,7 @@ class RunData:
         self._src: Source | None = None
         self._unlabelled: dict[tuple[str, str], Unlabelled | None] = {}
         self._pretraining: dict[tuple[DataSpec, str], list[str]] = {}
-        self._ids: tuple[tuple[Any, ...], dict[Any, tuple[Any, TokenIds]]] | None = None
+        self._ids: dict[tuple[Any, ...], dict[Any, tuple[Any, TokenIds]]] = {}   # the latest KEPT_TOKENIZERS
         self._shared: dict[Any, Any] = {}
 
     def shared(self, key: Any, make: Callable[[], Any]) -> Any:
@@ -141,16 +143,19 @@ class RunData:
         (:class:`~sentiment_cli.data.text_column.Texts`, the fit's splits) are tokenized a whole source column at
         a time, in its row order, and each call gets the view of its rows; other sequences (distillation's
         unlabelled reviews: the same list each call) are kept by identity, and must not change afterwards. The
-        ids of one tokenizer (and cut) are kept at a time: another one starts afresh. A tokenizer that pads
+        ids of :data:`KEPT_TOKENIZERS` tokenizers (and cuts) are kept at a time, the latest used: the n-gram stage
+        reads the run's words and the character peer's characters, and the trials then read one of them (issue
+        75); a third one drops the least recently used. A tokenizer that pads
         (none the run builds; a crafted ``tokenizer.json`` could) gives ids that depend on the batch: they are
         made for ``texts`` as one batch, and not kept.
         """
         if tokenizer.padding is not None:
             return encode_token_ids(tokenizer, texts, config)
         key = (tokenizer.to_str(), config.max_length, config.truncation, config.head_fraction, config.negation_scope)
-        if self._ids is None or self._ids[0] != key:
-            self._ids = (key, {})
-        known = self._ids[1]
+        known = self._ids.pop(key, {})
+        self._ids[key] = known   # the latest used last
+        while len(self._ids) > KEPT_TOKENIZERS:
+            del self._ids[next(iter(self._ids))]
         if isinstance(texts, Texts):   # the column's every row, once; this call's rows are a view
             column = texts.column
             if column.key not in known:

@@ -40,6 +40,7 @@ from .budget import Budget
 from .callbacks import TrainCallbacks, TrainResult
 from .candidate import Candidate, result_line, within_se
 from .interrupts import StopFlag
+from .ngram_peers import peer_phrase, peer_record
 from .ngram_stage import NgramStage, ngram_candidates, reads_terms
 from .policy import Policy, SearchPolicy
 from .run_data import RunData
@@ -90,7 +91,7 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
     shutil.rmtree(workdir, ignore_errors=True)
     try:
         stage = ngram_candidates(config, data, cb, given, work.part(sp.ngram_share * work.seconds), stop,
-                                 policy.ngram)
+                                 policy.ngram, policy.rules)
         candidates = list(stage.candidates)
         trials_budget = work.less(_ngram_final_seconds(stage, refits, sp))   # the n-gram score alone's own run
         base = _with_ngram_fit(config, candidates, given, policy)
@@ -102,13 +103,15 @@ def search(config: Config, output: Path, cb: TrainCallbacks, stop: StopFlag, dat
         winner, chosen_by = choose(candidates, sp.encoder_se)
         if winner is None:
             raise SentimentError("the search measured no candidate within its time budget; raise --time-budget")
+        peers = peer_record(candidates, winner, stage.peers_not_fitted)
         cb.on_stage(f"the search chose {winner.name}: validation log-loss {winner.nll:.4f}, accuracy "
-                    f"{winner.accuracy:.2%}" + ("" if chosen_by["rule"] == "log-loss" else f" ({chosen_by['why']})"))
+                    f"{winner.accuracy:.2%}" + ("" if chosen_by["rule"] == "log-loss" else f" ({chosen_by['why']})")
+                    + f"; {peer_phrase(peers)}")
         result = _make_checkpoint(base if winner.kind == "encoder" else config, winner, cb, stop, runner, refits,
                                   work, stage, sp)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return _recorded(result, candidates, winner, chosen_by, config, budget, shared, sp)
+    return _recorded(result, candidates, winner, chosen_by, peers, config, budget, shared, sp)
 
 
 def _ngram_final_seconds(stage: NgramStage, refits: bool, policy: SearchPolicy) -> float:
@@ -127,8 +130,9 @@ def _before_trials(config: Config, cb: TrainCallbacks, stop: StopFlag, data: Run
     after it: ``(config, shared work, floor)``. ``floor`` is ``None`` when no trial fits (a note says so); the
     config drops ``init_from`` when pretraining does not fit (a note says so)."""
     t = config.training
-    step = costs.encoder_step_seconds(config, stage.vocab_size or config.data.vocab_size, stage.num_labels,
-                                      stage.mean_tokens or config.data.max_length, resolve_device(t.device))
+    vocab, tokens = stage.units.get(config.data.tokenizer, (stage.vocab_size, stage.mean_tokens))   # their reading's
+    step = costs.encoder_step_seconds(config, vocab or config.data.vocab_size, stage.num_labels,
+                                      tokens or config.data.max_length, resolve_device(t.device))
     floor = costs.trial_floor(step, config, stage.train_rows, val_rows, policy.search)
     floor = max(floor, policy.search.min_trial_seconds)
     if not budget.fits(floor):
@@ -302,12 +306,20 @@ def _with_ngram_fit(config: Config, candidates: list[Candidate], given: frozense
 
 
 def _trials_ngram(ngram: list[Candidate], encoder_se: float) -> Candidate:
-    """The n-gram candidate whose features and fit the encoder trials read: the best on validation, except that the
-    best on words alone is taken when its log-loss is within ``encoder_se`` standard errors of a better one with word
-    pieces: the pieces made the score alone better on validation and the encoder beside it no better (TREC-6:
-    NB-LR with them 0.3798 against 0.3867 on words alone, encoder #0 0.3576 against 0.3569, ``docs/decisions.md``,
-    word pieces)."""
+    """The n-gram candidate whose features and fit the encoder trials read: the best on validation, except that a
+    reading of another tokenizer (the character peer's, ``ngram_peers.py``) is taken only when it beats the best on
+    the run's own tokens by more than ``encoder_se`` standard errors (the encoder then reads other units: a change
+    validation must show), and the best on words alone is taken when its log-loss is within ``encoder_se`` standard
+    errors of a better one with word pieces: the pieces made the score alone better on validation and the encoder
+    beside it no better (TREC-6: NB-LR with them 0.3798 against 0.3867 on words alone, encoder #0 0.3576 against
+    0.3569, ``docs/decisions.md``, word pieces)."""
     best = max(ngram, key=Candidate.rank_key)
+    own = [c for c in ngram if "data.tokenizer" not in c.settings]
+    if best not in own and own:
+        alone = max(own, key=Candidate.rank_key)
+        if within_se(alone, best, encoder_se) is None:
+            return best
+        ngram, best = own, alone
     words = [c for c in ngram if "model.ngram_word_chars" not in c.settings]
     if best in words or not words:
         return best
@@ -342,15 +354,17 @@ def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop
 
 
 def _recorded(result: TrainResult, candidates: list[Candidate], winner: Candidate, chosen_by: dict[str, Any],
-              config: Config, budget: Budget, shared: dict[str, Any], policy: SearchPolicy) -> TrainResult:
+              peers: dict[str, Any], config: Config, budget: Budget, shared: dict[str, Any],
+              policy: SearchPolicy) -> TrainResult:
     """``result`` with its record's ``metrics.json`` ``"search"``: the budget, the metric, the work shared by the
-    trials, every candidate, the choice and the rule that made it (:func:`choose`), and, when no encoder trial
-    finished, the budget that would have fitted one."""
+    trials, every candidate, the choice and the rule that made it (:func:`choose`), the linear peers' best
+    candidates beside it (``peers``: :func:`~.ngram_peers.peer_record`), and, when no encoder trial finished, the
+    budget that would have fitted one."""
     seconds = budget.elapsed()
     record = {"budget_seconds": config.training.time_budget, "seconds": round(seconds, 1), "metric": metric(policy),
               "sampler": f"Optuna TPE (seed {config.training.seed}), median pruner on each epoch's validation accuracy",
               "shared_work": shared, "candidates": [c.to_dict() for c in candidates], "chosen": winner.name,
-              "chosen_settings": winner.settings, "chosen_by": chosen_by}
+              "chosen_settings": winner.settings, "chosen_by": chosen_by, "peers": peers}
     if not any(c.kind == "encoder" and c.complete for c in candidates):
         record["encoder_budget_hint"] = _budget_hint(candidates, seconds, config.training.time_budget, shared, policy)
     for metrics in (result.metrics, result.record.metrics if result.record is not None else {}):
