@@ -311,6 +311,25 @@ def test_a_space_token_joins_no_piece():
     assert [t for t, _, _ in joined.pieces()] == ["ดี", " ", "ดี"]
 
 
+def test_an_ngram_across_a_space_shows_as_the_text_a_reader_sees():
+    """A character model reads n-grams across spaces (Korean "안 좋": not good): a piece joins the piece after a space
+    when the three push the same way, the space as typed; where a sign changes, the space stays a piece of its own;
+    a model whose n-grams stop at spaces (subwords, Thai) keeps the space apart (the test above)."""
+    text = "정말  안 좋아요. 최고"   # two spaces typed after 정말: one ▁ token, its span both
+    spans = [(0, 1), (1, 2), (2, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 9), (9, 10), (10, 11), (11, 12), (12, 13)]
+    scores = [0.25, 0.25, 0.5, 0.5, -0.25, -1.0, -0.25, -0.25, 0.0, 0.0, 0.5, 0.5]
+    explained = _explanation(text, spans, scores, True)
+    explained.across_spaces = True
+    assert [(t, s) for t, s, _ in explained.pieces()] == [
+        ("정말  안", 1.5), (" ", -0.25), ("좋아요", -1.5), (".", 0.0), (" ", 0.0), ("최고", 1.0)]
+    scores[3], scores[4] = -0.5, -0.5   # 안 and its space push the way 좋아요 does: "안 좋아요" is one piece
+    explained.scores = scores
+    assert explained.top(1, positive=False) == [("안 좋아요", -2.5)]
+    assert sum(s for _, s, _ in explained.pieces()) == pytest.approx(sum(scores))   # still exact
+    explained.across_spaces = False
+    assert [t for t, _, _ in explained.pieces()][:4] == ["정말", "  ", "안", " "]
+
+
 def test_the_audit_reads_text_without_spaces_as_characters():
     """The audit's linear score reads Thai as characters, where the default's encoder reads subwords."""
     from sentiment_cli.audit.probabilities import encode

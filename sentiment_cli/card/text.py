@@ -80,8 +80,9 @@ def behaviour_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
     """The search's record (``metrics.json``'s ``"search"``) as facts: the choice (and why, when the one-standard-error
-    rule made it), the budget, the metric, then a line per candidate (validation accuracy, log-loss, seconds, or
-    what became of it)."""
+    rule made it), the chosen against the linear peers' representations (:func:`peer_phrase`: "at or above every
+    linear peer on validation" only when that holds), the budget, the metric, then a line per candidate (validation
+    accuracy, log-loss, seconds, or what became of it)."""
     by = search.get("chosen_by") or {}
     facts = [("chosen", str(search.get("chosen", UNKNOWN)) + (f" ({by['why']})" if by.get("rule") == "one standard "
                                                              "error" and isinstance(by.get("why"), str) else "")),
@@ -91,6 +92,8 @@ def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
     missing = encoder_missing(search)
     if missing:
         facts.insert(1, ("no encoder", missing))
+    if isinstance(search.get("peers"), dict):
+        facts.insert(1, ("linear peers", peer_phrase(search["peers"])))
     for c in search.get("candidates") or []:
         if c.get("status") == "complete":
             text = (f"{_num(c.get('validation_accuracy'), '.2%')}, log-loss {_num(c.get('validation_nll'), '.4f')}, "
@@ -102,6 +105,30 @@ def search_facts(search: dict[str, Any]) -> list[tuple[str, str]]:
         facts.append((str(c.get("name")), f"{text}" + (f"; {settings}" if settings and c.get("kind") == "encoder"
                                                         else "")))
     return facts
+
+
+def peer_phrase(record: dict[str, Any]) -> str:
+    """The search's linear peers' record (``metrics.json``'s ``"search"`` ``"peers"``,
+    :func:`~sentiment_cli.training.ngram_peers.peer_record`) in a phrase, for the search's stage line and the card:
+    ``at or above every linear peer on validation: the best, TF-IDF character 2-4-grams + LR (n-gram alone, LR C
+    10, ...), log-loss 0.3468 against the chosen's 0.3446``; "at or above the linear peers fitted" when a peer's
+    representation was not fitted (and why, after it); "below the best linear peer" when the chosen's log-loss is
+    higher (the one-standard-error rule may keep an encoder so)."""
+    peers = record.get("peers") if isinstance(record.get("peers"), dict) else {}
+    missing = [f"{p.get('peer', UNKNOWN)} ({p['not_fitted']})" for p in peers.values()
+               if isinstance(p, dict) and "not_fitted" in p]
+    best = record.get("best")
+    if not isinstance(best, dict):
+        return "no linear peer's representation was fitted" + (": " + "; ".join(missing) if missing else "")
+    if record.get("at_or_above_every_peer") is True:
+        head = "at or above every linear peer on validation"
+    elif record.get("at_or_above_fitted_peers") is True:
+        head = "at or above the linear peers fitted on validation"
+    else:
+        head = "below the best linear peer on validation"
+    text = (f"{head}: the best, {best.get('peer', UNKNOWN)} ({best.get('candidate', UNKNOWN)}), log-loss "
+            f"{_num(best.get('validation_nll'), '.4f')} against the chosen's {_num(record.get('chosen_nll'), '.4f')}")
+    return text + ("; not fitted: " + "; ".join(missing) if missing else "")
 
 
 def encoder_missing(search: dict[str, Any]) -> str | None:

@@ -86,7 +86,7 @@ def contrast(values: np.ndarray, target: int) -> np.ndarray:
 def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                  token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
                  temperature: float = 1.0, join_pieces: bool = False,
-                 probabilities: np.ndarray | None = None) -> list[Explanation]:
+                 probabilities: np.ndarray | None = None, across_spaces: bool = False) -> list[Explanation]:
     """Each review's prediction and the score of every token the model saw.
 
     Args:
@@ -101,6 +101,7 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
         join_pieces: the tokens are characters or subwords (:attr:`Explanation.join_pieces`).
         probabilities: the probabilities, already computed (the predictor's postprocess; then
             ``temperature`` is not used).
+        across_spaces: the tokens are characters whose n-grams cross spaces (:attr:`Explanation.across_spaces`).
 
     Returns:
         One :class:`Explanation` per text, in input order; ``sum(scores) + bias`` is the margin.
@@ -112,7 +113,8 @@ def explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndar
         out.append(Explanation(text=text, label=pred.label, probability=pred.probability,
                                probabilities=pred.probabilities, tokens=surface_tokens(text, ids, spans),
                                scores=contrast(t, k).tolist(), bias=float(contrast(bias, k)), ids=ids, spans=spans,
-                               positions=positions, num_tokens=n, target=labels[k], join_pieces=join_pieces))
+                               positions=positions, num_tokens=n, target=labels[k], join_pieces=join_pieces,
+                               across_spaces=across_spaces))
     return out
 
 
@@ -142,7 +144,8 @@ class LabelSetExplanation:
 def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logits: np.ndarray,
                            token_logits: Sequence[np.ndarray], bias: np.ndarray, labels: Sequence[str],
                            decision: Decision, join_pieces: bool = False,
-                           probabilities: np.ndarray | None = None) -> list[LabelSetExplanation]:
+                           probabilities: np.ndarray | None = None,
+                           across_spaces: bool = False) -> list[LabelSetExplanation]:
     """Each text's label set (:func:`~.multilabel.label_sets`) and, per predicted label ``j``, each token's share
     of logit ``j``: ``token_logits[t][:, j]``, with ``bias[j]`` (arguments as :func:`explanations`)."""
     out = []
@@ -153,6 +156,7 @@ def label_set_explanations(texts: Sequence[str], rows: Sequence[TokenRow], logit
                            probabilities=result.probabilities, tokens=tokens,
                            scores=t[:, labels.index(name)].astype(np.float64).tolist(),
                            bias=float(bias[labels.index(name)]), ids=ids, spans=spans, positions=positions,
-                           num_tokens=n, target=name, join_pieces=join_pieces) for name in result.labels]
+                           num_tokens=n, target=name, join_pieces=join_pieces, across_spaces=across_spaces)
+               for name in result.labels]
         out.append(LabelSetExplanation(text, result.labels, result.probabilities, per))
     return out

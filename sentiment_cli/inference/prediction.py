@@ -87,6 +87,10 @@ class Explanation:
         num_tokens: tokens in that tokenization.
         join_pieces: the tokens are characters or subwords (``[data] tokenizer`` char, unigram or bpe): for
             display, :meth:`pieces` joins adjacent tokens into the pieces :meth:`top` ranks.
+        across_spaces: the tokens are characters, a space one of them, whose n-grams run across spaces (the
+            character reading, ``[data] tokenizer = "char"``): a piece also joins the piece after a space when the
+            three push the same way, so that an n-gram across a space (Korean "안 좋") shows as the text a reader
+            sees.
     """
 
     text: str
@@ -102,6 +106,7 @@ class Explanation:
     num_tokens: int = 0
     target: str = LABELS[1]
     join_pieces: bool = False
+    across_spaces: bool = False
 
     @property
     def margin(self) -> float:
@@ -125,15 +130,29 @@ class Explanation:
         not differ in sign join into one piece, whose score is their sum and whose text is the input's span they
         cover: a Thai or Chinese word read as characters shows as the word. A combining mark (Thai vowel signs and
         tone marks, Unicode category M) always joins the character it sits on, and tokens of one span (NFKC splits
-        Thai "ำ" in two) are one piece.
+        Thai "ำ" in two) are one piece. With :attr:`across_spaces` (characters whose n-grams cross spaces), a space
+        between two pieces that push the same way as it does joins them, its text as typed: ``"안 좋아요"``.
         """
         out: list[tuple[str, float, tuple[int, int]]] = []
         held = 0.0   # the score of a token of no text (a text's leading ▁), given to the next piece
+        space: tuple[str, float, tuple[int, int]] | None = None   # a space token waiting for the piece after it
         for tok_id, (start, end), score in zip(self.ids, self.spans, self.scores):
             if self.join_pieces and start == end and tok_id != UNK_ID:
                 held += score
                 continue
             score, held = score + held, 0.0
+            if space is not None:
+                if _across(out[-1], space, self.text[start:end], score, start):
+                    _, total, (first, _) = out.pop()
+                    out.append((self.text[first:end], total + space[1] + score, (first, end)))
+                    space = None
+                    continue
+                out.append(space)
+                space = None
+            if self.across_spaces and out and out[-1][2][1] == start < end and self.text[start:end].isspace() \
+                    and not _apart(out[-1][0]):
+                space = (self.text[start:end], score, (start, end))
+                continue
             mark = start < end and unicodedata.category(self.text[start])[0] == "M"   # a vowel sign, a tone mark
             if out and self.join_pieces and start < end and start < out[-1][2][1]:   # the same span: NFKC split it
                 text, total, span = out.pop()
@@ -145,6 +164,8 @@ class Explanation:
                 out.append((self.text[first:end], total + score, (first, end)))
             else:
                 out.append((self.text[start:end] or UNK_TOKEN, score, (start, end)))
+        if space is not None:
+            out.append(space)
         if held and out:   # nothing after it: the last piece takes it
             text, total, span = out.pop()
             out.append((text, total + held, span))
@@ -315,6 +336,16 @@ def check_texts(texts: Sequence[str], first: int = 1) -> None:
 def _shown(text: str) -> str:
     """A piece's text as :meth:`Explanation.top` shows it: without the spaces around it; spaces alone as ``▁``."""
     return text.strip() or ("▁" if text else text)
+
+
+def _across(piece: tuple[str, float, tuple[int, int]], space: tuple[str, float, tuple[int, int]], text: str,
+            score: float, start: int) -> bool:
+    """Whether ``piece``, the ``space`` after it and the token after that (``text`` from ``start``, ``score``) are one
+    piece of a character model's explanation: adjacent, the token neither a space nor punctuation, and no two of the
+    three scores of opposite signs (:meth:`Explanation.pieces`)."""
+    a, b = piece[1], space[1]
+    return space[2][1] == start and bool(text) and not _apart(text) and a * b >= 0 and a * score >= 0 \
+        and b * score >= 0
 
 
 def _apart(text: str) -> bool:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..config import Config
 from ..data.tokenizer import encode_texts, tokenizer_kind
+from ..data.tokenizer_kind import TokenizerKind
 from ..errors import CheckpointError, UsageError
 from .explain import LabelSetExplanation, explanations, label_set_explanations
 from .multilabel import Decision, LabelSet, label_sets
@@ -274,13 +275,16 @@ class Predictor:
         rows = token_rows(self.backend.tokenizer, self.config.data, texts)
         logits, token_logits, bias = self.forward([r[0] for r in rows], token_logits=True)
         finite_logits(logits, first)
-        join = tokenizer_kind(self.backend.tokenizer).joined   # characters or subwords: pieces joined for display
+        kind = tokenizer_kind(self.backend.tokenizer)
+        join = kind.joined   # characters or subwords: pieces joined for display
+        across = kind is TokenizerKind.CHAR   # characters whose n-grams cross spaces: pieces too
         probabilities = self._postprocessed(logits)
         if self.multi_label:
             return logits, label_set_explanations(texts, rows, logits, token_logits, bias, self.labels,
-                                                  self.decision, join_pieces=join, probabilities=probabilities)
+                                                  self.decision, join_pieces=join, probabilities=probabilities,
+                                                  across_spaces=across)
         return logits, explanations(texts, rows, logits, token_logits, bias, self.labels, join_pieces=join,
-                                    probabilities=probabilities)
+                                    probabilities=probabilities, across_spaces=across)
 
     def _postprocessed(self, logits: np.ndarray) -> np.ndarray:
         """:meth:`postprocess` in the precision :meth:`predict` reports: float32 (a softmax's), or float64 for a

@@ -166,40 +166,20 @@ def peer_record(candidates: list[Candidate], chosen: Candidate, why_not: dict[st
     the chosen candidate's validation log-loss is at or below every peer's (``at_or_above_every_peer``: each peer
     fitted) and at or below the fitted peers' (``at_or_above_fitted_peers``)."""
     peers: dict[str, Any] = {}
+    bests: dict[str, Candidate] = {}
     for peer, name in PEER_NAMES.items():
         mine = [c for c in candidates if c.peer == peer and c.complete]
         if mine:
-            best = max(mine, key=Candidate.rank_key)
-            peers[peer] = {"peer": name, "candidate": best.name, "validation_nll": round(best.nll, 6),
-                           "validation_accuracy": best.accuracy}
+            bests[peer] = max(mine, key=Candidate.rank_key)
+            peers[peer] = {"peer": name, "candidate": bests[peer].name, "validation_nll": round(bests[peer].nll, 6),
+                           "validation_accuracy": bests[peer].accuracy}
         else:
             peers[peer] = {"peer": name, "not_fitted": why_not.get(peer, "no fit of its representation ended in the "
                                                                          "n-gram stage's time")}
-    fitted = [p for p in peers.values() if "candidate" in p]
-    best = min(fitted, key=lambda p: p["validation_nll"], default=None)
-    at_or_above = best is None or chosen.nll <= best["validation_nll"] + 5e-7   # the record rounds to 6 digits
-    return {"peers": peers, "best": best, "chosen_nll": round(chosen.nll, 6),
-            "at_or_above_fitted_peers": bool(fitted) and at_or_above,
-            "at_or_above_every_peer": len(fitted) == len(peers) and at_or_above}
-
-
-def peer_phrase(record: dict[str, Any]) -> str:
-    """The stage line's (and the card's) phrase for :func:`peer_record`'s record: ``at or above every linear peer on
-    validation: the best, TF-IDF character 2-4-grams + LR (n-gram alone, LR C 10, ...), log-loss 0.3468``, or
-    what does not hold, and which peers were not fitted and why."""
-    best, fitted = record.get("best"), record.get("at_or_above_fitted_peers")
-    missing = [f"{p['peer']} ({p['not_fitted']})" for p in record.get("peers", {}).values() if "not_fitted" in p]
-    if best is None:
-        return "no linear peer's representation was fitted: " + "; ".join(missing)
-    if record.get("at_or_above_every_peer"):
-        head = "at or above every linear peer on validation"
-    elif fitted:
-        head = "at or above the linear peers fitted on validation"
-    else:
-        head = "NOT at or above every linear peer on validation"
-    text = (f"{head}: the best, {best['peer']} ({best['candidate']}), log-loss {best['validation_nll']:.4f} against "
-            f"the chosen's {record.get('chosen_nll', math.nan):.4f}")
-    return text + ("; not fitted: " + "; ".join(missing) if missing else "")
+    best = max(bests, key=lambda peer: bests[peer].rank_key(), default=None)
+    at_or_above = best is not None and chosen.nll <= bests[best].nll
+    return {"peers": peers, "best": peers[best] if best else None, "chosen_nll": round(chosen.nll, 6),
+            "at_or_above_fitted_peers": at_or_above, "at_or_above_every_peer": at_or_above and len(bests) == len(peers)}
 
 
 class PeerFits:

@@ -31,6 +31,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..card.text import peer_phrase
 from ..config import Config
 from ..data.splits import DataSpec
 from ..errors import SentimentError
@@ -40,7 +41,7 @@ from .budget import Budget
 from .callbacks import TrainCallbacks, TrainResult
 from .candidate import Candidate, result_line, within_se
 from .interrupts import StopFlag
-from .ngram_peers import peer_phrase, peer_record
+from .ngram_peers import peer_record
 from .ngram_stage import NgramStage, ngram_candidates, reads_terms
 from .policy import Policy, SearchPolicy
 from .run_data import RunData
@@ -315,12 +316,11 @@ def _trials_ngram(ngram: list[Candidate], encoder_se: float) -> Candidate:
     0.3569, ``docs/decisions.md``, word pieces)."""
     best = max(ngram, key=Candidate.rank_key)
     own = [c for c in ngram if "data.tokenizer" not in c.settings]
-    if best not in own and own:
-        alone = max(own, key=Candidate.rank_key)
-        if within_se(alone, best, encoder_se) is None:
+    if best not in own:
+        if not own or within_se(max(own, key=Candidate.rank_key), best, encoder_se) is None:
             return best
-        ngram, best = own, alone
-    words = [c for c in ngram if "model.ngram_word_chars" not in c.settings]
+        best = max(own, key=Candidate.rank_key)
+    words = [c for c in own if "model.ngram_word_chars" not in c.settings]
     if best in words or not words:
         return best
     alone = max(words, key=Candidate.rank_key)
