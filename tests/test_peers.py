@@ -182,3 +182,18 @@ def test_a_korean_run_reads_characters_explains_exports_and_serves(tmp_path):
         s.wait_ready()
         served = httpx.post(s.url + "/v1/predict", json={"texts": [text], "explain": True}, timeout=60).json()
     assert served["predictions"][0]["tokens"] == got["tokens"]
+
+
+def test_a_policy_file_lists_peer_readings_of_its_own(tmp_path):
+    """``--policy FILE`` may list other peer readings: an entry takes its fields' own defaults (no ``tokenizer``: the
+    run's tokens), not the first default entry's characters; an entry without its peer's name is refused."""
+    from sentiment_cli.errors import ConfigError
+    from sentiment_cli.training.policy import policy_from_toml
+
+    path = tmp_path / "policy.toml"
+    path.write_text('[ngram]\npeer_readings = [{peer = "tfidf", name = "words 1-3", max_n = 3}]\n', encoding="utf-8")
+    (reading,) = policy_from_toml(path).ngram.peer_readings
+    assert (reading.tokenizer, reading.max_n, reading.weighting) == ("", 3, "sublinear")
+    path.write_text('[ngram]\npeer_readings = [{name = "words"}]\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="needs peer"):
+        policy_from_toml(path)

@@ -374,6 +374,23 @@ def policy_from_toml(path: str | Path, base: Policy = DEFAULT) -> Policy:
     return dataclasses.replace(base, **parts)
 
 
+def _defaults(sample: Any, value: Any, where: str) -> Any:
+    """An entry of ``sample``'s dataclass with its fields' own defaults and ``value``'s required fields, for a list
+    that does not pair with the default's entries (``peer_readings``: an entry without ``tokenizer`` reads the run's
+    tokens, not the first default entry's characters).
+
+    Raises:
+        ConfigError: ``value`` is not a table or lacks a field without a default.
+    """
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table")
+    fields = dataclasses.fields(sample)
+    missing = [f.name for f in fields if f.default is dataclasses.MISSING and f.name not in value]
+    if missing:
+        raise ConfigError(f"{where}: each entry needs {', '.join(missing)}")
+    return type(sample)(**{f.name: value[f.name] if f.default is dataclasses.MISSING else f.default for f in fields})
+
+
 def _typed(default: Any, value: Any, where: str) -> Any:
     """``value`` read from TOML in the type of the field's ``default``.
 
@@ -391,6 +408,8 @@ def _typed(default: Any, value: Any, where: str) -> Any:
     if isinstance(default, tuple):
         if not isinstance(value, list) or not value and default:
             raise ConfigError(f"{where}: expected a non-empty array")
+        if len(default) != len(value) and dataclasses.is_dataclass(default[0]):   # a new list: each entry's own
+            return tuple(_typed(_defaults(default[0], v, where), v, where) for v in value)
         samples = default if len(default) == len(value) else [default[0]] * len(value)
         return tuple(_typed(sample, v, where) for sample, v in zip(samples, value))
     if isinstance(default, bool) or isinstance(default, str):
