@@ -117,11 +117,19 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
                  _weighting_searched(config, given, train.multi_label), budget, policy)
     peers = PeerFits(config, given, grid, features, (data, train, val), make_fit, cb, policy, rules)
     _fit_readings(fits, config, given, grid, features, tokenizer, train.multi_label, cb, peers)
+    return _finished(stage, fits.out, peers, config, tokenizer, data)
+
+
+def _finished(stage: NgramStage, out: list[Candidate], peers: PeerFits, config: Config, tokenizer: Any,
+              data: RunData) -> NgramStage:
+    """``stage`` with its candidates ``out`` (the fits of the run's own reading that hold a linear peer's
+    representation tagged with it, :func:`~.ngram_peers.own_peer`; each reading's best fit left in ``data``) and what
+    the peer readings measured (``peers``)."""
     kind = tokenizer_kind(tokenizer)
-    for c in fits.out:
+    for c in out:
         c.peer = c.peer or own_peer(c.settings, config, kind)
-    _leave_fits(fits.out, data)
-    stage.candidates, stage.units, stage.peers_not_fitted = fits.out, peers.units, peers.why_not
+    _leave_fits(out, data)
+    stage.candidates, stage.units, stage.peers_not_fitted = out, peers.units, peers.why_not
     stage.setup_seconds = max(stage.setup_seconds, peers.setup_seconds)
     return stage
 
