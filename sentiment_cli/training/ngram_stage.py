@@ -69,9 +69,9 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     a word or subword tokenizer, :attr:`NgramStagePolicy.piece_fits` follow with each token's character n-grams
     (:func:`_piece_fits`), the first of them both ways again when the weighting is searched; the fits on words
     alone leave time for the first of them (:func:`_piece_reserve`). With several labels per text,
-    :attr:`NgramStagePolicy.term_reading` is fitted first. Then the linear peers' readings
-    (:class:`~.ngram_peers.PeerFits`: characters across spaces, TF-IDF word 1-2-grams), for whose first fits the
-    fits before them leave time too; every candidate holding a peer's representation is tagged with it
+    :attr:`NgramStagePolicy.term_reading` is fitted first. The linear peers' readings
+    (:class:`~.ngram_peers.PeerFits`: characters across spaces, TF-IDF word 1-2-grams) come after the first C of
+    each form on words (:func:`_fit_readings`); every candidate holding a peer's representation is tagged with it
     (:attr:`Candidate.peer`; NB-SVM's is the grid's NB-LR over binary word 1-3-grams). ``rules``: the numbers the
     character reading's length and buckets are set by.
 
@@ -138,9 +138,11 @@ def _fit_readings(fits: "_Fits", config: Config, given: frozenset[str], grid: di
                   features: "StageFeatures", tokenizer: Any, multi_label: bool, cb: TrainCallbacks,
                   peers: PeerFits) -> None:
     """The stage's fits in order: the term reading's first C (several labels per text: a short budget's share may
-    hold one fit; Reuters' 300 s: 90 s, one fit of 68 s), words alone, words with their pieces, then the term
-    reading with pieces and at its other C's, then the linear peers' readings (``peers``), for whose first fits the
-    fits before them leave time."""
+    hold one fit; Reuters' 300 s: 90 s, one fit of 68 s), words alone at each form's first C, the linear peers'
+    readings (``peers``: on four sets of four one of them was the best n-gram reading, where a share cut short had
+    spent itself on words' C's: SST-5 beside a busy suite, 2026-12-07), the rest of the words' grid and past its
+    edges, words with their pieces (the fits before them leave time for the first), then the term reading with
+    pieces and at its other C's."""
     policy = fits.policy
     terms = Reading.of(config, **dataclasses.asdict(policy.term_reading)) \
         if _tries_terms(config, given, multi_label) else None
@@ -151,16 +153,14 @@ def _fit_readings(fits: "_Fits", config: Config, given: frozenset[str], grid: di
     pieces = _tries_pieces(config, given, multi_label, tokenizer)
 
     def reserve() -> float:
-        return (_piece_reserve(fits.out, grid, features, fits.budget, policy) if pieces else 0.0) + \
-            peers.reserve(fits.out)
+        return _piece_reserve(fits.out, grid, features, fits.budget, policy) if pieces else 0.0
 
-    fits.words(grid, Reading.of(config), reserve)
-    whole = fits.budget
+    words = Reading.of(config)
+    fits.words(grid, words, reserve, slice(0, len(grid)), edges=False)   # each form near its usual best
+    peers.fit(fits, reserve)
+    fits.words(grid, words, reserve, slice(len(grid), None))
     if pieces:
-        fits.budget = whole.less(peers.reserve(fits.out))   # the peers' first fits stay in time
         _add_pieces(fits, config, given, grid, features, cb)
-        fits.budget = whole
-    peers.fit(fits)
     if terms:
         if _reads_pieces(config, given, tokenizer):   # each token's character n-grams beside the terms
             chars = policy.piece_chars
@@ -193,19 +193,21 @@ class _Fits:
         return budget.fits(max((c.seconds for c in self.out), default=0.0))
 
     def words(self, grid: dict[str, tuple[float, ...]], reading: Reading,
-              reserve: Callable[[], float] | None = None) -> None:
+              reserve: Callable[[], float] | None = None, part: slice = slice(None), edges: bool = True) -> None:
         """Words alone as the config reads them (``reading``; its weighting is not the class weighting): each
-        form and C of ``grid`` in :func:`fit_order` while the next fit (as long as the longest so far) ends within
-        the budget less ``reserve()`` seconds (kept for the fits with word pieces, :func:`_piece_reserve`; one fit
-        at least), then past a grid's edge (:func:`past_the_edge`)."""
+        form and C of ``grid`` in :func:`fit_order` (its ``part``) while the next fit (as long as the longest so far)
+        ends within the budget less ``reserve()`` seconds (kept for the fits with word pieces,
+        :func:`_piece_reserve`; one fit at least), then, with ``edges``, past a grid's edge
+        (:func:`past_the_edge`)."""
         def stop() -> bool:
             return not self.next_fits(self.budget.less(reserve() if reserve else 0.0))
 
-        for i, (form, C) in enumerate(fit_order(grid, reading.weighting)):
+        order = fit_order(grid, reading.weighting)
+        for i in range(len(order))[part]:
             if self.out and stop():
                 break
-            self.add(form, C, reading, i == 0)
-        while (edge := past_the_edge(self.out, grid, self.policy)) and not stop():
+            self.add(*order[i], reading, i == 0)
+        while edges and (edge := past_the_edge(self.out, grid, self.policy)) and not stop():
             self.add(*edge, reading, False)
 
     def terms(self, reading: Reading, Cs: tuple[float, ...], scale: float = 1.0) -> None:
