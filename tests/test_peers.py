@@ -55,6 +55,8 @@ def test_the_character_reading_is_a_candidate_and_wins_where_it_is_better_on_val
     assert chars[0].name.endswith("sublinear TF-IDF character 1-4-grams across spaces")
     assert all(c.settings["model.ngram_fit"] == "nb-lr" and "model.ngram_max_n" not in c.settings
                for c in found if c.peer == "nbsvm")
+    # the fits with word pieces are compared with words alone, not with the peers' readings before them
+    assert len([c for c in found if "model.ngram_word_chars" in c.settings]) == len(DEFAULT.ngram.piece_fits)
     best = max(found, key=Candidate.rank_key)
     assert best.peer == "tfidf-char"
     words = max((c for c in found if "data.tokenizer" not in c.settings), key=Candidate.rank_key)

@@ -307,7 +307,7 @@ def _add_pieces(fits: _Fits, config: Config, given: frozenset[str], grid: dict[s
     pieces = _piece_fits(fits.out, grid, features, fits.budget, fits.policy)
     if pieces:
         cb.on_stage(f"the search: the n-gram score alone with each token's character 2-{fits.policy.piece_chars}-grams")
-    words = _best_of_each_form(fits.out)   # on words alone
+    words = _best_of_each_form(_own(fits.out))   # on words alone
     for i, (form, C, tf, _) in enumerate(pieces):
         tf = config.model.ngram_weighting if tf is None or "model.ngram_weighting" in given else tf
         made = len(fits.out)
@@ -336,6 +336,13 @@ def _pieces_lose(new: list[Candidate], words: dict[str, Candidate]) -> tuple[Can
     return (fit, best) if fit.rank_key() < best.rank_key() and within_se(fit, best) is None else None
 
 
+def _own(candidates: list[Candidate]) -> list[Candidate]:
+    """The complete fits of the run's own reading (words alone: no word pieces, no peer's or term reading), which the
+    fits with word pieces are priced from and compared with (a peer's LR over characters is no word fit: Subj's
+    fits with pieces stopped after one, which lost to the character reading, 2026-12-07)."""
+    return [c for c in candidates if c.complete and not READING_KEYS & set(c.settings)]
+
+
 def _best_of_each_form(candidates: list[Candidate]) -> dict[str, Candidate]:
     """Each form's best complete fit of ``candidates`` (by :meth:`Candidate.rank_key`), the better forms first."""
     best: dict[str, Candidate] = {}
@@ -352,7 +359,7 @@ def _piece_fits(out: list[Candidate], grid: dict[str, tuple[float, ...]], featur
     words' own. A fit too long for what is left gives way to a cheaper one: Wisesight beside two busy processes
     made no fit with pieces, LR's (about 340 s) too long for its share while NB-LR's (about 45 s) would have fitted
     (``docs/decisions.md``, word pieces; 2026-11-30)."""
-    done = [c for c in out if c.complete]
+    done = _own(out)
     if not done or budget.over():
         return []
     best = _best_of_each_form(done)
