@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
@@ -217,6 +218,37 @@ def test_a_multi_label_score_of_many_columns_compresses_exactly(multilabel_check
     ids = _ids(loaded, _texts()[:60])
     assert torch.equal(batched_logits(small.model(), ids, batch_size=16, device=CPU),
                        batched_logits(loaded.model, ids, batch_size=16, device=CPU))
+
+
+@pytest.fixture(scope="module")
+def tfidf_checkpoint(tmp_path_factory):
+    """A tiny model whose n-gram score is TF-IDF weighted (an idf table beside its weights), 1 epoch (seconds)."""
+    from sentiment_cli.training.run import train
+
+    from .conftest import small_config
+
+    out = tmp_path_factory.mktemp("tfidf") / "ckpt"
+    train(small_config(epochs=1).override("model", ngram_buckets=65_537, ngram_weighting="tfidf"), out)
+    return out
+
+
+def test_a_tfidf_score_loses_the_idf_of_the_n_grams_it_prunes_and_loads_exactly(tfidf_checkpoint, tmp_path):
+    record = ck.read_record(tfidf_checkpoint)
+    small = record.compressed(Compression(1.0, 1.0, 0.25, 8))
+    weight, idf = small.weights["ngram_weight"], small.weights["ngram_idf"]
+    pruned = record.weights["ngram_weight"].ne(0) & weight.eq(0)
+    assert pruned.sum() > 1000 and not idf[pruned].any() and idf[weight.ne(0)].all()
+    assert torch.equal(quantized(idf, BLOCK), idf) and not torch.equal(idf, record.weights["ngram_idf"])
+    ck.write_checkpoint(tmp_path / "c", small)
+    raw = load_file(tmp_path / "c" / ck.WEIGHTS_FILE)
+    assert raw["ngram_idf@values"].dtype == torch.int8
+    loaded = ck.load_checkpoint(tmp_path / "c")
+    assert loaded.model.ngram_score.idf is None and loaded.model.ngram_score.idf_table is not None
+    ids = _ids(loaded, _texts()[:80])
+    assert torch.equal(batched_logits(small.model(), ids, batch_size=16, device=CPU),
+                       batched_logits(loaded.model, ids, batch_size=16, device=CPU))
+    margins = loaded.model.ngram_score.margins(ids[:5])      # the numpy path reads the tables whole
+    assert np.allclose(margins, small.model().ngram_score.margins(ids[:5]))
 
 
 def test_read_record_gives_back_the_compressed_record(compressed_checkpoint):

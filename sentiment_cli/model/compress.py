@@ -2,7 +2,7 @@
 
 Three tables hold nearly all of a checkpoint's bytes: the token embedding ``(vocab_size, d_model)``, the hashed
 word-bigram embedding ``(bigram_buckets + 1, d_model)`` and the n-gram score's weights ``(ngram_buckets + 1,)`` or
-``(ngram_buckets + 1, num_labels)`` (:data:`TABLES`). A :class:`Compression` keeps a share of each table's used
+``(ngram_buckets + 1, num_labels)``, with its idf when TF-IDF weighted (:data:`TABLES`). A :class:`Compression` keeps a share of each table's used
 rows, the largest by L2 norm (fastText's ``quantize -cutoff``, Joulin et al. 2016, "FastText.zip"), a share for each
 table (a word's row weighs far more than a hashed bigram's), and stores the values as int8 codes with a
 power-of-two scale per row (per block of buckets for a one-column table; ``compact_table.py``), as FastText.zip
@@ -47,17 +47,22 @@ BLOCK = 64
 
 class Table(NamedTuple):
     """A compressible table: its name in a checkpoint's weights, its key in a :class:`Compression`'s record, the
-    row an unstored row reads (``None``: zeros), and the rows never pruned."""
+    row an unstored row reads (``None``: zeros), the rows never pruned, and the table whose pruned rows it shares
+    (``None``: its own, by norm)."""
 
     name: str
     key: str
     fill: int | None
     protected: tuple[int, ...]
+    follows: str | None = None
 
 
+# A TF-IDF score's idf (ngram_idf) loses the rows its weights lose: a pruned n-gram is gone, from the text's norm
+# too, as fastText's cutoff removes a feature; its kept values are int8 as the weights'.
 TABLES = (Table("token_embedding.weight", "words", UNK_ID, (PAD_ID, UNK_ID)),
           Table("bigram_embedding.weight", "bigrams", None, (0,)),
-          Table("ngram_weight", "ngrams", None, (0,)))
+          Table("ngram_weight", "ngrams", None, (0,)),
+          Table("ngram_idf", "ngrams", None, (0,), follows="ngram_weight"))
 _BY_NAME = {t.name: t for t in TABLES}
 
 
@@ -68,7 +73,8 @@ class Compression:
     Attributes:
         words, bigrams, ngrams: the share of the token embedding's, the bigram embedding's and the n-gram score's
             used (non-zero) rows kept, the largest by L2 norm, each in (0, 1]; 1.0 prunes none. The rows never
-            pruned (``<pad>``, ``<unk>``, row 0) are kept besides.
+            pruned (``<pad>``, ``<unk>``, row 0) are kept besides; a TF-IDF score's idf loses the rows its weights
+            lose.
         bits: 8: int8 values with a power-of-two scale per row (``compact_table.py``); ``None``: float values.
 
     Raises:
@@ -160,19 +166,21 @@ def compress(weights: dict[str, Tensor], c: Compression, names: Iterable[str] | 
     for name in compressible(weights) if names is None else tuple(names):
         if name not in _BY_NAME or name not in weights:
             raise ValueError(f"no compressible table {name} in these weights")
-        out[name] = _compressed_table(weights[name], _BY_NAME[name], c.keep(name), c.bits)
+        spec = _BY_NAME[name]
+        kept = kept_rows(weights[spec.follows or name], c.keep(name), spec.protected)
+        out[name] = _compressed_table(weights[name], spec.fill, kept, c.bits)
     return out
 
 
-def _compressed_table(table: Tensor, spec: Table, keep: float, bits: int | None) -> Tensor:
-    """One table as :func:`compress` leaves it: kept rows, then int8 values, then the fill in the pruned rows."""
+def _compressed_table(table: Tensor, fill: int | None, kept: Tensor, bits: int | None) -> Tensor:
+    """One table as :func:`compress` leaves it: the ``kept`` rows (``(n,)`` bool), then int8 values, then the fill
+    (a row, or ``None``: zeros) in the pruned rows."""
     table = table.detach().to("cpu", torch.float32)
-    kept = kept_rows(table, keep, spec.protected)
     pruned = torch.where(kept.view(-1, *([1] * (table.dim() - 1))), table, torch.zeros((), dtype=table.dtype))
     if bits is not None:
         pruned = quantized(pruned, 1 if table.dim() > 1 else BLOCK)
-    if spec.fill is not None:
-        pruned[~kept] = pruned[spec.fill].clone()
+    if fill is not None:
+        pruned[~kept] = pruned[fill].clone()
     return pruned
 
 
@@ -226,14 +234,16 @@ def install_tables(model: SentimentClassifier, tables: dict[str, CompactTable]) 
         elif name == "bigram_embedding.weight":
             model.bigram_embedding = table
         else:
-            model.ngram_score.use_table(table)
+            model.ngram_score.use_table(table, "weight" if name == "ngram_weight" else "idf")
 
 
 def _current(model: SentimentClassifier, name: str) -> tuple[int, ...] | None:
     """The shape of ``model``'s table ``name`` (one of :data:`TABLES`), or ``None`` when it has none."""
     module = {"token_embedding.weight": model.token_embedding, "bigram_embedding.weight": model.bigram_embedding,
-              "ngram_weight": model.ngram_score}.get(name)
+              "ngram_weight": model.ngram_score, "ngram_idf": model.ngram_score}.get(name)
     if module is None:
         return None
+    if name == "ngram_idf":
+        return tuple(module.idf.shape) if getattr(module, "idf", None) is not None else None
     return tuple(module.weight_shape if name == "ngram_weight" else module.shape if isinstance(module, CompactTable)
                  else module.weight.shape)

@@ -82,8 +82,10 @@ class NgramScore(nn.Module):
         else:
             self.pieces: Tensor | None = None
         self.intercept: np.ndarray | None = None
-        # A compressed checkpoint's weights, held as their stored int8 rows in place of ``weight`` (use_table)
+        # A compressed checkpoint's weights (and idf), held as their stored int8 rows in place of ``weight``
+        # (and ``idf``): use_table
         self.table: CompactTable | None = None
+        self.idf_table: CompactTable | None = None
         # Only while the ONNX export traces the score (compact_table): each bucket's row in a table of used rows
         self.register_buffer("row_index", None, persistent=False)
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
@@ -115,18 +117,24 @@ class NgramScore(nn.Module):
         """``(buckets + 1,)`` or ``(buckets + 1, num_labels)``: the weights' shape, held whole or as a table."""
         return self.table.shape if self.table is not None else tuple(self.weight.shape)
 
-    def use_table(self, table: CompactTable) -> None:
-        """Read the weights from ``table`` (a compressed checkpoint's, ``model/compress.py``) in place of the
-        ``weight`` buffer, which is freed: logits and explanations are the same as from ``table.dense()`` held
-        whole. A score so loaded scores and explains; it is not fitted again.
+    def use_table(self, table: CompactTable, part: str = "weight") -> None:
+        """Read the weights (``part`` ``"weight"``) or the idf (``"idf"``) from ``table`` (a compressed checkpoint's,
+        ``model/compress.py``) in place of that buffer, which is freed: logits and explanations are the same as
+        from ``table.dense()`` held whole. A score so loaded scores and explains; it is not fitted again.
 
         Raises:
-            ValueError: ``table`` is not of the weights' shape.
+            ValueError: ``table`` is not of the buffer's shape, or the score has no idf.
         """
-        if table.shape != self.weight_shape:
-            raise ValueError(f"a table {list(table.shape)} for n-gram weights {list(self.weight_shape)}")
-        self.register_buffer("weight", None)
-        self.table = table
+        current = self.weight_shape if part == "weight" else \
+            (self.buckets + 1,) if part == "idf" and self.weighting in TFIDF else None
+        if current is None or table.shape != tuple(current):
+            raise ValueError(f"a table {list(table.shape)} for the n-gram score's {part} "
+                             f"{'(none)' if current is None else list(current)}")
+        self.register_buffer(part, None)
+        if part == "weight":
+            self.table = table
+        else:
+            self.idf_table = table
 
     def dense_weight(self) -> Tensor:
         """The weights whole, ``weight_shape`` float32 (a compressed score's built from its table)."""
@@ -135,6 +143,10 @@ class NgramScore(nn.Module):
     def _weight_rows(self, flat: Tensor) -> Tensor:
         """The weights of buckets ``flat`` (int64, any shape): ``(*flat.shape, *weight_shape[1:])``."""
         return self.table(flat) if self.table is not None else self.weight[flat]
+
+    def _idf_rows(self, flat: Tensor) -> Tensor:
+        """The idf of buckets ``flat`` (int64, any shape), float32 of its shape (with an idf's weighting)."""
+        return self.idf_table(flat) if self.idf_table is not None else self.idf[flat]
 
     def set_vocabulary(self, tokens: Sequence[str]) -> None:
         """Fill the word pieces' table from the tokenizer's vocabulary (``tokens[i]`` is id ``i``'s;
@@ -257,7 +269,7 @@ class NgramScore(nn.Module):
             return x
         import scipy.sparse as sp
 
-        idf = self.idf.cpu().numpy()
+        idf = (self.idf_table.dense() if self.idf_table is not None else self.idf).cpu().numpy()
         norms = np.sqrt(np.asarray(x.multiply(x) @ (idf * idf)).ravel())
         return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ x
 
@@ -297,7 +309,7 @@ class NgramScore(nn.Module):
         else:
             present = first_occurrences(flat).to(self.bias.dtype)           # (batch, seq_len * n)
         if self.weighting in TFIDF:   # each text's n-grams over the L2 norm of their tf * idf (tfidf_rows)
-            norm = ((self.idf[flat] * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
+            norm = ((self._idf_rows(flat) * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
             present = present / norm.clamp_min(1e-12)
         if self.num_labels == 2:
             share = (self._weight_rows(flat).to(present.dtype) * present).view(buckets.shape).sum(-1)   # (b, seq_len)
@@ -319,7 +331,7 @@ class NgramScore(nn.Module):
         (:func:`compact_rows`: several labels, or an idf), only the rows an n-gram uses, found through ``row_index``.
         A compressed score's table is compact already (the export makes its scales float16 where exact:
         :meth:`~sentiment_cli.compact_table.CompactTable.for_export`), and left as it is."""
-        if self.table is not None:
+        if self.table is not None or self.idf_table is not None:
             yield
             return
         saved = {"weight": self.weight, "row_index": self.row_index}
