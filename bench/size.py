@@ -147,7 +147,8 @@ def fasttext_rows(folder: str, out: Path) -> list[dict]:
     fits = {split: job("fit", folder, setting, split, str(out / f"ft-{split}.bin"), module="bench.size")
             for split in ("dev", "test")}
     rows = [{"model": "fastText", "setting": f"full, {setting}", "weights_bytes": fits["test"].get("bytes"),
-             "validation_accuracy": fits["dev"].get("dev_accuracy"), "test_accuracy": fits["test"].get("test_accuracy")}]
+             "validation_accuracy": fits["dev"].get("dev_accuracy"),
+             "test_accuracy": fits["test"].get("test_accuracy")}]
     for cutoff in CUTOFFS:
         q = {split: job("quantize", folder, setting, split, str(out / f"ft-{split}.bin"), str(cutoff),
                         module="bench.size") for split in ("dev", "test")}
@@ -191,7 +192,8 @@ def report(rows: list[dict]) -> str:
         pick = smallest_within([r for r in rows if r["model"] == system])
         if pick:
             lines.append(f"{system}: smallest within {TOLERANCE:.1%} of the full model's dev accuracy: "
-                         f"{pick['setting']} ({_mb(pick['weights_bytes'])} MB, test {_pct(pick.get('test_accuracy'))}%)")
+                         f"{pick['setting']} ({_mb(pick['weights_bytes'])} MB, "
+                         f"test {_pct(pick.get('test_accuracy'))}%)")
     return "\n".join(lines)
 
 

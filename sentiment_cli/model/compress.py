@@ -2,8 +2,8 @@
 
 Three tables hold nearly all of a checkpoint's bytes: the token embedding ``(vocab_size, d_model)``, the hashed
 word-bigram embedding ``(bigram_buckets + 1, d_model)`` and the n-gram score's weights ``(ngram_buckets + 1,)`` or
-``(ngram_buckets + 1, num_labels)``, with its idf when TF-IDF weighted (:data:`TABLES`). A :class:`Compression` keeps a share of each table's used
-rows, the largest by L2 norm (fastText's ``quantize -cutoff``, Joulin et al. 2016, "FastText.zip"), a share for each
+``(ngram_buckets + 1, num_labels)``, with its idf when TF-IDF weighted (:data:`TABLES`). A :class:`Compression`
+keeps a share of each table's used rows, the largest by L2 norm (fastText's ``quantize -cutoff``, Joulin et al. 2016, "FastText.zip"), a share for each
 table (a word's row weighs far more than a hashed bigram's), and stores the values as int8 codes with a
 power-of-two scale per row (per block of buckets for a one-column table; ``compact_table.py``), as FastText.zip
 stores its rows with a scale each.
