@@ -69,13 +69,16 @@ def test_tiny_rows_round_to_zero_and_huge_ones_are_refused():
 
 def test_kept_rows_keep_the_largest_share_of_the_used_rows_and_the_protected_ones():
     t = torch.zeros(10, 2)
-    t[2:10] = torch.arange(1, 9, dtype=torch.float32).view(-1, 1)   # norms grow with the row
-    t[1] = 0.5                                                       # a protected row with a small norm
-    kept = kept_rows(t, 0.25, protected=(0, 1))
-    # 8 used rows besides the protected ones: ceil(0.25 * 8) = 2 kept, the largest (rows 8, 9); rows 0, 1 kept
-    assert kept.nonzero().flatten().tolist() == [0, 1, 8, 9]
+    t[2:10] = torch.arange(8, 0, -1, dtype=torch.float32).view(-1, 1)   # norms fall as the row grows
+    t[1] = 0.5                                                          # a protected row with a small norm
+    t[5] = 100.0                                                        # a large row far down the ids
+    # 8 used rows besides the protected ones: ceil(0.25 * 8) = 2 kept, and rows 0, 1
+    assert kept_rows(t, 0.25, protected=(0, 1)).nonzero().flatten().tolist() == [0, 1, 2, 5]          # by norm
+    assert kept_rows(t, 0.25, protected=(0, 1), by="id").nonzero().flatten().tolist() == [0, 1, 2, 3]  # by id
     assert kept_rows(t, 1.0).all()
     assert kept_rows(torch.zeros(4, 2), 0.1).all()                   # unused rows: nothing to prune
+    with pytest.raises(ValueError):
+        kept_rows(t, 0.5, by="frequency")
 
 
 def test_a_pruned_word_reads_unk_a_pruned_bucket_reads_zeros_and_pad_stays_zero():
@@ -86,8 +89,8 @@ def test_a_pruned_word_reads_unk_a_pruned_bucket_reads_zeros_and_pad_stays_zero(
     weights["token_embedding.weight"][PAD_ID] = 0
     out = compress(weights, Compression(words=0.2, bigrams=0.25, ngrams=0.5, bits=None))
     words = out["token_embedding.weight"]
-    pruned = ~kept_rows(weights["token_embedding.weight"], 0.2, (PAD_ID, UNK_ID))
-    assert int(pruned.sum()) == 48 - 10   # 48 words besides <pad> and <unk>: ceil(0.2 * 48) = 10 kept
+    pruned = ~kept_rows(weights["token_embedding.weight"], 0.2, (PAD_ID, UNK_ID), by="id")
+    assert pruned.nonzero().flatten().tolist() == list(range(12, 50))   # ceil(0.2 * 48) = 10 words kept: ids 2..11
     assert (words[pruned] == words[UNK_ID]).all() and torch.equal(words[UNK_ID], weights["token_embedding.weight"][1])
     assert not words[PAD_ID].any()
     bigrams = out["bigram_embedding.weight"]

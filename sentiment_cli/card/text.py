@@ -172,7 +172,8 @@ def _compressed(record: dict[str, Any]) -> str:
     shares = ", ".join(f"{name} {keep[key]:.0%}" for key, name in (("words", "words"), ("bigrams", "word bigrams"),
                                                                    ("ngrams", "n-gram weights")) if key in keep)
     values = "int8 values, a power-of-two scale a row" if record.get("bits") == 8 else "float values"
-    return f"rows kept (the largest by norm; a pruned word reads <unk>): {shares}; {values}"
+    return (f"rows kept (the most frequent words, a pruned one reads <unk>; the hashed rows by norm): {shares}; "
+            f"{values}")
 
 
 def _vocabulary(card: dict[str, Any], d: dict[str, Any]) -> str:

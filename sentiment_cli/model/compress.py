@@ -1,10 +1,11 @@
-"""Compression of a trained classifier's large tables: rows pruned by norm, values rounded to int8.
+"""Compression of a trained classifier's large tables: rows pruned, values rounded to int8.
 
 Three tables hold nearly all of a checkpoint's bytes: the token embedding ``(vocab_size, d_model)``, the hashed
 word-bigram embedding ``(bigram_buckets + 1, d_model)`` and the n-gram score's weights ``(ngram_buckets + 1,)`` or
 ``(ngram_buckets + 1, num_labels)``, with its idf when TF-IDF weighted (:data:`TABLES`). A :class:`Compression`
-keeps a share of each table's used rows, the largest by L2 norm (fastText's ``quantize -cutoff``, Joulin et al. 2016, "FastText.zip"), a share for each
-table (a word's row weighs far more than a hashed bigram's), and stores the values as int8 codes with a
+keeps a share of each table's used rows (fastText's ``quantize -cutoff``, Joulin et al. 2016, "FastText.zip"), a
+share for each table (a word's row weighs far more than a hashed bigram's): the most frequent words (the lowest
+ids), the hashed rows of the largest L2 norm (:data:`TABLES`). It stores the values as int8 codes with a
 power-of-two scale per row (per block of buckets for a one-column table; ``compact_table.py``), as FastText.zip
 stores its rows with a scale each.
 
@@ -47,19 +48,24 @@ BLOCK = 64
 
 class Table(NamedTuple):
     """A compressible table: its name in a checkpoint's weights, its key in a :class:`Compression`'s record, the
-    row an unstored row reads (``None``: zeros), the rows never pruned, and the table whose pruned rows it shares
-    (``None``: its own, by norm)."""
+    row an unstored row reads (``None``: zeros), the rows never pruned, how its rows are ranked for pruning
+    (:func:`kept_rows`' ``by``), and the table whose pruned rows it shares (``None``: its own)."""
 
     name: str
     key: str
     fill: int | None
     protected: tuple[int, ...]
+    by: str = "norm"
     follows: str | None = None
 
 
-# A TF-IDF score's idf (ngram_idf) loses the rows its weights lose: a pruned n-gram is gone, from the text's norm
-# too, as fastText's cutoff removes a feature; its kept values are int8 as the weights'.
-TABLES = (Table("token_embedding.weight", "words", UNK_ID, (PAD_ID, UNK_ID)),
+# Words are ranked by frequency (their ids), not by norm: the rows start random (or from standardised word2vec
+# vectors), so a norm says little of a word's use; keeping half of TREC-6's words by norm cost the seed preset 21
+# points of dev accuracy, by frequency none (docs/experiments.md, "Compressed checkpoints"). Hashed rows start at
+# zero (bigrams) or are a linear fit's weights (n-grams): their norm is what they add. A TF-IDF score's idf
+# (ngram_idf) loses the rows its weights lose: a pruned n-gram is gone, from the text's norm too, as fastText's
+# cutoff removes a feature; its kept values are int8 as the weights'.
+TABLES = (Table("token_embedding.weight", "words", UNK_ID, (PAD_ID, UNK_ID), by="id"),
           Table("bigram_embedding.weight", "bigrams", None, (0,)),
           Table("ngram_weight", "ngrams", None, (0,)),
           Table("ngram_idf", "ngrams", None, (0,), follows="ngram_weight"))
@@ -72,7 +78,8 @@ class Compression:
 
     Attributes:
         words, bigrams, ngrams: the share of the token embedding's, the bigram embedding's and the n-gram score's
-            used (non-zero) rows kept, the largest by L2 norm, each in (0, 1]; 1.0 prunes none. The rows never
+            used (non-zero) rows kept, each in (0, 1] (the most frequent words, the hashed rows of the largest
+            L2 norm: :func:`kept_rows`); 1.0 prunes none. The rows never
             pruned (``<pad>``, ``<unk>``, row 0) are kept besides; a TF-IDF score's idf loses the rows its weights
             lose.
         bits: 8: int8 values with a power-of-two scale per row (``compact_table.py``); ``None``: float values.
@@ -104,11 +111,10 @@ class Compression:
         return self.bits is not None or min(self.words, self.bigrams, self.ngrams) < 1
 
     def describe(self) -> str:
-        """In a phrase: ``"rows kept: words 100%, bigrams 10%, n-grams 25% (by norm); int8 values with a
-        power-of-two scale a row"``."""
+        """In a phrase: ``"rows kept: words 100%, bigrams 10%, n-grams 25%; int8 values with a power-of-two scale
+        a row"``."""
         values = "float values" if self.bits is None else "int8 values with a power-of-two scale a row"
-        return (f"rows kept: words {self.words:.0%}, bigrams {self.bigrams:.0%}, n-grams {self.ngrams:.0%} "
-                f"(by norm); {values}")
+        return f"rows kept: words {self.words:.0%}, bigrams {self.bigrams:.0%}, n-grams {self.ngrams:.0%}; {values}"
 
     def record(self) -> dict[str, Any]:
         """Its JSON record (``config.json``'s and ``metrics.json``'s ``"compression"``): ``keep`` (the share of
@@ -167,7 +173,7 @@ def compress(weights: dict[str, Tensor], c: Compression, names: Iterable[str] | 
         if name not in _BY_NAME or name not in weights:
             raise ValueError(f"no compressible table {name} in these weights")
         spec = _BY_NAME[name]
-        kept = kept_rows(weights[spec.follows or name], c.keep(name), spec.protected)
+        kept = kept_rows(weights[spec.follows or name], c.keep(name), spec.protected, spec.by)
         out[name] = _compressed_table(weights[name], spec.fill, kept, c.bits)
     return out
 
@@ -184,16 +190,18 @@ def _compressed_table(table: Tensor, fill: int | None, kept: Tensor, bits: int |
     return pruned
 
 
-def kept_rows(table: Tensor, keep: float, protected: Iterable[int] = ()) -> Tensor:
+def kept_rows(table: Tensor, keep: float, protected: Iterable[int] = (), by: str = "norm") -> Tensor:
     """``(n,)`` bool: the rows of ``table`` ``(n, ...)`` that a compression keeping ``keep`` of its used rows
-    keeps: the ``ceil(keep * used)`` largest by L2 norm of the used (non-zero) rows that are not ``protected`` (ties:
-    the lower row), the ``protected`` rows, and the unused (zero) rows, which nothing prunes.
+    keeps: the first ``ceil(keep * used)`` of the used (non-zero) rows that are not ``protected``, ranked ``by``
+    ``"norm"`` (the largest L2 norm first; ties: the lower row) or ``"id"`` (the lower row first: a vocabulary's
+    ids run from its most frequent token down, as the tokenizer trainers number them); the ``protected`` rows; and
+    the unused (zero) rows, which nothing prunes.
 
     Raises:
-        ValueError: ``keep`` outside (0, 1].
+        ValueError: ``keep`` outside (0, 1], or ``by`` neither ``"norm"`` nor ``"id"``.
     """
-    if not 0 < keep <= 1:
-        raise ValueError(f"keep must be a share in (0, 1], got {keep}")
+    if not 0 < keep <= 1 or by not in ("norm", "id"):
+        raise ValueError(f"keep must be a share in (0, 1] and by norm or id, got {keep} by {by!r}")
     norms = table.reshape(table.shape[0], -1).double().norm(dim=1)
     guard = torch.tensor([r for r in protected if r < len(norms)], dtype=torch.long)
     candidates = norms.clone()
@@ -201,7 +209,8 @@ def kept_rows(table: Tensor, keep: float, protected: Iterable[int] = ()) -> Tens
     kept = candidates == 0
     used = len(norms) - int(kept.sum())
     if used and keep < 1:
-        order = torch.sort(-candidates, stable=True).indices
+        rank = -candidates if by == "norm" else torch.where(kept, math.inf, torch.arange(len(norms)).double())
+        order = torch.sort(rank, stable=True).indices
         kept[order[:math.ceil(keep * used - 1e-9)]] = True
     elif used:
         kept[:] = True
