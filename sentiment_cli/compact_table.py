@@ -154,11 +154,43 @@ def _row_bytes(table: Tensor, code: TableCode) -> int:
     return values + (1 if table.dim() > 1 else 0)
 
 
+def pack_mask(rows: Tensor, num_rows: int) -> Tensor:
+    """``(ceil(num_rows / 8),)`` uint8: a bit a row, set for each of ``rows`` (bit ``j`` of byte ``i`` is row
+    ``8 * i + j``)."""
+    bits = torch.zeros(-(-num_rows // 8) * 8, dtype=torch.uint8)
+    bits[rows.long()] = 1
+    return (bits.view(-1, 8) << torch.arange(8, dtype=torch.uint8)).sum(dim=1, dtype=torch.uint8)
+
+
+def unpack_mask(mask: Tensor, num_rows: int) -> Tensor:
+    """``(k,)`` int32: the rows whose bit :func:`pack_mask`'s ``mask`` sets, ascending.
+
+    Raises:
+        ValueError: a bit set beyond ``num_rows``.
+    """
+    bits = (mask.view(-1, 1) >> torch.arange(8, dtype=torch.uint8)) & 1              # (bytes, 8) uint8
+    rows = torch.nonzero(bits.flatten(), as_tuple=False).flatten()
+    if rows.numel() and int(rows[-1]) >= num_rows:
+        raise ValueError(f"its mask sets a row beyond its {num_rows} rows")
+    return rows.to(torch.int32)
+
+
+def _index(rows: Tensor, num_rows: int, row_bytes: int) -> dict[str, Tensor] | None:
+    """The cheapest index of the stored ``rows``: ``{"rows": int32}`` (4 bytes a stored row), ``{"mask": uint8}``
+    (a bit a row of the table), or ``None``: every row stored (no index; ``row_bytes`` a row)."""
+    costs = {"rows": len(rows) * (row_bytes + 4), "mask": -(-num_rows // 8) + len(rows) * row_bytes,
+             "every": num_rows * row_bytes}
+    kind = min(costs, key=lambda name: (costs[name], name != "every"))
+    if kind == "every":
+        return None
+    return {"rows": rows.to(torch.int32)} if kind == "rows" else {"mask": pack_mask(rows, num_rows)}
+
+
 def encode(table: Tensor, code: TableCode) -> dict[str, Tensor]:
-    """The tensors that store ``table`` compactly: ``rows`` ``(k,)`` int32, ``values`` ``(k, ...)`` and, with
-    ``bits``, ``exponents`` int8 (per stored row for a table of rows, per block of row ids otherwise). When the
-    4-byte index of the rows that differ from the fill would cost more than storing the others too, every row is
-    stored and ``rows`` is left out (``k`` is the table's rows).
+    """The tensors that store ``table`` compactly: the rows that differ from the fill, indexed by ``rows`` ``(k,)``
+    int32 or by ``mask`` (a bit a row, :func:`pack_mask`), whichever takes fewer bytes, or every row and no index
+    when that is fewer still; ``values`` ``(k, ...)``; and, with ``bits``, ``exponents`` int8 (per stored row for
+    a table of rows, per block of row ids otherwise).
 
     Lossless: :meth:`CompactTable.dense` of them gives ``table`` back bit for bit, which is checked; so ``table``
     must be what :func:`quantized` (with ``bits``) and the fill make of a table.
@@ -168,10 +200,10 @@ def encode(table: Tensor, code: TableCode) -> dict[str, Tensor]:
             row not stored would read other values).
     """
     rows = _stored_rows(table, code.fill)
-    row_bytes = _row_bytes(table, code)
-    every = len(rows) * (row_bytes + 4) >= table.shape[0] * row_bytes
+    index = _index(rows, table.shape[0], _row_bytes(table, code))
+    every = index is None
     stored = table if every else table.index_select(0, rows)
-    index = {} if every else {"rows": rows.to(torch.int32)}
+    index = index or {}
     if code.bits is None:
         half = stored.to(torch.float16)
         out = {**index, "values": half if torch.equal(half.float(), stored) else stored}
@@ -197,10 +229,14 @@ def check_stored(shape: tuple[int, ...], found: dict[str, tuple[Any, tuple[int, 
         raise ValueError(f"a code of bits {code.bits} and block {code.block} for a table {list(shape)}")
     if code.fill is not None and not 0 <= code.fill < shape[0]:
         raise ValueError(f"a fill row {code.fill} outside its {shape[0]} rows")
-    rows, values = found.get("rows", (torch.int32, (shape[0],))), found.get("values")
-    if values is None or rows[0] != torch.int32 or len(rows[1]) != 1:
-        raise ValueError("rows not int32, or no values")
-    k = rows[1][0]
+    rows, values, mask = found.get("rows"), found.get("values"), found.get("mask")
+    if values is None or len(values[1]) != len(shape) or (rows is not None and mask is not None):
+        raise ValueError("no values of its rank, or both rows and a mask")
+    if rows is not None and (rows[0] != torch.int32 or len(rows[1]) != 1):
+        raise ValueError(f"rows {rows[0]} {list(rows[1])}, not int32 (k,)")
+    if mask is not None and (mask[0] != torch.uint8 or tuple(mask[1]) != (-(-shape[0] // 8),)):
+        raise ValueError(f"a mask {mask[0]} {list(mask[1])} for {shape[0]} rows")
+    k = rows[1][0] if rows is not None else values[1][0] if mask is not None else shape[0]
     if not 0 <= k <= shape[0] or tuple(values[1]) != (k, *shape[1:]):
         raise ValueError(f"{k} rows and values {list(values[1])} for a table {list(shape)}")
     if code.bits is None:
@@ -258,7 +294,9 @@ class CompactTable(nn.Module):
         Raises:
             ValueError: as the constructor, float values not finite, or exponents outside :data:`EXPONENT_RANGE`.
         """
-        exponents, values = stored.get("exponents"), stored["values"]
+        exponents, values, rows = stored.get("exponents"), stored["values"], stored.get("rows")
+        if "mask" in stored:
+            rows = unpack_mask(stored["mask"], shape[0])
         if values.is_floating_point() and values.numel() and not bool(torch.isfinite(values).all()):
             raise ValueError("its values hold NaN or infinite values")
         scales = None
@@ -267,7 +305,7 @@ class CompactTable(nn.Module):
                                           and int(exponents.max()) <= EXPONENT_RANGE[1]):
                 raise ValueError(f"its exponents lie outside {EXPONENT_RANGE[0]}..{EXPONENT_RANGE[1]}")
             scales = powers_of_two(exponents)
-        return cls(shape, stored.get("rows"), values, scales, code.fill, code.block)
+        return cls(shape, rows, values, scales, code.fill, code.block)
 
     @property
     def num_rows(self) -> int:

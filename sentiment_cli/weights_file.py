@@ -18,8 +18,9 @@ shapes are checked against the header before anything is allocated, and the row 
 
 A compressed checkpoint (``model/compress.py``, checkpoint ``format_version`` 4) stores each of its compressed
 tables ``NAME`` as the rows that differ from what an unstored row reads (:mod:`~sentiment_cli.compact_table`):
-``NAME@rows`` ``(k,)`` int32, ``NAME@values`` ``(k, *rest)`` (int8 codes, or float16 / float32) and, for int8
-codes, ``NAME@exponents`` int8 (each stored row's power-of-two scale, or each block's of a one-dimensional table);
+``NAME@rows`` ``(k,)`` int32 or ``NAME@mask`` (a bit a row, uint8), whichever is smaller (neither when every row is
+stored), ``NAME@values`` ``(k, *rest)`` (int8 codes, or float16 / float32) and, for int8 codes, ``NAME@exponents``
+int8 (each stored row's power-of-two scale, or each block's of a one-dimensional table);
 the metadata ``"compact_rows"`` maps ``NAME`` to ``{"shape", "bits", "fill", "block"}``. The loader holds such a
 table as those rows (:func:`compact_tables`); :func:`unpack` rebuilds it whole, bit for bit as it was written.
 """
@@ -35,10 +36,10 @@ from .compact_table import CompactTable, TableCode, check_stored, encode
 
 PACK_MIN_ROWS = 1 << 16     # smaller tables are stored whole: the index would save too little to be worth a format
 PACK_MAX_SHARE = 0.9        # packed when its rows and their int32 indices take at most this share of the table
-ROWS, VALUES, EXPONENTS = "@rows", "@values", "@exponents"
+ROWS, VALUES, EXPONENTS, MASK = "@rows", "@values", "@exponents", "@mask"
 METADATA_KEY = "packed_rows"
 COMPACT_KEY = "compact_rows"
-_PARTS = (ROWS, VALUES, EXPONENTS)
+_PARTS = (ROWS, VALUES, EXPONENTS, MASK)
 
 
 def nonzero_rows(tensor: torch.Tensor) -> torch.Tensor:
@@ -193,7 +194,7 @@ def dense_specs(found: dict[str, tuple[Any, tuple[int, ...]]], shapes: dict[str,
             raise ValueError(f"the packed table {name} has no {ROWS[1:]} or {VALUES[1:]}")
         k = rows[1][0] if len(rows[1]) == 1 else -1
         if rows[0] != torch.int32 or not 0 <= k <= shape[0] or tuple(values[1]) != (k, *shape[1:]) \
-                or found.get(name + EXPONENTS) is not None:
+                or found.get(name + EXPONENTS) is not None or found.get(name + MASK) is not None:
             raise ValueError(f"the packed table {name} has rows {rows[0]} {rows[1]} and values {values[1]} "
                              f"for a shape {list(shape)}")
         specs[name] = (torch.float32 if values[0] == torch.float16 else values[0], tuple(shape))

@@ -14,7 +14,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from sentiment_cli import checkpoint as ck
-from sentiment_cli.compact_table import CompactTable, TableCode, encode, quantized
+from sentiment_cli.compact_table import CompactTable, TableCode, encode, pack_mask, quantized, unpack_mask
 from sentiment_cli.data.tokenizer import PAD_ID, UNK_ID
 from sentiment_cli.errors import CheckpointError
 from sentiment_cli.inference.torch_backend import batched_logits, batched_token_logits
@@ -116,22 +116,30 @@ def test_compression_records_round_trip_and_bad_ones_are_refused():
 # ----------------------------------------------------------------------------- storage and the table in memory
 
 
-@pytest.mark.parametrize("width, used, fill, bits, sparse", [
-    (8, 300, None, 8, True), (8, 480, UNK_ID, 8, False), (0, 20, None, 8, True), (0, 400, None, 8, False),
-    (8, 50, None, None, True), (0, 50, None, None, True)])
-def test_a_compact_table_gives_back_every_row_bit_for_bit(width, used, fill, bits, sparse):
+@pytest.mark.parametrize("width, used, fill, bits, index", [
+    (8, 300, None, 8, "mask"), (8, 499, None, 8, "every"), (8, 480, UNK_ID, 8, "mask"), (0, 10, None, 8, "rows"),
+    (0, 400, None, 8, "mask"), (8, 50, None, None, "mask"), (0, 5, None, None, "rows")])
+def test_a_compact_table_gives_back_every_row_bit_for_bit(width, used, fill, bits, index):
     t = _table(width=width, used=used)
     if fill is not None:
         t[t.ne(0).view(len(t), -1).any(1).logical_not()] = t[fill].clone()   # unstored rows read the fill row
     t = quantized(t, 1 if width else BLOCK) if bits else t
     code = TableCode(bits, fill, 1 if width else BLOCK)
     stored = encode(t, code)
-    # the rows and a 4-byte index each, unless storing every row takes fewer bytes (int8 rows of 8: 9 bytes a row)
-    assert ("rows" in stored) == sparse
+    # the cheapest index: 4 bytes a stored row, a bit a row of the table, or none (every row stored); 500 rows
+    assert {"rows", "mask"} & set(stored) == ({index} - {"every"})
     table = CompactTable.of(tuple(t.shape), stored, code)
     assert torch.equal(table.dense(), t)
     ids = torch.randint(0, len(t), (7, 11))
     assert torch.equal(table(ids), t[ids])
+
+
+def test_a_mask_sets_a_bit_a_stored_row():
+    rows = torch.tensor([0, 3, 8, 9, 15, 16], dtype=torch.int32)
+    mask = pack_mask(rows, 17)
+    assert mask.tolist() == [0b1001, 0b10000011, 0b1] and torch.equal(unpack_mask(mask, 17), rows)
+    with pytest.raises(ValueError, match="beyond its 16 rows"):
+        unpack_mask(mask, 16)
 
 
 def test_the_onnx_form_of_the_row_search_finds_the_same_rows(monkeypatch):
@@ -275,23 +283,41 @@ def _meta(m, name, **changes):
     return {**m, "compact_rows": json.dumps(entries)}
 
 
-def _unstored(rows):
-    return next(i for i in range(len(rows) + 1) if i not in set(rows.tolist()))
+def _unstored(mask):
+    rows = set(unpack_mask(mask, 8 * len(mask)).tolist())
+    return next(i for i in range(len(rows) + 1) if i not in rows)
 
 
-B = "bigram_embedding.weight"
+def _first_byte_set(mask):
+    out = mask.clone()
+    out[0] = 255
+    return out
+
+
+def _as_rows(t, name, change):
+    """The file's tensors with table ``name``'s mask replaced by its rows (``change``d): a file that indexes by rows."""
+    out = {k: v for k, v in t.items() if k != name + "@mask"}
+    return {**out, name + "@rows": change(unpack_mask(t[name + "@mask"], 8 * len(t[name + "@mask"])))}
+
+
+B, N = "bigram_embedding.weight", "ngram_weight"
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t, m: ({**t, B + "@rows": t[B + "@rows"].flip(0)}, m), "not ascending"),
-    (lambda t, m: ({**t, B + "@rows": t[B + "@rows"] + 10**6}, m), "not ascending within"),
+    (lambda t, m: (_as_rows(t, B, lambda rows: rows.flip(0)), m), "not ascending"),
+    (lambda t, m: (_as_rows(t, B, lambda rows: rows + 10**6), m), "not ascending within"),
+    (lambda t, m: ({**_as_rows(t, B, lambda rows: rows), B + "@mask": t[B + "@mask"]}, m), "both rows and a mask"),
+    (lambda t, m: ({**t, B + "@mask": t[B + "@mask"] * 0 + 255}, m), "its mask sets a row beyond its 998 rows"),
+    (lambda t, m: ({**t, B + "@mask": _first_byte_set(t[B + "@mask"])}, m), r"\d+ stored values for \d+ rows"),
+    (lambda t, m: ({**t, B + "@mask": t[B + "@mask"][:-1]}, m), "a mask torch.uint8"),
     (lambda t, m: ({**t, B + "@exponents": t[B + "@exponents"] * 0 + 127}, m), "exponents lie outside"),
     (lambda t, m: ({**t, B + "@values": t[B + "@values"][:-1]}, m), "compact table bigram_embedding.weight"),
     (lambda t, m: ({k: v for k, v in t.items() if k != B + "@exponents"}, m), "exponents None"),
     (lambda t, m: (t, _meta(m, B, bits=4)), "describes bigram_embedding.weight"),
-    (lambda t, m: (t, _meta(m, B, shape=[10**12, 32])), "does not match config.json"),
+    (lambda t, m: (t, _meta(m, B, shape=[10**12, 32])), r"a mask torch.uint8 \[125\] for 1000000000000 rows"),
+    (lambda t, m: (t, _meta(m, B, shape=[1000, 32])), "does not match config.json"),
     (lambda t, m: (t, _meta(m, "token_embedding.weight", fill=10**9)), "fill row"),
-    (lambda t, m: (t, _meta(m, "token_embedding.weight", fill=_unstored(t["token_embedding.weight@rows"]))),
+    (lambda t, m: (t, _meta(m, "token_embedding.weight", fill=_unstored(t["token_embedding.weight@mask"]))),
      "fill row \\d+ is not stored"),
     (lambda t, m: (t, {**m, "compact_rows": "[]"}), "not a map of names to tables"),
     (lambda t, m: (t, {k: v for k, v in m.items() if k != "compact_rows"}), "belongs to no packed table"),
