@@ -40,10 +40,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     by split (``validation`` from the training history; other splits from
     ``sentiment eval``), ``calibration`` (``temperature``, ``fitted``, ``ece`` by
     split: after and before the temperature), ``exports`` (``sentiment export`` records by name: parity
-    with PyTorch, sizes, int8 accuracy), ``size_bytes`` (the checkpoint's own files), ``state_bytes``
-    (``trainer_state/``), ``compression`` (``config.json``'s record of what was pruned and quantized, or
-    ``None``), ``versions``, ``files`` (``curves``: the picture's
-    file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
+    with PyTorch, sizes, int8 accuracy), ``compression`` (what was pruned and quantized, or ``None``),
+    ``versions``, ``files`` (``curves``: the picture's file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
     ``value``, ``reason``; empty for other runs), ``search`` (the default's search on the validation split:
     budget, metric, each candidate, the choice; ``None`` for a run that did not search), ``behaviour`` (the
     built-in behavioural suite's test half: failure rates by capability and test; ``None`` when it does not
