@@ -1,6 +1,6 @@
 """Size against accuracy: a checkpoint compressed at each rung of the ladder, beside fastText full and quantized.
 
-    python -m bench.size CHECKPOINT [--data DIR] [--no-fasttext] [--output DIR] [--json out.json]
+    python -m bench.size CHECKPOINT [--data DIR] [--no-fasttext | --skip-ours] [--output DIR] [--json out.json]
 
 For the checkpoint as trained and for each :func:`~sentiment_cli.model.compress.ladder` rung, the folder is written
 as training writes it (``CheckpointRecord.compressed``, ``write_checkpoint``, the card and the curves copied), loaded
@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("checkpoint", type=Path, nargs="?")
     ap.add_argument("--data", default=None, help="the labelled set (default: the checkpoint's own source)")
     ap.add_argument("--no-fasttext", action="store_true", help="our rungs only")
+    ap.add_argument("--skip-ours", action="store_true", help="fastText's rows only")
     ap.add_argument("--output", type=Path, default=None, help="keep the folders here (default: a temp folder)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give the checkpoint folder")
     out = args.output or Path(tempfile.mkdtemp(prefix="bench-size-"))
     out.mkdir(parents=True, exist_ok=True)
-    rows = ours(args.checkpoint, out, args.data)
+    rows = [] if args.skip_ours else ours(args.checkpoint, out, args.data)
     if not args.no_fasttext:
         from sentiment_cli.checkpoint import read_config
 

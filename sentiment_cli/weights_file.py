@@ -160,6 +160,7 @@ def compact_codes(metadata: dict[str, Any] | None) -> dict[str, tuple[tuple[int,
         shape = entry.get("shape") if isinstance(entry, dict) else None
         fill, bits, block = (entry.get(key) for key in ("fill", "bits", "block")) if shape is not None else (0,) * 3
         if (not isinstance(shape, list) or not shape or not all(_count(n) for n in shape) or bits not in (None, 8)
+                or isinstance(bits, (bool, float))
                 or not (fill is None or _count(fill)) or not _count(block)):
             raise ValueError(f"its metadata {COMPACT_KEY!r} describes {name} as {str(entry)[:120]}")
         out[str(name)] = (tuple(shape), TableCode(bits, fill, block))

@@ -104,7 +104,8 @@ def test_compression_records_round_trip_and_bad_ones_are_refused():
     record = json.loads(json.dumps(c.record()))
     assert record["keep"] == {"words": 0.5, "bigrams": 0.1, "ngrams": 0.25} and record["bits"] == 8
     assert Compression.from_record(record) == c
-    for bad in ({"keep": {"words": 0}}, {"keep": {"verbs": 0.5}}, {"keep": {}, "bits": 4}, [1], {"bits": 8}):
+    for bad in ({"keep": {"words": 0}}, {"keep": {"verbs": 0.5}}, {"keep": {}, "bits": 4}, [1], {"bits": 8},
+                {"keep": {}, "bits": 8.0}, {"keep": {}, "bits": True}, {"keep": {"words": "1"}}):
         with pytest.raises(ValueError):
             Compression.from_record(bad)
     rungs = ladder()
@@ -314,6 +315,7 @@ B, N = "bigram_embedding.weight", "ngram_weight"
     (lambda t, m: ({**t, B + "@values": t[B + "@values"][:-1]}, m), "compact table bigram_embedding.weight"),
     (lambda t, m: ({k: v for k, v in t.items() if k != B + "@exponents"}, m), "exponents None"),
     (lambda t, m: (t, _meta(m, B, bits=4)), "describes bigram_embedding.weight"),
+    (lambda t, m: (t, _meta(m, B, bits=8.0)), "describes bigram_embedding.weight"),
     (lambda t, m: (t, _meta(m, B, shape=[10**12, 32])), r"a mask torch.uint8 \[125\] for 1000000000000 rows"),
     (lambda t, m: (t, _meta(m, B, shape=[1000, 32])), "does not match config.json"),
     (lambda t, m: (t, _meta(m, "token_embedding.weight", fill=10**9)), "fill row"),

@@ -98,7 +98,7 @@ class Compression:
             share = getattr(self, key)
             if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
                 raise ValueError(f"compression: {key} must be a share in (0, 1], got {share!r}")
-        if self.bits not in (None, 8):
+        if self.bits is not None and (type(self.bits) is not int or self.bits != 8):
             raise ValueError(f"compression: bits must be 8 or None, got {self.bits!r}")
 
     def keep(self, name: str) -> float:
