@@ -305,7 +305,26 @@ class CompactTable(nn.Module):
                                           and int(exponents.max()) <= EXPONENT_RANGE[1]):
                 raise ValueError(f"its exponents lie outside {EXPONENT_RANGE[0]}..{EXPONENT_RANGE[1]}")
             scales = powers_of_two(exponents)
-        return cls(shape, rows, values, scales, code.fill, code.block)
+        return cls(shape, rows, values, scales, code.fill, code.block).held_cheapest()
+
+    def held_cheapest(self) -> "CompactTable":
+        """This table, or the same one holding every row (no row ids, no search) when that takes fewer bytes in
+        memory: the ids cost 4 bytes a stored row, where a file's bitmap cost a bit a row of the table. A table of
+        one column with a fill row is left as it is (its scale goes by row id)."""
+        if self.rows is None or (len(self.shape) == 1 and self.fill is not None):
+            return self
+        row_bytes = self.values[0].numel() * self.values.element_size() + (4 if len(self.shape) > 1 and
+                                                                           self.scales is not None else 0)
+        k, n = len(self.rows), self.shape[0]
+        if k * (row_bytes + 4) < n * row_bytes:
+            return self
+        slot = torch.full((n,), k if self.fill_slot is None else self.fill_slot, dtype=torch.long)
+        slot[self.rows.long()] = torch.arange(k)
+        values = torch.cat([self.values, self.values.new_zeros(1, *self.shape[1:])]).index_select(0, slot)
+        scales = self.scales
+        if scales is not None and len(self.shape) > 1:
+            scales = torch.cat([scales, scales.new_zeros(1)]).index_select(0, slot)
+        return CompactTable(self.shape, None, values, scales, self.fill, self.block)
 
     @property
     def num_rows(self) -> int:

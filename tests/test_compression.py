@@ -117,10 +117,11 @@ def test_compression_records_round_trip_and_bad_ones_are_refused():
 # ----------------------------------------------------------------------------- storage and the table in memory
 
 
-@pytest.mark.parametrize("width, used, fill, bits, index", [
-    (8, 300, None, 8, "mask"), (8, 499, None, 8, "every"), (8, 480, UNK_ID, 8, "mask"), (0, 10, None, 8, "rows"),
-    (0, 400, None, 8, "mask"), (8, 50, None, None, "mask"), (0, 5, None, None, "rows")])
-def test_a_compact_table_gives_back_every_row_bit_for_bit(width, used, fill, bits, index):
+@pytest.mark.parametrize("width, used, fill, bits, index, every_row_held", [
+    (8, 300, None, 8, "mask", False), (8, 499, None, 8, "every", True), (8, 480, UNK_ID, 8, "mask", True),
+    (0, 10, None, 8, "rows", False), (0, 400, None, 8, "mask", True), (8, 50, None, None, "mask", False),
+    (0, 5, None, None, "rows", False)])
+def test_a_compact_table_gives_back_every_row_bit_for_bit(width, used, fill, bits, index, every_row_held):
     t = _table(width=width, used=used)
     if fill is not None:
         t[t.ne(0).view(len(t), -1).any(1).logical_not()] = t[fill].clone()   # unstored rows read the fill row
@@ -130,6 +131,9 @@ def test_a_compact_table_gives_back_every_row_bit_for_bit(width, used, fill, bit
     # the cheapest index: 4 bytes a stored row, a bit a row of the table, or none (every row stored); 500 rows
     assert {"rows", "mask"} & set(stored) == ({index} - {"every"})
     table = CompactTable.of(tuple(t.shape), stored, code)
+    # in memory an id costs 4 bytes a stored row: every row is held where that is fewer bytes (int8 rows of 8 and
+    # a float32 scale: 12 bytes a row, 16 with its id)
+    assert (table.rows is None) == every_row_held
     assert torch.equal(table.dense(), t)
     ids = torch.randint(0, len(t), (7, 11))
     assert torch.equal(table(ids), t[ids])
