@@ -59,6 +59,29 @@ def multilabel_checkpoint(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def compressible_checkpoint(tmp_path_factory) -> Path:
+    """A tiny model with all three compressible tables (token embedding, hashed word bigrams, a two-class n-gram
+    score), trained for 2 epochs on the committed slice (seconds)."""
+    from sentiment_cli.training.run import train
+
+    out = tmp_path_factory.mktemp("ckpt") / "tables"
+    train(small_config(epochs=2).override("model", bigram_buckets=997, ngram_buckets=65_537), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def compressed_checkpoint(compressible_checkpoint, tmp_path_factory) -> Path:
+    """``compressible_checkpoint`` compressed (half its words, a quarter of its bigrams, half its n-grams, int8)
+    and written as a folder; never written to by tests that copy it."""
+    from sentiment_cli.checkpoint import read_record, write_checkpoint
+    from sentiment_cli.model.compress import Compression
+
+    out = tmp_path_factory.mktemp("ckpt") / "compressed"
+    write_checkpoint(out, read_record(compressible_checkpoint).compressed(Compression(0.5, 0.25, 0.5, 8)))
+    return out
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` are skipped, with the reason, where torch sees no CUDA device, unless
     ``SENTIMENT_TEST_CUDA_DEVICE`` names another device to run them on (``cpu``: a check of the tests)."""
