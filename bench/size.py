@@ -75,9 +75,10 @@ def ours(checkpoint: Path, out: Path, data: str | None) -> list[dict]:
     from sentiment_cli.card.readme import write_card
     from sentiment_cli.checkpoint import read_record, write_checkpoint
     from sentiment_cli.model.compress import ladder
+    from sentiment_cli.training.policy import DEFAULT
 
     splits, record, rows = _splits(checkpoint, data), read_record(checkpoint), []
-    for i, c in enumerate((None, *ladder())):
+    for i, c in enumerate((None, *ladder(DEFAULT.ship.rungs, DEFAULT.ship.bits or None))):
         folder = out / ("full" if c is None else f"rung{i}")
         shutil.rmtree(folder, ignore_errors=True)
         write_checkpoint(folder, record if c is None else record.compressed(c))

@@ -23,6 +23,8 @@ held. This module knows no model: the names of the tables and their fills are ``
 
 from __future__ import annotations
 
+import math
+
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -313,8 +315,8 @@ class CompactTable(nn.Module):
         one column with a fill row is left as it is (its scale goes by row id)."""
         if self.rows is None or (len(self.shape) == 1 and self.fill is not None):
             return self
-        row_bytes = self.values[0].numel() * self.values.element_size() + (4 if len(self.shape) > 1 and
-                                                                           self.scales is not None else 0)
+        row_bytes = math.prod(self.shape[1:]) * self.values.element_size() + (4 if len(self.shape) > 1 and
+                                                                              self.scales is not None else 0)
         k, n = len(self.rows), self.shape[0]
         if k * (row_bytes + 4) < n * row_bytes:
             return self

@@ -28,10 +28,12 @@ PYTHON = sys.executable
 
 
 def small_config(**training):
-    """configs/seed.toml on the committed slice, shrunk so a run takes seconds."""
+    """configs/seed.toml on the committed slice, shrunk so a run takes seconds; the full model written
+    (``compress = "none"``: a test reads back the weights it trained; the shipping rule's own tests set ``auto``)."""
     cfg = load_config(ROOT / "configs" / "seed.toml")
     cfg = cfg.override("data", source=str(SMALL_DATA), vocab_size=5000)
-    return cfg.override("training", **{"epochs": 2, "batch_size": 64, "device": "cpu", **training})
+    return cfg.override("training", **{"epochs": 2, "batch_size": 64, "device": "cpu", "compress": "none",
+                                       **training})
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +55,8 @@ def multilabel_checkpoint(tmp_path_factory) -> Path:
 
     cfg = load_config(ROOT / "configs" / "seed.toml").override("data", source=str(GOEMOTIONS_SMALL), vocab_size=3000,
                                                               max_length=64)
-    cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", epochs=3, batch_size=32, device="cpu")
+    cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", epochs=3, batch_size=32, device="cpu",
+                                                                compress="none")
     out = tmp_path_factory.mktemp("ckpt") / "goemotions-small"
     train(cfg, out, keep_state=True)
     return out

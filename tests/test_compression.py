@@ -14,6 +14,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from sentiment_cli import checkpoint as ck
+from sentiment_cli.training.policy import DEFAULT
 from sentiment_cli.compact_table import CompactTable, TableCode, encode, pack_mask, quantized, unpack_mask
 from sentiment_cli.data.tokenizer import PAD_ID, UNK_ID
 from sentiment_cli.errors import CheckpointError
@@ -108,7 +109,7 @@ def test_compression_records_round_trip_and_bad_ones_are_refused():
                 {"keep": {}, "bits": 8.0}, {"keep": {}, "bits": True}, {"keep": {"words": "1"}}):
         with pytest.raises(ValueError):
             Compression.from_record(bad)
-    rungs = ladder()
+    rungs = ladder(DEFAULT.ship.rungs)
     assert rungs[0] == Compression() and all(r.bits == 8 for r in rungs)
     shares = [(r.words, r.bigrams, r.ngrams) for r in rungs]
     assert all(all(b <= a for a, b in zip(x, y)) for x, y in zip(shares, shares[1:]))   # each rung keeps less

@@ -35,14 +35,10 @@ from ..compact_table import CompactTable, TableCode, quantized
 from ..data.tokenizer import PAD_ID, UNK_ID
 from .classifier import SentimentClassifier
 
-# The ladder's rungs, largest first: the shares of the token embedding's, the bigram embedding's and the n-gram
-# score's used rows kept, each rung with int8 values. Measured on TREC-6 (the seed preset and the default) and
-# IMDB (the default) on 2026-12-07: docs/experiments.md, "Compressed checkpoints" (`python -m bench.size`), each
-# table pruned alone and every rung's size and validation and test accuracy.
-LADDER = ((1.0, 1.0, 1.0), (1.0, 0.25, 0.5), (1.0, 0.1, 0.25), (0.5, 0.05, 0.1), (0.25, 0.02, 0.05))
-LADDER_BITS = 8
-# Buckets of a one-column n-gram table (two classes) that share one scale: 64 costs 1/64 byte a bucket; on IMDB 16,
-# 64 and 256 gave the same test accuracy, 256 a little more log-loss (docs/experiments.md, "Compressed checkpoints").
+# Buckets of a one-column n-gram table (two classes) that share one scale, a storage format's constant: 64 costs
+# 1/64 byte a bucket; on IMDB 16, 64 and 256 gave the same test accuracy, 256 a little more log-loss
+# (docs/decisions.md#compressed-checkpoints). The compressions a run tries are its policy's
+# (training/policy.py, ShipPolicy).
 BLOCK = 64
 
 
@@ -61,7 +57,7 @@ class Table(NamedTuple):
 
 # Words are ranked by frequency (their ids), not by norm: the rows start random (or from standardised word2vec
 # vectors), so a norm says little of a word's use; keeping half of TREC-6's words by norm cost the seed preset 21
-# points of dev accuracy, by frequency none (docs/experiments.md, "Compressed checkpoints"). Hashed rows start at
+# points of dev accuracy, by frequency none (docs/decisions.md#compressed-checkpoints). Hashed rows start at
 # zero (bigrams) or are a linear fit's weights (n-grams): their norm is what they add. A TF-IDF score's idf
 # (ngram_idf) loses the rows its weights lose: a pruned n-gram is gone, from the text's norm too, as fastText's
 # cutoff removes a feature; its kept values are int8 as the weights'.
@@ -91,7 +87,7 @@ class Compression:
     words: float = 1.0
     bigrams: float = 1.0
     ngrams: float = 1.0
-    bits: int | None = LADDER_BITS
+    bits: int | None = 8
 
     def __post_init__(self):
         for key in ("words", "bigrams", "ngrams"):
@@ -137,10 +133,11 @@ class Compression:
         return cls(**{key: keep.get(key, 1.0) for key in ("words", "bigrams", "ngrams")}, bits=raw.get("bits"))
 
 
-def ladder(bits: int | None = LADDER_BITS) -> tuple[Compression, ...]:
-    """The candidates a run tries, largest first (:data:`LADDER`, each with ``bits``): a rule scores each on
-    validation with :func:`compress`'s weights and keeps the smallest within its tolerance of the full model."""
-    return tuple(Compression(words, bigrams, ngrams, bits) for words, bigrams, ngrams in LADDER)
+def ladder(rungs: Iterable[tuple[float, float, float]], bits: int | None = 8) -> tuple[Compression, ...]:
+    """The compressions of ``rungs`` (``(words, bigrams, ngrams)`` shares kept, largest first; a run's are its
+    policy's, ``ShipPolicy.rungs``), each with ``bits``: a rule scores each on validation with :func:`compress`'s
+    weights and keeps the smallest within its tolerance of the full model."""
+    return tuple(Compression(words, bigrams, ngrams, bits) for words, bigrams, ngrams in rungs)
 
 
 def compressible(weights: dict[str, Tensor]) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import auto, calibrate, distributed, loop, refit, search
+from . import auto, calibrate, distributed, loop, refit, search, shipping
 from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights, write_checkpoint
 from ..config import Config
 from ..data.sources import absolute_source
@@ -341,9 +341,30 @@ def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained:
     if fitted is not None:
         metrics["calibration"] = fitted.report
         record = fitted.applied(run.kept, metrics)
+        if final:   # the command's own run: the model it ships (a trial's is chosen once it wins)
+            min_labels = min_labels_of(ctx.config, run.data.train) if run.data.train.multi_label else None
+            record = _shipped(ctx, record, run.data.val_ids, run.data.validation.labels, min_labels)
+            metrics = record.metrics
     distributed.barrier(ctx.info)
     return TrainResult(ctx.output, metrics, ctx.info.is_main, None, record,
                        None if fitted is None else fitted.row_nll)
+
+
+def _shipped(ctx: RunContext, record: CheckpointRecord, val_ids: Any, val_labels: Any,
+             min_labels: int | None) -> CheckpointRecord:
+    """``record`` as the run ships it (``shipping.py``): the smallest compression validation allows, unless
+    ``[training] compress = "none"`` (or the run has no validation rows)."""
+    t = ctx.config.training
+    if t.compress == "none" or not len(val_ids):
+        return record
+    ctx.cb.on_stage("choosing the model to ship: each compression of its tables scored on the validation split")
+    shipped = shipping.ship(record, val_ids, val_labels, ctx.policy.ship, ctx.device, t.eval_batch_size, min_labels)
+    report = shipped.metrics.get("compression") or {}
+    if report:
+        ctx.cb.on_note(f"shipped: {report['chosen_name']}, {report['bytes'] / 1e6:,.2f} MB of weights (the full "
+                       f"model's {report['full_bytes'] / 1e6:,.2f} MB), within {ctx.policy.ship.se:g} standard error "
+                       "of its validation log-loss")
+    return shipped
 
 
 def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
@@ -404,6 +425,9 @@ def _adopt(config: Config, trial: TrainResult, job: _Job, cb: TrainCallbacks, st
     ctx = _context(config, job.output, cb, stop, rules, policy=job.policy)
     with output_lock(ctx.output, enabled=ctx.info.is_main):
         first = dataclasses.replace(trial, checkpoint=job.output)
+        if first.record is not None:   # the model to ship, chosen on the trial's validation rows
+            record = _shipped(ctx, first.record, *_validation(job, config, first.record))
+            first = dataclasses.replace(first, metrics=record.metrics, record=record)
         wanted = refit.wanted(config, first)
         if ctx.info.is_main and (wanted or job.keep_state):
             clear_trainer_state(job.output)
@@ -413,6 +437,17 @@ def _adopt(config: Config, trial: TrainResult, job: _Job, cb: TrainCallbacks, st
             with distributed.process_group(ctx.info, ctx.device):
                 return _refit(ctx, job, first, None)
         return first
+
+
+def _validation(job: _Job, config: Config, record: CheckpointRecord) -> tuple[Any, Any, int | None]:
+    """``(token ids, labels, min_labels)`` of ``config``'s validation rows, read as ``record``'s tokenizer reads them
+    (the run's data keeps the ids it made)."""
+    from ..data.splits import DataSpec
+    from ..data.tokenizer import tokenizer_from_str
+
+    train, val = job.data.splits(DataSpec.from_config(config))
+    ids = job.data.ids(tokenizer_from_str(record.tokenizer_json, "the trial's tokenizer"), val.texts, config.data)
+    return ids, val.labels, (min_labels_of(config, train) if train.multi_label else None)
 
 
 # ----------------------------------------------------------------------------- the refit
@@ -474,5 +509,7 @@ def _second_run(ctx: RunContext, job: _Job, first: TrainResult, config: Config, 
     record = None
     if ctx.info.is_main:   # the refitted weights keep the first run's temperature (and weight)
         record = Calibration.from_report(first.metrics["calibration"]).applied(second.record, metrics)
+        record = shipping.apply_choice(record, first.metrics)   # the held-out run's choice of what to ship
+        metrics = record.metrics
         refit.done(partial, ctx.output)
     return TrainResult(ctx.output, metrics, ctx.info.is_main, None, record, first.validation_losses)
