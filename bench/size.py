@@ -91,7 +91,24 @@ def ours(checkpoint: Path, out: Path, data: str | None) -> list[dict]:
                      "weights_bytes": (folder / "model.safetensors").stat().st_size,
                      "folder_bytes": _folder_bytes(folder), **_score(folder, splits)})
         print(_line(rows[-1]), file=sys.stderr, flush=True)
+    _mark_shipped(rows, record, splits)
     return rows
+
+
+def _mark_shipped(rows: list[dict], record, splits: dict) -> None:
+    """Mark the rung training's own rule ships (``training/shipping.py``: the smallest within one paired standard
+    error of the full model's validation log-loss) with ``"shipped": True``: what ``sentiment train`` with no flag
+    writes from these weights."""
+    import torch
+
+    from sentiment_cli.training import shipping
+    from sentiment_cli.training.policy import DEFAULT
+
+    val_ids, val_labels = splits["validation"]
+    shipped = shipping.ship(record, val_ids, val_labels, DEFAULT.ship, torch.device("cpu"), 64)
+    chosen = (shipped.metrics.get("compression") or {}).get("chosen_name", "full")
+    for r in rows:
+        r["shipped"] = r["setting"] == chosen
 
 
 def job_fit(folder: str, setting: str, split: str, path: str) -> dict:
@@ -189,6 +206,11 @@ def report(rows: list[dict]) -> str:
     """The table (MB, accuracy in %) and each system's smallest model within :data:`TOLERANCE` on dev."""
     head = f"{'model':<9} {'weights':>8} {'folder':>8} {'val %':>7} {'test %':>7}  setting (sizes in MB)"
     lines = [head] + [_line(r) for r in rows]
+    shipped = [r for r in rows if r.get("shipped")]
+    if shipped:
+        lines.append(f"ours: shipped by training's rule (one standard error of validation log-loss): "
+                     f"{shipped[0]['setting']} ({_mb(shipped[0]['weights_bytes'])} MB, folder "
+                     f"{_mb(shipped[0]['folder_bytes'])} MB, test {_pct(shipped[0].get('test_accuracy'))}%)")
     for system in ("ours", "fastText"):
         pick = smallest_within([r for r in rows if r["model"] == system])
         if pick:
