@@ -32,7 +32,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,8 @@ class CheckpointRecord:
         decision: a multi-label model's rule, ``config.json``'s ``"multi_label"``, or ``None``.
         compression: what :func:`~sentiment_cli.model.compress.compress` did to ``weights`` (``config.json``'s
             ``"compression"``; the writer stores those tables as their int8 rows), or ``None``: nothing.
+        full: a compressed record's model before compression, while a training run holds it (``train
+            --keep-full`` writes it beside); never written with this record.
     """
 
     config: Config
@@ -177,6 +179,7 @@ class CheckpointRecord:
     temperature: float | None = None
     decision: dict[str, Any] | None = None
     compression: Compression | None = None
+    full: "CheckpointRecord | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, model: SentimentClassifier, config: Config, tokenizer_json: str, metrics: dict[str, Any],

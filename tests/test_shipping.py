@@ -40,6 +40,16 @@ def test_a_run_ships_the_smallest_compression_its_validation_allows_and_says_so(
     # the folder is what was scored: its weights' bytes, and the record read back compresses no further
     record = read_record(out)
     assert record.compression is not None and weights_bytes(record.weights, record.compression) == report["bytes"]
+    assert not (out / "full").exists()
+
+
+def test_keep_full_writes_the_model_before_compression_beside(tmp_path):
+    out = tmp_path / "run"
+    result = train(_tables(epochs=1), out, keep_full=True)
+    full = read_record(out / "full")
+    assert full.compression is None and "compression" not in full.metrics
+    assert weights_bytes(full.weights) == result.metrics["compression"]["full_bytes"]
+    assert all(torch.equal(full.weights[k], v) for k, v in result.record.full.weights.items())
 
 
 def test_a_stricter_policy_ships_a_larger_model_and_none_ships_the_full_one(tmp_path):

@@ -56,7 +56,8 @@ __all__ = ["resume", "train"]
 
 def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
           stop: StopFlag | None = None, fit_to_data: frozenset[str] | None = None,
-          force: bool = False, policy: Policy = DEFAULT, keep_state: bool = False) -> TrainResult:
+          force: bool = False, policy: Policy = DEFAULT, keep_state: bool = False,
+          keep_full: bool = False) -> TrainResult:
     """Train a classifier and write its checkpoint folder to ``output``, once, at the end.
 
     Every epoch saves the resumable state of the run (``output/trainer_state/``, with the best epoch's weights; see
@@ -79,6 +80,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         policy: the tuning numbers of the data rules, the search and the fit (:class:`~.policy.Policy`).
         keep_state: keep the trainer state (optimizer moments, RNG states) in the finished folder, so that
             ``train --resume --epochs N`` can train it longer; a stopped run always keeps it.
+        keep_full: when the run ships a compressed model (``shipping.py``), also write the model before
+            compression into ``output/full`` (a checkpoint folder of its own).
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
@@ -102,7 +105,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        job = _Job(Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, policy, keep_state, main)
+        job = _Job(Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, policy, keep_state, main,
+                   keep_full)
         return _locked_run(config, job, fit_to_data, began)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
@@ -113,7 +117,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
 @dataclasses.dataclass(frozen=True)
 class _Job:
     """What one ``train`` or ``--resume`` command is given: its output folder, hooks, stop flag, data, policy,
-    whether the finished folder keeps its trainer state, and whether this process is rank 0."""
+    whether the finished folder keeps its trainer state, whether this process is rank 0, and whether the model
+    before compression is written beside (``full/``)."""
 
     output: Path
     cb: TrainCallbacks
@@ -122,6 +127,7 @@ class _Job:
     policy: Policy = DEFAULT
     keep_state: bool = False
     main: bool = True
+    keep_full: bool = False
 
 
 def _locked_run(config: Config, job: _Job, fit_to_data: frozenset[str] | None, began: float) -> TrainResult:
@@ -219,6 +225,12 @@ def _publish(job: _Job, config: Config, result: TrainResult) -> TrainResult:
     record = _with_behaviour(result.record, job.output, job.cb)
     write_checkpoint(job.output, record)
     report = write_training_report(job.output)
+    if job.keep_full and record.full is not None:   # the model before compression, a folder of its own
+        full = job.output / "full"
+        write_checkpoint(full, dataclasses.replace(record.full, metrics={
+            k: v for k, v in record.metrics.items() if k != "compression"}))
+        write_training_report(full)
+        job.cb.on_note(f"the model before compression: {full} (--keep-full)")
     refitted = bool(record.metrics.get("held_out_run"))
     if not job.keep_state or refitted:
         clear_trainer_state(job.output)

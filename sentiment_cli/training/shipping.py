@@ -65,7 +65,8 @@ def ship(record: CheckpointRecord, val_ids: list, val_labels: Any, policy: ShipP
         report.update({k: chosen_fit[k] for k in ("temperature", "decision") if k in chosen_fit})
     return dataclasses.replace(chosen, metrics={**record.metrics, "compression": report},
                                temperature=chosen_fit.get("temperature", record.temperature),
-                               decision=chosen_fit.get("decision", record.decision))
+                               decision=chosen_fit.get("decision", record.decision),
+                               full=record if chosen is not record else None)
 
 
 def apply_choice(record: CheckpointRecord, held_out: dict[str, Any]) -> CheckpointRecord:
@@ -79,7 +80,7 @@ def apply_choice(record: CheckpointRecord, held_out: dict[str, Any]) -> Checkpoi
     small = record.compressed(Compression.from_record(chosen))
     return dataclasses.replace(small, metrics={**record.metrics, "compression": report},
                                temperature=report.get("temperature", record.temperature),
-                               decision=report.get("decision", record.decision))
+                               decision=report.get("decision", record.decision), full=record)
 
 
 class _Scorer:
