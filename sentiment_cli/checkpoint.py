@@ -484,7 +484,18 @@ def tensors_to_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str] 
         ValueError: a table of ``codes`` is not what its compression gives.
     """
     packed_tensors, packed = pack(tensors, codes)
-    return st_save(packed_tensors, metadata={"format": "pt", **(metadata or {}), **packed})
+    return _canonical_header(st_save(packed_tensors, metadata={"format": "pt", **(metadata or {}), **packed}))
+
+
+def _canonical_header(data: bytes) -> bytes:
+    """A safetensors file's bytes with its JSON header's keys sorted: the library writes its metadata from a hash map
+    whose order changes from process to process, so the same tensors gave other bytes (and another sha256) once the
+    header held two metadata keys. The offsets are the data's own, so the order changes nothing else; the header is
+    padded with spaces to 8 bytes, as the library pads it."""
+    n = int.from_bytes(data[:8], "little")
+    text = json.dumps(json.loads(data[8:8 + n]), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + n:]
 
 
 def weights_bytes(weights: dict[str, torch.Tensor], compression: Compression | None = None) -> int:

@@ -297,7 +297,7 @@ def render_train_summary(console, result) -> None:
     if first:
         data, epochs = result.metrics["data"], m["best_epoch"]
         negated = 2 * data.get("negation_augment", 0)
-        rows = f"{data['train_examples'] - negated:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
+        rows = f"{data['train_examples']:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
         kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")
