@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import auto, calibrate, distributed, loop, refit, search, shipping
-from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights, write_checkpoint
+from . import auto, calibrate, distributed, loop, publish, refit, search, shipping
+from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights
 from ..config import Config
 from ..data.sources import absolute_source
 from ..data.splits import Split
 from ..errors import Interrupted, SentimentError, UsageError
-from ..evaluation.training_report import write_training_report
 from ..model.classifier import SentimentClassifier
 from ..outputs import check_output_folder
 from ..runtime import native_bf16, resolve_device
@@ -217,52 +216,17 @@ def _remove_if_empty(folder: Path) -> None:
 # ----------------------------------------------------------------------------- the one write
 
 def _publish(job: _Job, config: Config, result: TrainResult) -> TrainResult:
-    """The command's final record (rank 0) with the built-in behavioural suite's part (``_with_behaviour``), written
-    once into ``job.output`` with its curves and card; the trainer state removed unless ``job.keep_state`` (after a
-    refit always: it would continue other weights than the folder's)."""
-    if not job.main or result.record is None:   # torchrun's other ranks: rank 0 alone writes
+    """The command's final result written once into ``job.output`` by rank 0 (``publish.py``); torchrun's other
+    ranks write nothing."""
+    if not job.main or result.record is None:
         return dataclasses.replace(result, checkpoint=job.output)
-    record = _with_behaviour(result.record, job.output, job.cb)
-    write_checkpoint(job.output, record)
-    report = write_training_report(job.output)
-    if job.keep_full and record.full is not None:   # the model before compression, a folder of its own
-        full = job.output / "full"
-        write_checkpoint(full, dataclasses.replace(record.full, metrics={
-            k: v for k, v in record.metrics.items() if k != "compression"}))
-        write_training_report(full)
-        job.cb.on_note(f"the model before compression: {full} (--keep-full)")
-    refitted = bool(record.metrics.get("held_out_run"))
-    if not job.keep_state or refitted:
-        clear_trainer_state(job.output)
-    elif job.keep_state:
-        job.cb.on_note(f"the trainer state is kept in {job.output / STATE_DIR} (--keep-state): "
-                       "train --resume --epochs N trains it longer")
-    return TrainResult(job.output, record.metrics, True, report, record, result.validation_losses)
-
-
-def _with_behaviour(record: CheckpointRecord, output: Path, cb: TrainCallbacks) -> CheckpointRecord:
-    """``record`` with the built-in behavioural suite's test half (``behaviour/``) run on its model in memory, when
-    the labels are two-class sentiment's and the model reads English words: kept in ``metrics.json`` as
-    ``"behaviour"`` (and so in the model card); ``record`` itself otherwise."""
-    from ..behaviour.run import builtin_applies, builtin_record
-    from ..data.tokenizer import tokenizer_from_str
-
-    tokenizer = tokenizer_from_str(record.tokenizer_json, output)
-    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), tokenizer):
-        return record   # another label set: no model is built for it
-    cb.on_stage("behavioural tests (the built-in suite's test half)")
-    record.metrics["behaviour"] = builtin_record(record.loaded(output))
-    return record
+    return publish.publish(job.output, result, job.cb, keep_state=job.keep_state, keep_full=job.keep_full)
 
 
 def _write_on_stop(ctx: RunContext, record: CheckpointRecord | None, report: bool = False) -> None:
-    """At a stop (rank 0, not a search trial's), the record kept so far written once into the output folder: the
-    folder then holds a model to use while its trainer state holds the run to resume. ``report``: its card too."""
-    if record is None or not ctx.info.is_main:
-        return
-    write_checkpoint(ctx.output, record)
-    if report:
-        write_training_report(ctx.output)
+    """At a stop, rank 0 writes the record kept so far (:func:`~.publish.write_on_stop`)."""
+    if ctx.info.is_main:
+        publish.write_on_stop(ctx.output, record, report)
 
 
 # ----------------------------------------------------------------------------- one run
