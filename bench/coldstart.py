@@ -6,8 +6,9 @@ Each repeat runs both commands as fresh processes, one after the other (the orde
 repeats, so that neither always runs on a warmer page cache): ``python -c "import torch"`` and the
 ``sentiment`` entry point (``sentiment predict --checkpoint DIR TEXT``, the console script that
 ``pip install`` writes, run with this interpreter). The wall time of each is measured around the
-process, and the CPU time (user + system) it used, which depends less on what else the machine runs.
-Printed: both medians, the difference (what the CLI adds to importing torch) and the ratio.
+process, and the CPU time (user + system) it used, which depends less on what else the machine runs, and its peak
+resident memory (``ru_maxrss`` of that process alone, from ``wait4``).
+Printed: both medians, the difference (what the CLI adds to importing torch), the ratio and the peak RSS.
 The goal of issue 43 is a difference of at most 1.0 s; this script reports it and exits 0 either way
 (non-zero only when a command fails). On a shared machine the load average is printed with the figures.
 """
@@ -17,11 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,38 +42,43 @@ def sentiment_command(checkpoint: Path, text: str) -> list[str]:
     return [*head, "predict", "--checkpoint", str(checkpoint), text]
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """``(wall, cpu)``: seconds of wall time to run ``cmd`` to completion (stdout discarded), and the CPU
-    seconds (user + system) it used, all its threads together (its ``getrusage``, as ``time`` reports).
+def timed(cmd: list[str]) -> tuple[float, float, float]:
+    """``(wall, cpu, rss)``: seconds of wall time to run ``cmd`` to completion (stdout discarded), the CPU
+    seconds (user + system) it used, all its threads together, and its peak resident memory in MiB (its own
+    ``rusage``, as ``wait4`` reports it: ``ru_maxrss`` is KiB on Linux).
 
     Raises:
         SystemExit: the command failed; its stderr's last line is shown.
     """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-        sys.exit(f"bench.coldstart: {' '.join(cmd[1:3])}... exited {r.returncode}: {last}")
-    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            last = (err.read().strip().splitlines() or ["(no output)"])[-1]
+            sys.exit(f"bench.coldstart: {' '.join(cmd[1:3])}... exited {proc.returncode}: {last}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def measure(checkpoint: Path, text: str, repeats: int) -> tuple[dict, dict]:
-    """``(wall, cpu)``, each ``{"torch": [s...], "predict": [s...]}``: ``repeats`` paired runs, the order
-    alternating, after one unrecorded warm-up run of each (the page cache)."""
+def measure(checkpoint: Path, text: str, repeats: int) -> tuple[dict, dict, dict]:
+    """``(wall, cpu, rss)``, each ``{"torch": [...], "predict": [...]}`` (seconds, seconds, MiB): ``repeats``
+    paired runs, the order alternating, after one unrecorded warm-up run of each (the page cache)."""
     commands = {"torch": [sys.executable, "-c", "import torch"], "predict": sentiment_command(checkpoint, text)}
     for cmd in commands.values():
         timed(cmd)
     wall: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
+    rss: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(repeats):
         for name in (("torch", "predict") if i % 2 == 0 else ("predict", "torch")):
-            w, c = timed(commands[name])
+            w, c, r = timed(commands[name])
             wall[name].append(w)
             cpu[name].append(c)
-    return wall, cpu
+            rss[name].append(r)
+    return wall, cpu, rss
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -86,12 +92,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.repeats < 1:
         sys.exit("bench.coldstart: --repeats must be at least 1")
     load_before = os.getloadavg()
-    times, cpu = measure(args.checkpoint, args.text, args.repeats)
+    times, cpu, rss = measure(args.checkpoint, args.text, args.repeats)
     torch_s, predict_s = statistics.median(times["torch"]), statistics.median(times["predict"])
     results = {"checkpoint": str(args.checkpoint), "repeats": args.repeats, "times_s": times, "cpu_s": cpu,
                "import_torch_s": torch_s, "predict_s": predict_s, "difference_s": predict_s - torch_s,
                "ratio": predict_s / torch_s,
                "cpu_difference_s": statistics.median(cpu["predict"]) - statistics.median(cpu["torch"]),
+               "peak_rss_mib": rss, "predict_peak_rss_mib": statistics.median(rss["predict"]),
                "cpus": os.cpu_count(),
                "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
     print(report(results))
@@ -112,6 +119,8 @@ def report(results: dict) -> str:
         f"difference {results['difference_s']:+.2f} s, ratio {results['ratio']:.2f}x "
         f"(median of {results['repeats']} paired runs; goal: at most +1.0 s); "
         f"CPU time difference {results['cpu_difference_s']:+.2f} s",
+        f"peak RSS: sentiment predict {results['predict_peak_rss_mib']:.0f} MiB, import torch "
+        f"{statistics.median(results['peak_rss_mib']['torch']):.0f} MiB (medians)",
         f"{results['checkpoint']}; {results['cpus']} CPUs, "
         f"load average {la[0]:.1f} before and {la[3]:.1f} after (1 min)",
     ])

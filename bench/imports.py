@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The layers from the base down (docs/development.md, "Layout"): a layer may import only layers before it. The
 # library (everything before ``api``) never imports the command line (``cli``, ``__main__``).
 LAYER_ORDER = (
-    "errors", "decoding", "untrusted", "weights_file", "toml_writer",
+    "errors", "decoding", "untrusted", "compact_table", "weights_file", "toml_writer",
     "wording", "objectives", "config", "config_reference",
     "runtime", "outputs",
     "arrow_output", "data", "ngram", "model", "checkpoint", "card", "inference", "evaluation", "behaviour",

@@ -258,13 +258,15 @@ def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
     multi-label figures; on failure, the error line."""
     from bench import processes
 
-    m, seconds = processes.train_and_eval(folder, out, extra)
+    m, seconds = processes.train_and_eval(folder, out, ["--keep-full", *extra])
     if "error" in m:
         return {**m, "train_seconds": seconds}
     if not m.get("multi_label"):
         return {"error": "eval --json is not multi-label (no \"multi_label\": true)", "train_seconds": seconds}
     try:
-        return {**read_eval(m), "train_seconds": seconds}
+        full = m.get("full") or {}
+        return {**read_eval(m), "train_seconds": seconds, "folder_bytes": m.get("folder_bytes"),
+                "full_test_f1_macro": (full.get("macro") or {}).get("f1"), "full_folder_bytes": full.get("folder_bytes")}
     except (KeyError, TypeError) as e:
         return {"error": f"eval --json lacks {e}", "train_seconds": seconds}
 

@@ -37,6 +37,15 @@ def train_and_eval(folder: str, out: Path, extra: list[str]) -> tuple[dict, floa
     if proc.returncode != 0:   # the last line in the table, the traceback's last 40 lines in the record
         lines = proc.stderr.strip().splitlines() or ["(no output)"]
         return {"error": f"exit {proc.returncode}: {lines[-1]}", "stderr_tail": lines[-40:]}, seconds
-    ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(out),
-                         "--json"], cwd=out.parent, capture_output=True, text=True, check=True)
-    return json.loads(ev.stdout), seconds
+    result = _eval_test(out)
+    if (out / "full").is_dir():   # --keep-full: the same run's model before compression, scored alike
+        result["full"] = _eval_test(out / "full")
+    return result, seconds
+
+
+def _eval_test(folder: Path) -> dict:
+    """``sentiment eval --split test --json`` of ``folder``, with the folder's bytes (its own files)."""
+    ev = subprocess.run([sys.executable, "-m", "sentiment_cli", "eval", "--split", "test", "--checkpoint", str(folder),
+                         "--json"], cwd=folder.parent, capture_output=True, text=True, check=True)
+    return {**json.loads(ev.stdout), "folder_bytes": sum(f.stat().st_size for f in folder.iterdir() if f.is_file()),
+            "weights_bytes": (folder / "model.safetensors").stat().st_size}

@@ -164,11 +164,14 @@ def job_fasttext(folder: str, setting: str, split: str) -> dict:
 def run_ours(folder: str, out: Path, extra: list[str]) -> dict:
     """``sentiment train --data DIR`` (plus ``extra``) then ``eval --split test --json`` (:func:`train_and_eval`),
     timed; on failure, the exit code and the last line it printed."""
-    m, seconds = train_and_eval(folder, out, extra)
+    m, seconds = train_and_eval(folder, out, ["--keep-full", *extra])
     if "error" in m:
         return {**m, "train_seconds": seconds}
+    full = m.get("full") or {}
     return {"test_accuracy": m["accuracy"], "test_f1_macro": m["f1"]["macro"], "train_seconds": seconds,
-            "ece": m.get("ece"), "temperature": m.get("temperature")}
+            "ece": m.get("ece"), "temperature": m.get("temperature"), "folder_bytes": m.get("folder_bytes"),
+            "weights_bytes": m.get("weights_bytes"), "full_test_accuracy": full.get("accuracy"),
+            "full_folder_bytes": full.get("folder_bytes")}
 
 
 # ----------------------------------------------------------------------------- driver

@@ -106,7 +106,7 @@ def _torch_device(device: Any) -> Any:
 
 def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Config | None = None,
           output: str | os.PathLike[str] = DEFAULT_OUTPUT, progress: bool | TrainCallbacks = False,
-          force: bool = False, policy: Policy | None = None, keep_state: bool = False,
+          force: bool = False, policy: Policy | None = None, keep_state: bool = False, keep_full: bool = False,
           **overrides: Any) -> TrainResult:
     """Train a classifier on ``data`` and write its checkpoint folder, as ``sentiment train`` does.
 
@@ -127,7 +127,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
             holds other files is refused (``UsageError``) unless ``force``; the data's folder always is.
         force: write into an existing ``output`` folder that holds files this tool did not write.
         policy: the default's tuning numbers (:class:`~sentiment_cli.training.policy.Policy`; ``None``: the
-            shipped one); ``keep_state``: keep the trainer state in the finished folder (``--keep-state``).
+            shipped one); ``keep_state`` and ``keep_full``: as ``--keep-state`` and ``--keep-full``.
         progress: ``False`` (default): quiet, nothing printed; ``True``: plain lines on stderr (each stage,
             each note, one line per epoch; no progress bars); or your :class:`~sentiment_cli.training.callbacks.TrainCallbacks`.
         **overrides: config keys (docs/configuration.md), with Python values: ``epochs=1`` (a bare key is the
@@ -157,7 +157,7 @@ def train(data: str | os.PathLike[str], *, config: str | os.PathLike[str] | Conf
     try:
         with _stop_on_ctrl_c() as stop:
             result = run_train(cfg, out, callbacks, stop=stop, fit_to_data=fit_to_data, force=force,
-                               policy=policy or DEFAULT, keep_state=keep_state)
+                               policy=policy or DEFAULT, keep_state=keep_state, keep_full=keep_full)
     finally:
         close = getattr(callbacks, "close", None)
         if callable(close):

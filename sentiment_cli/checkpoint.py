@@ -7,7 +7,9 @@ A checkpoint is a self-describing folder, in the manner of Hugging Face's::
                        in checkpoints written before it existed)
     model.safetensors  the weights (never pickle); a table whose rows are mostly zero (the n-gram score's
                        hashed buckets) as its non-zero rows (``weights_file.py``, format_version 2), in
-                       float16 where that loses nothing (format_version 3)
+                       float16 where that loses nothing (format_version 3); a compressed checkpoint's
+                       pruned and int8 tables as their stored rows (``model/compress.py``, format_version 4,
+                       with ``config.json``'s ``"compression"``)
     tokenizer.json     the ``tokenizers`` tokenizer
     metrics.json       per-epoch history, device, wall time, seed, versions
     eval_<split>.json  the last ``sentiment eval`` result per split, tagged with the
@@ -24,12 +26,13 @@ config before it allocates the model (:func:`load_checkpoint`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,14 +47,16 @@ from .decoding import json_loads
 from .errors import CheckpointError, ConfigError, UsageError
 from .data.labels import LABELS
 from .model.classifier import SentimentClassifier
+from .model.compress import Compression, compress, install_tables, table_codes
 from .model.skeleton import tensor_specs, uninitialised_classifier
 from .data.tokenizer import check_token_ids, tokenizer_from_str
-from .weights_file import dense_specs, pack, packed_shapes, unpack
-from .untrusted import (WEIGHTS_LIMIT, file_digest, read_regular_file, stored_decision, stored_metrics,
-                        stored_temperature, stored_vocab_size)
+from .weights_file import compact_codes, compact_tables, dense_specs, pack, packed_shapes, unpack
+from .untrusted import (WEIGHTS_LIMIT, file_digest, read_regular_file, stored_decision,
+                        stored_metrics, stored_temperature, stored_vocab_size)
 
-# 2: the weights file may hold packed tables; 3: a packed table's values may be float16 (weights_file.py). All read.
-CHECKPOINT_FORMAT_VERSION = 3
+# 2: the weights file may hold packed tables; 3: a packed table's values may be float16 (weights_file.py); 4: compact
+# tables of a compressed checkpoint (int8 rows, config.json's "compression"; model/compress.py). All read.
+CHECKPOINT_FORMAT_VERSION = 4
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
@@ -159,6 +164,10 @@ class CheckpointRecord:
         labels: the class names by id (one per output of the model's head).
         temperature: ``config.json``'s ``"temperature"``, or ``None`` before one is fitted (the key is then absent).
         decision: a multi-label model's rule, ``config.json``'s ``"multi_label"``, or ``None``.
+        compression: what :func:`~sentiment_cli.model.compress.compress` did to ``weights`` (``config.json``'s
+            ``"compression"``; the writer stores those tables as their int8 rows), or ``None``: nothing.
+        full: a compressed record's model before compression, while a training run holds it (``train
+            --keep-full`` writes it beside); never written with this record.
     """
 
     config: Config
@@ -169,6 +178,8 @@ class CheckpointRecord:
     labels: tuple[str, ...] = LABELS
     temperature: float | None = None
     decision: dict[str, Any] | None = None
+    compression: Compression | None = None
+    full: "CheckpointRecord | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, model: SentimentClassifier, config: Config, tokenizer_json: str, metrics: dict[str, Any],
@@ -183,9 +194,21 @@ class CheckpointRecord:
         weights = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
         return cls(config, weights, model.vocab_size, tokenizer_json, metrics, tuple(labels))
 
+    def compressed(self, compression: Compression) -> "CheckpointRecord":
+        """A copy of the record with its tables compressed (:func:`~sentiment_cli.model.compress.compress`) and
+        ``compression`` recorded: what :func:`write_checkpoint` stores as int8 rows, and whose :meth:`model` gives
+        exactly the logits of the folder written from it, once loaded.
+
+        Raises:
+            ValueError: already compressed, or a table holds NaN or infinite values.
+        """
+        if self.compression is not None:
+            raise ValueError("the record is compressed already: compress the full record")
+        return dataclasses.replace(self, weights=compress(self.weights, compression), compression=compression)
+
     def config_json(self) -> dict[str, Any]:
-        """The ``config.json`` payload: :func:`checkpoint_config`, then ``"temperature"`` and ``"multi_label"``
-        when set.
+        """The ``config.json`` payload: :func:`checkpoint_config`, then ``"temperature"``, ``"multi_label"`` and
+        ``"compression"`` when set.
 
         Raises:
             ValueError: a temperature or decision that loading would refuse (``untrusted.py``).
@@ -195,6 +218,8 @@ class CheckpointRecord:
             payload["temperature"] = float(stored_temperature(self.temperature))
         if self.decision is not None:
             payload["multi_label"] = stored_decision(self.decision, len(self.labels))
+        if self.compression is not None:
+            payload["compression"] = self.compression.record()
         return payload
 
     def model(self, device: str | torch.device = "cpu") -> SentimentClassifier:
@@ -216,7 +241,7 @@ class CheckpointRecord:
         tokenizer = check_token_ids(tokenizer_from_str(self.tokenizer_json, TOKENIZER_FILE), self.vocab_size,
                                     TOKENIZER_FILE)
         return Checkpoint(Path(directory), self.config, self.model(device), tokenizer, self.metrics, self.labels,
-                          1.0 if self.temperature is None else self.temperature, self.decision)
+                          1.0 if self.temperature is None else self.temperature, self.decision, self.compression)
 
 
 def write_checkpoint(directory: str | Path, record: CheckpointRecord) -> None:
@@ -224,14 +249,19 @@ def write_checkpoint(directory: str | Path, record: CheckpointRecord) -> None:
     metrics: a crash leaves each file old or new). The one writer of ``config.json`` and, with
     :func:`write_metrics`, of ``metrics.json``.
 
+    With a ``compression``, its tables are stored as their int8 rows (``weights_file.pack``), which requires
+    ``weights`` to be :func:`~sentiment_cli.model.compress.compress`'s output for it.
+
     Raises:
-        ValueError: a temperature or decision that loading would refuse (nothing is written then).
+        ValueError: a temperature or decision that loading would refuse, or compressed tables that are not what
+            the compression gives (nothing is written then).
         OSError: the folder cannot be created or written.
     """
     config_json = record.config_json()
+    weights = tensors_to_bytes(record.weights, codes=table_codes(record.weights, record.compression))
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / WEIGHTS_FILE, tensors_to_bytes(record.weights))
+    atomic_write(directory / WEIGHTS_FILE, weights)
     atomic_write(directory / TOKENIZER_FILE, record.tokenizer_json)
     write_json(directory / CONFIG_FILE, config_json)
     write_metrics(directory, record.metrics)
@@ -249,16 +279,22 @@ def write_metrics(directory: str | Path, metrics: dict[str, Any]) -> None:
 def read_record(directory: str | Path) -> CheckpointRecord:
     """A checkpoint folder read back as its :class:`CheckpointRecord` (checked as :func:`load_checkpoint` checks it).
 
+    The weights are the float state dict (a compressed checkpoint's tables whole, as
+    :func:`~sentiment_cli.model.compress.compress` gave them), with its ``compression``.
+
     Raises:
         CheckpointError: as :func:`load_checkpoint`.
     """
     directory = Path(directory)
     ckpt = load_checkpoint(directory)
     text = read_checkpoint_file(directory / TOKENIZER_FILE, TOKENIZER_LIMIT).decode("utf-8")
-    record = CheckpointRecord.of(ckpt.model, ckpt.config, text, ckpt.metrics, ckpt.labels)
+    weights = read_weights(directory / WEIGHTS_FILE) if ckpt.compression is not None else \
+        {k: v.detach().clone() for k, v in ckpt.model.state_dict().items()}
+    record = CheckpointRecord(ckpt.config, weights, ckpt.model.vocab_size, text, ckpt.metrics, ckpt.labels)
     raw = _read_json(directory / CONFIG_FILE)
     record.temperature = ckpt.temperature if "temperature" in raw else None
     record.decision = ckpt.decision
+    record.compression = ckpt.compression
     return record
 
 
@@ -320,6 +356,7 @@ class Checkpoint:
     labels: tuple[str, ...] = LABELS   # class names by id: the model's outputs, in order
     temperature: float = 1.0   # softmax(logits / temperature); see calibration.py
     decision: dict[str, Any] | None = None   # a multi-label model's rule (untrusted.stored_decision), else None
+    compression: Compression | None = None   # config.json's "compression" (model/compress.py), else None
 
     @property
     def multi_label(self) -> bool:
@@ -388,12 +425,27 @@ def safetensors_specs(data: bytes, path: str | Path) -> tuple[dict[str, tuple[An
                                                             dict[str, tuple[int, ...]]]:
     """Each tensor's ``(dtype, shape)`` as the model will hold it, from a safetensors file's header, without touching
     its data; and the shapes of the tables packed as their non-zero rows (:mod:`~sentiment_cli.weights_file`).
+    A compressed checkpoint's compact tables count as float32 tables whole here (:func:`weights_layout` also gives
+    how they are stored).
 
     The format: an 8-byte little-endian header length, then a JSON object mapping each tensor's name to
     its ``dtype``, ``shape`` and ``data_offsets`` (and an optional ``__metadata__``).
 
     Raises:
         CheckpointError: the header is truncated or malformed, or a packed table's entries do not fit its shape.
+    """
+    specs, packed, _ = weights_layout(data, path)
+    return specs, packed
+
+
+def weights_layout(data: bytes, path: str | Path) -> tuple[dict[str, tuple[Any, tuple[int, ...]]],
+                                                         dict[str, tuple[int, ...]], dict[str, Any]]:
+    """``(specs, packed, compact)``: :func:`safetensors_specs`'s two, and each compact table's ``(shape, code)``
+    (``weights_file.compact_codes``), from the header alone.
+
+    Raises:
+        CheckpointError: the header is truncated or malformed, or a packed or compact table's entries do not fit its
+            shape.
     """
     try:
         size = int.from_bytes(data[:8], "little")
@@ -403,7 +455,8 @@ def safetensors_specs(data: bytes, path: str | Path) -> tuple[dict[str, tuple[An
         found = {name: (_SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(int(n) for n in entry["shape"]))
                  for name, entry in header.items() if name != "__metadata__"}
         packed = packed_shapes(header.get("__metadata__"))
-        return dense_specs(found, packed), packed
+        compact = compact_codes(header.get("__metadata__"))
+        return dense_specs(found, packed, compact), packed, compact
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise CheckpointError(f"{path}: corrupt or truncated (its header: {str(exc)[:160]})") from None
 
@@ -420,12 +473,40 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     return tensors_from_bytes(read_checkpoint_file(path, WEIGHTS_LIMIT), path)
 
 
-def tensors_to_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
-    """A safetensors file's bytes for ``tensors`` (CPU, contiguous), each mostly-zero table packed
-    (:func:`~sentiment_cli.weights_file.pack`), with ``metadata`` beside the packing's; read back by
-    :func:`tensors_from_bytes`. The model's weights file and the trainer state's tensors file."""
-    packed_tensors, packed = pack(tensors)
-    return st_save(packed_tensors, metadata={"format": "pt", **(metadata or {}), **packed})
+def tensors_to_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None,
+                     codes: dict[str, Any] | None = None) -> bytes:
+    """A safetensors file's bytes for ``tensors`` (CPU, contiguous), each mostly-zero table packed and each table
+    of ``codes`` stored compactly (:func:`~sentiment_cli.weights_file.pack`), with ``metadata`` beside the
+    packing's; read back by :func:`tensors_from_bytes`. The model's weights file and the trainer state's tensors
+    file.
+
+    Raises:
+        ValueError: a table of ``codes`` is not what its compression gives.
+    """
+    packed_tensors, packed = pack(tensors, codes)
+    return _canonical_header(st_save(packed_tensors, metadata={"format": "pt", **(metadata or {}), **packed}))
+
+
+def _canonical_header(data: bytes) -> bytes:
+    """A safetensors file's bytes with its JSON header's keys sorted: the library writes its metadata from a hash map
+    whose order changes from process to process, so the same tensors gave other bytes (and another sha256) once the
+    header held two metadata keys. The offsets are the data's own, so the order changes nothing else; the header is
+    padded with spaces to 8 bytes, as the library pads it."""
+    n = int.from_bytes(data[:8], "little")
+    text = json.dumps(json.loads(data[8:8 + n]), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + n:]
+
+
+def weights_bytes(weights: dict[str, torch.Tensor], compression: Compression | None = None) -> int:
+    """The bytes ``model.safetensors`` takes for ``weights`` written with ``compression`` (``weights`` being
+    :func:`~sentiment_cli.model.compress.compress`'s output for it): exactly what :func:`write_checkpoint`
+    writes, so that a rule can choose the smallest candidate within a tolerance.
+
+    Raises:
+        ValueError: as :func:`tensors_to_bytes`.
+    """
+    return len(tensors_to_bytes(weights, codes=table_codes(weights, compression)))
 
 
 def tensors_from_bytes(data: bytes, path: str | Path) -> dict[str, torch.Tensor]:
@@ -437,22 +518,29 @@ def tensors_from_bytes(data: bytes, path: str | Path) -> dict[str, torch.Tensor]
             over 4 x :data:`WEIGHTS_LIMIT` bytes whole.
     """
     path = Path(path)
-    specs, packed = safetensors_specs(data, path)
+    specs, packed, compact = weights_layout(data, path)
     dense = sum(math.prod(shape) for _, shape in specs.values()) * 8   # at most 8 bytes a value
     if dense > 4 * WEIGHTS_LIMIT:   # no model bounds the packed tables here: the file's own size does
         raise CheckpointError(f"{path}: its packed tables would take {dense / 2**30:,.1f} GB whole, above "
                               f"{4 * WEIGHTS_LIMIT / 2**30:,.0f} GB")
-    return _tensors(data, packed, path)
+    try:
+        return unpack(st_load(data), packed, compact)
+    except (SafetensorError, ValueError, OSError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: corrupt or truncated ({str(exc)[:120]})") from None
 
 
-def _tensors(data: bytes, packed: dict[str, tuple[int, ...]], path: Path) -> dict[str, torch.Tensor]:
-    """The tensors of a weights file's bytes ``data``, the ``packed`` tables rebuilt whole.
+def _tensors(data: bytes, packed: dict[str, tuple[int, ...]], compact: dict[str, Any],
+             path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``(state, tables)``: the tensors of a weights file's bytes ``data``, the ``packed`` tables rebuilt whole, and
+    each ``compact`` table as its stored rows (a :class:`~sentiment_cli.compact_table.CompactTable`).
 
     Raises:
-        CheckpointError: corrupt data, or packed rows out of order or range.
+        CheckpointError: corrupt data, packed or compact rows out of order or range, or a compact table's fill or
+            exponents out of range.
     """
     try:
-        return unpack(st_load(data), packed)
+        rest, tables = compact_tables(st_load(data), compact)
+        return unpack(rest, packed), tables
     except (SafetensorError, ValueError, OSError, RuntimeError) as exc:
         raise CheckpointError(f"{path}: corrupt or truncated ({str(exc)[:120]})") from None
 
@@ -507,7 +595,7 @@ def read_checkpoint_config(directory: str | Path) -> tuple[Config, int, tuple[st
     except ValueError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
     labels = _labels(raw.pop("labels", None), path)
-    for key in ("architecture", "temperature", "multi_label"):
+    for key in ("architecture", "temperature", "multi_label", "compression"):
         raw.pop(key, None)
     try:
         config = stored_config_from_dict(raw, str(path))
@@ -563,15 +651,47 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     if metrics.get("kind") == "pretrained" and not pretrained_ok:
         raise CheckpointError(f"{directory} holds a pretrained encoder whose classifier head is untrained; "
                               f"fine-tune it first: sentiment train --init {directory}")
+    compression = read_compression(directory)
     weights_path = directory / WEIGHTS_FILE
     data = read_checkpoint_file(weights_path, WEIGHTS_LIMIT)
-    specs, packed = safetensors_specs(data, weights_path)
+    specs, packed, compact = weights_layout(data, weights_path)
     model = _model_for(config, vocab_size, len(labels), specs, weights_path)
-    state = _tensors(data, packed, weights_path)
+    state, tables = _tensors(data, packed, compact, weights_path)
     del data
+    _install(model, tables, weights_path)
     load_weights(model, state, weights_path)
     model.to(device).eval()
-    return Checkpoint(directory, config, model, tokenizer, metrics, labels, temperature, decision)
+    return Checkpoint(directory, config, model, tokenizer, metrics, labels, temperature, decision, compression)
+
+
+def _install(model: SentimentClassifier, tables: dict[str, Any], path: Path) -> None:
+    """Put a compressed checkpoint's compact tables in ``model`` in place of its float ones (freed), so that the
+    loaded model holds their stored rows only (:func:`~sentiment_cli.model.compress.install_tables`).
+
+    Raises:
+        CheckpointError: a table the model has no place for; the message names ``path``.
+    """
+    try:
+        install_tables(model, tables)
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+def read_compression(directory: str | Path) -> Compression | None:
+    """``config.json``'s ``"compression"`` (what was pruned and quantized, ``model/compress.py``), or ``None`` for a
+    checkpoint that was not compressed.
+
+    Raises:
+        CheckpointError: ``config.json`` is missing or invalid, or the record is malformed.
+    """
+    path = Path(directory) / CONFIG_FILE
+    raw = _read_json(path).get("compression")
+    if raw is None:
+        return None
+    try:
+        return Compression.from_record(raw)
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
 
 
 def _checkpoint_tokenizer(path: Path, vocab_size: int) -> Any:

@@ -244,6 +244,10 @@ class TrainingConfig:
     ngram_residual: bool = _spec(False, help="the encoder learns what the n-gram score leaves: its training logits "
                                              "include the score, cross-fitted over 5 folds of the training split "
                                              "(stacking, Wolpert 1992); needs ngram_buckets > 0")
+    compress: str = _spec("auto", choices=("auto", "none"),
+                          help="the model written: 'auto', the smallest compression of its tables (rows pruned, "
+                               "int8 values) within one standard error of the full model's validation log-loss "
+                               "(training/shipping.py); 'none', the full model")
     refit: bool = _spec(False, help="after a run that held out part of train (validation_fraction > 0, no dev "
                                     "split), train again on every training row for its best epoch count; the "
                                     "weights keep its temperature (a second fine-tuning)")

@@ -28,10 +28,12 @@ PYTHON = sys.executable
 
 
 def small_config(**training):
-    """configs/seed.toml on the committed slice, shrunk so a run takes seconds."""
+    """configs/seed.toml on the committed slice, shrunk so a run takes seconds; the full model written
+    (``compress = "none"``: a test reads back the weights it trained; the shipping rule's own tests set ``auto``)."""
     cfg = load_config(ROOT / "configs" / "seed.toml")
     cfg = cfg.override("data", source=str(SMALL_DATA), vocab_size=5000)
-    return cfg.override("training", **{"epochs": 2, "batch_size": 64, "device": "cpu", **training})
+    return cfg.override("training", **{"epochs": 2, "batch_size": 64, "device": "cpu", "compress": "none",
+                                       **training})
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +55,33 @@ def multilabel_checkpoint(tmp_path_factory) -> Path:
 
     cfg = load_config(ROOT / "configs" / "seed.toml").override("data", source=str(GOEMOTIONS_SMALL), vocab_size=3000,
                                                               max_length=64)
-    cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", epochs=3, batch_size=32, device="cpu")
+    cfg = cfg.override("model", ngram_buckets=1 << 16).override("training", epochs=3, batch_size=32, device="cpu",
+                                                                compress="none")
     out = tmp_path_factory.mktemp("ckpt") / "goemotions-small"
     train(cfg, out, keep_state=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def compressible_checkpoint(tmp_path_factory) -> Path:
+    """A tiny model with all three compressible tables (token embedding, hashed word bigrams, a two-class n-gram
+    score), trained for 2 epochs on the committed slice (seconds)."""
+    from sentiment_cli.training.run import train
+
+    out = tmp_path_factory.mktemp("ckpt") / "tables"
+    train(small_config(epochs=2).override("model", bigram_buckets=997, ngram_buckets=65_537), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def compressed_checkpoint(compressible_checkpoint, tmp_path_factory) -> Path:
+    """``compressible_checkpoint`` compressed (half its words, a quarter of its bigrams, half its n-grams, int8)
+    and written as a folder; never written to by tests that copy it."""
+    from sentiment_cli.checkpoint import read_record, write_checkpoint
+    from sentiment_cli.model.compress import Compression
+
+    out = tmp_path_factory.mktemp("ckpt") / "compressed"
+    write_checkpoint(out, read_record(compressible_checkpoint).compressed(Compression(0.5, 0.25, 0.5, 8)))
     return out
 
 

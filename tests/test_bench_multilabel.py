@@ -98,10 +98,14 @@ def test_our_row_reads_the_multi_label_eval_json_and_says_why_when_it_cannot(tmp
     ev = {"multi_label": True, "examples": 10, "micro": {"precision": 0.6, "recall": 0.5, "f1": 0.55},
           "macro": {"precision": 0.5, "recall": 0.4, "f1": 0.44}, "weighted": {"f1": 0.5}, "per_label": {},
           "subset_accuracy": 0.3, "hamming_loss": 0.05, "lrap": 0.7, "ece": 0.02}
-    monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: (ev, 12.0))
+    asked = []
+    monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: (asked.append(extra) or (
+        {**ev, "folder_bytes": 2_000_000, "full": {**ev, "macro": {"f1": 0.45}, "folder_bytes": 9_000_000}}, 12.0)))
     r = multilabel.run_ours("DIR", tmp_path / "ours", [])
     assert r == {"test_f1_macro": 0.44, "test_f1_micro": 0.55, "test_exact_match": 0.3, "hamming_loss": 0.05,
-                 "lrap": 0.7, "ece": 0.02, "train_seconds": 12.0}
+                 "lrap": 0.7, "ece": 0.02, "train_seconds": 12.0, "folder_bytes": 2_000_000,
+                 "full_test_f1_macro": 0.45, "full_folder_bytes": 9_000_000}
+    assert asked == [["--keep-full"]]   # the same run's model before compression, scored beside
     monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: ({"accuracy": 0.5, "f1": {}}, 3.0))
     assert "not multi-label" in multilabel.run_ours("DIR", tmp_path / "ours", [])["error"]
     monkeypatch.setattr(processes, "train_and_eval", lambda folder, out, extra: ({"error": "exit 2: no"}, 1.0))

@@ -73,7 +73,7 @@ def ddp_runs(tmp_path_factory):
                    .replace("vocab_size = 50000", "vocab_size = 3000").replace("dropout = 0.0", "dropout = 0.1")
                    # two forward/backward passes per step under DistributedDataParallel
                    .replace("[training]\n", "[training]\nadversarial_epsilon = 1.0\n"))
-    common = ["--config", cfg, "--data", SMALL_DATA, "--batch-size", 64, "--device", "cpu"]
+    common = ["--config", cfg, "--data", SMALL_DATA, "--batch-size", 64, "--device", "cpu", "--keep-state"]
     straight = _torchrun(*common, "--output", root / "straight", "--epochs", 2)
     _torchrun(*common, "--output", root / "split", "--epochs", 1)
     resumed = _torchrun("--resume", root / "split", "--epochs", 2)

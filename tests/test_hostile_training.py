@@ -210,10 +210,11 @@ def test_sigint_during_the_refit_then_train_resume_matches_an_uninterrupted_run(
         return [PYTHON, "-m", "sentiment_cli", "train", "--config", str(cfg), "--data", str(SMALL_DATA), "--output",
                 str(out), "--epochs", "3", "--batch-size", "64", "--device", "cpu", "--set", "training.refit=true"]
 
-    whole = subprocess.run(command(tmp_path / "whole"), cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True)
+    env = {**SUBPROCESS_ENV, "OMP_NUM_THREADS": "1"}   # the same threads in each process: the same sums, whatever the load
+    whole = subprocess.run(command(tmp_path / "whole"), cwd=ROOT, env=env, capture_output=True, text=True)
     assert whole.returncode == 0, whole.stderr
     out = tmp_path / "run"
-    proc = subprocess.Popen(command(out), cwd=ROOT, env=SUBPROCESS_ENV, text=True, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command(out), cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     saved = tmp_path / ".run.refit" / "trainer_state" / "state.json"   # the refit's first epoch
     deadline = time.monotonic() + 300
@@ -228,7 +229,7 @@ def test_sigint_during_the_refit_then_train_resume_matches_an_uninterrupted_run(
     assert last.endswith(f"resume with: sentiment train --resume {out}")
     assert json.loads((out / "trainer_state" / "refit.json").read_text())["epochs_saved"] >= 1
     r = subprocess.run([PYTHON, "-m", "sentiment_cli", "train", "--resume", str(out), "--json"], cwd=ROOT,
-                       env=SUBPROCESS_ENV, capture_output=True, text=True)
+                       env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "nothing to resume" not in r.stderr and "held_out_run" in json.loads(r.stdout)
     assert _sha256(out) == _sha256(tmp_path / "whole")

@@ -125,7 +125,7 @@ def test_with_distillation_a_labelled_reviews_weight_is_times_its_class_weight()
 def test_a_balanced_run_records_its_weights_and_validation_macro_f1(tmp_path):
     cfg = load_config(ROOT / "configs" / "seed.toml").override("model", d_model=16, d_ff=32)
     cfg = cfg.override("data", source=str(SST5), vocab_size=2000, max_length=64)
-    cfg = cfg.override("training", epochs=1, batch_size=32, device="cpu", class_weight="balanced")
+    cfg = cfg.override("training", epochs=1, batch_size=32, device="cpu", class_weight="balanced", compress="none")
     result = train(cfg, tmp_path / "run")
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     counts = m["data"]["class_counts"]["train"]

@@ -67,7 +67,7 @@ def test_a_checkpoint_with_an_ngram_table_is_smaller_and_loads_the_same(multilab
     back = ck.read_weights(tmp_path / "c" / ck.WEIGHTS_FILE)
     assert all(torch.equal(back[k], v) for k, v in record.weights.items()) and set(back) == set(record.weights)
     assert raw["ngram_weight@values"].dtype == torch.float16   # the fit's weights are exact in float16
-    assert json.loads((tmp_path / "c" / ck.CONFIG_FILE).read_text())["format_version"] == 3
+    assert json.loads((tmp_path / "c" / ck.CONFIG_FILE).read_text())["format_version"] == ck.CHECKPOINT_FORMAT_VERSION
 
 
 def _rewrite(path, edit):

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import (STATE_DIR, read_checkpoint_config, read_evals, read_exports, read_metrics, read_temperature,
-                          weights_digest)
+from ..checkpoint import (STATE_DIR, read_checkpoint_config, read_compression, read_evals, read_exports, read_metrics,
+                          read_temperature, weights_digest)
 from ..model.classifier import SentimentClassifier
 from ..model.skeleton import no_init
 from ..ngram.report import fitted_form, model_phrase
@@ -40,8 +40,8 @@ def model_card(directory: str | Path) -> dict[str, Any]:
     by split (``validation`` from the training history; other splits from
     ``sentiment eval``), ``calibration`` (``temperature``, ``fitted``, ``ece`` by
     split: after and before the temperature), ``exports`` (``sentiment export`` records by name: parity
-    with PyTorch, sizes, int8 accuracy), ``versions``, ``files`` (``curves``: the picture's
-    file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
+    with PyTorch, sizes, int8 accuracy), ``compression`` (what was pruned and quantized, or ``None``),
+    ``versions``, ``files`` (``curves``: the picture's file name, or ``None``), ``data_rules`` (the default's settings chosen from the data: ``key``,
     ``value``, ``reason``; empty for other runs), ``search`` (the default's search on the validation split:
     budget, metric, each candidate, the choice; ``None`` for a run that did not search), ``behaviour`` (the
     built-in behavioural suite's test half: failure rates by capability and test; ``None`` when it does not
@@ -69,11 +69,12 @@ def model_card(directory: str | Path) -> dict[str, Any]:
         "tokenizer": _tokenizer_kind(directory, config),   # the units it reads: word, char, unigram, bpe
         "size_bytes": _size_bytes(directory),   # the checkpoint's files (weights, tokenizer, config, records)
         "state_bytes": _size_bytes(directory / STATE_DIR),   # trainer_state/, kept for `train --resume`
+        "compression": (compression := _compression(directory)),   # what was pruned and quantized, or None
         **_architecture(config, vocab_size, len(labels), metrics),   # "parameters", "ngram_score"
         "teacher": model_phrase(metrics),   # what distillation learned from, as training reported it
         "data": _data_record(data, config),
         "training": _training_record(metrics, config),
-        "metrics": _metrics_by_split(metrics, evals),
+        "metrics": _metrics_by_split(metrics, evals, compression is not None),
         "calibration": _calibration(directory, metrics, evals),
         "exports": read_exports(directory, weights),   # sentiment export: parity with PyTorch, int8 accuracy
         "data_rules": metrics.get("data_rules") or [],   # the default's settings chosen from the data
@@ -94,6 +95,13 @@ def _architecture(config, vocab_size: int, num_labels: int, metrics: dict[str, A
     return {"parameters": model.num_parameters(),
             "ngram_score": model.ngram_score.description(fitted_form(metrics), multi_label)
             if model.ngram_score is not None else None}
+
+
+def _compression(directory: Path) -> dict[str, Any] | None:
+    """``config.json``'s ``"compression"`` record (``model/compress.py``: the share of each table's rows kept, int8
+    or not, in words under ``method``), or ``None`` for a checkpoint that was not compressed."""
+    compression = read_compression(directory)
+    return None if compression is None else compression.record()
 
 
 def _files(directory: Path) -> dict[str, str | None]:
@@ -155,9 +163,11 @@ def _refit_record(metrics: dict[str, Any]) -> dict[str, Any] | None:
             "best_validation_accuracy": first.get("best_validation_accuracy")}
 
 
-def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The card's ``metrics``: ``validation`` from the training history's best epoch, other splits from
-    ``sentiment eval`` records (``evals``, by split)."""
+def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]],
+                      compressed: bool = False) -> dict[str, dict[str, Any]]:
+    """The card's ``metrics``: ``validation`` from the training history's best epoch (the full model's, said so
+    when the checkpoint was ``compressed`` after it), other splits from ``sentiment eval`` records (``evals``, by
+    split: the weights in the folder)."""
     data, best = metrics.get("data") or {}, metrics.get("best_epoch")
     by_split: dict[str, dict[str, Any]] = {}
     best_record = next((r for r in metrics.get("history") or [] if r.get("epoch") == best), None)
@@ -166,7 +176,8 @@ def _metrics_by_split(metrics: dict[str, Any], evals: dict[str, dict[str, Any]])
                                   "accuracy": best_record.get("validation_accuracy"),
                                   "loss": best_record.get("validation_loss"),
                                   "f1_macro": best_record.get("validation_f1_macro"),   # None before it was kept
-                                  "source": f"training, epoch {best}"}
+                                  "source": f"training, epoch {best}"
+                                            + (", before compression" if compressed else "")}
     for split, r in evals.items():
         # a multi-label record: subset accuracy, and macro-F1 under "macro"
         by_split[split] = {"num_examples": r.get("num_examples"),

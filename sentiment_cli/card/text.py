@@ -180,7 +180,8 @@ def _model_facts(card: dict[str, Any]) -> list[tuple[str, str]]:
                           f"{m['bigram_buckets']:,} buckets" if m.get("bigram_buckets")
                           else "")),
         ("input", truncation),
-    ] + ([("size", _size(card))] if card.get("size_bytes") else [])
+    ] + ([("size", _size(card))] if card.get("size_bytes") else []) + (
+        [("compressed", _compressed(card["compression"]))] if card.get("compression") else [])
 
 
 def _size(card: dict[str, Any]) -> str:
@@ -190,6 +191,17 @@ def _size(card: dict[str, Any]) -> str:
         line += (f"; trainer_state/ {card['state_bytes'] / 2**20:,.1f} MiB more, only for `sentiment train --resume` "
                  "(leave it out when you ship the model)")
     return line
+
+
+def _compressed(record: dict[str, Any]) -> str:
+    """The compression line (``config.json``'s record, ``model/compress.py``): the share of each table's rows kept
+    and how the values are stored."""
+    keep = record.get("keep") or {}
+    shares = ", ".join(f"{name} {keep[key]:.0%}" for key, name in (("words", "words"), ("bigrams", "word bigrams"),
+                                                                   ("ngrams", "n-gram weights")) if key in keep)
+    values = "int8 values, a power-of-two scale a row" if record.get("bits") == 8 else "float values"
+    return (f"rows kept (the most frequent words, a pruned one reads <unk>; the hashed rows by norm): {shares}; "
+            f"{values}")
 
 
 def _vocabulary(card: dict[str, Any], d: dict[str, Any]) -> str:

@@ -79,6 +79,9 @@ TrainForceOption = Annotated[bool, typer.Option(
 KeepStateOption = Annotated[bool, typer.Option(
     "--keep-state", help="Keep the trainer state (optimizer moments, RNG states) in the finished folder, so that "
                          "--resume --epochs N can train it longer; a stopped run always keeps it.")]
+KeepFullOption = Annotated[bool, typer.Option(
+    "--keep-full", help="When the run ships a compressed model (the default), also write the model before "
+                        "compression into OUTPUT/full.")]
 PolicyOption = Annotated[Optional[Path], typer.Option(
     "--policy", metavar="FILE", help="A TOML file of the default's tuning numbers to change (its data rules, search "
                                      "and fit; `sentiment config --policy` prints them all).")]
@@ -108,6 +111,7 @@ def train(
     resume: ResumeOption = None,
     force: TrainForceOption = False,
     keep_state: KeepStateOption = False,
+    keep_full: KeepFullOption = False,
     policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -119,8 +123,7 @@ def train(
         from ..training.policy import DEFAULT, policy_from_toml
         from ..training.run import resume as run_resume, train as run_train
 
-        device_name = device.value if device else None
-        mode = _multi_label_mode(multi_label, single_label)
+        device_name, mode = (device.value if device else None), _multi_label_mode(multi_label, single_label)
         if resume is not None:
             folder = _resume_folder(resume, output)
             _refuse_changes({"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
@@ -143,7 +146,8 @@ def train(
                                           keep_state=keep_state)
         else:
             run = lambda stop: run_train(cfg, output or DEFAULT_CHECKPOINT, callbacks, stop=stop,  # noqa: E731
-                                         fit_to_data=given, force=force, policy=rules, keep_state=keep_state)
+                                         fit_to_data=given, force=force, policy=rules, keep_state=keep_state,
+                                         keep_full=keep_full)
         result = _until_stopped(callbacks, run)
         if result.is_main:   # torchrun ranks other than 0 stay quiet
             _render_train(out, err, result, as_json)
@@ -293,7 +297,7 @@ def render_train_summary(console, result) -> None:
     if first:
         data, epochs = result.metrics["data"], m["best_epoch"]
         negated = 2 * data.get("negation_augment", 0)
-        rows = f"{data['train_examples'] - negated:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
+        rows = f"{data['train_examples']:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
         kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")

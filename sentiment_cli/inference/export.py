@@ -51,6 +51,7 @@ from torch import Tensor, nn
 
 from ..card.facts import model_card
 from ..card.readme import write_card
+from ..compact_table import CompactTable
 from ..checkpoint import (CONFIG_FILE, EXPORT_PREFIX, TOKENIZER_FILE, WEIGHTS_FILE, checkpoint_inputs, load_checkpoint,
                           weights_digest, write_json)
 from ..errors import SentimentError, UsageError
@@ -131,7 +132,7 @@ def _trace(model: SentimentClassifier, path: Path) -> None:
     torch.backends.mha.set_fastpath_enabled(False)   # the fused kernel has no ONNX form; the SDPA path does
     table = model.ngram_score.compact_table() if model.ngram_score is not None else contextlib.nullcontext()
     try:
-        with _quiet(), torch.no_grad(), table:   # the n-gram table as float16 in the graph, its used rows only
+        with _quiet(), torch.no_grad(), table, _compact_for_export(model):   # the tables' fewest bytes in the graph
             torch.onnx.export(graph, (example_ids, example_mask), str(path), dynamo=True, external_data=False,
                               input_names=["input_ids", "padding_mask"], output_names=["logits", "token_logits"],
                               dynamic_shapes={"input_ids": {0: batch, 1: seq_len},
@@ -145,11 +146,25 @@ def _trace(model: SentimentClassifier, path: Path) -> None:
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
+@contextlib.contextmanager
+def _compact_for_export(model: SentimentClassifier):
+    """Within the block, a compressed model's compact tables hold their scales as float16 where exact
+    (:meth:`~sentiment_cli.compact_table.CompactTable.for_export`): its int8 rows go into the graph as they are,
+    gathered, then cast and scaled (``Gather``, ``Cast``, ``Mul``), so the file is about the weights file's size."""
+    with contextlib.ExitStack() as stack:
+        for module in model.modules():
+            if isinstance(module, CompactTable):
+                stack.enter_context(module.for_export())
+        yield
+
+
 def _set_metadata(path: Path, meta: dict[str, str]) -> None:
     import onnx
 
     proto = onnx.load(str(path))
     del proto.metadata_props[:]
+    for node in proto.graph.node:   # the exporter's debugging record of each node (stack traces, source paths)
+        del node.metadata_props[:]
     for key, value in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value

@@ -124,7 +124,8 @@ class OnnxBackend:
         vocab_size = _stored(stored_vocab_size, raw, "vocab_size", None, self.path)
         self.decision = None if raw.get("multi_label") is None else \
             _stored(lambda v: stored_decision(v, len(labels)), raw, "multi_label", None, self.path)
-        for key in ("format_version", "vocab_size", "architecture", "labels", "temperature", "multi_label"):
+        for key in ("format_version", "vocab_size", "architecture", "labels", "temperature", "multi_label",
+                    "compression"):
             raw.pop(key, None)
         try:
             self.config = stored_config_from_dict(raw, f"{self.path} (config)")

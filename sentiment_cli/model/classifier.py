@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..compact_table import CompactTable
 from ..config import Config, ModelConfig
 from ..data.negation import SCOPE_OFFSET, vocabulary_id
 from ..data.tokenizer import PAD_ID, UNK_ID
@@ -316,7 +317,10 @@ class SentimentClassifier(nn.Module):
         return ClassifierOutput(logits, shares, bias)
 
     def num_parameters(self) -> dict[str, int]:
-        """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram)."""
-        emb = sum(e.weight.numel() for e in (self.token_embedding, self.bigram_embedding) if e is not None)
-        total = sum(p.numel() for p in self.parameters())
-        return {"embedding": emb, "non_embedding": total - emb, "total": total}
+        """Parameter counts: ``{"embedding": .., "non_embedding": .., "total": ..}`` (embedding: token and bigram,
+        counted whole when a compressed checkpoint holds them as their stored rows, ``compact_table.py``)."""
+        tables = [e for e in (self.token_embedding, self.bigram_embedding) if e is not None]
+        emb = sum(e.numel() if isinstance(e, CompactTable) else e.weight.numel() for e in tables)
+        non_embedding = sum(p.numel() for name, p in self.named_parameters()
+                            if not name.startswith(("token_embedding.", "bigram_embedding.")))
+        return {"embedding": emb, "non_embedding": non_embedding, "total": emb + non_embedding}

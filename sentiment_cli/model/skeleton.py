@@ -37,8 +37,9 @@ class _SkipInit(TorchFunctionMode):
 def no_init() -> Iterator[None]:
     """Within it, modules are built without ``torch.nn.init``'s draws: their parameters hold whatever
     ``torch.empty`` gave (on the ``meta`` device, nothing), so what is built must be filled before use
-    (``load_state_dict(strict=True)``) or used only for its shapes. Buffers and anything computed otherwise
-    (the positional encoding, the n-gram score's zeros) are made as usual. Affects only the calling thread."""
+    (``load_state_dict(strict=True)``) or used only for its shapes; so are the n-gram score's tables, zeroed by
+    ``nn.init.zeros_``. Other buffers and anything computed otherwise (the positional encoding) are made as usual.
+    Affects only the calling thread."""
     with _SkipInit():
         yield
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..compact_table import CompactTable
 from ..config import ModelConfig
 from ..weights_file import exact_half, nonzero_rows
 from .features import (MAX_N, PIECES_PER_WORD, TFIDF, first_occurrences, ngram_buckets, ngram_features,
@@ -68,17 +69,23 @@ class NgramScore(nn.Module):
         self.buckets, self.scale, self.num_labels, self.form = buckets, scale, num_labels, form
         self.max_n, self.weighting, self.word_chars = max_n, weighting, word_chars
         # Buffers, not parameters: fitted by scikit-learn, never by the optimizer, yet saved with the
-        # weights. Row 0 (no n-gram) stays zero.
+        # weights. Row 0 (no n-gram) stays zero. Zeroed by nn.init, so that a model built to be loaded
+        # (model/skeleton.py's no_init) never writes the millions of zeros a checkpoint replaces.
         shape = (buckets + 1,) if num_labels == 2 else (buckets + 1, num_labels)
-        self.register_buffer("weight", torch.zeros(shape))
+        self.register_buffer("weight", nn.init.zeros_(torch.empty(shape)))
         self.register_buffer("bias", torch.zeros(shape[1:]))
         if weighting in TFIDF:   # the weights hold w * idf; the norm reads idf itself
-            self.register_buffer("idf", torch.zeros(buckets + 1))
+            self.register_buffer("idf", nn.init.zeros_(torch.empty(buckets + 1)))
         if word_chars:   # each token's character n-grams' buckets; derived from the vocabulary, saved with it
-            self.register_buffer("pieces", torch.zeros((vocab_size, PIECES_PER_WORD), dtype=torch.int32))
+            self.register_buffer("pieces", nn.init.zeros_(torch.empty((vocab_size, PIECES_PER_WORD),
+                                                                        dtype=torch.int32)))
         else:
             self.pieces: Tensor | None = None
         self.intercept: np.ndarray | None = None
+        # A compressed checkpoint's weights (and idf), held as their stored int8 rows in place of ``weight``
+        # (and ``idf``): use_table
+        self.table: CompactTable | None = None
+        self.idf_table: CompactTable | None = None
         # Only while the ONNX export traces the score (compact_table): each bucket's row in a table of used rows
         self.register_buffer("row_index", None, persistent=False)
         # A checkpoint names them ngram_weight / ngram_bias beside the classifier's own tensors (as
@@ -104,6 +111,42 @@ class NgramScore(nn.Module):
         """What a distinct n-gram of a text counts before its idf: ``"sublinear"`` (``1 + ln(count)``) with that
         weighting, else ``"binary"``."""
         return term_frequency(self.weighting)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        """``(buckets + 1,)`` or ``(buckets + 1, num_labels)``: the weights' shape, held whole or as a table."""
+        return self.table.shape if self.table is not None else tuple(self.weight.shape)
+
+    def use_table(self, table: CompactTable, part: str = "weight") -> None:
+        """Read the weights (``part`` ``"weight"``) or the idf (``"idf"``) from ``table`` (a compressed checkpoint's,
+        ``model/compress.py``) in place of that buffer, which is freed: logits and explanations are the same as
+        from ``table.dense()`` held whole. A score so loaded scores and explains; it is not fitted again.
+
+        Raises:
+            ValueError: ``table`` is not of the buffer's shape, or the score has no idf.
+        """
+        current = self.weight_shape if part == "weight" else \
+            (self.buckets + 1,) if part == "idf" and self.weighting in TFIDF else None
+        if current is None or table.shape != tuple(current):
+            raise ValueError(f"a table {list(table.shape)} for the n-gram score's {part} "
+                             f"{'(none)' if current is None else list(current)}")
+        self.register_buffer(part, None)
+        if part == "weight":
+            self.table = table
+        else:
+            self.idf_table = table
+
+    def dense_weight(self) -> Tensor:
+        """The weights whole, ``weight_shape`` float32 (a compressed score's built from its table)."""
+        return self.table.dense() if self.table is not None else self.weight
+
+    def _weight_rows(self, flat: Tensor) -> Tensor:
+        """The weights of buckets ``flat`` (int64, any shape): ``(*flat.shape, *weight_shape[1:])``."""
+        return self.table(flat) if self.table is not None else self.weight[flat]
+
+    def _idf_rows(self, flat: Tensor) -> Tensor:
+        """The idf of buckets ``flat`` (int64, any shape), float32 of its shape (with an idf's weighting)."""
+        return self.idf_table(flat) if self.idf_table is not None else self.idf[flat]
 
     def set_vocabulary(self, tokens: Sequence[str]) -> None:
         """Fill the word pieces' table from the tokenizer's vocabulary (``tokens[i]`` is id ``i``'s;
@@ -210,7 +253,7 @@ class NgramScore(nn.Module):
         Computed a batch at a time, so the n-gram matrix of 50,000 reviews is never held whole. Right
         after :meth:`load_fit` the intercepts are the fit's own (float64); a loaded score has the stored float32.
         """
-        weight = self.weight.cpu().numpy()
+        weight = self.dense_weight().cpu().numpy()
         bias = self.bias.cpu().numpy().astype(np.float64) if self.intercept is None else self.intercept
         if self.num_labels == 2:
             bias = float(bias if np.ndim(bias) == 0 else bias[0])
@@ -226,7 +269,7 @@ class NgramScore(nn.Module):
             return x
         import scipy.sparse as sp
 
-        idf = self.idf.cpu().numpy()
+        idf = (self.idf_table.dense() if self.idf_table is not None else self.idf).cpu().numpy()
         norms = np.sqrt(np.asarray(x.multiply(x) @ (idf * idf)).ravel())
         return sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(np.float32)) @ x
 
@@ -266,13 +309,13 @@ class NgramScore(nn.Module):
         else:
             present = first_occurrences(flat).to(self.bias.dtype)           # (batch, seq_len * n)
         if self.weighting in TFIDF:   # each text's n-grams over the L2 norm of their tf * idf (tfidf_rows)
-            norm = ((self.idf[flat] * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
+            norm = ((self._idf_rows(flat) * present) ** 2).sum(1, keepdim=True).sqrt()   # (batch, 1)
             present = present / norm.clamp_min(1e-12)
         if self.num_labels == 2:
-            share = (self.weight[flat].to(present.dtype) * present).view(buckets.shape).sum(-1)   # (batch, seq_len)
+            share = (self._weight_rows(flat).to(present.dtype) * present).view(buckets.shape).sum(-1)   # (b, seq_len)
             share = share * self.scale
             return torch.stack([torch.zeros_like(share), share], dim=-1)    # (batch, seq_len, 2)
-        rows = self.weight[flat].to(present.dtype) * present.unsqueeze(-1)  # (batch, seq_len * n, num_labels)
+        rows = self._weight_rows(flat).to(present.dtype) * present.unsqueeze(-1)  # (batch, seq_len * n, num_labels)
         return rows.view(*buckets.shape, self.num_labels).sum(2) * self.scale   # (batch, seq_len, num_labels)
 
     def logit_bias(self) -> Tensor:
@@ -285,7 +328,12 @@ class NgramScore(nn.Module):
         """Within the block, the score's tables take the fewest bytes that give the same logits, for the ONNX export,
         whose graph stores them as traced: ``weight`` in float16 when that loses nothing (:func:`half_precision`'s
         weights always are), read back as float32 after its gather; and, where it takes fewer bytes
-        (:func:`compact_rows`: several labels, or an idf), only the rows an n-gram uses, found through ``row_index``."""
+        (:func:`compact_rows`: several labels, or an idf), only the rows an n-gram uses, found through ``row_index``.
+        A compressed score's table is compact already (the export makes its scales float16 where exact:
+        :meth:`~sentiment_cli.compact_table.CompactTable.for_export`), and left as it is."""
+        if self.table is not None or self.idf_table is not None:
+            yield
+            return
         saved = {"weight": self.weight, "row_index": self.row_index}
         if self.weighting in TFIDF:
             saved["idf"] = self.idf

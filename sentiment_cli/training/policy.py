@@ -299,17 +299,38 @@ class FitPolicy:
 
 
 @dataclass(frozen=True)
+class ShipPolicy:
+    """The model a run ships (``training/shipping.py``): the compressions tried on validation, and the rule."""
+
+    rungs: tuple[tuple[float, float, float], ...] = tuned(
+        ((1.0, 1.0, 1.0), (1.0, 0.25, 0.5), (1.0, 0.1, 0.25), (0.5, 0.05, 0.1), (0.25, 0.02, 0.05)),
+        "shares of (words, bigrams, n-grams) rows kept", "the compressions tried, largest first: the hashed tables "
+        "lose rows first, the words last", "IMDB default, validation log-loss 0.2125 full, 0.2144 at (1, 0.1, "
+        "0.25), 0.2196 at (0.25, 0.02, 0.05); TREC-6's words cost most (25% of them: -1.0 point of test); "
+        f"{DECISIONS}#compressed-checkpoints; 2026-12-07")
+    bits: int = tuned(8, "bits", "the kept rows' values stored as int8 with a power-of-two scale per row (0: "
+                      "float32)", "int8 alone moved no validation figure on IMDB or TREC-6; "
+                      f"{DECISIONS}#compressed-checkpoints; 2026-12-07")
+    se: float = tuned(1.0, "standard errors", "the smallest compression whose validation log-loss (after its own "
+                      "temperature) is within this many paired standard errors of the full model's is shipped",
+                      "the search's rule (one standard error); accuracy on validation was too coarse to choose "
+                      f"(IMDB's 1,240 rows: a row is 0.08 point); {DECISIONS}#compressed-checkpoints; 2026-12-07")
+
+
+@dataclass(frozen=True)
 class Policy:
-    """The default's tuning numbers: the data rules', the n-gram stage's, the search's and the fit's."""
+    """The default's tuning numbers: the data rules', the n-gram stage's, the search's, the fit's and the shipped
+    model's."""
 
     rules: RulesPolicy = field(default_factory=RulesPolicy)
     ngram: NgramStagePolicy = field(default_factory=NgramStagePolicy)
     search: SearchPolicy = field(default_factory=SearchPolicy)
     fit: FitPolicy = field(default_factory=FitPolicy)
+    ship: ShipPolicy = field(default_factory=ShipPolicy)
 
 
 DEFAULT = Policy()
-SECTIONS = ("rules", "ngram", "search", "fit")
+SECTIONS = ("rules", "ngram", "search", "fit", "ship")
 
 
 def policy_rows(policy: Policy = DEFAULT) -> list[tuple[str, str, Any, str, str, str]]:

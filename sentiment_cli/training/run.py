@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import auto, calibrate, distributed, loop, refit, search
-from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights, write_checkpoint
+from . import auto, calibrate, distributed, loop, publish, refit, search, shipping
+from ..checkpoint import Checkpoint, CheckpointRecord, check_writable, load_weights
 from ..config import Config
 from ..data.sources import absolute_source
 from ..data.splits import Split
 from ..errors import Interrupted, SentimentError, UsageError
-from ..evaluation.training_report import write_training_report
 from ..model.classifier import SentimentClassifier
 from ..outputs import check_output_folder
 from ..runtime import native_bf16, resolve_device
@@ -56,7 +55,8 @@ __all__ = ["resume", "train"]
 
 def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None = None, *,
           stop: StopFlag | None = None, fit_to_data: frozenset[str] | None = None,
-          force: bool = False, policy: Policy = DEFAULT, keep_state: bool = False) -> TrainResult:
+          force: bool = False, policy: Policy = DEFAULT, keep_state: bool = False,
+          keep_full: bool = False) -> TrainResult:
     """Train a classifier and write its checkpoint folder to ``output``, once, at the end.
 
     Every epoch saves the resumable state of the run (``output/trainer_state/``, with the best epoch's weights; see
@@ -79,6 +79,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         policy: the tuning numbers of the data rules, the search and the fit (:class:`~.policy.Policy`).
         keep_state: keep the trainer state (optimizer moments, RNG states) in the finished folder, so that
             ``train --resume --epochs N`` can train it longer; a stopped run always keeps it.
+        keep_full: when the run ships a compressed model (``shipping.py``), also write the model before
+            compression into ``output/full`` (a checkpoint folder of its own).
 
     Returns:
         :class:`TrainResult` with the folder and its metrics.
@@ -102,7 +104,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
         if main:   # refuse an unusable folder, then one of the user's files, before reading the data
             check_writable(Path(output))
             check_output_folder(output, force=force)
-        job = _Job(Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, policy, keep_state, main)
+        job = _Job(Path(output), callbacks or TrainCallbacks(), stop or StopFlag(), data, policy, keep_state, main,
+                   keep_full)
         return _locked_run(config, job, fit_to_data, began)
     except BaseException:
         if created:   # a run that stopped before writing anything leaves no empty folder behind
@@ -113,7 +116,8 @@ def train(config: Config, output: str | Path, callbacks: TrainCallbacks | None =
 @dataclasses.dataclass(frozen=True)
 class _Job:
     """What one ``train`` or ``--resume`` command is given: its output folder, hooks, stop flag, data, policy,
-    whether the finished folder keeps its trainer state, and whether this process is rank 0."""
+    whether the finished folder keeps its trainer state, whether this process is rank 0, and whether the model
+    before compression is written beside (``full/``)."""
 
     output: Path
     cb: TrainCallbacks
@@ -122,6 +126,7 @@ class _Job:
     policy: Policy = DEFAULT
     keep_state: bool = False
     main: bool = True
+    keep_full: bool = False
 
 
 def _locked_run(config: Config, job: _Job, fit_to_data: frozenset[str] | None, began: float) -> TrainResult:
@@ -211,46 +216,17 @@ def _remove_if_empty(folder: Path) -> None:
 # ----------------------------------------------------------------------------- the one write
 
 def _publish(job: _Job, config: Config, result: TrainResult) -> TrainResult:
-    """The command's final record (rank 0) with the built-in behavioural suite's part (``_with_behaviour``), written
-    once into ``job.output`` with its curves and card; the trainer state removed unless ``job.keep_state`` (after a
-    refit always: it would continue other weights than the folder's)."""
-    if not job.main or result.record is None:   # torchrun's other ranks: rank 0 alone writes
+    """The command's final result written once into ``job.output`` by rank 0 (``publish.py``); torchrun's other
+    ranks write nothing."""
+    if not job.main or result.record is None:
         return dataclasses.replace(result, checkpoint=job.output)
-    record = _with_behaviour(result.record, job.output, job.cb)
-    write_checkpoint(job.output, record)
-    report = write_training_report(job.output)
-    refitted = bool(record.metrics.get("held_out_run"))
-    if not job.keep_state or refitted:
-        clear_trainer_state(job.output)
-    elif job.keep_state:
-        job.cb.on_note(f"the trainer state is kept in {job.output / STATE_DIR} (--keep-state): "
-                       "train --resume --epochs N trains it longer")
-    return TrainResult(job.output, record.metrics, True, report, record, result.validation_losses)
-
-
-def _with_behaviour(record: CheckpointRecord, output: Path, cb: TrainCallbacks) -> CheckpointRecord:
-    """``record`` with the built-in behavioural suite's test half (``behaviour/``) run on its model in memory, when
-    the labels are two-class sentiment's and the model reads English words: kept in ``metrics.json`` as
-    ``"behaviour"`` (and so in the model card); ``record`` itself otherwise."""
-    from ..behaviour.run import builtin_applies, builtin_record
-    from ..data.tokenizer import tokenizer_from_str
-
-    tokenizer = tokenizer_from_str(record.tokenizer_json, output)
-    if not builtin_applies((record.metrics.get("data") or {}).get("labels") or (), tokenizer):
-        return record   # another label set: no model is built for it
-    cb.on_stage("behavioural tests (the built-in suite's test half)")
-    record.metrics["behaviour"] = builtin_record(record.loaded(output))
-    return record
+    return publish.publish(job.output, result, job.cb, keep_state=job.keep_state, keep_full=job.keep_full)
 
 
 def _write_on_stop(ctx: RunContext, record: CheckpointRecord | None, report: bool = False) -> None:
-    """At a stop (rank 0, not a search trial's), the record kept so far written once into the output folder: the
-    folder then holds a model to use while its trainer state holds the run to resume. ``report``: its card too."""
-    if record is None or not ctx.info.is_main:
-        return
-    write_checkpoint(ctx.output, record)
-    if report:
-        write_training_report(ctx.output)
+    """At a stop, rank 0 writes the record kept so far (:func:`~.publish.write_on_stop`)."""
+    if ctx.info.is_main:
+        publish.write_on_stop(ctx.output, record, report)
 
 
 # ----------------------------------------------------------------------------- one run
@@ -341,9 +317,30 @@ def _fit(ctx: RunContext, data: RunData, saved: TrainerState | None, pretrained:
     if fitted is not None:
         metrics["calibration"] = fitted.report
         record = fitted.applied(run.kept, metrics)
+        if final:   # the command's own run: the model it ships (a trial's is chosen once it wins)
+            min_labels = min_labels_of(ctx.config, run.data.train) if run.data.train.multi_label else None
+            record = _shipped(ctx, record, run.data.val_ids, run.data.validation.labels, min_labels)
+            metrics = record.metrics
     distributed.barrier(ctx.info)
     return TrainResult(ctx.output, metrics, ctx.info.is_main, None, record,
                        None if fitted is None else fitted.row_nll)
+
+
+def _shipped(ctx: RunContext, record: CheckpointRecord, val_ids: Any, val_labels: Any,
+             min_labels: int | None) -> CheckpointRecord:
+    """``record`` as the run ships it (``shipping.py``): the smallest compression validation allows, unless
+    ``[training] compress = "none"`` (or the run has no validation rows)."""
+    t = ctx.config.training
+    if t.compress == "none" or not len(val_ids):
+        return record
+    ctx.cb.on_stage("choosing the model to ship: each compression of its tables scored on the validation split")
+    shipped = shipping.ship(record, val_ids, val_labels, ctx.policy.ship, ctx.device, t.eval_batch_size, min_labels)
+    report = shipped.metrics.get("compression") or {}
+    if report:
+        ctx.cb.on_note(f"shipped: {report['chosen_name']}, {report['bytes'] / 1e6:,.2f} MB of weights (the full "
+                       f"model's {report['full_bytes'] / 1e6:,.2f} MB), within {ctx.policy.ship.se:g} standard error "
+                       "of its validation log-loss")
+    return shipped
 
 
 def _post_fit(ctx: RunContext, run: Fit) -> calibrate.Calibration:
@@ -404,6 +401,9 @@ def _adopt(config: Config, trial: TrainResult, job: _Job, cb: TrainCallbacks, st
     ctx = _context(config, job.output, cb, stop, rules, policy=job.policy)
     with output_lock(ctx.output, enabled=ctx.info.is_main):
         first = dataclasses.replace(trial, checkpoint=job.output)
+        if first.record is not None:   # the model to ship, chosen on the trial's validation rows
+            record = _shipped(ctx, first.record, *_validation(job, config, first.record))
+            first = dataclasses.replace(first, metrics=record.metrics, record=record)
         wanted = refit.wanted(config, first)
         if ctx.info.is_main and (wanted or job.keep_state):
             clear_trainer_state(job.output)
@@ -413,6 +413,17 @@ def _adopt(config: Config, trial: TrainResult, job: _Job, cb: TrainCallbacks, st
             with distributed.process_group(ctx.info, ctx.device):
                 return _refit(ctx, job, first, None)
         return first
+
+
+def _validation(job: _Job, config: Config, record: CheckpointRecord) -> tuple[Any, Any, int | None]:
+    """``(token ids, labels, min_labels)`` of ``config``'s validation rows, read as ``record``'s tokenizer reads them
+    (the run's data keeps the ids it made)."""
+    from ..data.splits import DataSpec
+    from ..data.tokenizer import tokenizer_from_str
+
+    train, val = job.data.splits(DataSpec.from_config(config))
+    ids = job.data.ids(tokenizer_from_str(record.tokenizer_json, "the trial's tokenizer"), val.texts, config.data)
+    return ids, val.labels, (min_labels_of(config, train) if train.multi_label else None)
 
 
 # ----------------------------------------------------------------------------- the refit
@@ -474,5 +485,7 @@ def _second_run(ctx: RunContext, job: _Job, first: TrainResult, config: Config, 
     record = None
     if ctx.info.is_main:   # the refitted weights keep the first run's temperature (and weight)
         record = Calibration.from_report(first.metrics["calibration"]).applied(second.record, metrics)
+        record = shipping.apply_choice(record, first.metrics)   # the held-out run's choice of what to ship
+        metrics = record.metrics
         refit.done(partial, ctx.output)
     return TrainResult(ctx.output, metrics, ctx.info.is_main, None, record, first.validation_losses)
