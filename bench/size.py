@@ -96,9 +96,9 @@ def ours(checkpoint: Path, out: Path, data: str | None) -> list[dict]:
 
 
 def _mark_shipped(rows: list[dict], record, splits: dict) -> None:
-    """Mark the rung training's own rule ships (``training/shipping.py``: the smallest within one paired standard
-    error of the full model's validation log-loss) with ``"shipped": True``: what ``sentiment train`` with no flag
-    writes from these weights."""
+    """Mark the rung training's own rule ships (``training/shipping.py``: the smallest within the policy's margin or
+    one paired standard error of the full model's validation log-loss) with ``"shipped": True``: what
+    ``sentiment train`` with no flag writes from these weights."""
     import torch
 
     from sentiment_cli.training import shipping
@@ -208,7 +208,10 @@ def report(rows: list[dict]) -> str:
     lines = [head] + [_line(r) for r in rows]
     shipped = [r for r in rows if r.get("shipped")]
     if shipped:
-        lines.append(f"ours: shipped by training's rule (one standard error of validation log-loss): "
+        from sentiment_cli.training.policy import DEFAULT
+
+        lines.append(f"ours: shipped by training's rule ({DEFAULT.ship.margin:g} nats or one standard error of "
+                     "validation log-loss): "
                      f"{shipped[0]['setting']} ({_mb(shipped[0]['weights_bytes'])} MB, folder "
                      f"{_mb(shipped[0]['folder_bytes'])} MB, test {_pct(shipped[0].get('test_accuracy'))}%)")
     for system in ("ours", "fastText"):

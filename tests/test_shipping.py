@@ -1,5 +1,5 @@
-"""The model a run ships (training/shipping.py): the smallest compression within one standard error of the full
-model's validation log-loss, chosen by the run itself; a refit applies its held-out run's choice."""
+"""The model a run ships (training/shipping.py): the smallest compression within the policy's margin or one standard
+error of the full model's validation log-loss, chosen by the run itself; a refit applies its held-out run's choice."""
 
 from __future__ import annotations
 
@@ -53,11 +53,15 @@ def test_keep_full_writes_the_model_before_compression_beside(tmp_path):
 
 
 def test_a_stricter_policy_ships_a_larger_model_and_none_ships_the_full_one(tmp_path):
-    """The rule is the policy's: with a tolerance of -1 standard errors no compression can be as good, so the full
-    model is shipped; [training] compress = "none" ships it without scoring any."""
-    strict = dataclasses.replace(DEFAULT, ship=dataclasses.replace(DEFAULT.ship, se=-1e9))
+    """The rule is the policy's: with a tolerance below zero no compression can be as good, so the full model is
+    shipped; with a margin of a whole nat every one is, so the smallest is; [training] compress = "none" ships the
+    full model without scoring any."""
+    strict = dataclasses.replace(DEFAULT, ship=dataclasses.replace(DEFAULT.ship, se=-1e9, margin=-1e9))
     result = train(_tables(epochs=1), tmp_path / "strict", policy=strict)
     assert result.metrics["compression"]["chosen"] is None and result.record.compression is None
+    lenient = dataclasses.replace(DEFAULT, ship=dataclasses.replace(DEFAULT.ship, se=-1e9, margin=1.0))
+    report = train(_tables(epochs=1), tmp_path / "lenient", policy=lenient).metrics["compression"]
+    assert report["bytes"] == min(c["bytes"] for c in report["candidates"])
     result = train(_tables(epochs=1, compress="none"), tmp_path / "full")
     assert "compression" not in result.metrics and result.record.compression is None
 
@@ -85,7 +89,7 @@ def test_ship_keeps_a_compression_only_within_one_paired_standard_error(compress
             base = losses
             continue
         d = losses - base
-        assert row["within"] == bool(d.mean() <= d.std(ddof=1) / np.sqrt(len(d)))
+        assert row["within"] == bool(d.mean() <= max(DEFAULT.ship.margin, d.std(ddof=1) / np.sqrt(len(d))))
 
 
 def test_a_refit_ships_what_its_held_out_run_chose(tmp_path):

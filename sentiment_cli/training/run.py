@@ -338,8 +338,8 @@ def _shipped(ctx: RunContext, record: CheckpointRecord, val_ids: Any, val_labels
     report = shipped.metrics.get("compression") or {}
     if report:
         ctx.cb.on_note(f"shipped: {report['chosen_name']}, {report['bytes'] / 1e6:,.2f} MB of weights (the full "
-                       f"model's {report['full_bytes'] / 1e6:,.2f} MB), within {ctx.policy.ship.se:g} standard error "
-                       "of its validation log-loss")
+                       f"model's {report['full_bytes'] / 1e6:,.2f} MB), its validation log-loss within "
+                       f"{ctx.policy.ship.margin:g} nats or {ctx.policy.ship.se:g} standard error of the full model's")
     return shipped
 
 

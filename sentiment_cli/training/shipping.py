@@ -3,8 +3,9 @@
 A finished run's record is the full model (float32 tables). :func:`ship` scores each compression of the
 :class:`~.policy.ShipPolicy` (rows of the token, bigram and n-gram tables pruned, int8 values; ``model/compress.py``)
 on the validation split, each after a temperature of its own, and keeps the smallest whose log-loss is within
-:attr:`~.policy.ShipPolicy.se` paired standard errors of the full model's (the search's one-standard-error rule,
-Breiman et al. 1984), row by row on the same validation texts; fastText's ``quantize`` (Joulin et al. 2016,
+:attr:`~.policy.ShipPolicy.margin` nats of the full model's (about 0.2 point of accuracy), or within
+:attr:`~.policy.ShipPolicy.se` paired standard errors of it (the search's one-standard-error rule, Breiman et al.
+1984: on a small validation split), row by row on the same validation texts; fastText's ``quantize`` (Joulin et al. 2016,
 "FastText.zip") prunes and quantizes alike, by its own fixed cutoffs. The record then holds the compressed weights,
 their temperature (or a multi-label model's decision, fitted again) and ``metrics.json``'s ``"compression"``: every
 candidate's bytes and validation figures, and the choice. A refit's second run, which trains on the validation rows,
@@ -56,7 +57,7 @@ def ship(record: CheckpointRecord, val_ids: list, val_labels: Any, policy: ShipP
     for c in ladder(policy.rungs, policy.bits or None):
         small = record.compressed(c)
         fit = score(small)
-        within = _within(fit["losses"], full["losses"], policy.se)
+        within = _within(fit["losses"], full["losses"], policy.se, policy.margin)
         rows.append(_row(c.describe(), small, c, fit, within))
         if within:
             chosen, chosen_fit = small, fit
@@ -103,11 +104,12 @@ class _Scorer:
         return {"losses": losses, "accuracy": float((logits.argmax(1) == self.y).mean()), "temperature": temperature}
 
 
-def _within(losses: np.ndarray, full: np.ndarray, ses: float) -> bool:
-    """Whether the mean of ``losses - full`` (paired, row by row) is at most ``ses`` standard errors of it."""
+def _within(losses: np.ndarray, full: np.ndarray, ses: float, margin: float) -> bool:
+    """Whether the mean of ``losses - full`` (paired, row by row; nats) is at most ``margin`` or at most ``ses``
+    standard errors of it."""
     d = losses - full
     se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
-    return float(d.mean()) <= ses * se
+    return float(d.mean()) <= max(margin, ses * se)
 
 
 def _row(name: str, record: CheckpointRecord, c: Compression | None, fit: dict[str, Any],
@@ -123,7 +125,7 @@ def _row(name: str, record: CheckpointRecord, c: Compression | None, fit: dict[s
 def _report(rows: list[dict[str, Any]], policy: ShipPolicy) -> dict[str, Any]:
     """``metrics.json``'s ``"compression"``: the rule, every candidate, the choice (the last within the rule)."""
     picked = next((r for r in reversed(rows) if r["compression"] is not None and r.get("within")), rows[0])
-    return {"rule": f"the smallest compression within {policy.se:g} paired standard error of the full model's "
-                    "validation log-loss, each after its own temperature",
+    return {"rule": f"the smallest compression within {policy.margin:g} nats or {policy.se:g} paired standard "
+                    "error of the full model's validation log-loss, each after its own temperature",
             "candidates": rows, "chosen": picked["compression"], "chosen_name": picked["name"],
             "full_bytes": rows[0]["bytes"], "bytes": picked["bytes"]}
