@@ -236,6 +236,7 @@ def test_flagged_rows_are_those_both_rules_of_confident_learning_agree_on():
     assert len(flagged) < len(by_rule["prune_by_noise_rate"])   # the agreement is stricter on this slice
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_a_class_flagged_far_above_the_rest_gets_a_note(tmp_path):
     """The committed SST-5 slice with 15% of its very negative sentences kept (34 of 1,773 rows): balanced weights do
     not keep a rare class that is also hard to tell from its neighbour (27 of its 34 rows flagged), so the audit

@@ -76,6 +76,7 @@ def test_teacher_needs_two_classes():
         fit_nbsvm(sst5.texts, sst5.labels)
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_distillation_adds_drawn_unlabelled_reviews_and_reproduces(with_unlabelled, distilled, tmp_path):
     cfg = distill_config(with_unlabelled)
     a, a_folder = distilled

@@ -285,6 +285,7 @@ def test_debug_shows_the_traceback(tmp_path):
     assert "error:" not in r.output
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_default_config_pretrains_first_and_says_what_to_change_when_the_data_cannot_do_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # no pretrained folder here: train runs the pretraining stage itself
     r = invoke("train", "--data", SMALL_DATA, "--output", tmp_path / "out", "--device", "cpu",

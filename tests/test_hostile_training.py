@@ -59,6 +59,7 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 @pytest.mark.parametrize("in_epoch", [1, 2])
 def test_a_stop_during_the_refit_resumes_to_the_uninterrupted_weights(tmp_path, uninterrupted, in_epoch):
     best = json.loads((uninterrupted / "metrics.json").read_text())["held_out_run"]["best_epoch"]

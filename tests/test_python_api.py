@@ -31,6 +31,7 @@ def test_guide_blocks_are_found_and_notest_ones_skipped():
     assert guide_blocks(text) == ["a = 1\n", "d = 3\n"]
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_the_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     """Every python block of docs/python.md, in order and in one namespace, from a folder whose tests/data is
     the repository's (its relative paths), writing its checkpoints there."""

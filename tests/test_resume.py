@@ -274,6 +274,7 @@ def test_resume_refuses_weights_that_do_not_fit_the_model(runs, tmp_path):
         resume(folder)
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_a_run_without_validation_resumes_to_the_same_end(tmp_path):
     cfg = resume_config().override("data", validation_fraction=0.0)
     full = train(cfg, tmp_path / "full", keep_state=True)

@@ -103,6 +103,7 @@ def test_without_the_option_the_configured_weight_stays(tmp_path):
     assert "ngram_scale" not in json.loads((tmp_path / "run" / "metrics.json").read_text())["calibration"]
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_a_refit_keeps_the_held_out_runs_weight(tmp_path):
     cfg = (small_config(epochs=2, fit_ngram_scale=True, refit=True)
            .override("model", ngram_buckets=1 << 16, ngram_scale=1.25).override("data", validation_fraction=0.1))

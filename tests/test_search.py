@@ -826,6 +826,7 @@ def test_pretraining_gets_its_share_of_the_budget_when_a_trial_still_fits_after_
     assert not seen["worth"] and fake.trials[0].training.init_from == ""
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_the_trials_build_their_tokenizer_once_per_run():
     """Work done once: trials on the same rows and ``[data]`` keys share the tokenizer (a Unigram trainer takes
     minutes on Wisesight); another vocabulary size builds its own."""

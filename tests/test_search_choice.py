@@ -84,6 +84,7 @@ def test_row_nll_is_the_mean_nll():
     assert rows.shape == (50,) and (rows > 0).all() and calibration.nll(logits, y, 1.7) == pytest.approx(rows.mean())
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_a_runs_row_losses_pair_with_the_ngram_stage_s_row_by_row(tmp_path):
     """The encoder trial's losses and the n-gram candidates' are the same validation rows in the same order: a run
     that is the n-gram score alone (``epochs = 0``, LR C 3) gives back the n-gram stage's LR C 3 losses row by row."""

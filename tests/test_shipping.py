@@ -52,6 +52,7 @@ def test_keep_full_writes_the_model_before_compression_beside(tmp_path):
     assert all(torch.equal(full.weights[k], v) for k, v in result.record.full.weights.items())
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_a_stricter_policy_ships_a_larger_model_and_none_ships_the_full_one(tmp_path):
     """The rule is the policy's: with a tolerance below zero no compression can be as good, so the full model is
     shipped; with a margin of a whole nat every one is, so the smallest is; [training] compress = "none" ships the
@@ -92,6 +93,7 @@ def test_ship_keeps_a_compression_only_within_one_paired_standard_error(compress
         assert row["within"] == bool(d.mean() <= max(DEFAULT.ship.margin, d.std(ddof=1) / np.sqrt(len(d))))
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_a_refit_ships_what_its_held_out_run_chose(tmp_path):
     result = train(_tables(epochs=2, refit=True).override("data", validation_fraction=0.1), tmp_path / "refit")
     assert result.metrics["held_out_run"]["best_epoch"] >= 1

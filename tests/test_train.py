@@ -86,6 +86,7 @@ def test_adversarial_perturbation_has_norm_epsilon_and_raises_the_loss():
     assert torch.equal(model(ids, padding, torch.zeros_like(r)).logits, model(ids, padding).logits)
 
 
+@pytest.mark.slow   # over 5 s on 2 cores: the full suite runs it, the fast lane does not (docs/development.md)
 def test_adversarial_training_runs_and_changes_the_run(seeded, tmp_path):
     base = seeded[0].metrics["history"][0]
     adv = train(small_config(epochs=1, adversarial_epsilon=1.0), tmp_path / "b").metrics["history"][0]
