@@ -101,9 +101,7 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     features.of(Reading.of(config))
     stage.setup_seconds = budget.clock() - began
     k, y_val = len(train.label_names), np.asarray(val.labels)
-    grid = {form: Cs for form, Cs in policy.grid_dict().items() if "model.ngram_fit" not in given or m.ngram_fit == form}
-    if ("model.ngram_c" in given or train.multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
-        grid = {form: (m.ngram_c,) for form in grid if not train.multi_label or form == m.ngram_fit}
+    grid = _grid(config, given, train.multi_label, policy)
 
     def make_fit(cfg: Config, feats: StageFeatures, extra: dict[str, Any]) -> Callable[..., Candidate]:
         def fit(form: str, C: float, class_weight: str, reading: Reading) -> Candidate:
@@ -118,6 +116,17 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     peers = PeerFits(config, given, grid, features, (data, train, val), make_fit, cb, policy, rules)
     _fit_readings(fits, config, given, grid, features, tokenizer, train.multi_label, cb, peers)
     return _finished(stage, fits.out, peers, config, tokenizer, data)
+
+
+def _grid(config: Config, given: frozenset[str], multi_label: bool,
+          policy: NgramStagePolicy) -> dict[str, tuple[float, ...]]:
+    """The stage's forms and their C's: the policy's grid, less a form the command line did not pin when it pinned
+    one; only the C the command line pinned (or, with several labels per text, the rules' form and C)."""
+    m = config.model
+    grid = {form: Cs for form, Cs in policy.grid_dict().items() if "model.ngram_fit" not in given or m.ngram_fit == form}
+    if ("model.ngram_c" in given or multi_label) and m.ngram_c:   # multi-label: the rules' pinned form
+        grid = {form: (m.ngram_c,) for form in grid if not multi_label or form == m.ngram_fit}
+    return grid
 
 
 def _finished(stage: NgramStage, out: list[Candidate], peers: PeerFits, config: Config, tokenizer: Any,
