@@ -124,21 +124,16 @@ def train(
         from ..training.run import resume as run_resume, train as run_train
 
         device_name, mode = (device.value if device else None), _multi_label_mode(multi_label, single_label)
+        flags = {"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
+                 "--text-column": text_column, "--label-column": label_column,
+                 "--multi-label / --single-label": mode, "--label-columns": label_columns,
+                 "--batch-size": batch_size, "--lr": lr, "--seed": seed, "--init": init,
+                 "--time-budget": time_budget, "--policy": policy}
         if resume is not None:
             folder = _resume_folder(resume, output)
-            _refuse_changes({"--config": config, "--set": sets, "--data": data, "--unlabelled": unlabelled,
-                             "--text-column": text_column, "--label-column": label_column,
-                             "--multi-label / --single-label": mode, "--label-columns": label_columns,
-                             "--batch-size": batch_size, "--lr": lr, "--seed": seed, "--init": init,
-                             "--time-budget": time_budget, "--policy": policy})
+            _refuse_changes(flags)
         else:
-            cfg, given = _config_and_given(config, sets, {
-                "data": {"source": data, "unlabelled": unlabelled, "text_column": text_column,
-                         "label_column": label_column, "label_columns": parse_label_columns(label_columns),
-                         "multi_label": mode},
-                "training": {"epochs": epochs, "batch_size": batch_size, "lr": lr, "device": device_name,
-                             "seed": seed, "init_from": str(init) if init is not None else None,
-                             "time_budget": parse_duration(time_budget) if time_budget is not None else None}})
+            cfg, given = _config_and_given(config, sets, _flag_sections(flags, epochs, device_name))
         rules, (out, err) = DEFAULT if policy is None else policy_from_toml(policy), consoles()
         callbacks = None if as_json else RichTrainCallbacks(err)
         if resume is not None:
@@ -151,6 +146,18 @@ def train(
         result = _until_stopped(callbacks, run)
         if result.is_main:   # torchrun ranks other than 0 stay quiet
             _render_train(out, err, result, as_json)
+
+
+def _flag_sections(flags: dict[str, Any], epochs: Optional[int], device: Optional[str]) -> dict[str, dict[str, Any]]:
+    """``train``'s flags (``flags``: by their names on the command line) as config sections and keys."""
+    init, budget = flags["--init"], flags["--time-budget"]
+    return {"data": {"source": flags["--data"], "unlabelled": flags["--unlabelled"],
+                     "text_column": flags["--text-column"], "label_column": flags["--label-column"],
+                     "label_columns": parse_label_columns(flags["--label-columns"]),
+                     "multi_label": flags["--multi-label / --single-label"]},
+            "training": {"epochs": epochs, "batch_size": flags["--batch-size"], "lr": flags["--lr"], "device": device,
+                         "seed": flags["--seed"], "init_from": str(init) if init is not None else None,
+                         "time_budget": parse_duration(budget) if budget is not None else None}}
 
 
 def _config_and_given(config: Optional[str], sets: Optional[list[str]],
