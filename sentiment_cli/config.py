@@ -118,6 +118,9 @@ class ModelConfig:
                                 "multinomial with more than two classes), or auto: the form and C (nb-lr 0.1, "
                                 "0.3, 1; lr 1, 10, 30) that 3-fold cross-validation on up to 10,000 training "
                                 "texts picks")
+    ngram_intercept: bool = _spec(True, help="the n-gram score's fit has an intercept; false: a text with no n-gram "
+                                             "scores 0 (even odds), so that a short text is not read by the "
+                                             "intercept of long ones (ngram/forms.py)")
     ngram_c: float = _spec(0.0, lo=0.0, help="the inverse L2 strength C of a pinned ngram_fit (nb-lr or lr); 0: the "
                                              "form's default (nb-lr 0.1, lr 10), or cross-validation's with auto "
                                              "(the default's search sets it from the validation split)")
@@ -176,6 +179,9 @@ class DataConfig:
                                 "unigram or bpe (subwords learned from the training texts with byte fallback, so "
                                 "no character is <unk>), or auto: char where most letters are in long runs "
                                 "without spaces (Thai, Chinese, Japanese), else word (data/units.py)")
+    blind_identity: bool = _spec(False, help="read the names of nationalities, religions, ethnicities and "
+                                             "sexualities as <unk> (data/identity.py; Garg et al. 2019's blindness), "
+                                             "so that swapping one for another never changes a prediction")
     negation_scope: str = _spec("none", choices=("none", "clause", "sentence"),
                                 help="mark the words a negator governs (Das & Chen 2001; data/negation.py): none; "
                                      "clause: up to the next punctuation mark; sentence: up to the next . ; : ! ? "
@@ -234,6 +240,11 @@ class TrainingConfig:
                                                 "sentences of the training texts, negated by rule ('was good' -> "
                                                 "'was not good'), join the training split with the label flipped, "
                                                 "beside the sentence with its own; two-class sentiment labels only")
+    lexicon_prior: int = _spec(0, lo=0, help="what words mean outside the training set (training/lexicon.py): up "
+                                             "to this many words of VADER's lexicon join the training split as "
+                                             "one-word rows labelled by their polarity, where VADER's scores tell "
+                                             "the labels apart and the training texts do not say otherwise; "
+                                             "two-class sentiment labels only; they teach the encoder only")
     distill_reviews: int = _spec(0, lo=0, help="distillation (Hinton et al. 2015): unlabelled reviews per epoch, "
                                                "drawn from the source's `unsupervised` split, that learn the "
                                                "probabilities of an n-gram teacher fitted on the training split "

@@ -32,6 +32,7 @@ from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordLevelTrainer
 from ..config import DataConfig
 from ..decoding import json_loads
 from ..errors import CheckpointError
+from .identity import blind, identity_ids
 from .negation import mark_scope, token_roles, vocabulary_id
 from .token_ids import TokenIds, TokenIdsWriter
 from .units import choose_units
@@ -397,8 +398,10 @@ def encode_token_ids(tok: Tokenizer, texts: Iterable[str], config: DataConfig) -
 
 
 def marked_ids(tok: Tokenizer, ids: Sequence[int], config: DataConfig) -> Sequence[int]:
-    """A whole tokenization's ids with ``[data] negation_scope``'s marks (:mod:`~.negation`); unchanged with
-    ``"none"``."""
+    """A whole tokenization's ids with identity terms as ``<unk>`` (``[data] blind_identity``, :mod:`~.identity`)
+    and ``[data] negation_scope``'s marks (:mod:`~.negation`); unchanged with neither."""
+    if config.blind_identity:
+        ids = blind(ids, identity_ids(tok), UNK_ID)
     if config.negation_scope == "none":
         return ids
     return mark_scope(ids, token_roles(tok), config.negation_scope)

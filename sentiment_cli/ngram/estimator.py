@@ -18,7 +18,7 @@ from .forms import DEFAULT_C, FIT_FORMS, fit_columns, label_ids, predicted
 from .memory import FitLimit
 from .selection import Selection, select_fit
 
-_PARAMS = ("num_labels", "form", "C", "class_weight", "limit")
+_PARAMS = ("num_labels", "form", "C", "class_weight", "limit", "fit_intercept")
 
 
 class NgramEstimator:
@@ -49,8 +49,9 @@ class NgramEstimator:
     """
 
     def __init__(self, num_labels: int = 2, form: str = "auto", C: float | None = None,
-                 class_weight: str | None = None, limit: FitLimit | None = None):
+                 class_weight: str | None = None, limit: FitLimit | None = None, fit_intercept: bool = True):
         self.num_labels = num_labels
+        self.fit_intercept = fit_intercept
         self.form = form
         self.C = C
         self.class_weight = class_weight
@@ -103,7 +104,8 @@ class NgramEstimator:
             pinned = self.C is None
             self.form_, self.C_ = self.form, DEFAULT_C[self.form] if pinned else self.C
             self.chosen_by_ = "config" if pinned else "caller"
-        self.coef_, self.intercept_ = fit_columns(x, y, self.num_labels, self.form_, self.C_, self.class_weight)
+        self.coef_, self.intercept_ = fit_columns(x, y, self.num_labels, self.form_, self.C_, self.class_weight,
+                                                  self.fit_intercept)
         self.coef_[0] = 0.0   # "no n-gram" is never a feature
         return self
 

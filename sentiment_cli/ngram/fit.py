@@ -86,12 +86,12 @@ def rows_digest(x, labels) -> str:
 
 
 def fit_key(rows: str, form: str, C: float | None, class_weight: str | None, weighting: str = "binary",
-            min_df: int = 1) -> str:
+            min_df: int = 1, fit_intercept: bool = True) -> str:
     """What a fit depends on: the rows and labels (``rows``, :func:`rows_digest`), the form, C, class weighting and
-    the rows' weighting (``[model] ngram_weighting``: binarised or TF-IDF; ``ngram_min_df``).
+    the rows' weighting (``[model] ngram_weighting``: binarised or TF-IDF; ``ngram_min_df``) and the intercept.
     Two fits with the same key give the same estimator (the fits are deterministic), so the search's n-gram stage
     hands its winner's fit to the encoder trials that read the same rows (issue 54: work done once)."""
-    return hashlib.sha256(repr((rows, form, C, class_weight, weighting, min_df)).encode()).hexdigest()
+    return hashlib.sha256(repr((rows, form, C, class_weight, weighting, min_df, fit_intercept)).encode()).hexdigest()
 
 
 def fit_ngram_score(config: Config, score: NgramScore | None, num_labels: int, train_ids: Sequence[Sequence[int]],
@@ -167,7 +167,7 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
     x = ngram_features(train_ids, score.buckets, max_n=score.max_n, pieces=score.pieces, tf=score.term_frequency)
     pinned_c, min_df = config.model.ngram_c or None, config.model.ngram_min_df   # ngram_c 0: default or CV's C
     key = fit_key(rows_digest(x, train_labels), config.model.ngram_fit, pinned_c, weighting,
-                  score.weighting, min_df) if cache else ""
+                  score.weighting, min_df, config.model.ngram_intercept) if cache else ""
     (x,), idf = weighted_rows(x, score.weighting, min_df)
 
     made = []
@@ -176,7 +176,8 @@ def _fitted(config: Config, score: NgramScore, num_labels: int, train_ids: Seque
         made.append(True)
         say(True)
         return NgramEstimator(num_labels, config.model.ngram_fit, pinned_c, class_weight=weighting,
-                              limit=fit_limit(config, num_labels)).fit(x, train_labels)
+                              limit=fit_limit(config, num_labels),
+                              fit_intercept=config.model.ngram_intercept).fit(x, train_labels)
 
     fitted = cache(key, make) if cache else make()
     if not made:

@@ -51,7 +51,7 @@ def log_count_ratio(x, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.log((p / p[seen].sum()) / (q / q[seen].sum()))
 
 
-def nb_lr(x, y: np.ndarray, C: float = FIT_C, class_weight: str | None = None):
+def nb_lr(x, y: np.ndarray, C: float = FIT_C, class_weight: str | None = None, fit_intercept: bool = True):
     """``(r, classifier)``: the log-count ratios of ``x`` (:func:`log_count_ratio`) and the L2 logistic
     regression (inverse strength ``C``) fitted on ``x * r``. Deterministic (liblinear, fixed seed).
 
@@ -74,7 +74,7 @@ def nb_lr(x, y: np.ndarray, C: float = FIT_C, class_weight: str | None = None):
     r = log_count_ratio(x, y).astype(np.float32)
     # liblinear's dual solver: the fast one when features (millions of n-grams) far outnumber reviews
     classifier = LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=1000, random_state=0,
-                                    class_weight=class_weight)
+                                    class_weight=class_weight, fit_intercept=fit_intercept)
     with warnings.catch_warnings():   # a rare label's fit may stop at max_iter: the fit is still used, as is
         warnings.simplefilter("ignore", ConvergenceWarning)
         classifier.fit(x @ sp.diags(r), y)
@@ -99,7 +99,7 @@ def label_ids(labels: Sequence[int], num_labels: int) -> np.ndarray:
 
 
 def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C,
-                  class_weight: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  class_weight: str | None = None, fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """NB-LR's weights, one column per scored class: the second class against the first with two classes
     (Wang & Manning 2012), else each class against the rest (one-vs-rest NB-LR).
 
@@ -121,9 +121,9 @@ def nb_lr_columns(x, y: np.ndarray, num_labels: int, C: float = FIT_C,
     for k, target in enumerate(targets):
         if len(np.unique(target)) < 2:
             continue
-        r, classifier = nb_lr(x, target, C, class_weight)
+        r, classifier = nb_lr(x, target, C, class_weight, fit_intercept)
         weights[:, k] = (r * classifier.coef_[0]).astype(np.float32)
-        intercepts[k] = float(classifier.intercept_[0])
+        intercepts[k] = float(np.ravel(classifier.intercept_)[0])
     return weights, intercepts
 
 
@@ -135,7 +135,8 @@ def _binary_targets(y: np.ndarray, num_labels: int) -> list[np.ndarray]:
     return [y] if num_labels == 2 else [(y == c).astype(np.int64) for c in range(num_labels)]
 
 
-def _binary_lr_columns(x, y: np.ndarray, C: float, class_weight: str | None) -> tuple[np.ndarray, np.ndarray]:
+def _binary_lr_columns(x, y: np.ndarray, C: float, class_weight: str | None,
+                       fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Multi-label plain LR: one binary L2 logistic regression per label (one-vs-rest), in
     :func:`nb_lr_columns`' layout, on the columns that occur in ``x`` (see :func:`lr_columns`)."""
     from sklearn.linear_model import LogisticRegression
@@ -147,14 +148,15 @@ def _binary_lr_columns(x, y: np.ndarray, C: float, class_weight: str | None) -> 
     for j, target in enumerate(_binary_targets(y, y.shape[1])):
         if len(np.unique(target)) < 2:
             continue
-        classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000, class_weight=class_weight).fit(xs, target)
+        classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000, class_weight=class_weight,
+                                        fit_intercept=fit_intercept).fit(xs, target)
         weights[seen, j] = classifier.coef_[0]
-        intercepts[j] = float(classifier.intercept_[0])
+        intercepts[j] = float(np.ravel(classifier.intercept_)[0])
     return weights, intercepts
 
 
 def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C,
-               class_weight: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+               class_weight: str | None = None, fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Plain L2 logistic regression's weights on the binarised counts, in :func:`nb_lr_columns`' layout:
     one column, the second class's log-odds, with two classes (binary LR); one per class with more
     (multinomial LR: the softmax over the columns is its probability).
@@ -179,15 +181,17 @@ def lr_columns(x, y: np.ndarray, num_labels: int, C: float = LR_C,
     from sklearn.linear_model import LogisticRegression
 
     if y.ndim == 2:
-        return _binary_lr_columns(x, y, C, class_weight)
+        return _binary_lr_columns(x, y, C, class_weight, fit_intercept)
     k, present = (1 if num_labels == 2 else num_labels), np.unique(y)
     weights = np.zeros((x.shape[1], k), np.float32)
     intercepts = np.full(k, UNSEEN_INTERCEPT)
     if len(present) < 2:
         return weights, intercepts
     seen = np.unique(x.indices)                                          # columns with an entry
-    classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000, class_weight=class_weight).fit(x[:, seen], y)
-    coef, bias = classifier.coef_.T, classifier.intercept_               # (n_seen, 1 or n_present), (1 or n_present,)
+    classifier = LogisticRegression(C=C, solver="lbfgs", max_iter=1000, class_weight=class_weight,
+                                    fit_intercept=fit_intercept).fit(x[:, seen], y)
+    coef = classifier.coef_.T                                            # (n_seen, 1 or n_present)
+    bias = np.broadcast_to(classifier.intercept_, coef.shape[1:]).astype(np.float64)   # (1 or n_present,); 0.0 unfitted
     if k > 1 and coef.shape[1] == 1:                                     # two classes present: binary form
         coef, bias = np.concatenate([np.zeros_like(coef), coef], 1), np.array([0.0, bias[0]])
     columns = [0] if k == 1 else present
@@ -211,9 +215,10 @@ def form_phrase(form: str | None, num_labels: int, multi_label: bool = False) ->
 
 
 def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float,
-                class_weight: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                class_weight: str | None = None, fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The weights of ``form`` (``"nb-lr"``: :func:`nb_lr_columns`, ``"lr"``: :func:`lr_columns`, which take
-    ``class_weight``: ``None`` or ``"balanced"``), fitted
+    ``class_weight``: ``None`` or ``"balanced"``; ``fit_intercept`` false: intercepts 0, so a text with no
+    n-gram scores 0, ``[model] ngram_intercept``), fitted
     on one thread: bit-for-bit the same on any machine, and L-BFGS's OpenMP threads, on cores that
     other work shares, made it ~5x slower (TREC-6: 20 s against 4 s).
 
@@ -225,7 +230,7 @@ def fit_columns(x, y: np.ndarray, num_labels: int, form: str, C: float,
     if form not in _COLUMNS:
         raise ValueError(f"unknown n-gram fit {form!r}; known: {', '.join(FIT_FORMS)}")
     with threadpool_limits(limits=1):
-        return _COLUMNS[form](x, y, num_labels, C, class_weight)
+        return _COLUMNS[form](x, y, num_labels, C, class_weight, fit_intercept)
 
 
 def multi_label_loss(scores: np.ndarray, y: np.ndarray) -> float:

@@ -130,7 +130,8 @@ def ngram_fit(config: Config, setting: tuple[str, float, str], reading: Reading,
                           "was: run the same command again", exit_code=stop.exit_code)
     began = time.perf_counter()
     weighting = fit_weighting(class_weight, train[1])
-    fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k)).fit(*train)
+    fitted = NgramEstimator(k, form, C, class_weight=weighting, limit=fit_limit(config, k),
+                            fit_intercept=config.model.ngram_intercept).fit(*train)
     accuracy, nll, losses = scored(np.asarray(fitted.decision_function(val[0]), np.float64), val[1], k)
     settings = {**(extra or {}), "model.ngram_fit": form, "model.ngram_c": float(C)}
     if class_weight != config.training.class_weight:

@@ -105,6 +105,10 @@ def char_settings(config: Config, train_texts: Any, val_texts: Any, peer: PeerRe
         settings["data.negation_scope"] = "none"
     if config.training.negation_augment:
         settings["training.negation_augment"] = 0
+    if config.training.lexicon_prior:
+        settings["training.lexicon_prior"] = 0
+    if config.data.blind_identity:
+        settings["data.blind_identity"] = False
     if config.model.ngram_word_chars:
         settings["model.ngram_word_chars"] = 0
     if config.training.init_from:

@@ -106,7 +106,8 @@ def ngram_candidates(config: Config, data: RunData, cb: TrainCallbacks, given: f
     def make_fit(cfg: Config, feats: StageFeatures, extra: dict[str, Any]) -> Callable[..., Candidate]:
         def fit(form: str, C: float, class_weight: str, reading: Reading) -> Candidate:
             x, xv, rows = feats.of(reading)
-            key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df)
+            key = fit_key(rows, form, C, fit_weighting(class_weight, train.labels), reading.weighting, reading.min_df,
+                          cfg.model.ngram_intercept)
             return ngram_fit(cfg, (form, C, class_weight), reading, (x, train.labels), (xv, y_val), k, cb, stop, key,
                              extra)
         return fit

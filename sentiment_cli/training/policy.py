@@ -120,6 +120,12 @@ class RulesPolicy:
                                 "sentiment read as words)", "IMDB's block hold-out and the built-in suite's dev half: "
                                 "90.29% dev accuracy, negation failures 79.1% -> 19.3%; "
                                 f"{DECISIONS}#negation; affdc2a, 2026-11-27")
+    lexicon_rows: int = tuned(10_000, "rows", "VADER's words at most, one a row, for two-class sentiment read as "
+                              "words (all of its 5,586 words of valence 1 or more fit)", "a bound, not tuned; "
+                              f"{DECISIONS}#what-words-mean-outside-the-training-set; 2026-12-08")
+    lexicon_share: float = tuned(0.25, "share of rows", "VADER's words at most this share of the training rows, the "
+                                 "strongest first: a small set's labels are not outvoted", "a bound, not tuned; "
+                                 f"{DECISIONS}#what-words-mean-outside-the-training-set; 2026-12-08")
     negation_share: float = tuned(0.4, "share of rows", "rule-negated pairs at most this share of the training rows",
                                   f"a bound, not tuned; {DECISIONS}#negation; affdc2a, 2026-11-27")
     small_set_budget: float = tuned(300.0, "seconds", "a small set's search time (the preset's 1,800 s is IMDB's)",
@@ -293,6 +299,18 @@ class FitPolicy:
                                     f"none 0.4336, 1 0.4690; {DECISIONS}#several-labels-per-text; 77239d6, 2026-11-27")
     max_pos_weight: float = tuned(100.0, "weight", "a label's positives' weight at most", "a bound, not tuned; "
                                   "77239d6, 2026-11-27")
+    lexicon_auc: float = tuned(0.65, "ROC AUC", "VADER's word scores must tell the two labels apart this well for "
+                               "its words to join the training rows (the labels are polarity)", "a bound, not tuned: "
+                               "IMDB's training reviews 0.79, SST-5's sentences without the neutral ones 0.73, "
+                               "Wisesight's Thai messages (positive against negative) 0.51; "
+                               f"{DECISIONS}#what-words-mean-outside-the-training-set; 2026-12-08")
+    lexicon_min_valence: float = tuned(1.0, "valence (-4 to +4)", "a VADER word joins when its mean human rating is "
+                                       "at least this far from neutral", "a bound, not tuned: a quarter of the scale; "
+                                       f"{DECISIONS}#what-words-mean-outside-the-training-set; 2026-12-08")
+    lexicon_contradiction: float = tuned(0.3, "log-count ratio", "a VADER word is left out when the training texts "
+                                         "give it the other sign by at least this much (the user's labels win)",
+                                         "a bound, not tuned: a third of a nat; "
+                                         f"{DECISIONS}#what-words-mean-outside-the-training-set; 2026-12-08")
     augment_min_reviews: int = tuned(50, "texts", "a word's log-count ratio counts for the negation rule when this "
                                      "many training texts hold it (names do not count)", f"a bound, not tuned; "
                                      f"{DECISIONS}#negation; 9c7b7cd, 2026-11-27")

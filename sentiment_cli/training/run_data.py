@@ -151,7 +151,8 @@ class RunData:
         """
         if tokenizer.padding is not None:
             return encode_token_ids(tokenizer, texts, config)
-        key = (tokenizer.to_str(), config.max_length, config.truncation, config.head_fraction, config.negation_scope)
+        key = (tokenizer.to_str(), config.max_length, config.truncation, config.head_fraction, config.negation_scope,
+               config.blind_identity)
         known = self._ids.pop(key, {})
         self._ids[key] = known   # the latest used last
         while len(self._ids) > KEPT_TOKENIZERS:

@@ -339,6 +339,7 @@ def _make_checkpoint(config: Config, winner: Candidate, cb: TrainCallbacks, stop
         alone = config.with_keys({**winner.settings, "training.epochs": 0, "training.init_from": "",
                                   "training.distill_reviews": 0, "training.fit_ngram_scale": False,
                                   "training.adversarial_epsilon": 0.0, "training.negation_augment": 0,
+                                  "training.lexicon_prior": 0,
                                   "training.refit": refit}, "the search")
         return runner.final(alone, cb, stop)
     chosen = config.with_keys(winner.settings, "the search")

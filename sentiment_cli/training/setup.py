@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from . import augment, distill, distributed, imbalance
+from . import augment, distill, distributed, imbalance, lexicon
 from ..checkpoint import Checkpoint, CheckpointRecord, load_weights, read_record
 from ..config import Config
 from ..data.labels import LABELS
@@ -65,7 +65,8 @@ class Reviews:
     train_ids: TokenIds
     train_labels: torch.Tensor
     val_ids: TokenIds
-    augmented: int = 0   # pairs of rule-negated sentences at the end of ``train`` (training/augment.py)
+    lexicon: int = 0     # one-word lexicon rows after the user's rows of ``train`` (training/lexicon.py)
+    augmented: int = 0   # pairs of rule-negated sentences after them, at the end of ``train`` (training/augment.py)
     lengths: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,6 +77,12 @@ class Reviews:
     def num_labelled(self) -> int:
         """How many of ``train_ids`` are labelled reviews (the training split's)."""
         return len(self.train)
+
+    @property
+    def added_rows(self) -> int:
+        """How many rows at the end of ``train`` are not the user's: the rule-negated sentences and the lexicon's
+        words; they teach the encoder only."""
+        return 2 * self.augmented + self.lexicon
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -203,10 +210,11 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
         train_split, val_split = run_data.splits(DataSpec.from_config(config))
     if train_split.reading and not ctx.data_rules and info.is_main:   # the default's rules said it already
         ctx.cb.on_note(train_split.reading)
+    train_split, lexicon = _lexicon(ctx, run_data, train_split)   # read on the user's rows alone
     train_split, augmented = _augmented(ctx, run_data, train_split)
     if saved is not None:
         tokenizer_json = saved.tokenizer_json
-        check_same_data(saved, train_split, val_split, config.data.source, augmented)
+        check_same_data(saved, train_split, val_split, config.data.source, 2 * augmented + lexicon)
     elif pretrained is not None:
         tokenizer_json = pretrained.tokenizer.to_str()
     else:
@@ -218,7 +226,7 @@ def _load_data(ctx: RunContext, run_data: RunData, saved: TrainerState | None,
                  train_ids=run_data.ids(tokenizer, train_split.texts, config.data),
                  val_ids=run_data.ids(tokenizer, val_split.texts, config.data) if info.is_main else
                  TokenIds.from_rows([]),
-                 train_labels=train_targets(train_split), augmented=augmented)
+                 train_labels=train_targets(train_split), augmented=augmented, lexicon=lexicon)
 
 
 def train_targets(split: Split) -> torch.Tensor:
@@ -240,6 +248,19 @@ def _augmented(ctx: RunContext, run_data: RunData, train_split: Split) -> tuple[
                        "negative/positive; no sentence is negated")
         return train_split, 0
     return run_data.shared(("negation_augment", train_split.fingerprint(), pairs), lambda: _negated(ctx, train_split))
+
+
+def _lexicon(ctx: RunContext, run_data: RunData, train_split: Split) -> tuple[Split, int]:
+    """The training split with ``[training] lexicon_prior``'s one-word rows (``lexicon.py``), and how many were
+    added; a note saying why (the labels' ROC AUC against VADER's word scores)."""
+    rows = ctx.config.training.lexicon_prior
+    if not rows:
+        return train_split, 0
+    split, added, reason = run_data.shared(("lexicon_prior", train_split.fingerprint(), rows),
+                                           lambda: lexicon.lexicon_rows(train_split, rows, ctx.policy.fit))
+    ctx.cb.on_note(f"lexicon_prior: {reason}; {added:,} of VADER's words join as one-word rows" if added else
+                   f"lexicon_prior: {reason}; no word joins")
+    return split, added
 
 
 def _negated(ctx: RunContext, train_split: Split) -> tuple[Split, int]:
@@ -280,7 +301,7 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
     Raises:
         DataError: no or too few unlabelled reviews for distillation.
     """
-    reviews = data.num_labelled - 2 * data.augmented   # the rule-negated sentences teach the encoder only
+    reviews = data.num_labelled - data.added_rows   # the rule-negated sentences and lexicon words teach the encoder only
     c, t = ctx.config, ctx.config.training
 
     def fit() -> tuple[FittedScore | None, dict[str, Any] | None]:
@@ -294,8 +315,9 @@ def _fit_ngram(ctx: RunContext, run_data: RunData, model: SentimentClassifier,
     # computed once per run for the same rows and settings (the search's trials share it: issue 54)
     key = ("ngram fit", data.tokenizer_json, len(data.labels), reviews, data.train.fingerprint(), len(data.validation),
            c.model.ngram_buckets, c.model.ngram_fit, c.model.ngram_c, c.model.ngram_max_n, c.model.ngram_weighting,
-           c.model.ngram_word_chars, t.class_weight, t.ngram_residual, t.seed,
-           bool(t.distill_reviews), c.data.max_length, c.data.truncation, c.data.head_fraction, c.data.negation_scope)
+           c.model.ngram_word_chars, c.model.ngram_intercept, t.class_weight, t.ngram_residual, t.seed,
+           bool(t.distill_reviews), c.data.max_length, c.data.truncation, c.data.head_fraction, c.data.negation_scope,
+           c.data.blind_identity)
     earlier = run_data.has_shared(key)
     fitted, weights = run_data.shared(key, fit)
     if weights is not None and earlier:   # kept from an earlier trial: this model's copy
@@ -334,9 +356,9 @@ def _fresh_state(config: Config, model: SentimentClassifier, data: Reviews, pret
     state = LoopState(metrics={
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": t.seed,
         "num_parameters": model.num_parameters(),
-        "data": {"source": config.data.source, "train_examples": len(train_split) - 2 * data.augmented,
+        "data": {"source": config.data.source, "train_examples": len(train_split) - data.added_rows,
                  "validation_examples": len(val_split), "fingerprint": train_split.fingerprint(),
-                 "negation_augment": data.augmented,
+                 "negation_augment": data.augmented, "lexicon_prior": data.lexicon,
                  "labels": list(train_split.label_names), **_multi_label_facts(train_split),
                  "class_counts": {"train": train_split.class_counts(), "validation": val_split.class_counts()},
                  "validation_from": val_split.where if val_split.where != train_split.where else None},
