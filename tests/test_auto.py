@@ -259,8 +259,11 @@ def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_
     pairs = metrics["data"]["negation_augment"]                                 # two-class sentiment: the rule
     assert rules["data.negation_scope"] == "sentence" and 0 < pairs <= rules["training.negation_augment"] == 240
     assert metrics["data"]["train_examples"] == 600                             # the hold-out, trained on
-    assert (f"then trained again on all 600 rows (+ {2 * pairs:,} rule-negated sentences) for 1 epoch (the refit)"
-            in " ".join(r.output.split()))
+    words = metrics["data"]["lexicon_prior"]                                    # VADER's words' rows: at most 0.8
+    assert 0 < words <= rules["training.lexicon_prior"] == 480
+    assert rules["data.blind_identity"] is True and rules["model.ngram_intercept"] is False
+    assert (f"then trained again on all 600 rows (+ {2 * pairs:,} rule-negated sentences, {words:,} lexicon words) "
+            "for 1 epoch (the refit)" in " ".join(r.output.split()))
     config = json.loads((out / "config.json").read_text())
     assert config["training"]["init_from"] == "" and config["training"]["embedding_lr_scale"] == 10.0
     assert not list(tmp_path.glob("checkpoints/pretrained*"))                   # no word2vec on 600 reviews
@@ -299,8 +302,9 @@ def test_pretraining_reads_unlabelled_text_given_beside_a_source_without_it(tmp_
 
 
 def test_negation_rules_are_for_two_class_sentiment_read_as_words():
-    """Negation scope and the augmentation's rules are English words' ("was good" -> "was not good"): two-class
-    sentiment read as characters (Chinese, Thai) gets neither."""
+    """Negation scope, the augmentation's rules, VADER's words and the identity terms are English words' ("was
+    good" -> "was not good"), and the n-gram score without an intercept is for polarity labels: two-class sentiment
+    read as characters (Chinese, Thai) gets none, and nor do other label sets."""
     from sentiment_cli.data.units import Units
 
     cfg = load_config("default")
@@ -308,6 +312,10 @@ def test_negation_rules_are_for_two_class_sentiment_read_as_words():
                          length_quantile=200, tokens=800_000, labels=("negative", "positive"),
                          units=Units("word", 0.02))
     chars = auto.Profile(**{**words.__dict__, "units": Units("char", 0.95, ("Han",))})
-    keys = {c.key for c in auto.data_rules(words, cfg)}
-    assert {"data.negation_scope", "training.negation_augment"} <= keys
-    assert not {"data.negation_scope", "training.negation_augment"} & {c.key for c in auto.data_rules(chars, cfg)}
+    polar = {"data.negation_scope", "training.negation_augment", "training.lexicon_prior", "data.blind_identity",
+             "model.ngram_intercept"}
+    chosen = {c.key: c.value for c in auto.data_rules(words, cfg)}
+    assert polar <= set(chosen) and chosen["training.lexicon_prior"] == 4_800   # 0.8 of 6,000 rows
+    assert not polar & {c.key for c in auto.data_rules(chars, cfg)}
+    topics = auto.Profile(**{**words.__dict__, "labels": ("sports", "world")})
+    assert not polar & {c.key for c in auto.data_rules(topics, cfg)}

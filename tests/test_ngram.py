@@ -304,7 +304,8 @@ def test_the_estimator_keeps_scikit_learns_contract():
     texts, labels = _topic_texts(2, 20)
     x = ngram_features(texts, 1009)
     odd = NgramEstimator(num_labels=1, form="svm")                          # no error until fit
-    assert odd.get_params() == {"num_labels": 1, "form": "svm", "C": None, "class_weight": None, "limit": None}
+    assert odd.get_params() == {"num_labels": 1, "form": "svm", "C": None, "class_weight": None, "limit": None,
+                                "fit_intercept": True}
     with pytest.raises(ValueError, match="at least two classes"):
         odd.fit(x, labels)
     with pytest.raises(ValueError, match="unknown n-gram fit 'svm'"):
@@ -316,6 +317,23 @@ def test_the_estimator_keeps_scikit_learns_contract():
     np.testing.assert_array_equal(estimator.predict(x), (estimator.decision_function(x)[:, 0] > 0).astype(int))
     with pytest.raises(ValueError, match="unknown parameter 'alpha'"):
         estimator.set_params(alpha=1.0)
+
+
+@pytest.mark.parametrize("form", ["nb-lr", "lr"])
+def test_without_an_intercept_a_text_with_no_ngram_scores_zero(form):
+    """``fit_intercept=False`` (``[model] ngram_intercept``): the intercept is 0, so a text with no n-gram gets
+    even odds, while the fit still separates the training texts; with it, the fitted intercept is not 0 on
+    imbalanced labels."""
+    texts, labels = _topic_texts(2, 20)
+    texts, labels = texts + texts[:10], list(labels) + list(labels[:10])   # imbalanced: the intercept has work
+    x = ngram_features(texts, 1009)
+    empty = ngram_features([[]], 1009)
+    plain = NgramEstimator(2, form).fit(x, labels)
+    blind = NgramEstimator(2, form, fit_intercept=False).fit(x, labels)
+    assert float(plain.intercept_[0]) != 0.0
+    assert blind.intercept_.shape == (1,) and float(blind.intercept_[0]) == 0.0
+    assert float(blind.decision_function(empty)[0, 0]) == 0.0
+    assert (blind.predict(x) == np.asarray(labels)).mean() >= 0.9
 
 
 def test_auto_chooses_by_cross_validation_deterministically():

@@ -303,8 +303,9 @@ def render_train_summary(console, result) -> None:
             else f"epoch {m['best_epoch']}, the last (no validation split: trained on all of train)")
     if first:
         data, epochs = result.metrics["data"], m["best_epoch"]
-        negated = 2 * data.get("negation_augment", 0)
-        rows = f"{data['train_examples']:,} rows" + (f" (+ {negated:,} rule-negated sentences)" if negated else "")
+        negated, words = 2 * data.get("negation_augment", 0), data.get("lexicon_prior", 0)
+        added = [f"{negated:,} rule-negated sentences" if negated else "", f"{words:,} lexicon words" if words else ""]
+        rows = f"{data['train_examples']:,} rows" + (f" (+ {', '.join(a for a in added if a)})" if any(added) else "")
         kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "
                 f"with the temperature fitted on the {first['validation_examples']:,} held-out rows,")

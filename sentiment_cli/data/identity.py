@@ -10,9 +10,11 @@ one for another cannot change the prediction. ``[data] blind_identity = true`` d
 prediction, before negation marks (``negation.py``), so the n-gram score and the encoder both read ``<unk>``.
 
 The list: demonyms of the world's countries and of some regions, religions and their adherents, ethnicities and
-sexualities, written for this package; not the lexicons of CheckList's released suite. Words that are also
-common words of another meaning are left out ("black", "white", "straight", "english" as a language name is kept),
-so "a black comedy" and "straight to video" keep their meaning; their swaps are not blinded.
+sexualities, written for this package, not taken from CheckList's released suite (kept outside the repository as an
+independent check); a few two-word terms whose first word alone is a common word ("Roman Catholic", "South
+African") are blinded as a pair. An "an" before a blinded term is read as "a": which article is written depends on the
+term's first sound. Words that are also common words of another meaning are left out ("black", "white",
+"straight"), so "a black comedy" and "straight to video" keep their meaning; their swaps are not blinded.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ nicaraguan nigerian nigerien norwegian omani pakistani palestinian panamanian pa
 polish portuguese qatari romanian russian rwandan salvadoran samoan saudi scottish senegalese serbian
 sierra leonean singaporean slovak slovakian slovenian somali somalian sudanese surinamese swazi swedish swiss
 syrian taiwanese tajik tanzanian thai tibetan togolese tongan trinidadian tunisian turkish turkmen ugandan
-ukrainian uruguayan uzbek venezuelan vietnamese welsh yemeni zambian zimbabwean
-""".split()) - {"costa", "rican", "sierra", "leonean"}
+ukrainian uruguayan uzbek venezuelan vietnamese welsh yemeni zambian zimbabwean philippine luxembourger
+bahraini kittitian vincentian motswana liechtensteiner cape verdean sao tomean
+""".split()) - {"costa", "rican", "sierra", "leonean", "cape", "verdean", "sao", "tomean"}
 RELIGIONS = frozenset("""
 christian christians muslim muslims jewish jew jews hindu hindus buddhist buddhists sikh sikhs catholic catholics
 protestant protestants jain jains taoist taoists baptist baptists evangelical evangelicals mormon mormons
@@ -52,13 +55,21 @@ gay gays lesbian lesbians bisexual bisexuals queer asexual pansexual heterosexua
 homosexuals transgender lgbt lgbtq
 """.split())
 IDENTITY_TERMS = NATIONALITIES | RELIGIONS | ETHNICITIES | SEXUALITIES
+# Two-word terms whose first word alone is a common word ("roman", "south"): both words are blinded together
+TWO_WORD_TERMS = frozenset(tuple(t.split()) for t in (
+    "roman catholic", "eastern orthodox", "greek orthodox", "russian orthodox", "native american", "african american",
+    "south asian", "east asian", "southeast asian", "middle eastern", "pacific islander", "first nations",
+    "new zealander", "south african", "north korean", "south korean", "costa rican", "puerto rican", "sri lankan",
+    "sierra leonean", "saudi arabian", "el salvadoran", "latter day", "jehovah's witness",
+))
+ARTICLES = ("a", "an")   # "an" before a vowel sound: which one is written depends on the term blinded
 
 _IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # tokenizer -> its identity ids, while it lives
 
 
-def identity_ids(tokenizer) -> np.ndarray:
-    """``(vocab_size,)`` bool: whether each id of ``tokenizer``'s vocabulary is an identity term (lower case, any
-    trailing ``. , ; : ! ?`` of a whitespace-split token aside), cached per tokenizer."""
+def identity_ids(tokenizer) -> "IdentityIds":
+    """The identity terms of ``tokenizer``'s vocabulary (lower case, any trailing ``. , ; : ! ?`` of a
+    whitespace-split token aside), cached per tokenizer."""
     cached = _IDS.get(tokenizer)
     if cached is not None:
         return cached
@@ -66,19 +77,50 @@ def identity_ids(tokenizer) -> np.ndarray:
     mask = np.zeros(max(vocab.values(), default=0) + 1, bool)
     for token, i in vocab.items():
         mask[i] = token.rstrip(".,;:!?").lower() in IDENTITY_TERMS
-    _IDS[tokenizer] = mask
-    return mask
+    pairs: dict[int, set[int]] = {}
+    for first, second in TWO_WORD_TERMS:
+        if first in vocab and second in vocab:
+            pairs.setdefault(vocab[first], set()).add(vocab[second])
+    a, an = (vocab.get(w) for w in ARTICLES)
+    cached = _IDS[tokenizer] = IdentityIds(mask, pairs, an if a is not None else None, a)
+    return cached
 
 
-def blind(ids, mask: np.ndarray, unk_id: int) -> list[int]:
-    """``ids`` (one text's vocabulary ids, unmarked) with each identity term's id replaced by ``unk_id``.
+class IdentityIds:
+    """One vocabulary's identity terms: ``mask`` ``(vocab_size,)`` bool (one-word terms), ``pairs`` (a first word's
+    id -> the ids of the second words it makes a term with), and the ids of "an" and "a" (``None`` when the
+    vocabulary lacks either)."""
+
+    def __init__(self, mask: np.ndarray, pairs: dict[int, set[int]], an: int | None, a: int | None):
+        self.mask, self.pairs, self.an, self.a = mask, pairs, an, a
+
+    def __getitem__(self, i: int) -> bool:
+        return bool(i < len(self.mask) and self.mask[i])
+
+
+def blind(ids, terms: IdentityIds, unk_id: int) -> list[int]:
+    """``ids`` (one text's vocabulary ids, unmarked) with each identity term's ids replaced by ``unk_id``, and an
+    "an" right before one, or before a word outside the vocabulary, read as "a", so that "an Indian poet" and "a
+    Chinese poet" give the same ids.
 
     Args:
         ids: token ids of one text.
-        mask: :func:`identity_ids` of the tokenizer that gave them.
+        terms: :func:`identity_ids` of the tokenizer that gave them.
         unk_id: ``<unk>``'s id.
 
     Returns:
         The ids, the same length.
     """
-    return [unk_id if t < len(mask) and mask[t] else t for t in ids]
+    out, n = list(ids), len(ids)
+    blinded = [False] * n
+    for i, t in enumerate(ids):
+        if terms[t]:
+            blinded[i] = True
+        elif i + 1 < n and ids[i + 1] in terms.pairs.get(t, ()):
+            blinded[i] = blinded[i + 1] = True
+    for i in range(n):
+        if blinded[i]:
+            out[i] = unk_id
+        elif i + 1 < n and (blinded[i + 1] or ids[i + 1] == unk_id) and ids[i] == terms.an:
+            out[i] = terms.a
+    return out

@@ -10,7 +10,8 @@ the ``vaderSentiment`` package), each labelled by the sign of its human-rated va
 1. **the labels are polarity**: VADER's score of each training text (the mean valence of its words) tells the two
    labels apart with ROC AUC at least :attr:`~.policy.FitPolicy.lexicon_auc`; labels of another meaning that
    happen to be named negative / positive (or whose texts VADER cannot read: another language) get no row;
-2. the word's valence is at least :attr:`~.policy.FitPolicy.lexicon_min_valence` in size;
+2. the word's valence is at least :attr:`~.policy.FitPolicy.lexicon_min_valence` in size (the strongest first, each
+   as :attr:`~.policy.FitPolicy.lexicon_repeats` rows: one word is one token against a review's hundreds);
 3. **the user's labels do not say otherwise**: a word in at least ``augment_min_reviews`` training texts whose
    log-count ratio (``augment.py``; Wang & Manning 2012's ``r``) has the other sign and a size of at least
    :attr:`~.policy.FitPolicy.lexicon_contradiction` is left out: the data's meaning wins.
@@ -86,7 +87,8 @@ def lexicon_rows(split: Split, rows: int, policy: FitPolicy = DEFAULT.fit) -> tu
         policy: the lexicon's numbers (:class:`~.policy.FitPolicy`).
 
     Returns:
-        ``(split, added, reason)``: the split (a new one when rows were added), the rows added, and one line
+        ``(split, added, reason)``: the split (a new one when rows were added), the rows added (the words times
+        :attr:`~.policy.FitPolicy.lexicon_repeats`), and one line
         saying why (the AUC, or why none).
     """
     ids = polar_labels(split.label_names)
@@ -108,10 +110,10 @@ def lexicon_rows(split: Split, rows: int, policy: FitPolicy = DEFAULT.fit) -> tu
         if r * valence < 0 and abs(r) >= policy.lexicon_contradiction:
             continue   # the user's labels say otherwise
         words.append((-abs(valence), word, pos if valence > 0 else neg))
-    chosen = sorted(words)[:rows]
-    texts = [w for _, w, _ in chosen]
-    labels = [y for _, _, y in chosen]
+    chosen = sorted(words)[:max(0, rows // policy.lexicon_repeats)]
+    texts = [w for _, w, _ in chosen for _ in range(policy.lexicon_repeats)]
+    labels = [y for _, _, y in chosen for _ in range(policy.lexicon_repeats)]
     reason = (f"VADER's word scores tell the labels apart with ROC AUC {auc:.2f} (at least "
               f"{policy.lexicon_auc:.2f}): the labels are polarity")
     return (Split(split.name, split.texts + texts, split.labels + labels, split.label_names, split.where),
-            len(chosen), reason)
+            len(texts), reason)

@@ -258,7 +258,9 @@ def _lexicon(ctx: RunContext, run_data: RunData, train_split: Split) -> tuple[Sp
         return train_split, 0
     split, added, reason = run_data.shared(("lexicon_prior", train_split.fingerprint(), rows),
                                            lambda: lexicon.lexicon_rows(train_split, rows, ctx.policy.fit))
-    ctx.cb.on_note(f"lexicon_prior: {reason}; {added:,} of VADER's words join as one-word rows" if added else
+    repeats = ctx.policy.fit.lexicon_repeats
+    ctx.cb.on_note(f"lexicon_prior: {reason}; {added // repeats:,} of VADER's words join, {repeats} one-word rows "
+                   "each" if added else
                    f"lexicon_prior: {reason}; no word joins")
     return split, added
 
