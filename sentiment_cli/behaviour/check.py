@@ -39,14 +39,17 @@ class LabelMismatch(UsageError):
 @dataclass
 class TestResult:
     """One test's outcome: ``cases`` judged, ``failures`` among them, up to three failing ``examples``
-    (the most confidently wrong first), each a dict (``docs/check.md``), and the cases ``left_out`` (a
-    perturbation that does not apply to the sentence, or empties it)."""
+    (the most confidently wrong first), each a dict (``docs/check.md``), the cases ``left_out`` (a
+    perturbation that does not apply to the sentence, or empties it), and for an INV test ``mean_shift``: how far
+    the perturbations move the prediction, the mean over cases of the largest change of any label's
+    probability between the sentence and a copy (0 to 1; ``None`` for other types, or no case)."""
 
     test: Test
     cases: int
     failures: int
     examples: list[dict[str, Any]] = field(default_factory=list)
     left_out: int = 0   # cases not built: the perturbation does not apply, or empties them (cases.test_cases)
+    mean_shift: float | None = None
 
     @property
     def failure_rate(self) -> float | None:
@@ -130,7 +133,8 @@ def run_check(suite: Suite, scorer: Scorer, model_labels: Sequence[str], half: s
         judged = [(case, _judge(test, chosen, rs, ids)) for case, rs in scored]
         failing = sorted((k for k, (_, (passed, _)) in enumerate(judged) if not passed), key=lambda k: -judged[k][1][1])
         examples = [_example(test, *scored[k], chosen, ids, model_labels) for k in failing[:EXAMPLES]]
-        results.append(TestResult(test, len(judged), len(failing), examples, sum(left_out[test.name].values())))
+        results.append(TestResult(test, len(judged), len(failing), examples, sum(left_out[test.name].values()),
+                                  _mean_shift(test, chosen, [rs for _, rs in scored])))
         rows.extend(_rows(test, judged, chosen, row_of, model_labels))
     return results, rows
 
@@ -180,6 +184,16 @@ def _moves(test: Test, chosen: _Sets, rows: list[int], ids: dict[str, int]) -> l
     watched = ids[test.label]
     sign = 1.0 if test.direction == "down" else -1.0
     return [sign * float(chosen.probs[r][watched] - p0[watched]) for r in rows[1:]]
+
+
+def _mean_shift(test: Test, chosen: _Sets, cases: list[list[int]]) -> float | None:
+    """An INV test's mean over cases of the largest change of any label's probability from the sentence to a
+    perturbed copy; ``None`` for other types or no case."""
+    if test.type != "INV" or not cases:
+        return None
+    p = chosen.probs
+    return float(np.mean([max((float(np.abs(p[r] - p[rows[0]]).max()) for r in rows[1:]), default=0.0)
+                          for rows in cases]))
 
 
 def _judge(test: Test, chosen: _Sets, rows: list[int], ids: dict[str, int]) -> tuple[bool, float]:
@@ -234,7 +248,7 @@ def summary(results: Sequence[TestResult]) -> dict[str, Any]:
     appearance order) and over the suite; rates are fractions, ``None`` where no case was judged."""
     tests = [{"name": r.test.name, "capability": r.test.capability, "type": r.test.type, "cases": r.cases,
               "failures": r.failures, "failure_rate": r.failure_rate, "description": r.test.description,
-              "examples": r.examples, "left_out": r.left_out} for r in results]
+              "examples": r.examples, "left_out": r.left_out, "mean_shift": r.mean_shift} for r in results]
     capabilities = []
     for cap in dict.fromkeys(r.test.capability for r in results):
         mine = [r for r in results if r.test.capability == cap]

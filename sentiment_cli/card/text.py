@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .. import objectives
 from ..data.splits import HOLD_OUT_WAYS, hold_out_way
 from ..toml_writer import toml_value
@@ -73,6 +75,11 @@ def behaviour_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
         tests = [t for t in record.get("tests") or [] if t.get("capability") == cap.get("capability")]
         worst = max(tests, key=lambda t: t.get("failure_rate") or 0.0, default=None)
         detail = f"; worst: {worst['name']} {_num(worst.get('failure_rate'), '.1%')}" if worst and len(tests) > 1 else ""
+        shifts = [t for t in tests if t.get("mean_shift") is not None]
+        if shifts:   # INV: how far the swaps move the prediction, not only whether they flip it
+            most = max(shifts, key=lambda t: t["mean_shift"])
+            detail += (f"; the perturbations move a probability by {_num(float(np.mean([t['mean_shift'] for t in shifts])), '.1%')} "
+                       f"on average (most: {most['name']} {_num(most['mean_shift'], '.1%')})")
         facts.append((str(cap.get("capability")), f"{_num(cap.get('failure_rate'), '.1%')} ({cap.get('tests')} "
                                                   f"tests{detail})"))
     return facts
