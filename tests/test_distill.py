@@ -189,6 +189,7 @@ def test_the_default_preset_pretrains_then_distils_in_one_train(with_unlabelled,
     r = CliRunner().invoke(app, ["train", "--data", str(with_unlabelled), "--epochs", "1", "--device", "cpu",
                                  "--set", "pretrain.epochs=1", "--set", "training.distill_reviews=200",
                                  "--set", "training.negation_augment=0",   # counts below: the reviews alone
+                                 "--set", "training.lexicon_prior=0",
                                  "--time-budget", "0"])
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "checkpoints" / "default" / "metrics.json").read_text())
