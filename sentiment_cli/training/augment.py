@@ -90,7 +90,7 @@ def augment(split: Split, pairs: int, min_reviews: int = DEFAULT.fit.augment_min
     if not pairs or ids is None or not len(split):
         return split, 0
     neg, pos = ids
-    ratio, base_form = _word_statistics(split, neg, pos, min_reviews)
+    ratio, base_form = word_statistics(split, neg, pos, min_reviews)
     scored = []
     for text, label in zip(split.texts, split.labels):
         best = None
@@ -113,7 +113,7 @@ def augment(split: Split, pairs: int, min_reviews: int = DEFAULT.fit.augment_min
     return Split(split.name, split.texts + texts, split.labels + labels, split.label_names, split.where), len(chosen)
 
 
-def _word_statistics(split: Split, neg: int, pos: int, min_reviews: int) -> tuple[dict[str, float], dict[str, str]]:
+def word_statistics(split: Split, neg: int, pos: int, min_reviews: int) -> tuple[dict[str, float], dict[str, str]]:
     """The words' log-count ratios ``log((1 + p_w) / (1 + n_w)) - log(P / N)`` (reviews of each class holding
     the word, once per review), and each ``-ed`` word's base form by frequency in the split."""
     counts = {neg: Counter(), pos: Counter()}

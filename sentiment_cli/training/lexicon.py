@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data.splits import Split
-from .augment import _word_statistics, polar_labels
+from .augment import word_statistics, polar_labels
 from .policy import DEFAULT, FitPolicy
 
 _WORD = re.compile(r"[a-z']+")
@@ -101,7 +101,7 @@ def lexicon_rows(split: Split, rows: int, policy: FitPolicy = DEFAULT.fit) -> tu
     if not auc >= policy.lexicon_auc:
         return split, 0, (f"VADER's word scores tell the labels apart with ROC AUC {auc:.2f}, under "
                           f"{policy.lexicon_auc:.2f}: the labels are not read as polarity")
-    ratio, _ = _word_statistics(split, neg, pos, policy.augment_min_reviews)
+    ratio, _ = word_statistics(split, neg, pos, policy.augment_min_reviews)
     words = []
     for word, valence in lexicon.items():
         if abs(valence) < policy.lexicon_min_valence:
