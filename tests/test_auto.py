@@ -317,5 +317,8 @@ def test_negation_rules_are_for_two_class_sentiment_read_as_words():
     chosen = {c.key: c.value for c in auto.data_rules(words, cfg)}
     assert polar <= set(chosen) and chosen["training.lexicon_prior"] == 4_800   # 0.8 of 6,000 rows
     assert not polar & {c.key for c in auto.data_rules(chars, cfg)}
+    sentences = auto.Profile(**{**words.__dict__, "tokens": 6_000 * 20})               # 20 tokens a row: no VADER rows
+    chosen = {c.key for c in auto.data_rules(sentences, cfg)}
+    assert "training.lexicon_prior" not in chosen and polar - {"training.lexicon_prior"} <= chosen
     topics = auto.Profile(**{**words.__dict__, "labels": ("sports", "world")})
     assert not polar & {c.key for c in auto.data_rules(topics, cfg)}

@@ -355,7 +355,8 @@ def _negation_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Ch
     rule-negated sentences (``docs/decisions.md#negation``): ``[data] negation_scope = "sentence"``,
     and ``[training] negation_augment`` pairs, ``negation_pairs`` at most and ``negation_share`` of the
     training rows (IMDB's 25,000 reviews: 10,000); ``[training] lexicon_prior`` (VADER's words as one-word rows,
-    ``lexicon_rows`` and ``lexicon_share`` of the training rows at most; ``docs/decisions.md#what-words-mean-outside-the-training-set``) and ``[data]
+    ``lexicon_rows`` and ``lexicon_share`` of the training rows at most, where the training texts average
+    ``lexicon_min_tokens`` tokens or more; ``docs/decisions.md#what-words-mean-outside-the-training-set``) and ``[data]
     blind_identity`` (identity terms read as ``<unk>``; ``docs/decisions.md#identity-terms``). Other label sets
     keep the preset's (none), and so does text
     read as characters (Chinese, Thai): the scope runs over words after an English negator, and the augmentation's
@@ -365,14 +366,16 @@ def _negation_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Ch
         return []
     pairs = min(r.negation_pairs, round(r.negation_share * profile.train_rows))
     words = min(r.lexicon_rows, round(r.lexicon_share * profile.train_rows))
+    mean_tokens = profile.tokens / max(1, profile.train_rows)
+    lexicon = [Choice("training.lexicon_prior", words, f"two-class sentiment in texts of {mean_tokens:.0f} tokens on "
+                      f"average (at least {r.lexicon_min_tokens}): up to {words:,} rows of VADER's words, one a row, "
+                      "teach the encoder what words mean in a short sentence, where its scores say the labels are "
+                      "polarity and the texts do not say otherwise")] if mean_tokens >= r.lexicon_min_tokens else []
     return [Choice("data.negation_scope", "sentence", "two-class sentiment: words a negator governs are marked "
                    "(up to the next . ; : ! ? or 'but')"),
             Choice("training.negation_augment", pairs, f"two-class sentiment: up to {pairs:,} training sentences "
                    "negated by rule, the label flipped, teach the encoder what 'not' does"),
-            Choice("training.lexicon_prior", words, f"two-class sentiment: up to {words:,} of VADER's words, one a "
-                   "row, teach "
-                   "the encoder what words mean outside the training texts, where its scores say the labels are "
-                   "polarity and the texts do not say otherwise"),
+            *lexicon,
             Choice("model.ngram_intercept", False, "two-class sentiment: the n-gram score has no intercept, so "
                    "a short text is read by its words, not by the bias of long reviews"),
             Choice("data.blind_identity", True, "two-class sentiment: the names of nationalities, religions, "
