@@ -262,7 +262,7 @@ def test_the_default_trains_on_a_file_without_flags_and_records_its_choices(tmp_
     words = metrics["data"]["lexicon_prior"]                                    # VADER's words' rows: at most 0.8
     assert 0 < words <= rules["training.lexicon_prior"] == 480
     assert rules["data.blind_identity"] is True and rules["model.ngram_intercept"] is False
-    assert (f"then trained again on all 600 rows (+ {2 * pairs:,} rule-negated sentences, {words:,} lexicon words) "
+    assert (f"then trained again on all 600 rows (+ {2 * pairs:,} rule-negated sentences, {words:,} one-word lexicon rows) "
             "for 1 epoch (the refit)" in " ".join(r.output.split()))
     config = json.loads((out / "config.json").read_text())
     assert config["training"]["init_from"] == "" and config["training"]["embedding_lr_scale"] == 10.0

@@ -304,7 +304,7 @@ def render_train_summary(console, result) -> None:
     if first:
         data, epochs = result.metrics["data"], m["best_epoch"]
         negated, words = 2 * data.get("negation_augment", 0), data.get("lexicon_prior", 0)
-        added = [f"{negated:,} rule-negated sentences" if negated else "", f"{words:,} lexicon words" if words else ""]
+        added = [f"{negated:,} rule-negated sentences" if negated else "", f"{words:,} one-word lexicon rows" if words else ""]
         rows = f"{data['train_examples']:,} rows" + (f" (+ {', '.join(a for a in added if a)})" if any(added) else "")
         kept = (f"{kept}; then trained again on all {rows} for {plural(epochs, 'epoch')} "
                 "(the refit), "

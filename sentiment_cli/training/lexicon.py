@@ -91,9 +91,9 @@ def lexicon_rows(split: Split, rows: int, policy: FitPolicy = DEFAULT.fit) -> tu
         :attr:`~.policy.FitPolicy.lexicon_repeats`), and one line
         saying why (the AUC, or why none).
     """
-    ids = polar_labels(split.label_names)
+    ids = None if split.multi_label else polar_labels(split.label_names)
     if not rows or ids is None or not len(split):
-        return split, 0, "the labels are not negative / positive"
+        return split, 0, "the labels are not one of negative / positive per text"
     neg, pos = ids
     lexicon = vader_lexicon()
     labelled = [(t, y) for t, y in zip(split.texts, split.labels) if y in (neg, pos)]

@@ -79,7 +79,7 @@ def start(ctx: RunContext, first: TrainResult) -> Path:
     rows = data["train_examples"] + data["validation_examples"]
     negated, words = data.get("negation_augment") or 0, data.get("lexicon_prior") or 0
     extra = "".join([f", the {2 * negated:,} rule-negated sentences" if negated else "",
-                     f", the lexicon's {words:,} words" if words else ""])
+                     f", the lexicon's {words:,} one-word rows" if words else ""])
     ctx.cb.on_stage(f"refit: training again on all {rows:,} training rows ({data['validation_examples']:,} held "
                     f"out until now){extra} for {plural(best, 'epoch')}, the held-out run's best")
     partial = partial_folder(ctx.output)   # the same name on every torchrun rank; rank 0 writes it
