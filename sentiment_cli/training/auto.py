@@ -368,7 +368,7 @@ def _negation_rules(profile: Profile, config: Config, r: RulesPolicy) -> list[Ch
     words = min(r.lexicon_rows, round(r.lexicon_share * profile.train_rows))
     mean_tokens = profile.tokens / max(1, profile.train_rows)
     lexicon = [Choice("training.lexicon_prior", words, f"two-class sentiment in texts of {mean_tokens:.0f} tokens on "
-                      f"average (at least {r.lexicon_min_tokens}): up to {words:,} rows of VADER's words, one a row, "
+                      f"average (at least {r.lexicon_min_tokens}): up to {words:,} one-word rows of VADER's words "
                       "teach the encoder what words mean in a short sentence, where its scores say the labels are "
                       "polarity and the texts do not say otherwise")] if mean_tokens >= r.lexicon_min_tokens else []
     return [Choice("data.negation_scope", "sentence", "two-class sentiment: words a negator governs are marked "

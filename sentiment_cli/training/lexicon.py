@@ -54,22 +54,15 @@ def vader_lexicon() -> dict[str, float]:
 
 
 def polarity_auc(texts: Sequence[str], positive: Sequence[bool], lexicon: dict[str, float]) -> float:
-    """ROC AUC of the texts' lexicon scores (each text's mean valence over its words, 0 for a word outside
-    ``lexicon``) against ``positive``: 0.5 says nothing, 1 separates the labels; ``nan`` with one class only.
-    Ties count one half (the Mann-Whitney U statistic over the rank of each score)."""
-    scores = np.array([_score(t, lexicon) for t in texts])
+    """ROC AUC (scikit-learn's ``roc_auc_score``) of the texts' lexicon scores (each text's mean valence over its
+    words, 0 for a word outside ``lexicon``) against ``positive``: 0.5 says nothing, 1 separates the labels; ``nan``
+    with one class only."""
+    from sklearn.metrics import roc_auc_score
+
     y = np.asarray(positive, bool)
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if not n_pos or not n_neg:
+    if y.all() or not y.any():
         return float("nan")
-    order = scores.argsort(kind="stable")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    # average ranks over ties (1-based)
-    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
-    avg = first + (counts + 1) / 2.0
-    ranks[order] = np.repeat(avg, counts)
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(roc_auc_score(y, [_score(t, lexicon) for t in texts]))
 
 
 def _score(text: str, lexicon: dict[str, float]) -> float:
